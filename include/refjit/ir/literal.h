@@ -1,0 +1,33 @@
+// A typed scalar constant appearing directly as an eqn operand: 3:i32[], 2.0:f32[].
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "refjit/ir/type.h"
+
+namespace refjit {
+
+struct Literal {
+  DType dtype = DType::f32;
+  // Exactly one is meaningful: `f` for floats, `i` for ints and bools (0/1).
+  double f = 0.0;
+  int64_t i = 0;
+
+  static Literal of_float(DType d, double v) { return Literal{d, v, 0}; }
+  static Literal of_int(DType d, int64_t v) { return Literal{d, 0.0, v}; }
+  static Literal of_bool(bool v) { return Literal{DType::bool_, 0.0, v ? 1 : 0}; }
+  // A literal of dtype d holding v (converted as convert_element_type would).
+  static Literal of(DType d, double v);
+
+  ArrayType type() const { return ArrayType{dtype, {}}; }
+  double as_double() const { return is_float(dtype) ? f : static_cast<double>(i); }
+  bool operator==(const Literal& o) const;
+
+  // Value text without the type: "2.0", "3", "True"... as JAX prints it.
+  std::string value_text() const;
+  // "2.0:f32[]"
+  std::string str() const;
+};
+
+}  // namespace refjit

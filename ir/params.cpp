@@ -1,0 +1,41 @@
+#include "refjit/ir/params.h"
+
+#include <algorithm>
+
+#include "refjit/ir/error.h"
+
+namespace refjit {
+
+Params::Params(std::initializer_list<std::pair<std::string, ParamValue>> init) {
+  for (const auto& [k, v] : init) set(k, v);
+}
+
+void Params::set(std::string name, ParamValue value) {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), name,
+                             [](const auto& e, const std::string& n) { return e.first < n; });
+  if (it != entries_.end() && it->first == name) {
+    it->second = std::move(value);
+  } else {
+    entries_.insert(it, {std::move(name), std::move(value)});
+  }
+}
+
+const ParamValue* Params::find(std::string_view name) const {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), name,
+                             [](const auto& e, std::string_view n) { return e.first < n; });
+  if (it != entries_.end() && it->first == name) return &it->second;
+  return nullptr;
+}
+
+bool Params::has(std::string_view name) const { return find(name) != nullptr; }
+
+void Params::erase(std::string_view name) {
+  std::erase_if(entries_, [&](const auto& e) { return e.first == name; });
+}
+
+void Params::throw_bad(std::string_view name, bool missing) {
+  if (missing) throw TypeError("missing param '" + std::string(name) + "'");
+  throw TypeError("param '" + std::string(name) + "' has the wrong kind of value");
+}
+
+}  // namespace refjit

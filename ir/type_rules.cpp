@@ -1,0 +1,7 @@
+#include "ir/type_rules.h"
+
+namespace refjit {
+
+void register_type_rules(TypeRuleTable& table) { (void)table; }
+
+}  // namespace refjit

@@ -1,0 +1,193 @@
+#include "refjit/array.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include <fmt/format.h>
+
+#include "refjit/ir/error.h"
+#include "refjit/ir/literal.h"
+
+namespace refjit {
+
+namespace {
+
+template <class T>
+constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
+template <> constexpr DType dtype_of<bool>() { return DType::bool_; }
+
+// 64-byte aligned storage, so compiled code can use aligned vector loads.
+std::shared_ptr<std::byte[]> allocate(int64_t bytes) {
+  size_t n = static_cast<size_t>(bytes > 0 ? bytes : 1);
+  n = (n + 63) / 64 * 64;
+  auto* p = static_cast<std::byte*>(::operator new[](n, std::align_val_t{64}));
+  std::memset(p, 0, n);
+  return std::shared_ptr<std::byte[]>(
+      p, [](std::byte* q) { ::operator delete[](q, std::align_val_t{64}); });
+}
+
+}  // namespace
+
+Array::Array() : Array(ArrayType{DType::f32, {}}) {}
+
+Array::Array(ArrayType type) : type_(std::move(type)) {
+  for (int64_t d : type_.shape)
+    if (d < 0) throw TypeError("negative dimension in array type " + type_.str());
+  storage_ = allocate(type_.byte_size());
+  data_ = storage_.get();
+}
+
+Array::Array(ArrayType type, const void* data) : Array(std::move(type)) {
+  if (byte_size() > 0) std::memcpy(data_, data, static_cast<size_t>(byte_size()));
+}
+
+template <class T>
+Array Array::from_vector(const std::vector<T>& values, Shape shape) {
+  ArrayType t{dtype_of<T>(), std::move(shape)};
+  if (static_cast<int64_t>(values.size()) != t.num_elements())
+    throw TypeError(fmt::format("{} values given for an array of type {} ({} elements)",
+                                values.size(), t.str(), t.num_elements()));
+  Array a(t);
+  if constexpr (std::is_same_v<T, bool>) {
+    for (size_t i = 0; i < values.size(); ++i) a.data_[i] = std::byte{values[i] ? uint8_t{1} : uint8_t{0}};
+  } else {
+    if (!values.empty()) std::memcpy(a.data_, values.data(), values.size() * sizeof(T));
+  }
+  return a;
+}
+template Array Array::from_vector<float>(const std::vector<float>&, Shape);
+template Array Array::from_vector<double>(const std::vector<double>&, Shape);
+template Array Array::from_vector<int32_t>(const std::vector<int32_t>&, Shape);
+template Array Array::from_vector<int64_t>(const std::vector<int64_t>&, Shape);
+template Array Array::from_vector<bool>(const std::vector<bool>&, Shape);
+
+Array Array::full(ArrayType type, double v) {
+  Array a(std::move(type));
+  for (int64_t i = 0; i < a.size(); ++i) a.set_from_double(i, v);
+  return a;
+}
+
+std::byte* Array::mutable_data() {
+  if (storage_.use_count() > 1) {
+    auto fresh = allocate(byte_size());
+    if (byte_size() > 0) std::memcpy(fresh.get(), data_, static_cast<size_t>(byte_size()));
+    storage_ = std::move(fresh);
+    data_ = storage_.get();
+  }
+  return data_;
+}
+
+template <class T>
+void Array::check_dtype_of() const {
+  if (dtype_of<T>() != type_.dtype)
+    throw TypeError(fmt::format("array of dtype {} accessed as {}", long_name(type_.dtype),
+                                long_name(dtype_of<T>())));
+}
+template void Array::check_dtype_of<float>() const;
+template void Array::check_dtype_of<double>() const;
+template void Array::check_dtype_of<int32_t>() const;
+template void Array::check_dtype_of<int64_t>() const;
+template void Array::check_dtype_of<bool>() const;
+
+double Array::as_double(int64_t i) const {
+  switch (type_.dtype) {
+    case DType::f32: return reinterpret_cast<const float*>(data_)[i];
+    case DType::f64: return reinterpret_cast<const double*>(data_)[i];
+    case DType::i32: return reinterpret_cast<const int32_t*>(data_)[i];
+    case DType::i64: return static_cast<double>(reinterpret_cast<const int64_t*>(data_)[i]);
+    case DType::bool_: return data_[i] != std::byte{0} ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+int64_t Array::as_int(int64_t i) const {
+  switch (type_.dtype) {
+    case DType::i32: return reinterpret_cast<const int32_t*>(data_)[i];
+    case DType::i64: return reinterpret_cast<const int64_t*>(data_)[i];
+    case DType::bool_: return data_[i] != std::byte{0} ? 1 : 0;
+    default: return Literal::of(DType::i64, as_double(i)).i;
+  }
+}
+
+void Array::set_from_double(int64_t i, double v) {
+  std::byte* p = mutable_data();
+  Literal l = Literal::of(type_.dtype, v);
+  switch (type_.dtype) {
+    case DType::f32: reinterpret_cast<float*>(p)[i] = static_cast<float>(l.f); break;
+    case DType::f64: reinterpret_cast<double*>(p)[i] = l.f; break;
+    case DType::i32: reinterpret_cast<int32_t*>(p)[i] = static_cast<int32_t>(l.i); break;
+    case DType::i64: reinterpret_cast<int64_t*>(p)[i] = l.i; break;
+    case DType::bool_: p[i] = std::byte{static_cast<uint8_t>(l.i)}; break;
+  }
+}
+
+Array Array::clone() const { return Array(type_, data_); }
+
+Array Array::reshaped(Shape shape) const {
+  ArrayType t{type_.dtype, std::move(shape)};
+  if (t.num_elements() != size())
+    throw TypeError(fmt::format("cannot reshape {} to {}", type_.str(), t.str()));
+  Array a = *this;
+  a.type_ = std::move(t);
+  return a;
+}
+
+bool Array::operator==(const Array& o) const {
+  if (type_ != o.type_) return false;
+  for (int64_t i = 0; i < size(); ++i) {
+    if (is_float(dtype())) {
+      double a = as_double(i), b = o.as_double(i);
+      if (!(a == b || (std::isnan(a) && std::isnan(b)))) return false;
+    } else if (as_int(i) != o.as_int(i)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
+std::string element_text(const Array& a, int64_t i) {
+  switch (a.dtype()) {
+    case DType::bool_: return a.as_int(i) ? "true" : "false";
+    case DType::i32:
+    case DType::i64: return fmt::format("{}", a.as_int(i));
+    default: {
+      double v = a.as_double(i);
+      if (std::isnan(v)) return "nan";
+      if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+      return a.dtype() == DType::f32 ? fmt::format("{}", static_cast<float>(v))
+                                     : fmt::format("{}", v);
+    }
+  }
+}
+
+void append_text(const Array& a, int dim, int64_t& flat, std::string& out) {
+  if (dim == a.rank()) {
+    out += element_text(a, flat++);
+    return;
+  }
+  out += '[';
+  for (int64_t k = 0; k < a.shape()[dim]; ++k) {
+    if (k) out += ", ";
+    append_text(a, dim + 1, flat, out);
+  }
+  out += ']';
+}
+
+}  // namespace
+
+std::string Array::str() const {
+  std::string out;
+  int64_t flat = 0;
+  append_text(*this, 0, flat, out);
+  return out;
+}
+
+}  // namespace refjit

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian package refjit needs to build, test, benchmark and fuzz.
+# Idempotent: packages already present are skipped, so a second run costs a few ms.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build ccache g++ python3
+  llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools
+  clang-19 libclang-rt-19-dev lld-19
+  libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
+  clang-format
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "setup.sh: installing ${missing[*]}" >&2
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
