@@ -2,6 +2,12 @@
 
 namespace refjit {
 
-void register_type_rules(TypeRuleTable& table) { (void)table; }
+void register_type_rules(TypeRuleTable& table) {
+  register_elementwise_type_rules(table);
+  register_shape_type_rules(table);
+  register_reduce_type_rules(table);
+  register_ref_type_rules(table);
+  register_structured_type_rules(table);
+}
 
 }  // namespace refjit

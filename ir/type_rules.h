@@ -12,4 +12,11 @@ using TypeRuleTable = std::array<TypeRule, kNumPrims>;
 // Fills one entry per primitive (ir/type_rules_*.cpp).
 void register_type_rules(TypeRuleTable& table);
 
+// One per family; each sets the entries of the primitives it defines.
+void register_elementwise_type_rules(TypeRuleTable& table);  // type_rules_elementwise.cpp
+void register_shape_type_rules(TypeRuleTable& table);        // type_rules_shape.cpp
+void register_reduce_type_rules(TypeRuleTable& table);       // type_rules_reduce.cpp
+void register_ref_type_rules(TypeRuleTable& table);          // type_rules_ref.cpp
+void register_structured_type_rules(TypeRuleTable& table);   // type_rules_structured.cpp
+
 }  // namespace refjit

@@ -1,0 +1,99 @@
+#include "ir/text_params.h"
+
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <span>
+
+namespace refjit::text {
+
+namespace {
+
+using K = ParamKind;
+// RuleTable needs a rule type that tests true when set.
+using SpecList = std::optional<std::vector<ParamSpec>>;
+
+// One entry per primitive with params (docs/primitives.md); the rest take none.
+RuleTable<SpecList> make_specs() {
+  RuleTable<SpecList> t;
+  auto set = [&](Prim p, std::vector<ParamSpec> specs) { t.set(p, std::move(specs)); };
+  set(Prim::round, {{"rounding_method", K::integer}});
+  set(Prim::integer_pow, {{"y", K::integer}});
+  set(Prim::convert_element_type, {{"new_dtype", K::dtype}, {"weak_type", K::boolean}});
+  set(Prim::broadcast_in_dim, {{"broadcast_dimensions", K::ints}, {"shape", K::ints}});
+  set(Prim::reshape, {{"dimensions", K::ints_or_none}, {"new_sizes", K::ints}});
+  set(Prim::squeeze, {{"dimensions", K::ints}});
+  set(Prim::expand_dims, {{"dimensions", K::ints}});
+  set(Prim::transpose, {{"permutation", K::ints}});
+  set(Prim::concatenate, {{"dimension", K::integer}});
+  set(Prim::pad, {{"padding_config", K::int_lists}});
+  set(Prim::slice,
+      {{"limit_indices", K::ints}, {"start_indices", K::ints}, {"strides", K::ints_or_none}});
+  set(Prim::dynamic_slice, {{"slice_sizes", K::ints}});
+  set(Prim::iota, {{"dimension", K::integer}, {"dtype", K::dtype}, {"shape", K::ints}});
+  set(Prim::gather, {{"axis", K::integer}});
+  set(Prim::scatter, {{"axis", K::integer}});
+  set(Prim::scatter_add, {{"axis", K::integer}});
+  set(Prim::reduce_sum, {{"axes", K::ints}});
+  set(Prim::reduce_max, {{"axes", K::ints}});
+  set(Prim::reduce_min, {{"axes", K::ints}});
+  set(Prim::argmax, {{"axes", K::ints}, {"index_dtype", K::dtype}});
+  set(Prim::dot_general, {{"dimension_numbers", K::dot_dims},
+                          {"precision", K::word_or_none},
+                          {"preferred_element_type", K::dtype_or_none}});
+  set(Prim::get, {{"indexer", K::indexer}});
+  set(Prim::swap, {{"indexer", K::indexer}});
+  set(Prim::addupdate, {{"indexer", K::indexer}});
+  set(Prim::jit, {{"jaxpr", K::jaxpr}, {"name", K::name}});
+  set(Prim::scan, {{"_split_transpose", K::boolean},
+                   {"jaxpr", K::jaxpr},
+                   {"length", K::integer},
+                   {"linear", K::bools_or_none},
+                   {"num_carry", K::integer},
+                   {"num_consts", K::integer},
+                   {"reverse", K::boolean},
+                   {"unroll", K::integer}});
+  set(Prim::cond, {{"branches", K::jaxprs}});
+  set(Prim::custom_vjp_call, {{"bwd_jaxpr", K::jaxpr},
+                              {"call_jaxpr", K::jaxpr},
+                              {"fwd_jaxpr", K::jaxpr},
+                              {"num_res", K::integer}});
+  return t;
+}
+
+const RuleTable<SpecList>& specs() {
+  static const RuleTable<SpecList> t = make_specs();
+  return t;
+}
+
+constexpr std::array<std::string_view, 9> kJitOnlyJax = {
+    "donated_invars", "inline",      "keep_unused", "in_shardings",        "out_shardings",
+    "in_layouts",     "out_layouts", "ctx_mesh",    "compiler_options_kvs"};
+constexpr std::array<std::string_view, 3> kNewRefOnlyJax = {"kind", "memory_space", "pin"};
+
+bool contains(std::span<const std::string_view> names, std::string_view n) {
+  return std::find(names.begin(), names.end(), n) != names.end();
+}
+
+}  // namespace
+
+const std::vector<ParamSpec>& param_specs(Prim p) {
+  static const std::vector<ParamSpec> none;
+  const SpecList* s = specs().find(p);
+  return s ? **s : none;
+}
+
+const ParamSpec* find_param_spec(Prim p, std::string_view name) {
+  for (const ParamSpec& s : param_specs(p))
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+bool is_ignored_param(Prim p, std::string_view name) {
+  if (name == "sharding" || name == "out_sharding") return true;
+  if (p == Prim::jit) return contains(kJitOnlyJax, name);
+  if (p == Prim::new_ref) return contains(kNewRefOnlyJax, name);
+  return false;
+}
+
+}  // namespace refjit::text

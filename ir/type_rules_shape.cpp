@@ -1,0 +1,313 @@
+// Type rules of the shape and data-movement primitives (docs/primitives.md "Shapes and data
+// movement").
+#include <algorithm>
+
+#include "ir/type_rule_support.h"
+#include "ir/type_rules.h"
+
+namespace refjit {
+
+namespace {
+
+using type_rules::Checker;
+using type_rules::DTypeClass;
+using type_rules::ints_text;
+using type_rules::one;
+
+void check_sizes_nonnegative(const Checker& c, const IntList& sizes, std::string_view what) {
+  for (int64_t s : sizes)
+    if (s < 0) c.fail("{} {} has a negative size {}", what, ints_text(sizes), s);
+}
+
+std::vector<Type> broadcast_in_dim_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::broadcast_in_dim, in, params);
+  c.expect_count(1);
+  const ArrayType& x = c.array(0);
+  const IntList& shape = c.ints_param("shape");
+  const IntList& bd = c.ints_param("broadcast_dimensions");
+  check_sizes_nonnegative(c, shape, "shape");
+  if (static_cast<int>(bd.size()) != x.rank())
+    c.fail(
+        "broadcast_dimensions {} has {} entries but operand 0 ({}) has rank {}; give one "
+        "output dim per operand dim",
+        ints_text(bd), bd.size(), x.str(), x.rank());
+  for (size_t i = 0; i < bd.size(); ++i) {
+    c.check_axis(bd[i], static_cast<int>(shape.size()), "broadcast_dimensions entry");
+    if (i > 0 && bd[i] <= bd[i - 1])
+      c.fail("broadcast_dimensions {} must be strictly increasing", ints_text(bd));
+    if (x.shape[i] != 1 && x.shape[i] != shape[bd[i]])
+      c.fail(
+          "operand 0 ({}) dim {} has size {} but output dim {} has size {}; it must be equal "
+          "or 1",
+          x.str(), i, x.shape[i], bd[i], shape[bd[i]]);
+  }
+  return one(ArrayType{x.dtype, shape});
+}
+
+std::vector<Type> reshape_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::reshape, in, params);
+  c.expect_count(1);
+  const ArrayType& x = c.array(0);
+  const IntList& sizes = c.ints_param("new_sizes");
+  check_sizes_nonnegative(c, sizes, "new_sizes");
+  if (const IntList* dims = c.optional_param<IntList>("dimensions")) {
+    for (size_t i = 0; i < dims->size(); ++i)
+      if ((*dims)[i] != static_cast<int64_t>(i))
+        c.fail(
+            "dimensions={} is not supported; transpose first, then reshape with "
+            "dimensions=None",
+            ints_text(*dims));
+  }
+  if (num_elements(sizes) != x.num_elements())
+    c.fail("operand 0 ({}) has {} elements but new_sizes {} has {}", x.str(), x.num_elements(),
+           ints_text(sizes), num_elements(sizes));
+  return one(ArrayType{x.dtype, sizes});
+}
+
+std::vector<Type> squeeze_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::squeeze, in, params);
+  c.expect_count(1);
+  const ArrayType& x = c.array(0);
+  const IntList& dims = c.ints_param("dimensions");
+  c.check_axes(dims, x.rank(), "dimensions entry");
+  Shape out;
+  for (int i = 0; i < x.rank(); ++i) {
+    bool dropped = std::find(dims.begin(), dims.end(), i) != dims.end();
+    if (dropped && x.shape[i] != 1)
+      c.fail("cannot squeeze dim {} of operand 0 ({}): its size is {}, not 1", i, x.str(),
+             x.shape[i]);
+    if (!dropped) out.push_back(x.shape[i]);
+  }
+  return one(ArrayType{x.dtype, std::move(out)});
+}
+
+std::vector<Type> expand_dims_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::expand_dims, in, params);
+  c.expect_count(1);
+  const ArrayType& x = c.array(0);
+  const IntList& dims = c.ints_param("dimensions");
+  int out_rank = x.rank() + static_cast<int>(dims.size());
+  c.check_axes(dims, out_rank, "dimensions entry (an output position)");
+  Shape out;
+  size_t next = 0;
+  for (int i = 0; i < out_rank; ++i) {
+    if (std::find(dims.begin(), dims.end(), i) != dims.end())
+      out.push_back(1);
+    else
+      out.push_back(x.shape[next++]);
+  }
+  return one(ArrayType{x.dtype, std::move(out)});
+}
+
+std::vector<Type> transpose_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::transpose, in, params);
+  c.expect_count(1);
+  const ArrayType& x = c.array(0);
+  const IntList& perm = c.ints_param("permutation");
+  if (static_cast<int>(perm.size()) != x.rank())
+    c.fail("permutation {} has {} entries but operand 0 ({}) has rank {}", ints_text(perm),
+           perm.size(), x.str(), x.rank());
+  c.check_axes(perm, x.rank(), "permutation entry");
+  Shape out;
+  for (int64_t p : perm) out.push_back(x.shape[p]);
+  return one(ArrayType{x.dtype, std::move(out)});
+}
+
+std::vector<Type> concatenate_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::concatenate, in, params);
+  c.expect_at_least(1);
+  const ArrayType& first = c.array(0);
+  int64_t dim = c.int_param("dimension");
+  if (first.rank() == 0) c.fail("operand 0 is a scalar ({}); only arrays concatenate", first.str());
+  c.check_axis(dim, first.rank(), "dimension");
+  Shape out = first.shape;
+  for (size_t i = 1; i < in.size(); ++i) {
+    const ArrayType& xi = c.array(i);
+    bool same = xi.dtype == first.dtype && xi.rank() == first.rank();
+    for (int d = 0; same && d < xi.rank(); ++d)
+      if (d != dim && xi.shape[d] != first.shape[d]) same = false;
+    if (!same)
+      c.fail(
+          "operand {} has type {} but operand 0 has type {}; operands must have the same "
+          "dtype and shape except along dimension {}",
+          i, xi.str(), first.str(), dim);
+    out[dim] += xi.shape[dim];
+  }
+  return one(ArrayType{first.dtype, std::move(out)});
+}
+
+std::vector<Type> pad_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::pad, in, params);
+  c.expect_count(2);
+  const ArrayType& x = c.array(0);
+  const ArrayType& v = c.array(1);
+  if (v.dtype != x.dtype || !v.is_scalar())
+    c.fail("operand 1 (the padding value) has type {} but must be a scalar {}[]", v.str(),
+           short_name(x.dtype));
+  const auto& config = c.param<IntListList>("padding_config");
+  if (static_cast<int>(config.size()) != x.rank())
+    c.fail(
+        "padding_config has {} entries but operand 0 ({}) has rank {}; give one (lo, hi, "
+        "interior) per dim",
+        config.size(), x.str(), x.rank());
+  Shape out;
+  for (int d = 0; d < x.rank(); ++d) {
+    const auto& e = config[d];
+    if (e.size() != 3)
+      c.fail("padding_config entry {} has {} numbers; it must be (lo, hi, interior)", d, e.size());
+    if (e[2] < 0) c.fail("padding_config entry {} has a negative interior padding {}", d, e[2]);
+    int64_t s = x.shape[d];
+    int64_t size = e[0] + e[1] + s + std::max<int64_t>(s - 1, 0) * e[2];
+    if (size < 0)
+      c.fail("padding_config entry {} ({}, {}, {}) gives dim {} a negative size {}", d, e[0], e[1],
+             e[2], d, size);
+    out.push_back(size);
+  }
+  return one(ArrayType{x.dtype, std::move(out)});
+}
+
+std::vector<Type> slice_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::slice, in, params);
+  c.expect_count(1);
+  const ArrayType& x = c.array(0);
+  const IntList& start = c.ints_param("start_indices");
+  const IntList& limit = c.ints_param("limit_indices");
+  const IntList* strides = c.optional_param<IntList>("strides");
+  auto check_len = [&](const IntList& l, std::string_view what) {
+    if (static_cast<int>(l.size()) != x.rank())
+      c.fail("{} {} has {} entries but operand 0 ({}) has rank {}", what, ints_text(l), l.size(),
+             x.str(), x.rank());
+  };
+  check_len(start, "start_indices");
+  check_len(limit, "limit_indices");
+  if (strides) check_len(*strides, "strides");
+  Shape out;
+  for (int d = 0; d < x.rank(); ++d) {
+    int64_t stride = strides ? (*strides)[d] : 1;
+    if (stride < 1) c.fail("strides entry {} is {}; strides must be >= 1", d, stride);
+    if (start[d] < 0 || start[d] > limit[d] || limit[d] > x.shape[d])
+      c.fail(
+          "dim {}: start {} and limit {} must satisfy 0 <= start <= limit <= {} (the size "
+          "of dim {} of {})",
+          d, start[d], limit[d], x.shape[d], d, x.str());
+    out.push_back((limit[d] - start[d] + stride - 1) / stride);
+  }
+  return one(ArrayType{x.dtype, std::move(out)});
+}
+
+std::vector<Type> dynamic_slice_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::dynamic_slice, in, params);
+  c.expect_at_least(1);
+  const ArrayType& x = c.array(0);
+  if (in.size() != static_cast<size_t>(x.rank()) + 1)
+    c.fail("operand 0 ({}) has rank {} so {} start indices are needed, got {}", x.str(), x.rank(),
+           x.rank(), in.size() - 1);
+  for (size_t i = 1; i < in.size(); ++i) c.int_scalar(i, "a start index");
+  const IntList& sizes = c.ints_param("slice_sizes");
+  if (static_cast<int>(sizes.size()) != x.rank())
+    c.fail("slice_sizes {} has {} entries but operand 0 ({}) has rank {}", ints_text(sizes),
+           sizes.size(), x.str(), x.rank());
+  for (int d = 0; d < x.rank(); ++d)
+    if (sizes[d] < 0 || sizes[d] > x.shape[d])
+      c.fail("slice_sizes entry {} is {} but must be in [0, {}] (dim {} of {})", d, sizes[d],
+             x.shape[d], d, x.str());
+  return one(ArrayType{x.dtype, sizes});
+}
+
+std::vector<Type> dynamic_update_slice_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::dynamic_update_slice, in, params);
+  c.expect_at_least(2);
+  const ArrayType& x = c.array(0);
+  const ArrayType& u = c.array(1);
+  if (in.size() != static_cast<size_t>(x.rank()) + 2)
+    c.fail("operand 0 ({}) has rank {} so {} start indices are needed, got {}", x.str(), x.rank(),
+           x.rank(), in.size() - 2);
+  for (size_t i = 2; i < in.size(); ++i) c.int_scalar(i, "a start index");
+  bool fits = u.dtype == x.dtype && u.rank() == x.rank();
+  for (int d = 0; fits && d < x.rank(); ++d) fits = u.shape[d] <= x.shape[d];
+  if (!fits)
+    c.fail(
+        "operand 1 (the update) has type {} but operand 0 has type {}; the update must have "
+        "the same dtype and rank and fit inside",
+        u.str(), x.str());
+  return one(x);
+}
+
+std::vector<Type> iota_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::iota, in, params);
+  c.expect_count(0);
+  DType dtype = c.dtype_param("dtype");
+  if (!type_rules::dtype_in(dtype, DTypeClass::number))
+    c.fail("dtype {} is not numeric; iota needs {}", long_name(dtype),
+           type_rules::describe(DTypeClass::number));
+  const IntList& shape = c.ints_param("shape");
+  check_sizes_nonnegative(c, shape, "shape");
+  c.check_axis(c.int_param("dimension"), static_cast<int>(shape.size()), "dimension");
+  return one(ArrayType{dtype, shape});
+}
+
+// s[:axis] + k + s[axis+1:], the shape gather produces and scatter's update has.
+Shape gathered_shape(const ArrayType& x, const ArrayType& idx, int64_t axis) {
+  Shape out(x.shape.begin(), x.shape.begin() + axis);
+  out.insert(out.end(), idx.shape.begin(), idx.shape.end());
+  out.insert(out.end(), x.shape.begin() + axis + 1, x.shape.end());
+  return out;
+}
+
+const ArrayType& indices_operand(const Checker& c, const ArrayType& x, int64_t axis) {
+  c.check_axis(axis, x.rank(), "axis");
+  const ArrayType& idx = c.array(1);
+  if (!is_int(idx.dtype))
+    c.fail("operand 1 (the indices) has type {} but must have an integer dtype", idx.str());
+  return idx;
+}
+
+std::vector<Type> gather_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::gather, in, params);
+  c.expect_count(2);
+  const ArrayType& x = c.array(0);
+  int64_t axis = c.int_param("axis");
+  const ArrayType& idx = indices_operand(c, x, axis);
+  if (x.shape[axis] == 0 && idx.num_elements() > 0)
+    c.fail("operand 0 ({}) has size 0 along axis {}; there is nothing to gather", x.str(), axis);
+  return one(ArrayType{x.dtype, gathered_shape(x, idx, axis)});
+}
+
+template <Prim P>
+std::vector<Type> scatter_rule(std::span<const Type> in, const Params& params) {
+  Checker c(P, in, params);
+  c.expect_count(3);
+  const ArrayType& x = c.array_of(0, P == Prim::scatter_add ? DTypeClass::number : DTypeClass::any);
+  int64_t axis = c.int_param("axis");
+  const ArrayType& idx = indices_operand(c, x, axis);
+  ArrayType expected{x.dtype, gathered_shape(x, idx, axis)};
+  const ArrayType& u = c.array(2);
+  if (u != expected)
+    c.fail(
+        "operand 2 (the updates) has type {} but {} is needed for operand 0 {} indexed by {} "
+        "on axis {}",
+        u.str(), expected.str(), x.str(), idx.str(), axis);
+  return one(x);
+}
+
+}  // namespace
+
+void register_shape_type_rules(TypeRuleTable& t) {
+  auto set = [&t](Prim p, TypeRule r) { t[static_cast<int>(p)] = r; };
+  set(Prim::broadcast_in_dim, broadcast_in_dim_rule);
+  set(Prim::reshape, reshape_rule);
+  set(Prim::squeeze, squeeze_rule);
+  set(Prim::expand_dims, expand_dims_rule);
+  set(Prim::transpose, transpose_rule);
+  set(Prim::concatenate, concatenate_rule);
+  set(Prim::pad, pad_rule);
+  set(Prim::slice, slice_rule);
+  set(Prim::dynamic_slice, dynamic_slice_rule);
+  set(Prim::dynamic_update_slice, dynamic_update_slice_rule);
+  set(Prim::iota, iota_rule);
+  set(Prim::gather, gather_rule);
+  set(Prim::scatter, scatter_rule<Prim::scatter>);
+  set(Prim::scatter_add, scatter_rule<Prim::scatter_add>);
+}
+
+}  // namespace refjit
