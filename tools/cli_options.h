@@ -1,0 +1,62 @@
+// Command-line parsing for the `refjit` tool (docs/cli.md). Pure: no I/O, no program access,
+// so every usage rule lives here and nowhere else.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace refjit::cli {
+
+enum class Command { dump, run, compile };
+
+std::string_view command_name(Command c);
+
+// What `dump --emit=STAGE` prints.
+enum class EmitStage { jaxpr, jvp, linearize, vjp, buffers, mlir, llvm, asm_ };
+
+std::string_view emit_stage_name(EmitStage s);
+
+struct Options {
+  Command command = Command::run;
+  EmitStage emit = EmitStage::jaxpr;
+  bool grad = false;
+  std::optional<std::vector<int>> wrt;  // 0-based invar positions; nullopt = the default
+  bool jvp = false;
+  bool fail_on_copy = false;
+  bool interpret = false;
+  bool timings = false;
+  std::string file;                 // a path, or "-" for standard input
+  std::vector<std::string> values;  // the positional VALUEs after FILE (run only)
+  std::vector<std::string> rest;    // compile: the arguments after FILE (-o OUT.o, ...)
+};
+
+// `refjit --help` (command unset) or `refjit COMMAND --help`.
+struct HelpRequest {
+  std::optional<Command> command;
+};
+struct VersionRequest {};
+
+using Invocation = std::variant<Options, HelpRequest, VersionRequest>;
+
+// A command-line usage error (exit code 2). `command` selects the help the message points to.
+class UsageError : public std::runtime_error {
+ public:
+  UsageError(const std::string& message, std::optional<Command> command)
+      : std::runtime_error(message), command_(command) {}
+  const std::optional<Command>& command() const { return command_; }
+
+ private:
+  std::optional<Command> command_;
+};
+
+// Parses the arguments after argv[0]. Throws UsageError.
+Invocation parse_command_line(std::span<const std::string> args);
+
+// The text `--help` prints: the tool overview, or one command's usage and options.
+std::string help_text(std::optional<Command> command);
+
+}  // namespace refjit::cli
