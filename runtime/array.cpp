@@ -1,11 +1,11 @@
 #include "refjit/array.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <new>
-
-#include <fmt/format.h>
 
 #include "refjit/ir/error.h"
 #include "refjit/ir/literal.h"
@@ -16,11 +16,26 @@ namespace {
 
 template <class T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<bool>() { return DType::bool_; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::bool_;
+}
 
 // 64-byte aligned storage, so compiled code can use aligned vector loads.
 std::shared_ptr<std::byte[]> allocate(int64_t bytes) {
@@ -55,7 +70,8 @@ Array Array::from_vector(const std::vector<T>& values, Shape shape) {
                                 values.size(), t.str(), t.num_elements()));
   Array a(t);
   if constexpr (std::is_same_v<T, bool>) {
-    for (size_t i = 0; i < values.size(); ++i) a.data_[i] = std::byte{values[i] ? uint8_t{1} : uint8_t{0}};
+    for (size_t i = 0; i < values.size(); ++i)
+      a.data_[i] = std::byte{values[i] ? uint8_t{1} : uint8_t{0}};
   } else {
     if (!values.empty()) std::memcpy(a.data_, values.data(), values.size() * sizeof(T));
   }

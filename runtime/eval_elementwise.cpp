@@ -1,0 +1,433 @@
+// Eval rules of the elementwise primitives. f32 math is done in float (std:: overloads pick
+// sinf etc.) so results match compiled code; integer arithmetic wraps (two's complement) and
+// follows XLA where C++ has undefined behaviour (division by zero, INT_MIN / -1).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "refjit/ir/error.h"
+#include "runtime/dtype_dispatch.h"
+#include "runtime/eval_rules.h"
+#include "runtime/flat_index.h"
+
+namespace refjit {
+
+namespace {
+
+template <class T>
+T wrap_add(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+}
+template <class T>
+T wrap_sub(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+}
+template <class T>
+T wrap_mul(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+}
+
+template <class T>
+T mul(T a, T b) {
+  if constexpr (kIsInt<T>)
+    return wrap_mul(a, b);
+  else
+    return a * b;
+}
+
+constexpr std::string_view kNumbers = "float32, float64, int32, int64";
+constexpr std::string_view kFloats = "float32, float64";
+constexpr std::string_view kBoolOrInt = "bool, int32, int64";
+constexpr std::string_view kAny = "any dtype";
+
+// ---- unary ----
+
+// Each op: `ok<T>` says which element types it accepts, `operator()` maps one element.
+// Ops that need params take them in their constructor.
+template <class Op>
+Op make_op(const Params& p) {
+  if constexpr (std::is_constructible_v<Op, const Params&>)
+    return Op(p);
+  else
+    return Op{};
+}
+
+template <class Op>
+std::vector<RtValue> eval_unary(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& x = array_in(e, ins, 0);
+  Op op = make_op<Op>(e.params);
+  Array out(x.type());
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (Op::template ok<T>) {
+      auto xs = x.values<T>();
+      auto os = out.mutable_values<T>();
+      for (size_t i = 0; i < xs.size(); ++i) os[i] = op(xs[i]);
+    } else {
+      bad_dtype(e, 0, x.dtype(), Op::kAllowed);
+    }
+  });
+  return {out};
+}
+
+#define REFJIT_FLOAT_UNARY(Name, expr)                    \
+  struct Name {                                           \
+    template <class T>                                    \
+    static constexpr bool ok = kIsFloat<T>;               \
+    static constexpr std::string_view kAllowed = kFloats; \
+    template <class T>                                    \
+    T operator()(T x) const {                             \
+      return expr;                                        \
+    }                                                     \
+  };
+
+REFJIT_FLOAT_UNARY(Exp, std::exp(x))
+REFJIT_FLOAT_UNARY(Log, std::log(x))
+REFJIT_FLOAT_UNARY(Log1p, std::log1p(x))
+REFJIT_FLOAT_UNARY(Expm1, std::expm1(x))
+REFJIT_FLOAT_UNARY(Sin, std::sin(x))
+REFJIT_FLOAT_UNARY(Cos, std::cos(x))
+REFJIT_FLOAT_UNARY(Tan, std::tan(x))
+REFJIT_FLOAT_UNARY(Tanh, std::tanh(x))
+REFJIT_FLOAT_UNARY(Logistic, T(1) / (T(1) + std::exp(-x)))
+REFJIT_FLOAT_UNARY(Sqrt, std::sqrt(x))
+REFJIT_FLOAT_UNARY(Rsqrt, T(1) / std::sqrt(x))
+REFJIT_FLOAT_UNARY(Floor, std::floor(x))
+REFJIT_FLOAT_UNARY(Ceil, std::ceil(x))
+#undef REFJIT_FLOAT_UNARY
+
+struct Neg {
+  template <class T>
+  static constexpr bool ok = kIsNumber<T>;
+  static constexpr std::string_view kAllowed = kNumbers;
+  template <class T>
+  T operator()(T x) const {
+    if constexpr (kIsInt<T>)
+      return wrap_sub(T(0), x);
+    else
+      return -x;
+  }
+};
+
+struct Abs {
+  template <class T>
+  static constexpr bool ok = kIsNumber<T>;
+  static constexpr std::string_view kAllowed = kNumbers;
+  template <class T>
+  T operator()(T x) const {
+    if constexpr (kIsInt<T>)
+      return x < 0 ? wrap_sub(T(0), x) : x;  // INT_MIN stays INT_MIN
+    else
+      return std::fabs(x);
+  }
+};
+
+struct Sign {
+  template <class T>
+  static constexpr bool ok = kIsNumber<T>;
+  static constexpr std::string_view kAllowed = kNumbers;
+  template <class T>
+  T operator()(T x) const {
+    if constexpr (kIsFloat<T>) {
+      if (std::isnan(x)) return x;
+      return x > 0 ? T(1) : (x < 0 ? T(-1) : x);  // keeps the sign of zero
+    } else {
+      return static_cast<T>((x > 0) - (x < 0));
+    }
+  }
+};
+
+struct Round {
+  int64_t method = 0;
+  explicit Round(const Params& p) : method(p.get_or<int64_t>("rounding_method", 0)) {}
+  template <class T>
+  static constexpr bool ok = kIsFloat<T>;
+  static constexpr std::string_view kAllowed = kFloats;
+  template <class T>
+  T operator()(T x) const {
+    if (method == 1) {
+      // Half to even, independent of the current rounding mode.
+      T f = std::floor(x);
+      T diff = x - f;
+      if (diff > T(0.5)) return f + T(1);
+      if (diff < T(0.5)) return f;
+      return std::fmod(f, T(2)) == 0 ? f : f + T(1);
+    }
+    return std::round(x);  // half away from zero
+  }
+};
+
+struct Not {
+  template <class T>
+  static constexpr bool ok = kIsInt<T> || kIsBool<T>;
+  static constexpr std::string_view kAllowed = kBoolOrInt;
+  template <class T>
+  T operator()(T x) const {
+    if constexpr (kIsBool<T>)
+      return !x;
+    else
+      return static_cast<T>(~x);
+  }
+};
+
+// x**y by square-and-multiply, the same multiplication order as JAX's integer_pow lowering.
+struct IntegerPow {
+  int64_t y = 0;
+  explicit IntegerPow(const Params& p) : y(p.get<int64_t>("y")) {}
+  template <class T>
+  static constexpr bool ok = kIsNumber<T>;
+  static constexpr std::string_view kAllowed = kNumbers;
+  template <class T>
+  T operator()(T x) const {
+    if (y == 0) return T(1);
+    uint64_t n =
+        y < 0 ? static_cast<uint64_t>(0) - static_cast<uint64_t>(y) : static_cast<uint64_t>(y);
+    bool have = false;
+    T acc = T(1);
+    while (n > 0) {
+      if (n & 1) {
+        acc = have ? mul(acc, x) : x;
+        have = true;
+      }
+      n >>= 1;
+      if (n > 0) x = mul(x, x);
+    }
+    if (y < 0) {
+      if constexpr (kIsFloat<T>)
+        return T(1) / acc;
+      else
+        throw Error(fmt::format("integer_pow: negative exponent y={} needs a float operand", y));
+    }
+    return acc;
+  }
+};
+
+struct Identity {
+  template <class T>
+  static constexpr bool ok = true;
+  static constexpr std::string_view kAllowed = kAny;
+  template <class T>
+  T operator()(T x) const {
+    return x;
+  }
+};
+
+// ---- convert_element_type ----
+
+template <class To, class From>
+To convert(From v) {
+  if constexpr (kIsBool<To>) {
+    return v != From(0);
+  } else if constexpr (kIsInt<To> && kIsFloat<From>) {
+    // XLA: NaN -> 0, truncate toward zero, saturate out of range.
+    if (std::isnan(v)) return 0;
+    constexpr double lo = static_cast<double>(std::numeric_limits<To>::min());
+    constexpr double hi = static_cast<double>(std::numeric_limits<To>::max());
+    double d = static_cast<double>(v);
+    if (d <= lo) return std::numeric_limits<To>::min();
+    if (d >= hi) return std::numeric_limits<To>::max();
+    return static_cast<To>(std::trunc(d));
+  } else {
+    return static_cast<To>(v);  // int narrowing wraps (C++20 modular conversion)
+  }
+}
+
+std::vector<RtValue> eval_convert(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& x = array_in(e, ins, 0);
+  DType to = e.params.get<DType>("new_dtype");
+  Array out(ArrayType{to, x.shape()});
+  visit_dtype(x.dtype(), [&](auto from_tag) {
+    using From = typename decltype(from_tag)::type;
+    visit_dtype(to, [&](auto to_tag) {
+      using To = typename decltype(to_tag)::type;
+      auto xs = x.values<From>();
+      auto os = out.mutable_values<To>();
+      for (size_t i = 0; i < xs.size(); ++i) os[i] = convert<To>(xs[i]);
+    });
+  });
+  return {out};
+}
+
+// ---- binary ----
+
+template <class Op>
+std::vector<RtValue> eval_binary(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 2);
+  const Array& x = array_in(e, ins, 0);
+  const Array& y = array_in(e, ins, 1);
+  if (x.dtype() != y.dtype())
+    eval_fail(e, fmt::format("operand dtypes differ: {} and {}; insert a convert_element_type",
+                             x.type().str(), y.type().str()));
+  const bool x_scalar = x.rank() == 0, y_scalar = y.rank() == 0;
+  if (x.shape() != y.shape() && !x_scalar && !y_scalar)
+    eval_fail(e, fmt::format("operand shapes {} and {} differ and neither is a scalar",
+                             x.type().str(), y.type().str()));
+  const Shape& shape = x_scalar ? y.shape() : x.shape();
+  Array out(ArrayType{Op::kCompare ? DType::bool_ : x.dtype(), shape});
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (Op::template ok<T>) {
+      using R = std::conditional_t<Op::kCompare, bool, T>;
+      auto xs = x.values<T>();
+      auto ys = y.values<T>();
+      auto os = out.mutable_values<R>();
+      Op op;
+      for (size_t i = 0; i < os.size(); ++i) os[i] = op(xs[x_scalar ? 0 : i], ys[y_scalar ? 0 : i]);
+    } else {
+      bad_dtype(e, 0, x.dtype(), Op::kAllowed);
+    }
+  });
+  return {out};
+}
+
+#define REFJIT_BINARY(Name, pred, allowed, compare, body) \
+  struct Name {                                           \
+    template <class T>                                    \
+    static constexpr bool ok = pred;                      \
+    static constexpr std::string_view kAllowed = allowed; \
+    static constexpr bool kCompare = compare;             \
+    template <class T>                                    \
+    auto operator()(T a, T b) const {                     \
+      body                                                \
+    }                                                     \
+  };
+
+REFJIT_BINARY(Add, kIsNumber<T>, kNumbers, false, {
+  if constexpr (kIsInt<T>)
+    return wrap_add(a, b);
+  else
+    return a + b;
+})
+REFJIT_BINARY(Sub, kIsNumber<T>, kNumbers, false, {
+  if constexpr (kIsInt<T>)
+    return wrap_sub(a, b);
+  else
+    return a - b;
+})
+REFJIT_BINARY(Mul, kIsNumber<T>, kNumbers, false, { return mul(a, b); })
+REFJIT_BINARY(Div, kIsNumber<T>, kNumbers, false, {
+  if constexpr (kIsInt<T>) {
+    if (b == 0) return T(-1);  // XLA: all bits set
+    if (b == -1 && a == std::numeric_limits<T>::min()) return a;
+    return static_cast<T>(a / b);
+  } else {
+    return a / b;
+  }
+})
+REFJIT_BINARY(Max, kIsNumber<T>, kNumbers, false, {
+  if constexpr (kIsFloat<T>) {
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+  }
+  return a > b ? a : b;
+})
+REFJIT_BINARY(Min, kIsNumber<T>, kNumbers, false, {
+  if constexpr (kIsFloat<T>) {
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+  }
+  return a < b ? a : b;
+})
+REFJIT_BINARY(Pow, kIsFloat<T>, kFloats, false, { return static_cast<T>(std::pow(a, b)); })
+REFJIT_BINARY(Eq, true, kAny, true, { return a == b; })
+REFJIT_BINARY(Ne, true, kAny, true, { return a != b; })
+REFJIT_BINARY(Lt, true, kAny, true, { return a < b; })
+REFJIT_BINARY(Le, true, kAny, true, { return a <= b; })
+REFJIT_BINARY(Gt, true, kAny, true, { return a > b; })
+REFJIT_BINARY(Ge, true, kAny, true, { return a >= b; })
+REFJIT_BINARY(And, kIsInt<T> || kIsBool<T>, kBoolOrInt, false, {
+  if constexpr (kIsBool<T>)
+    return a && b;
+  else
+    return static_cast<T>(a & b);
+})
+REFJIT_BINARY(Or, kIsInt<T> || kIsBool<T>, kBoolOrInt, false, {
+  if constexpr (kIsBool<T>)
+    return a || b;
+  else
+    return static_cast<T>(a | b);
+})
+#undef REFJIT_BINARY
+
+// ---- select_n ----
+
+std::vector<RtValue> eval_select_n(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 2, true);
+  const Array& p = array_in(e, ins, 0);
+  const size_t n = ins.size() - 1;
+  if (p.dtype() != DType::bool_ && p.dtype() != DType::i32)
+    bad_dtype(e, 0, p.dtype(), "bool or int32 as the predicate");
+  if (p.dtype() == DType::bool_ && n != 2)
+    eval_fail(e, fmt::format("a bool predicate needs exactly 2 cases, got {}", n));
+  const Array& c0 = array_in(e, ins, 1);
+  for (size_t k = 2; k <= n; ++k)
+    if (array_in(e, ins, k).type() != c0.type())
+      eval_fail(e, fmt::format("case {} has type {} but case 0 has {}", k - 1,
+                               array_in(e, ins, k).type().str(), c0.type().str()));
+  if (p.rank() != 0 && p.shape() != c0.shape())
+    eval_fail(e, fmt::format("predicate shape {} must be a scalar or the cases' shape {}",
+                             p.type().str(), c0.type().str()));
+  const bool p_scalar = p.rank() == 0;
+  std::vector<const std::byte*> cases;
+  for (size_t k = 1; k <= n; ++k) cases.push_back(array_in(e, ins, k).data());
+  Array out(c0.type());
+  const int64_t w = byte_size(c0.dtype());
+  std::byte* o = out.mutable_data();
+  for (int64_t i = 0; i < out.size(); ++i) {
+    int64_t which = clamp_index(p.as_int(p_scalar ? 0 : i), 0, static_cast<int64_t>(n) - 1);
+    std::memcpy(o + i * w, cases[which] + i * w, static_cast<size_t>(w));
+  }
+  return {out};
+}
+
+}  // namespace
+
+void register_elementwise_eval_rules(EvalRuleTable& t) {
+  t.set(Prim::neg, &eval_unary<Neg>);
+  t.set(Prim::exp, &eval_unary<Exp>);
+  t.set(Prim::log, &eval_unary<Log>);
+  t.set(Prim::log1p, &eval_unary<Log1p>);
+  t.set(Prim::expm1, &eval_unary<Expm1>);
+  t.set(Prim::sin, &eval_unary<Sin>);
+  t.set(Prim::cos, &eval_unary<Cos>);
+  t.set(Prim::tan, &eval_unary<Tan>);
+  t.set(Prim::tanh, &eval_unary<Tanh>);
+  t.set(Prim::logistic, &eval_unary<Logistic>);
+  t.set(Prim::sqrt, &eval_unary<Sqrt>);
+  t.set(Prim::rsqrt, &eval_unary<Rsqrt>);
+  t.set(Prim::abs, &eval_unary<Abs>);
+  t.set(Prim::sign, &eval_unary<Sign>);
+  t.set(Prim::floor, &eval_unary<Floor>);
+  t.set(Prim::ceil, &eval_unary<Ceil>);
+  t.set(Prim::round, &eval_unary<Round>);
+  t.set(Prim::not_, &eval_unary<Not>);
+  t.set(Prim::integer_pow, &eval_unary<IntegerPow>);
+  t.set(Prim::convert_element_type, &eval_convert);
+  t.set(Prim::stop_gradient, &eval_unary<Identity>);
+  t.set(Prim::copy, &eval_unary<Identity>);
+  t.set(Prim::add, &eval_binary<Add>);
+  t.set(Prim::add_any, &eval_binary<Add>);
+  t.set(Prim::sub, &eval_binary<Sub>);
+  t.set(Prim::mul, &eval_binary<Mul>);
+  t.set(Prim::div, &eval_binary<Div>);
+  t.set(Prim::max, &eval_binary<Max>);
+  t.set(Prim::min, &eval_binary<Min>);
+  t.set(Prim::pow, &eval_binary<Pow>);
+  t.set(Prim::eq, &eval_binary<Eq>);
+  t.set(Prim::ne, &eval_binary<Ne>);
+  t.set(Prim::lt, &eval_binary<Lt>);
+  t.set(Prim::le, &eval_binary<Le>);
+  t.set(Prim::gt, &eval_binary<Gt>);
+  t.set(Prim::ge, &eval_binary<Ge>);
+  t.set(Prim::and_, &eval_binary<And>);
+  t.set(Prim::or_, &eval_binary<Or>);
+  t.set(Prim::select_n, &eval_select_n);
+}
+
+}  // namespace refjit

@@ -1,0 +1,386 @@
+// Eval rules of the shape and data-movement primitives. They are dtype independent: each
+// computes, for every output element, the flat offset of the input element it copies.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "refjit/ir/error.h"
+#include "runtime/eval_rules.h"
+#include "runtime/flat_index.h"
+
+namespace refjit {
+
+namespace {
+
+std::string shape_str(const Shape& s) { return "[" + shape_text(s) + "]"; }
+
+std::vector<RtValue> eval_broadcast_in_dim(const EvalContext&, const Eqn& e,
+                                           std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& x = array_in(e, ins, 0);
+  const IntList& shape = e.params.get<IntList>("shape");
+  const IntList& bd = e.params.get<IntList>("broadcast_dimensions");
+  if (static_cast<int>(bd.size()) != x.rank())
+    eval_fail(e, fmt::format("broadcast_dimensions has {} entries for an operand of rank {}",
+                             bd.size(), x.rank()));
+  for (int i = 0; i < x.rank(); ++i) {
+    if (bd[i] < 0 || bd[i] >= static_cast<int64_t>(shape.size()) ||
+        (x.shape()[i] != 1 && x.shape()[i] != shape[bd[i]]))
+      eval_fail(e, fmt::format("operand dim {} (size {}) cannot broadcast to output dim {} of {}",
+                               i, x.shape()[i], bd[i], shape_str(shape)));
+  }
+  std::vector<int64_t> xs = row_major_strides(x.shape());
+  std::vector<int64_t> offsets;
+  offsets.reserve(static_cast<size_t>(num_elements(shape)));
+  for_each_index(shape, [&](const std::vector<int64_t>& idx) {
+    int64_t off = 0;
+    for (int i = 0; i < x.rank(); ++i)
+      if (x.shape()[i] != 1) off += idx[bd[i]] * xs[i];
+    offsets.push_back(off);
+  });
+  return {take_elements(x, shape, offsets)};
+}
+
+Array reshaped_copy(const Eqn& e, const Array& x, Shape shape) {
+  if (num_elements(shape) != x.size())
+    eval_fail(e, fmt::format("cannot reshape {} ({} elements) to {}", x.type().str(), x.size(),
+                             shape_str(shape)));
+  return x.clone().reshaped(std::move(shape));
+}
+
+std::vector<RtValue> eval_reshape(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  return {reshaped_copy(e, array_in(e, ins, 0), e.params.get<IntList>("new_sizes"))};
+}
+
+std::vector<RtValue> eval_squeeze(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& x = array_in(e, ins, 0);
+  const IntList& dims = e.params.get<IntList>("dimensions");
+  std::vector<bool> drop(x.rank(), false);
+  for (int64_t d : dims) {
+    int64_t dd = d < 0 ? d + x.rank() : d;
+    if (dd < 0 || dd >= x.rank() || x.shape()[dd] != 1)
+      eval_fail(e,
+                fmt::format("dimension {} of {} is not a dimension of size 1", d, x.type().str()));
+    drop[dd] = true;
+  }
+  Shape out;
+  for (int i = 0; i < x.rank(); ++i)
+    if (!drop[i]) out.push_back(x.shape()[i]);
+  return {reshaped_copy(e, x, out)};
+}
+
+std::vector<RtValue> eval_expand_dims(const EvalContext&, const Eqn& e,
+                                      std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& x = array_in(e, ins, 0);
+  const IntList& dims = e.params.get<IntList>("dimensions");
+  const int out_rank = x.rank() + static_cast<int>(dims.size());
+  std::vector<bool> inserted(out_rank, false);
+  for (int64_t d : dims) {
+    int64_t dd = d < 0 ? d + out_rank : d;
+    if (dd < 0 || dd >= out_rank || inserted[dd])
+      eval_fail(e, fmt::format("dimensions entry {} is out of range or repeated for an output "
+                               "of rank {}",
+                               d, out_rank));
+    inserted[dd] = true;
+  }
+  Shape out;
+  int k = 0;
+  for (int i = 0; i < out_rank; ++i) out.push_back(inserted[i] ? 1 : x.shape()[k++]);
+  return {reshaped_copy(e, x, out)};
+}
+
+std::vector<RtValue> eval_transpose(const EvalContext&, const Eqn& e,
+                                    std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& x = array_in(e, ins, 0);
+  const IntList& perm = e.params.get<IntList>("permutation");
+  std::vector<bool> seen(x.rank(), false);
+  if (static_cast<int>(perm.size()) != x.rank())
+    eval_fail(e, fmt::format("permutation has {} entries for rank {}", perm.size(), x.rank()));
+  Shape out;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= x.rank() || seen[p])
+      eval_fail(e, fmt::format("permutation ({}) is not a permutation of 0..{}",
+                               fmt::join(perm, ", "), x.rank() - 1));
+    seen[p] = true;
+    out.push_back(x.shape()[p]);
+  }
+  std::vector<int64_t> xs = row_major_strides(x.shape());
+  std::vector<int64_t> offsets;
+  offsets.reserve(static_cast<size_t>(x.size()));
+  for_each_index(out, [&](const std::vector<int64_t>& idx) {
+    int64_t off = 0;
+    for (size_t i = 0; i < perm.size(); ++i) off += idx[i] * xs[perm[i]];
+    offsets.push_back(off);
+  });
+  return {take_elements(x, out, offsets)};
+}
+
+std::vector<RtValue> eval_concatenate(const EvalContext&, const Eqn& e,
+                                      std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1, true);
+  const Array& x0 = array_in(e, ins, 0);
+  const int64_t dim = e.params.get<int64_t>("dimension");
+  if (dim < 0 || dim >= x0.rank())
+    eval_fail(e, fmt::format("dimension {} is out of range for rank {}", dim, x0.rank()));
+  Shape out = x0.shape();
+  out[dim] = 0;
+  for (size_t k = 0; k < ins.size(); ++k) {
+    const Array& x = array_in(e, ins, k);
+    Shape a = x.shape(), b = x0.shape();
+    if (x.rank() == x0.rank()) a[dim] = b[dim] = 0;
+    if (x.dtype() != x0.dtype() || a != b)
+      eval_fail(e, fmt::format("operand {} has type {}, incompatible with operand 0's {} along "
+                               "dimension {}",
+                               k, x.type().str(), x0.type().str(), dim));
+    out[dim] += x.shape()[dim];
+  }
+  Array result(ArrayType{x0.dtype(), out});
+  std::vector<int64_t> os = row_major_strides(out);
+  int64_t base = 0;
+  for (size_t k = 0; k < ins.size(); ++k) {
+    const Array& x = array_in(e, ins, k);
+    std::vector<int64_t> offsets;
+    offsets.reserve(static_cast<size_t>(x.size()));
+    for_each_index(x.shape(), [&](const std::vector<int64_t>& idx) {
+      int64_t off = base * os[dim];
+      for (int i = 0; i < x.rank(); ++i) off += idx[i] * os[i];
+      offsets.push_back(off);
+    });
+    put_elements(result, offsets, x);
+    base += x.shape()[dim];
+  }
+  return {result};
+}
+
+std::vector<RtValue> eval_pad(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 2);
+  const Array& x = array_in(e, ins, 0);
+  const Array& v = array_in(e, ins, 1);
+  if (v.rank() != 0 || v.dtype() != x.dtype())
+    eval_fail(e, fmt::format("padding_value must be a {} scalar, got {}", short_name(x.dtype()),
+                             v.type().str()));
+  const IntListList& cfg = e.params.get<IntListList>("padding_config");
+  if (static_cast<int>(cfg.size()) != x.rank())
+    eval_fail(e, fmt::format("padding_config has {} entries for rank {}", cfg.size(), x.rank()));
+  Shape out;
+  for (int i = 0; i < x.rank(); ++i) {
+    if (cfg[i].size() != 3 || cfg[i][2] < 0)
+      eval_fail(e, fmt::format("padding_config entry {} must be (lo, hi, interior>=0)", i));
+    int64_t s = x.shape()[i];
+    int64_t n = cfg[i][0] + cfg[i][1] + s + std::max<int64_t>(s - 1, 0) * cfg[i][2];
+    if (n < 0) eval_fail(e, fmt::format("padding_config entry {} gives a negative size {}", i, n));
+    out.push_back(n);
+  }
+  // Fill with the padding value, then write each input element that lands inside.
+  std::vector<int64_t> zeros(static_cast<size_t>(num_elements(out)), 0);
+  Array result = take_elements(v, out, zeros);
+  std::vector<int64_t> os = row_major_strides(out);
+  std::vector<int64_t> dst, src;
+  int64_t flat = 0;
+  for_each_index(x.shape(), [&](const std::vector<int64_t>& idx) {
+    int64_t off = 0;
+    bool inside = true;
+    for (int i = 0; i < x.rank() && inside; ++i) {
+      int64_t p = cfg[i][0] + idx[i] * (cfg[i][2] + 1);
+      inside = p >= 0 && p < out[i];
+      off += p * os[i];
+    }
+    if (inside) {
+      dst.push_back(off);
+      src.push_back(flat);
+    }
+    ++flat;
+  });
+  put_elements(result, dst, take_elements(x, {static_cast<int64_t>(src.size())}, src));
+  return {result};
+}
+
+std::vector<RtValue> eval_slice(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& x = array_in(e, ins, 0);
+  const IntList& start = e.params.get<IntList>("start_indices");
+  const IntList& limit = e.params.get<IntList>("limit_indices");
+  IntList strides = e.params.get_or<IntList>("strides", IntList(x.rank(), 1));
+  if (static_cast<int>(start.size()) != x.rank() || static_cast<int>(limit.size()) != x.rank() ||
+      static_cast<int>(strides.size()) != x.rank())
+    eval_fail(e, fmt::format("start_indices/limit_indices/strides need {} entries each", x.rank()));
+  Shape out;
+  for (int i = 0; i < x.rank(); ++i) {
+    if (start[i] < 0 || limit[i] > x.shape()[i] || start[i] > limit[i] || strides[i] < 1)
+      eval_fail(e, fmt::format("slice {}:{}:{} is out of range for dim {} of size {}", start[i],
+                               limit[i], strides[i], i, x.shape()[i]));
+    out.push_back((limit[i] - start[i] + strides[i] - 1) / strides[i]);
+  }
+  std::vector<int64_t> xs = row_major_strides(x.shape());
+  std::vector<int64_t> offsets;
+  for_each_index(out, [&](const std::vector<int64_t>& idx) {
+    int64_t off = 0;
+    for (int i = 0; i < x.rank(); ++i) off += (start[i] + idx[i] * strides[i]) * xs[i];
+    offsets.push_back(off);
+  });
+  return {take_elements(x, out, offsets)};
+}
+
+// Clamped start indices (XLA) for a window of `size` in `shape`, from operands [first, ...).
+std::vector<int64_t> clamped_starts(const Eqn& e, std::span<const RtValue> ins, size_t first,
+                                    const Shape& shape, const Shape& size) {
+  if (ins.size() != first + shape.size())
+    eval_fail(e, fmt::format("expected {} start index operands (one per dim), got {}", shape.size(),
+                             ins.size() > first ? ins.size() - first : 0));
+  std::vector<int64_t> starts;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (size[i] < 0 || size[i] > shape[i])
+      eval_fail(e, fmt::format("window size {} exceeds dim {} of size {}", size[i], i, shape[i]));
+    starts.push_back(clamp_index(int_scalar_in(e, ins, first + i), 0, shape[i] - size[i]));
+  }
+  return starts;
+}
+
+// Flat offsets, in `window` row-major order, of the window at `starts` in an array of `shape`.
+std::vector<int64_t> window_offsets(const Shape& shape, const std::vector<int64_t>& starts,
+                                    const Shape& window) {
+  std::vector<int64_t> xs = row_major_strides(shape);
+  std::vector<int64_t> offsets;
+  for_each_index(window, [&](const std::vector<int64_t>& idx) {
+    int64_t off = 0;
+    for (size_t i = 0; i < shape.size(); ++i) off += (starts[i] + idx[i]) * xs[i];
+    offsets.push_back(off);
+  });
+  return offsets;
+}
+
+std::vector<RtValue> eval_dynamic_slice(const EvalContext&, const Eqn& e,
+                                        std::span<const RtValue> ins) {
+  const Array& x = array_in(e, ins, 0);
+  const IntList& sizes = e.params.get<IntList>("slice_sizes");
+  if (static_cast<int>(sizes.size()) != x.rank())
+    eval_fail(e, fmt::format("slice_sizes has {} entries for rank {}", sizes.size(), x.rank()));
+  std::vector<int64_t> starts = clamped_starts(e, ins, 1, x.shape(), sizes);
+  return {take_elements(x, sizes, window_offsets(x.shape(), starts, sizes))};
+}
+
+std::vector<RtValue> eval_dynamic_update_slice(const EvalContext&, const Eqn& e,
+                                               std::span<const RtValue> ins) {
+  const Array& x = array_in(e, ins, 0);
+  const Array& u = array_in(e, ins, 1);
+  if (u.dtype() != x.dtype() || u.rank() != x.rank())
+    eval_fail(e, fmt::format("update {} does not match operand {} in dtype and rank",
+                             u.type().str(), x.type().str()));
+  std::vector<int64_t> starts = clamped_starts(e, ins, 2, x.shape(), u.shape());
+  Array out = x.clone();
+  put_elements(out, window_offsets(x.shape(), starts, u.shape()), u);
+  return {out};
+}
+
+std::vector<RtValue> eval_iota(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 0);
+  DType d = e.params.get<DType>("dtype");
+  const IntList& shape = e.params.get<IntList>("shape");
+  int64_t dim = e.params.get<int64_t>("dimension");
+  if (dim < 0 || dim >= static_cast<int64_t>(shape.size()))
+    eval_fail(e, fmt::format("dimension {} is out of range for shape {}", dim, shape_str(shape)));
+  Array out(ArrayType{d, shape});
+  int64_t flat = 0;
+  for_each_index(shape, [&](const std::vector<int64_t>& idx) {
+    out.set_from_double(flat++, static_cast<double>(idx[dim]));
+  });
+  return {out};
+}
+
+// gather/scatter: the output (or update) shape s[:axis] + k + s[axis+1:], and for each of its
+// elements the flat offset into x, or -1 when the index is out of range and `clamp` is false.
+struct AxisIndexing {
+  Shape shape;
+  std::vector<int64_t> offsets;
+};
+
+AxisIndexing axis_indexing(const Eqn& e, const Array& x, const Array& idx, bool clamp) {
+  int64_t axis = e.params.get<int64_t>("axis");
+  if (axis < 0 || axis >= x.rank())
+    eval_fail(e, fmt::format("axis {} is out of range for operand {}", axis, x.type().str()));
+  if (!is_int(idx.dtype()))
+    eval_fail(e, fmt::format("indices must be int32 or int64, got {}", idx.type().str()));
+  AxisIndexing r;
+  r.shape.assign(x.shape().begin(), x.shape().begin() + axis);
+  r.shape.insert(r.shape.end(), idx.shape().begin(), idx.shape().end());
+  r.shape.insert(r.shape.end(), x.shape().begin() + axis + 1, x.shape().end());
+  const std::vector<int64_t> xs = row_major_strides(x.shape());
+  const std::vector<int64_t> is = row_major_strides(idx.shape());
+  const int64_t n = x.shape()[axis];
+  const int k = idx.rank();
+  for_each_index(r.shape, [&](const std::vector<int64_t>& o) {
+    int64_t iflat = 0;
+    for (int j = 0; j < k; ++j) iflat += o[axis + j] * is[j];
+    int64_t i = idx.as_int(iflat);
+    if (clamp) {
+      if (n == 0) eval_fail(e, fmt::format("cannot gather from axis {} of size 0", axis));
+      i = clamp_index(i, 0, n - 1);
+    } else if (i < 0 || i >= n) {
+      r.offsets.push_back(-1);
+      return;
+    }
+    int64_t off = i * xs[axis];
+    for (int64_t d = 0; d < axis; ++d) off += o[d] * xs[d];
+    for (int64_t d = axis + 1; d < x.rank(); ++d) off += o[d - 1 + k] * xs[d];
+    r.offsets.push_back(off);
+  });
+  return r;
+}
+
+std::vector<RtValue> eval_gather(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 2);
+  const Array& x = array_in(e, ins, 0);
+  AxisIndexing g = axis_indexing(e, x, array_in(e, ins, 1), /*clamp=*/true);
+  return {take_elements(x, g.shape, g.offsets)};
+}
+
+template <bool kAdd>
+std::vector<RtValue> eval_scatter(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 3);
+  const Array& x = array_in(e, ins, 0);
+  const Array& u = array_in(e, ins, 2);
+  AxisIndexing s = axis_indexing(e, x, array_in(e, ins, 1), /*clamp=*/false);
+  if (u.dtype() != x.dtype() || u.shape() != s.shape)
+    eval_fail(e, fmt::format("updates have type {}, expected {}[{}]", u.type().str(),
+                             short_name(x.dtype()), shape_text(s.shape)));
+  // Out-of-range updates are dropped (XLA).
+  std::vector<int64_t> dst, src;
+  for (size_t i = 0; i < s.offsets.size(); ++i) {
+    if (s.offsets[i] < 0) continue;
+    dst.push_back(s.offsets[i]);
+    src.push_back(static_cast<int64_t>(i));
+  }
+  Array kept = take_elements(u, {static_cast<int64_t>(src.size())}, src);
+  Array out = x.clone();
+  if constexpr (kAdd)
+    add_elements(out, dst, kept);
+  else
+    put_elements(out, dst, kept);
+  return {out};
+}
+
+}  // namespace
+
+void register_shape_eval_rules(EvalRuleTable& t) {
+  t.set(Prim::broadcast_in_dim, &eval_broadcast_in_dim);
+  t.set(Prim::reshape, &eval_reshape);
+  t.set(Prim::squeeze, &eval_squeeze);
+  t.set(Prim::expand_dims, &eval_expand_dims);
+  t.set(Prim::transpose, &eval_transpose);
+  t.set(Prim::concatenate, &eval_concatenate);
+  t.set(Prim::pad, &eval_pad);
+  t.set(Prim::slice, &eval_slice);
+  t.set(Prim::dynamic_slice, &eval_dynamic_slice);
+  t.set(Prim::dynamic_update_slice, &eval_dynamic_update_slice);
+  t.set(Prim::iota, &eval_iota);
+  t.set(Prim::gather, &eval_gather);
+  t.set(Prim::scatter, &eval_scatter<false>);
+  t.set(Prim::scatter_add, &eval_scatter<true>);
+}
+
+}  // namespace refjit
