@@ -1,0 +1,46 @@
+// The state behind a Value or a Ref: concrete contents, or a variable of a live trace.
+#pragma once
+
+#include <cstdint>
+
+#include "refjit/array.h"
+#include "refjit/ir/jaxpr.h"
+#include "refjit/value.h"
+
+namespace refjit::detail {
+
+struct Node {
+  Type type;              // array type, or Type::ref(inner) for a ref
+  bool weak = false;      // a C++ scalar: takes the dtype of the array it meets
+  Array array;            // concrete array contents (trace_id == 0, !type.is_ref)
+  RefBufferPtr buffer;    // concrete ref storage (trace_id == 0, type.is_ref)
+  uint64_t trace_id = 0;  // nonzero: a variable of that trace
+  Var var;
+
+  bool concrete() const { return trace_id == 0; }
+};
+
+inline NodePtr concrete_array_node(Array a, bool weak = false) {
+  auto n = std::make_shared<Node>();
+  n->type = Type(a.type());
+  n->weak = weak;
+  n->array = std::move(a);
+  return n;
+}
+
+inline NodePtr concrete_ref_node(RefBufferPtr buffer) {
+  auto n = std::make_shared<Node>();
+  n->type = Type::ref(buffer->type());
+  n->buffer = std::move(buffer);
+  return n;
+}
+
+inline NodePtr traced_node(Type type, uint64_t trace_id, Var var) {
+  auto n = std::make_shared<Node>();
+  n->type = std::move(type);
+  n->trace_id = trace_id;
+  n->var = var;
+  return n;
+}
+
+}  // namespace refjit::detail

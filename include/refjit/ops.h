@@ -1,0 +1,118 @@
+// Named array operations, one per primitive of docs/primitives.md (JAX's lax names), plus
+// numpy-style conveniences (matmul, zeros, arange, ...). Each runs eagerly outside a trace
+// and appends one eqn (or a few) inside one.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "refjit/ir/params.h"
+#include "refjit/value.h"
+
+namespace refjit {
+
+using Ints = std::vector<int64_t>;
+
+// Elementwise unary.
+Value neg(const Value& x);
+Value exp(const Value& x);
+Value log(const Value& x);
+Value log1p(const Value& x);
+Value expm1(const Value& x);
+Value sin(const Value& x);
+Value cos(const Value& x);
+Value tan(const Value& x);
+Value tanh(const Value& x);
+Value logistic(const Value& x);
+Value sqrt(const Value& x);
+Value rsqrt(const Value& x);
+Value abs(const Value& x);
+Value sign(const Value& x);
+Value floor(const Value& x);
+Value ceil(const Value& x);
+// rounding_method 0: half away from zero; 1: half to even.
+Value round(const Value& x, int rounding_method = 0);
+Value logical_not(const Value& x);
+Value integer_pow(const Value& x, int64_t y);
+Value convert(const Value& x, DType new_dtype);
+Value stop_gradient(const Value& x);
+Value copy(const Value& x);
+
+// Elementwise binary (same shapes, or one side a scalar; C++ scalars take the other side's
+// dtype).
+Value add(const Value& a, const Value& b);
+Value add_any(const Value& a, const Value& b);
+Value sub(const Value& a, const Value& b);
+Value mul(const Value& a, const Value& b);
+Value div(const Value& a, const Value& b);
+Value max(const Value& a, const Value& b);
+Value min(const Value& a, const Value& b);
+Value pow(const Value& a, const Value& b);
+Value eq(const Value& a, const Value& b);
+Value ne(const Value& a, const Value& b);
+Value lt(const Value& a, const Value& b);
+Value le(const Value& a, const Value& b);
+Value gt(const Value& a, const Value& b);
+Value ge(const Value& a, const Value& b);
+Value logical_and(const Value& a, const Value& b);
+Value logical_or(const Value& a, const Value& b);
+
+// select_n(p, c0, c1, ...): case p elementwise (bool p: c0 where false, c1 where true).
+Value select_n(const Value& pred, const std::vector<Value>& cases);
+// numpy's where(p, on_true, on_false) = select_n(p, on_false, on_true).
+Value where(const Value& pred, const Value& on_true, const Value& on_false);
+
+// Shapes and data movement.
+Value broadcast_in_dim(const Value& x, const Ints& shape, const Ints& broadcast_dimensions);
+// numpy-style broadcast (trailing dims aligned).
+Value broadcast_to(const Value& x, const Ints& shape);
+Value reshape(const Value& x, const Ints& new_sizes);
+Value squeeze(const Value& x, const Ints& dimensions);
+Value expand_dims(const Value& x, const Ints& dimensions);
+Value transpose(const Value& x, const Ints& permutation);
+Value concatenate(const std::vector<Value>& xs, int64_t dimension);
+// padding_config: (lo, hi, interior) per dim.
+Value pad(const Value& x, const Value& padding_value, const IntListList& padding_config);
+Value slice(const Value& x, const Ints& start_indices, const Ints& limit_indices,
+            const Ints& strides = {});
+Value dynamic_slice(const Value& x, const std::vector<Value>& start_indices,
+                    const Ints& slice_sizes);
+Value dynamic_update_slice(const Value& x, const Value& update,
+                           const std::vector<Value>& start_indices);
+Value iota(DType dtype, const Ints& shape, int64_t dimension = 0);
+Value gather(const Value& x, const Value& indices, int64_t axis = 0);
+Value scatter(const Value& x, const Value& indices, const Value& updates, int64_t axis = 0);
+Value scatter_add(const Value& x, const Value& indices, const Value& updates, int64_t axis = 0);
+
+// Reductions (no axes given: all of them) and contractions.
+Value reduce_sum(const Value& x, const Ints& axes);
+Value reduce_sum(const Value& x);
+Value reduce_max(const Value& x, const Ints& axes);
+Value reduce_max(const Value& x);
+Value reduce_min(const Value& x, const Ints& axes);
+Value reduce_min(const Value& x);
+Value argmax(const Value& x, int64_t axis, DType index_dtype = DType::i32);
+Value dot_general(const Value& lhs, const Value& rhs, const DotDims& dimension_numbers);
+// numpy matmul/dot for rank 1 and 2 operands (contracts lhs's last dim with rhs's first).
+Value matmul(const Value& a, const Value& b);
+Value dot(const Value& a, const Value& b);
+
+// Constructors (concrete, or constants of the trace).
+Value full(const Ints& shape, const Value& fill, DType dtype);
+Value zeros(const Ints& shape, DType dtype = DType::f32);
+Value ones(const Ints& shape, DType dtype = DType::f32);
+Value zeros_like(const Value& x);
+Value ones_like(const Value& x);
+// [0, 1, ..., n-1] as iota.
+Value arange(int64_t n, DType dtype = DType::i32);
+// A concrete array from values and a shape.
+template <class T>
+Value array(const std::vector<T>& values, Shape shape) {
+  return Value(Array::from_vector<T>(values, std::move(shape)));
+}
+template <class T>
+Value array(const std::vector<T>& values) {
+  return array(values, Shape{static_cast<int64_t>(values.size())});
+}
+
+}  // namespace refjit

@@ -1,0 +1,14 @@
+// refjit: the one header users include.
+#pragma once
+
+#include "refjit/array.h"
+#include "refjit/ir/dtype.h"
+#include "refjit/ir/error.h"
+#include "refjit/ir/jaxpr.h"
+#include "refjit/ir/text.h"
+#include "refjit/jit.h"
+#include "refjit/ops.h"
+#include "refjit/ref.h"
+#include "refjit/trace.h"
+#include "refjit/tree.h"
+#include "refjit/value.h"

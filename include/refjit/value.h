@@ -1,0 +1,117 @@
+// refjit::Value: an array value, either concrete (holds an Array) or traced (a variable of
+// the jaxpr being traced). Every op on Values either runs eagerly (outside any trace) or
+// appends an eqn to the innermost trace, exactly as JAX's tracers do.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include "refjit/array.h"
+#include "refjit/ir/type.h"
+
+namespace refjit {
+
+namespace detail {
+// The shared state behind a Value or a Ref (compiler/node.h).
+struct Node;
+using NodePtr = std::shared_ptr<const Node>;
+// The dtype a C++ scalar type maps to: float -> f32, double -> f64, bool -> bool,
+// integers of up to 32 bits -> i32, wider -> i64.
+template <class T>
+constexpr DType dtype_of_scalar() {
+  if constexpr (std::is_same_v<T, bool>)
+    return DType::bool_;
+  else if constexpr (std::is_same_v<T, float>)
+    return DType::f32;
+  else if constexpr (std::is_floating_point_v<T>)
+    return DType::f64;
+  else if constexpr (sizeof(T) <= 4)
+    return DType::i32;
+  else
+    return DType::i64;
+}
+}  // namespace detail
+
+// A C++ arithmetic type usable as a refjit scalar.
+template <class T>
+concept Scalar = std::is_arithmetic_v<T>;
+
+class Value {
+ public:
+  // f32[] holding 0.
+  Value();
+  // A weakly typed scalar: combined with an array it takes the array's dtype, as Python
+  // scalars do in JAX (x * 2 keeps x's dtype). On its own it has the dtype of
+  // detail::dtype_of_scalar<T>().
+  template <Scalar T>
+  Value(T x)  // NOLINT: scalars convert implicitly, as in JAX
+      : Value(scalar_node(detail::dtype_of_scalar<T>(), static_cast<double>(x),
+                          static_cast<int64_t>(x))) {}
+  Value(Array a);  // NOLINT: arrays convert implicitly
+
+  // A strongly typed scalar of the given dtype.
+  static Value scalar(DType dtype, double v);
+
+  const ArrayType& type() const;
+  const Shape& shape() const { return type().shape; }
+  DType dtype() const { return type().dtype; }
+  int rank() const { return type().rank(); }
+  int64_t size() const { return type().num_elements(); }
+
+  bool is_concrete() const;
+  bool is_traced() const { return !is_concrete(); }
+  // True for a Value made from a C++ scalar (weak type).
+  bool is_weak() const;
+  // The concrete contents; throws refjit::Error for a traced value.
+  Array array() const;
+  // Element 0 of a concrete value, converted to double (handy for scalars).
+  double item() const;
+
+  // x[i]: indexes the leading dim. A static int is a slice + squeeze; a Value index
+  // (an integer scalar, possibly traced) wraps negatives and clamps, via dynamic_slice.
+  template <Scalar T>
+  requires std::is_integral_v<T> Value operator[](T i) const {
+    return index_static(static_cast<int64_t>(i));
+  }
+  Value operator[](const Value& i) const;
+
+  // "[1.0, 2.0]" for a concrete value, "Traced<f32[2]>" for a traced one.
+  std::string str() const;
+
+  // Internal: the shared node (compiler/ uses it; not part of the user-facing API).
+  const detail::NodePtr& node() const { return node_; }
+  explicit Value(detail::NodePtr node);
+
+ private:
+  static detail::NodePtr scalar_node(DType d, double f, int64_t i);
+  Value index_static(int64_t i) const;
+  detail::NodePtr node_;
+};
+
+std::string to_string(const Value& v);
+std::ostream& operator<<(std::ostream& os, const Value& v);
+
+// Arithmetic, elementwise. Both operands have the same shape, or one is a scalar.
+Value operator+(const Value& a, const Value& b);
+Value operator-(const Value& a, const Value& b);
+Value operator*(const Value& a, const Value& b);
+Value operator/(const Value& a, const Value& b);
+Value operator-(const Value& a);
+Value& operator+=(Value& a, const Value& b);
+Value& operator-=(Value& a, const Value& b);
+Value& operator*=(Value& a, const Value& b);
+Value& operator/=(Value& a, const Value& b);
+// Comparisons give bool Values. (== and != are the named eq/ne in ops.h, so that Value
+// equality is never mistaken for a C++ bool.)
+Value operator<(const Value& a, const Value& b);
+Value operator<=(const Value& a, const Value& b);
+Value operator>(const Value& a, const Value& b);
+Value operator>=(const Value& a, const Value& b);
+// Logical for bool, bitwise for ints.
+Value operator&(const Value& a, const Value& b);
+Value operator|(const Value& a, const Value& b);
+Value operator!(const Value& a);
+
+}  // namespace refjit

@@ -1,0 +1,125 @@
+// Refs through the C++ API: indexers, in-place updates, printing, and the ref errors.
+#include <gtest/gtest.h>
+
+#include "compiler/node.h"
+#include "refjit/refjit.h"
+
+namespace refjit {
+namespace {
+
+std::string message_of(const std::function<void()>& f, const std::string& code) {
+  try {
+    f();
+  } catch (const RefError& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "expected RefError " << code;
+  return "";
+}
+
+TEST(Refs, EagerReadWriteAndAddUpdate) {
+  Ref r = new_ref(array<float>({1, 2, 3, 4}));
+  EXPECT_EQ(r.get(1).array(), Array::scalar(2.0f));
+  r.set(2, 10.0f);
+  r.add(0, 5);
+  r[3] += 1.5f;
+  EXPECT_EQ(r.value(), Array::from_vector<float>({6, 2, 10, 5.5f}, {4}));
+  EXPECT_EQ(r.get(slice(1, 2)).array(), Array::from_vector<float>({2, 10}, {2}));
+  Value old = r.swap(zeros({4}));
+  EXPECT_EQ(old.array(), Array::from_vector<float>({6, 2, 10, 5.5f}, {4}));
+  EXPECT_EQ(r.value(), Array::from_vector<float>({0, 0, 0, 0}, {4}));
+}
+
+TEST(Refs, DynamicSliceIndexerAndIndexArray) {
+  Ref r = new_ref(arange(6, DType::f32));
+  EXPECT_EQ(r.get(ds(Value(2), 3)).array(), Array::from_vector<float>({2, 3, 4}, {3}));
+  Value idx = array<int32_t>({0, 5, 0});
+  EXPECT_EQ(r.get(idx).array(), Array::from_vector<float>({0, 5, 0}, {3}));
+  r.add(idx, ones({3}));
+  EXPECT_EQ(r.value(), Array::from_vector<float>({2, 1, 2, 3, 4, 6}, {6}));
+}
+
+TEST(Refs, TwoDimIndexersPrintAsJax) {
+  Ref r = new_ref(zeros({3, 4}));
+  std::string text = make_jaxpr([&](Value i, Value v) {
+                       Value row = r.get(i, all);
+                       r.set(all, 0, v);
+                       r.add(ds(i, 2), slice(1, 2), ones({2, 2}));
+                       return row;
+                     })(1, zeros({3}))
+                         .str();
+  EXPECT_EQ(text,
+            "{ lambda a:Ref{f32[3,4]}; b:i32[] c:f32[3]. let\n"
+            "    d:f32[4] <- a[b,:]\n"
+            "    a[:,0] <- c\n"
+            "    e:f32[2,2] = broadcast_in_dim 1.0:f32[]\n"
+            "    a[b:b+2,1:3] += e\n"
+            "  in (d,) }");
+}
+
+TEST(Refs, JitUpdatesRefArgumentInPlace) {
+  Ref r = new_ref(array<float>({1, 2, 3}));
+  const RefBuffer* buffer = r.node()->buffer.get();
+  const std::byte* storage = buffer->value().data();
+  auto bump = jit([](Ref x, Value by) { x.add(by); }, "bump");
+  bump(r, 2.0f);
+  bump(r, 2.0f);
+  EXPECT_EQ(r.value(), Array::from_vector<float>({5, 6, 7}, {3}));
+  EXPECT_EQ(bump.trace_count(), 1);
+  EXPECT_EQ(r.node()->buffer.get(), buffer);
+  EXPECT_EQ(r.node()->buffer->value().data(), storage);
+}
+
+TEST(Refs, ToStringLooksLikeJax) {
+  Ref r = new_ref(Value(0.5f));
+  EXPECT_EQ(to_string(r), "Ref(0.5, dtype=float32)");
+  Ref n = new_ref(Value(45));
+  EXPECT_EQ(n.str(), "Ref(45, dtype=int32)");
+}
+
+TEST(Refs, FreezeThenUseIsE12) {
+  Ref r = new_ref(Value(3.0f));
+  Value v = freeze(r);
+  EXPECT_EQ(v.array(), Array::scalar(3.0f));
+  std::string msg = message_of([&] { (void)r.get(); }, "E12");
+  EXPECT_NE(msg.find("after freeze"), std::string::npos) << msg;
+  message_of(
+      [] {
+        make_jaxpr([](Value x) {
+          Ref q = new_ref(x);
+          Value y = freeze(q);
+          q.set(y);
+          return y;
+        })(1.0f);
+      },
+      "E12");
+}
+
+TEST(Refs, SameRefTwiceToJitIsE7) {
+  Ref r = new_ref(zeros({2}));
+  auto f = jit([](Ref a, Value x, Ref b) { a.add(b.get() + x); }, "f");
+  std::string msg = message_of([&] { f(r, 1.0f, r); }, "E7");
+  EXPECT_NE(msg.find("argument 0 and as argument 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("`f`"), std::string::npos) << msg;
+}
+
+TEST(Refs, RefClosedOverAndPassedIsE8) {
+  Ref r = new_ref(zeros({2}));
+  auto f = jit([&](Ref a) { a.add(r.get()); }, "g");
+  std::string msg = message_of([&] { f(r); }, "E8");
+  EXPECT_NE(msg.find("argument 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("closed over"), std::string::npos) << msg;
+}
+
+TEST(Refs, ReturningRefIsE9) {
+  std::string msg = message_of([] { make_jaxpr([](Value x) { return new_ref(x); })(1.0f); }, "E9");
+  EXPECT_NE(msg.find("created inside"), std::string::npos) << msg;
+  Ref r = new_ref(zeros({2}));
+  msg = message_of([&] { jit([](Ref a) { return a; }, "ident")(r); }, "E9");
+  EXPECT_NE(msg.find("argument 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("`ident`"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace refjit
