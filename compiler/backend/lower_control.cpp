@@ -1,0 +1,117 @@
+// Lowering of the structured primitives. jit and custom_vjp_call are inlined; scan becomes
+// an scf.for whose carries live in the result buffers; cond becomes an scf.index_switch
+// whose branches write into the result buffers.
+#include <fmt/format.h>
+
+#include "compiler/backend/lowering.h"
+
+namespace refjit::backend {
+namespace {
+
+using mlir::Value;
+
+std::vector<Value> operand_buffers(LowerCtx& c, const Eqn& e, size_t first, size_t count) {
+  std::vector<Value> v;
+  for (size_t i = first; i < first + count; ++i) v.push_back(c.buffer(e.ins.at(i)));
+  return v;
+}
+
+void lower_call(LowerCtx& c, const Eqn& e, const char* param) {
+  const JaxprPtr& body = e.params.get<JaxprPtr>(param);
+  if (!body) fail_eqn(e, fmt::format("param {} holds no jaxpr", param));
+  if (body->outvars.size() != e.outs.size()) fail_eqn(e, "the body's outputs do not match");
+  std::vector<Value> outs = c.lower_inline(*body, operand_buffers(c, e, 0, e.ins.size()));
+  for (size_t i = 0; i < outs.size(); ++i) c.bind(e.outs[i], outs[i]);
+}
+
+void lower_scan(LowerCtx& c, const Eqn& e) {
+  const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
+  int64_t length = e.params.get<int64_t>("length");
+  bool reverse = e.params.get_or<bool>("reverse", false);
+  size_t nc = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
+  size_t nk = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
+  if (e.ins.size() < nc + nk || e.outs.size() < nk) fail_eqn(e, "operand counts do not match");
+  size_t nx = e.ins.size() - nc - nk;
+  size_t ny = e.outs.size() - nk;
+
+  std::vector<Value> consts = operand_buffers(c, e, 0, nc);
+  std::vector<Value> carry, ys, xs = operand_buffers(c, e, nc + nk, nx);
+  for (size_t k = 0; k < nk; ++k) {
+    Value buf = c.result_buffer(e.outs[k]);
+    c.copy(c.buffer(e.ins[nc + k]), buf, c.type_of(e.outs[k]).array);
+    carry.push_back(buf);
+  }
+  for (size_t j = 0; j < ny; ++j) ys.push_back(c.result_buffer(e.outs[nk + j]));
+
+  auto loop = c.b.create<mlir::scf::ForOp>(c.loc, c.index(0), c.index(length), c.index(1));
+  mlir::OpBuilder::InsertionGuard guard(c.b);
+  c.b.setInsertionPoint(loop.getBody()->getTerminator());
+  Value t = loop.getInductionVar();
+  if (reverse) t = c.b.create<mlir::arith::SubIOp>(c.loc, c.index(length - 1), t);
+  c.with_scope([&] {
+    std::vector<Value> args = consts;
+    args.insert(args.end(), carry.begin(), carry.end());
+    for (Value x : xs) args.push_back(c.row_view(x, t));  // refs: writes land in the row
+    std::vector<Value> outs = c.lower_inline(body, args);
+    if (outs.size() != nk + ny) fail_eqn(e, "the body's outputs do not match");
+    for (size_t j = 0; j < ny; ++j)
+      c.copy(outs[nk + j], c.row_view(ys[j], t), body.type_of(body.outvars[nk + j]).array);
+    // New carries may alias old carry buffers (a body returning its carry, or swapping
+    // two): stage those through fresh buffers before overwriting any carry.
+    std::vector<Value> next(outs.begin(), outs.begin() + nk);
+    for (size_t k = 0; k < nk; ++k) {
+      if (c.owned_by_current_scope(next[k])) continue;
+      ArrayType at = c.type_of(e.outs[k]).array;
+      Value tmp = c.alloc(at);
+      c.copy(next[k], tmp, at);
+      next[k] = tmp;
+    }
+    for (size_t k = 0; k < nk; ++k) c.copy(next[k], carry[k], c.type_of(e.outs[k]).array);
+  });
+}
+
+void lower_cond(LowerCtx& c, const Eqn& e) {
+  const JaxprList& branches = e.params.get<JaxprList>("branches");
+  if (branches.empty() || e.ins.empty()) fail_eqn(e, "needs an index and at least one branch");
+  int64_t n = static_cast<int64_t>(branches.size());
+  std::vector<Value> ops = operand_buffers(c, e, 1, e.ins.size() - 1);
+  std::vector<Value> results;
+  for (Var v : e.outs) results.push_back(c.result_buffer(v));
+  auto emit_branch = [&](const Jaxpr& br) {
+    c.with_scope([&] {
+      std::vector<Value> outs = c.lower_inline(br, ops);
+      if (outs.size() != results.size()) fail_eqn(e, "a branch's outputs do not match");
+      for (size_t i = 0; i < outs.size(); ++i)
+        c.copy(outs[i], results[i], c.type_of(e.outs[i]).array);
+    });
+  };
+  if (n == 1) {
+    emit_branch(*branches[0]);
+    return;
+  }
+  Value idx = c.clamp_to_index(c.load_index_scalar(e.ins[0]), 0, n - 1);
+  std::vector<int64_t> cases;
+  for (int64_t k = 0; k + 1 < n; ++k) cases.push_back(k);
+  auto sw = c.b.create<mlir::scf::IndexSwitchOp>(c.loc, mlir::TypeRange{}, idx, cases, n - 1);
+  mlir::OpBuilder::InsertionGuard guard(c.b);
+  auto fill_region = [&](mlir::Region& r, const Jaxpr& br) {
+    mlir::Block* blk = c.b.createBlock(&r);
+    c.b.setInsertionPointToEnd(blk);
+    auto y = c.b.create<mlir::scf::YieldOp>(c.loc);
+    c.b.setInsertionPoint(y);
+    emit_branch(br);
+  };
+  for (int64_t k = 0; k + 1 < n; ++k) fill_region(sw.getCaseRegions()[k], *branches[k]);
+  fill_region(sw.getDefaultRegion(), *branches[n - 1]);
+}
+
+}  // namespace
+
+void register_control_lowerings(LowerTable& t) {
+  t.set(Prim::jit, [](LowerCtx& c, const Eqn& e) { lower_call(c, e, "jaxpr"); });
+  t.set(Prim::custom_vjp_call, [](LowerCtx& c, const Eqn& e) { lower_call(c, e, "call_jaxpr"); });
+  t.set(Prim::scan, &lower_scan);
+  t.set(Prim::cond, &lower_cond);
+}
+
+}  // namespace refjit::backend

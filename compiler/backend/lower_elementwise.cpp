@@ -1,0 +1,262 @@
+// Lowering of elementwise primitives: one loop nest over the result shape, loading every
+// operand at the same index (scalar operands are broadcast), computing with arith/math.
+#include <cmath>
+#include <limits>
+
+#include "compiler/backend/lowering.h"
+
+namespace refjit::backend {
+namespace {
+
+using mlir::Value;
+namespace arith = mlir::arith;
+namespace math = mlir::math;
+
+// Computes one result element from the operand elements; `d` is operand 0's dtype.
+using ElemFn = std::function<Value(LowerCtx&, const Eqn&, DType d, const std::vector<Value>&)>;
+
+void lower_elementwise(LowerCtx& c, const Eqn& e, const ElemFn& f) {
+  if (e.outs.size() != 1) fail_eqn(e, "expected exactly one result");
+  Var out = e.outs[0];
+  ArrayType rt = c.type_of(out).array;
+  DType d = c.type_of(e.ins.at(0)).dtype();
+  Value dst = c.result_buffer(out);
+  c.loop_nest(rt.shape, [&](LowerCtx::Ivs ivs) {
+    std::vector<Value> xs;
+    for (const Atom& a : e.ins) xs.push_back(c.load(a, ivs));
+    c.store(f(c, e, d, xs), dst, rt.dtype, ivs);
+  });
+}
+
+void set_ew(LowerTable& t, Prim p, ElemFn f) {
+  t.set(p, [f = std::move(f)](LowerCtx& c, const Eqn& e) { lower_elementwise(c, e, f); });
+}
+
+// Ops with a float form and an int form.
+template <class FOp, class IOp>
+ElemFn float_or_int() {
+  return [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
+    if (is_float(d)) return c.b.create<FOp>(c.loc, x[0], x[1]);
+    return c.b.create<IOp>(c.loc, x[0], x[1]);
+  };
+}
+
+template <class FOp>
+ElemFn float_unary() {
+  return [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
+    return c.b.create<FOp>(c.loc, x[0]);
+  };
+}
+
+// Calls libm (expm1f / expm1 ...) where math-to-llvm would lose accuracy or has no lowering.
+ElemFn libm_unary(std::string name) {
+  return [name](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
+    return c.call_libm(d == DType::f32 ? name + "f" : name, x);
+  };
+}
+
+// XLA integer division: x/0 = -1, INT_MIN/-1 = INT_MIN, else truncating.
+Value int_div(LowerCtx& c, DType d, Value x, Value y) {
+  auto& b = c.b;
+  int bits = d == DType::i32 ? 32 : 64;
+  Value zero = c.int_constant(d, 0), one = c.int_constant(d, 1), m1 = c.int_constant(d, -1);
+  Value imin = c.int_constant(
+      d, bits == 32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min());
+  Value y0 = b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::eq, y, zero);
+  Value ovf = b.create<arith::AndIOp>(
+      c.loc, b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::eq, x, imin),
+      b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::eq, y, m1));
+  Value bad = b.create<arith::OrIOp>(c.loc, y0, ovf);
+  Value safe_y = b.create<arith::SelectOp>(c.loc, bad, one, y);
+  Value q = b.create<arith::DivSIOp>(c.loc, x, safe_y);
+  q = b.create<arith::SelectOp>(c.loc, ovf, imin, q);
+  return b.create<arith::SelectOp>(c.loc, y0, m1, q);
+}
+
+Value compare(LowerCtx& c, DType d, Value x, Value y, arith::CmpFPredicate fp,
+              arith::CmpIPredicate sp, arith::CmpIPredicate up) {
+  if (is_float(d)) return c.b.create<arith::CmpFOp>(c.loc, fp, x, y);
+  return c.b.create<arith::CmpIOp>(c.loc, d == DType::bool_ ? up : sp, x, y);
+}
+
+void set_compare(LowerTable& t, Prim p, arith::CmpFPredicate fp, arith::CmpIPredicate sp,
+                 arith::CmpIPredicate up) {
+  set_ew(t, p, [=](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) {
+    return compare(c, d, x[0], x[1], fp, sp, up);
+  });
+}
+
+}  // namespace
+
+// Converts one element from dtype `from` to `to` with XLA semantics: float->int truncates,
+// NaN -> 0 and out-of-range saturates; ->bool is x != 0.
+Value convert_element(LowerCtx& c, Value x, DType from, DType to) {
+  auto& b = c.b;
+  auto loc = c.loc;
+  if (from == to) return x;
+  mlir::Type tt = c.elem_type(to);
+  if (to == DType::bool_) {
+    if (is_float(from))
+      return b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UNE, x, c.constant(from, 0));
+    return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, x, c.int_constant(from, 0));
+  }
+  if (from == DType::bool_) {
+    if (is_float(to)) return b.create<arith::UIToFPOp>(loc, tt, x);
+    return b.create<arith::ExtUIOp>(loc, tt, x);
+  }
+  if (is_float(from) && is_float(to)) {
+    if (to == DType::f64) return b.create<arith::ExtFOp>(loc, tt, x);
+    return b.create<arith::TruncFOp>(loc, tt, x);
+  }
+  if (is_int(from) && is_int(to)) {
+    if (to == DType::i64) return b.create<arith::ExtSIOp>(loc, tt, x);
+    return b.create<arith::TruncIOp>(loc, tt, x);
+  }
+  if (is_int(from)) return b.create<arith::SIToFPOp>(loc, tt, x);
+  // float -> int. fptosi is poison out of range; the selects never pick it there.
+  int bits = to == DType::i32 ? 32 : 64;
+  double limit = std::ldexp(1.0, bits - 1);
+  Value r = b.create<arith::FPToSIOp>(loc, tt, x);
+  Value imax = c.int_constant(
+      to, bits == 32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max());
+  Value imin = c.int_constant(
+      to, bits == 32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min());
+  Value too_big =
+      b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGE, x, c.constant(from, limit));
+  Value too_small =
+      b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLT, x, c.constant(from, -limit));
+  Value nan = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UNO, x, x);
+  r = b.create<arith::SelectOp>(loc, too_big, imax, r);
+  r = b.create<arith::SelectOp>(loc, too_small, imin, r);
+  return b.create<arith::SelectOp>(loc, nan, c.int_constant(to, 0), r);
+}
+
+void register_elementwise_lowerings(LowerTable& t) {
+  // ---- unary
+  set_ew(t, Prim::neg, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
+    if (is_float(d)) return c.b.create<arith::NegFOp>(c.loc, x[0]);
+    return c.b.create<arith::SubIOp>(c.loc, c.int_constant(d, 0), x[0]);
+  });
+  set_ew(t, Prim::exp, float_unary<math::ExpOp>());
+  set_ew(t, Prim::log, float_unary<math::LogOp>());
+  set_ew(t, Prim::sin, float_unary<math::SinOp>());
+  set_ew(t, Prim::cos, float_unary<math::CosOp>());
+  set_ew(t, Prim::sqrt, float_unary<math::SqrtOp>());
+  set_ew(t, Prim::floor, float_unary<math::FloorOp>());
+  set_ew(t, Prim::ceil, float_unary<math::CeilOp>());
+  set_ew(t, Prim::log1p, libm_unary("log1p"));
+  set_ew(t, Prim::expm1, libm_unary("expm1"));
+  set_ew(t, Prim::tan, libm_unary("tan"));
+  set_ew(t, Prim::tanh, libm_unary("tanh"));
+  set_ew(t, Prim::rsqrt,
+         [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
+           Value s = c.b.create<math::SqrtOp>(c.loc, x[0]);
+           return c.b.create<arith::DivFOp>(c.loc, c.constant(d, 1), s);
+         });
+  set_ew(t, Prim::logistic,
+         [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
+           Value e = c.b.create<math::ExpOp>(c.loc, c.b.create<arith::NegFOp>(c.loc, x[0]));
+           Value den = c.b.create<arith::AddFOp>(c.loc, c.constant(d, 1), e);
+           return c.b.create<arith::DivFOp>(c.loc, c.constant(d, 1), den);
+         });
+  set_ew(t, Prim::abs, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
+    if (is_float(d)) return c.b.create<math::AbsFOp>(c.loc, x[0]);
+    return c.b.create<math::AbsIOp>(c.loc, x[0]);
+  });
+  set_ew(t, Prim::sign, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
+    // 1 / -1 / x itself (0 keeps its sign, NaN stays NaN).
+    auto& b = c.b;
+    Value zero = c.constant(d, 0);
+    Value gt = compare(c, d, x[0], zero, arith::CmpFPredicate::OGT, arith::CmpIPredicate::sgt,
+                       arith::CmpIPredicate::ugt);
+    Value lt = compare(c, d, x[0], zero, arith::CmpFPredicate::OLT, arith::CmpIPredicate::slt,
+                       arith::CmpIPredicate::ult);
+    Value r = b.create<arith::SelectOp>(c.loc, lt, c.constant(d, -1), x[0]);
+    return b.create<arith::SelectOp>(c.loc, gt, c.constant(d, 1), r);
+  });
+  set_ew(t, Prim::round,
+         [](LowerCtx& c, const Eqn& e, DType, const std::vector<Value>& x) -> Value {
+           if (e.params.get_or<int64_t>("rounding_method", 0) == 1)
+             return c.b.create<math::RoundEvenOp>(c.loc, x[0]);
+           return c.b.create<math::RoundOp>(c.loc, x[0]);
+         });
+  set_ew(t, Prim::not_, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
+    Value ones = d == DType::bool_ ? c.int_constant(d, 1) : c.int_constant(d, -1);
+    return c.b.create<arith::XOrIOp>(c.loc, x[0], ones);
+  });
+  set_ew(t, Prim::integer_pow,
+         [](LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& x) -> Value {
+           // Square-and-multiply, the interpreter's multiplication order.
+           int64_t y = e.params.get<int64_t>("y");
+           if (y < 0 && !is_float(d)) fail_eqn(e, "a negative exponent needs a float operand");
+           if (y == 0) return c.constant(d, 1);
+           uint64_t n = y < 0 ? 0 - static_cast<uint64_t>(y) : static_cast<uint64_t>(y);
+           auto mul = [&](Value a, Value b2) -> Value {
+             if (is_float(d)) return c.b.create<arith::MulFOp>(c.loc, a, b2);
+             return c.b.create<arith::MulIOp>(c.loc, a, b2);
+           };
+           Value base = x[0], acc;
+           while (n > 0) {
+             if (n & 1) acc = acc ? mul(acc, base) : base;
+             n >>= 1;
+             if (n > 0) base = mul(base, base);
+           }
+           if (y < 0) return c.b.create<arith::DivFOp>(c.loc, c.constant(d, 1), acc);
+           return acc;
+         });
+  set_ew(t, Prim::convert_element_type,
+         [](LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& x) -> Value {
+           return convert_element(c, x[0], d, c.type_of(e.outs[0]).dtype());
+         });
+  auto identity = [](LowerCtx& c, const Eqn& e) {
+    // Values are immutable, so the result can share the operand's buffer.
+    if (e.ins.size() != 1 || e.outs.size() != 1) fail_eqn(e, "expected one operand");
+    c.bind(e.outs[0], c.buffer(e.ins[0]));
+  };
+  t.set(Prim::stop_gradient, identity);
+  t.set(Prim::copy, identity);
+
+  // ---- binary
+  set_ew(t, Prim::add, float_or_int<arith::AddFOp, arith::AddIOp>());
+  set_ew(t, Prim::add_any, float_or_int<arith::AddFOp, arith::AddIOp>());
+  set_ew(t, Prim::sub, float_or_int<arith::SubFOp, arith::SubIOp>());
+  set_ew(t, Prim::mul, float_or_int<arith::MulFOp, arith::MulIOp>());
+  set_ew(t, Prim::max, float_or_int<arith::MaximumFOp, arith::MaxSIOp>());
+  set_ew(t, Prim::min, float_or_int<arith::MinimumFOp, arith::MinSIOp>());
+  set_ew(t, Prim::div, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
+    if (is_float(d)) return c.b.create<arith::DivFOp>(c.loc, x[0], x[1]);
+    return int_div(c, d, x[0], x[1]);
+  });
+  set_ew(t, Prim::pow, [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
+    return c.b.create<math::PowFOp>(c.loc, x[0], x[1]);
+  });
+  set_ew(t, Prim::and_, [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
+    return c.b.create<arith::AndIOp>(c.loc, x[0], x[1]);
+  });
+  set_ew(t, Prim::or_, [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
+    return c.b.create<arith::OrIOp>(c.loc, x[0], x[1]);
+  });
+  using FP = arith::CmpFPredicate;
+  using IP = arith::CmpIPredicate;
+  set_compare(t, Prim::eq, FP::OEQ, IP::eq, IP::eq);
+  set_compare(t, Prim::ne, FP::UNE, IP::ne, IP::ne);
+  set_compare(t, Prim::lt, FP::OLT, IP::slt, IP::ult);
+  set_compare(t, Prim::le, FP::OLE, IP::sle, IP::ule);
+  set_compare(t, Prim::gt, FP::OGT, IP::sgt, IP::ugt);
+  set_compare(t, Prim::ge, FP::OGE, IP::sge, IP::uge);
+
+  // select_n p c0 c1 ...: bool p picks c1 when true; an int p picks c_p, clamped.
+  set_ew(t, Prim::select_n,
+         [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
+           if (d == DType::bool_) return c.b.create<arith::SelectOp>(c.loc, x[0], x[2], x[1]);
+           Value r = x[1];
+           for (size_t k = 2; k < x.size(); ++k) {
+             Value ge = c.b.create<arith::CmpIOp>(c.loc, IP::sge, x[0],
+                                                  c.int_constant(d, static_cast<int64_t>(k - 1)));
+             r = c.b.create<arith::SelectOp>(c.loc, ge, x[k], r);
+           }
+           return r;
+         });
+}
+
+}  // namespace refjit::backend

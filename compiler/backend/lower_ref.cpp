@@ -1,0 +1,172 @@
+// Lowering of the ref primitives. A ref is a memref; an indexer becomes a map from an index
+// of the indexed shape v to an index of the ref (computed inside the loop over v), so static
+// slices, dynamic starts, integer indices and index arrays all share one code path.
+#include <fmt/format.h>
+
+#include "compiler/backend/lowering.h"
+#include "refjit/ir/indexing.h"
+
+namespace refjit::backend {
+namespace {
+
+using mlir::Value;
+namespace arith = mlir::arith;
+using Ivs = LowerCtx::Ivs;
+
+class IndexMap {
+ public:
+  // `dyn` are the eqn operands holding the dynamic indexer parts, in dim order.
+  IndexMap(LowerCtx& c, const Eqn& e, const ArrayType& ref, std::span<const Atom> dyn)
+      : c_(c), ref_(ref), idx_(e.params.get<Indexer>("indexer")), dyn_(dyn.begin(), dyn.end()) {
+    std::vector<Type> dyn_types;
+    for (const Atom& a : dyn_) dyn_types.push_back(c.type_of(a));
+    if (static_cast<int>(dyn_.size()) != idx_.num_dynamic())
+      fail_eqn(e, fmt::format("the indexer needs {} dynamic operands but the eqn has {}",
+                              idx_.num_dynamic(), dyn_.size()));
+    layout_ = indexed_layout(ref, idx_, dyn_types);
+    // Scalar parts are loaded once, outside the loops.
+    size_t k = 0;
+    for (size_t d = 0; d < idx_.dims.size(); ++d) {
+      const IndexerDim& id = idx_.dims[d];
+      Value v;
+      if (id.dynamic && id.kind != IndexerDim::Kind::index_array) {
+        int64_t hi = id.kind == IndexerDim::Kind::slice ? ref.shape[d] - id.size : ref.shape[d] - 1;
+        v = c.clamp_to_index(c.load_index_scalar(dyn_[k]), 0, hi);
+      }
+      if (id.dynamic)
+        dyn_atom_.push_back(dyn_[k++]);
+      else
+        dyn_atom_.push_back(std::nullopt);
+      scalar_.push_back(v);
+    }
+  }
+
+  const Shape& shape() const { return layout_.shape; }
+
+  // The ref index addressed by element `v` of the indexed shape.
+  std::vector<Value> operator()(Ivs v) {
+    int apos = layout_.array_position;
+    size_t alen = layout_.array_shape.size();
+    std::vector<Value> basic;  // v dims not produced by index arrays, in order
+    for (size_t i = 0; i < v.size(); ++i)
+      if (apos < 0 || i < static_cast<size_t>(apos) || i >= apos + alen) basic.push_back(v[i]);
+    size_t q = 0;
+    std::vector<Value> out;
+    for (size_t d = 0; d < ref_.shape.size(); ++d) {
+      if (d >= idx_.dims.size()) {
+        out.push_back(basic.at(q++));
+        continue;
+      }
+      const IndexerDim& id = idx_.dims[d];
+      switch (id.kind) {
+        case IndexerDim::Kind::slice: {
+          Value i = basic.at(q++);
+          if (id.dynamic) {
+            out.push_back(c_.b.create<arith::AddIOp>(c_.loc, i, scalar_[d]));
+          } else {
+            if (id.stride != 1) i = c_.b.create<arith::MulIOp>(c_.loc, i, c_.index(id.stride));
+            out.push_back(c_.b.create<arith::AddIOp>(c_.loc, i, c_.index(id.start)));
+          }
+          break;
+        }
+        case IndexerDim::Kind::index:
+          out.push_back(id.dynamic ? scalar_[d] : c_.index(id.start));
+          break;
+        case IndexerDim::Kind::index_array: {
+          // The array broadcasts against the others: align it with the block's trailing dims.
+          ArrayType at = c_.type_of(*dyn_atom_[d]).array;
+          std::vector<Value> ai;
+          size_t lead = alen - at.shape.size();
+          for (size_t j = 0; j < at.shape.size(); ++j)
+            ai.push_back(at.shape[j] == 1 ? c_.index(0) : v.at(apos + lead + j));
+          Value raw = c_.load(*dyn_atom_[d], ai);
+          if (at.dtype == DType::i32)
+            raw = c_.b.create<arith::ExtSIOp>(c_.loc, c_.b.getI64Type(), raw);
+          out.push_back(c_.clamp_to_index(raw, 0, ref_.shape[d] - 1));
+          break;
+        }
+      }
+    }
+    return out;
+  }
+
+ private:
+  LowerCtx& c_;
+  ArrayType ref_;
+  Indexer idx_;
+  std::vector<Atom> dyn_;
+  std::vector<std::optional<Atom>> dyn_atom_;
+  std::vector<Value> scalar_;
+  IndexedLayout layout_;
+};
+
+ArrayType ref_type(LowerCtx& c, const Eqn& e) {
+  Type t = c.type_of(e.ins.at(0));
+  if (!t.is_ref) fail_eqn(e, "operand 0 must be a ref");
+  return t.array;
+}
+
+void lower_new_ref(LowerCtx& c, const Eqn& e) {
+  if (e.ins.size() != 1 || e.outs.size() != 1) fail_eqn(e, "expected one operand");
+  ArrayType t = c.type_of(e.ins[0]).array;
+  Value m = c.alloc(t);
+  c.bind(e.outs[0], m);
+  c.copy(c.buffer(e.ins[0]), m, t);
+}
+
+void lower_get(LowerCtx& c, const Eqn& e) {
+  if (e.ins.empty() || e.outs.size() != 1) fail_eqn(e, "expected a ref operand and one result");
+  ArrayType rt = ref_type(c, e);
+  IndexMap map(c, e, rt, std::span<const Atom>(e.ins).subspan(1));
+  Value ref = c.buffer(e.ins[0]);
+  Value dst = c.result_buffer(e.outs[0]);
+  c.loop_nest(map.shape(),
+              [&](Ivs ivs) { c.store(c.load_mem(ref, rt.dtype, map(ivs)), dst, rt.dtype, ivs); });
+}
+
+// swap: read every old value first, then write (index arrays may repeat positions).
+void lower_swap(LowerCtx& c, const Eqn& e) {
+  if (e.ins.size() < 2 || e.outs.size() != 1) fail_eqn(e, "expected a ref, a value, one result");
+  ArrayType rt = ref_type(c, e);
+  IndexMap map(c, e, rt, std::span<const Atom>(e.ins).subspan(2));
+  Value ref = c.buffer(e.ins[0]);
+  Value old = c.result_buffer(e.outs[0]);
+  c.loop_nest(map.shape(),
+              [&](Ivs ivs) { c.store(c.load_mem(ref, rt.dtype, map(ivs)), old, rt.dtype, ivs); });
+  c.loop_nest(map.shape(),
+              [&](Ivs ivs) { c.store(c.load(e.ins[1], ivs), ref, rt.dtype, map(ivs)); });
+}
+
+void lower_addupdate(LowerCtx& c, const Eqn& e) {
+  if (e.ins.size() < 2) fail_eqn(e, "expected a ref and a value");
+  ArrayType rt = ref_type(c, e);
+  IndexMap map(c, e, rt, std::span<const Atom>(e.ins).subspan(2));
+  Value ref = c.buffer(e.ins[0]);
+  c.loop_nest(map.shape(), [&](Ivs ivs) {
+    std::vector<Value> at = map(ivs);
+    Value old = c.load_mem(ref, rt.dtype, at);
+    Value x = c.load(e.ins[1], ivs);
+    Value sum = is_float(rt.dtype) ? Value(c.b.create<arith::AddFOp>(c.loc, old, x))
+                                   : Value(c.b.create<arith::AddIOp>(c.loc, old, x));
+    c.store(sum, ref, rt.dtype, at);
+  });
+}
+
+// freeze: the ref is dead afterwards, so the value takes over its buffer.
+void lower_freeze(LowerCtx& c, const Eqn& e) {
+  if (e.ins.size() != 1 || e.outs.size() != 1) fail_eqn(e, "expected one ref operand");
+  ref_type(c, e);
+  c.bind(e.outs[0], c.buffer(e.ins[0]));
+}
+
+}  // namespace
+
+void register_ref_lowerings(LowerTable& t) {
+  t.set(Prim::new_ref, &lower_new_ref);
+  t.set(Prim::get, &lower_get);
+  t.set(Prim::swap, &lower_swap);
+  t.set(Prim::addupdate, &lower_addupdate);
+  t.set(Prim::freeze, &lower_freeze);
+}
+
+}  // namespace refjit::backend

@@ -1,0 +1,275 @@
+// Lowering of shape and data-movement primitives. Each result element is computed from the
+// operand element it comes from (a gather formulation), except where a result is an
+// operand with parts overwritten (dynamic_update_slice, pad, scatter).
+#include <fmt/format.h>
+
+#include "compiler/backend/lowering.h"
+
+namespace refjit::backend {
+namespace {
+
+using mlir::Value;
+namespace arith = mlir::arith;
+using Ivs = LowerCtx::Ivs;
+
+Value add_idx(LowerCtx& c, Value a, Value b) { return c.b.create<arith::AddIOp>(c.loc, a, b); }
+Value mul_idx(LowerCtx& c, Value a, int64_t k) {
+  if (k == 1) return a;
+  return c.b.create<arith::MulIOp>(c.loc, a, c.index(k));
+}
+
+void expect_ins(const Eqn& e, size_t n) {
+  if (e.ins.size() < n || e.outs.size() != 1)
+    fail_eqn(e, fmt::format("expected at least {} operand(s) and one result", n));
+}
+
+// The operand's buffer with an identity (contiguous row-major) layout, copying a view.
+Value contiguous_buffer(LowerCtx& c, const Atom& a) {
+  Value m = c.buffer(a);
+  if (mlir::cast<mlir::MemRefType>(m.getType()).getLayout().isIdentity()) return m;
+  ArrayType t = c.type_of(a).array;
+  Value fresh = c.alloc(t);
+  c.copy(m, fresh, t);
+  return fresh;
+}
+
+// reshape / squeeze / expand_dims: the row-major data is unchanged, so the result is a view
+// of the operand's buffer with the new shape.
+void lower_reshape(LowerCtx& c, const Eqn& e) {
+  expect_ins(e, 1);
+  ArrayType rt = c.type_of(e.outs[0]).array;
+  if (rt.num_elements() == 0) {
+    c.result_buffer(e.outs[0]);
+    return;
+  }
+  Value src = contiguous_buffer(c, e.ins[0]);
+  std::vector<int64_t> strides(rt.shape.size());
+  int64_t s = 1;
+  for (size_t i = rt.shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= rt.shape[i];
+  }
+  Value view = c.b.create<mlir::memref::ReinterpretCastOp>(c.loc, c.memref_type(rt), src, 0,
+                                                           rt.shape, strides);
+  c.bind(e.outs[0], view);
+}
+
+void lower_broadcast_in_dim(LowerCtx& c, const Eqn& e) {
+  expect_ins(e, 1);
+  ArrayType rt = c.type_of(e.outs[0]).array;
+  ArrayType xt = c.type_of(e.ins[0]).array;
+  const IntList& bd = e.params.get<IntList>("broadcast_dimensions");
+  if (bd.size() != xt.shape.size()) fail_eqn(e, "broadcast_dimensions does not match the rank");
+  Value dst = c.result_buffer(e.outs[0]);
+  c.loop_nest(rt.shape, [&](Ivs ivs) {
+    std::vector<Value> in;
+    for (size_t i = 0; i < bd.size(); ++i)
+      in.push_back(xt.shape[i] == 1 ? c.index(0) : ivs.at(bd[i]));
+    c.store(c.load(e.ins[0], in), dst, rt.dtype, ivs);
+  });
+}
+
+void lower_transpose(LowerCtx& c, const Eqn& e) {
+  expect_ins(e, 1);
+  ArrayType rt = c.type_of(e.outs[0]).array;
+  const IntList& perm = e.params.get<IntList>("permutation");
+  if (perm.size() != rt.shape.size()) fail_eqn(e, "permutation does not match the rank");
+  Value dst = c.result_buffer(e.outs[0]);
+  c.loop_nest(rt.shape, [&](Ivs ivs) {
+    std::vector<Value> in(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) in.at(perm[i]) = ivs[i];
+    c.store(c.load(e.ins[0], in), dst, rt.dtype, ivs);
+  });
+}
+
+void lower_concatenate(LowerCtx& c, const Eqn& e) {
+  expect_ins(e, 1);
+  ArrayType rt = c.type_of(e.outs[0]).array;
+  int64_t dim = e.params.get<int64_t>("dimension");
+  Value dst = c.result_buffer(e.outs[0]);
+  int64_t offset = 0;
+  for (const Atom& a : e.ins) {
+    ArrayType xt = c.type_of(a).array;
+    c.loop_nest(xt.shape, [&](Ivs ivs) {
+      std::vector<Value> out = ivs;
+      out.at(dim) = add_idx(c, ivs[dim], c.index(offset));
+      c.store(c.load(a, ivs), dst, rt.dtype, out);
+    });
+    offset += xt.shape.at(dim);
+  }
+}
+
+void lower_slice(LowerCtx& c, const Eqn& e) {
+  expect_ins(e, 1);
+  ArrayType rt = c.type_of(e.outs[0]).array;
+  const IntList& start = e.params.get<IntList>("start_indices");
+  IntList strides = e.params.get_or<IntList>("strides", IntList(rt.shape.size(), 1));
+  Value dst = c.result_buffer(e.outs[0]);
+  c.loop_nest(rt.shape, [&](Ivs ivs) {
+    std::vector<Value> in;
+    for (size_t i = 0; i < ivs.size(); ++i)
+      in.push_back(add_idx(c, mul_idx(c, ivs[i], strides.at(i)), c.index(start.at(i))));
+    c.store(c.load(e.ins[0], in), dst, rt.dtype, ivs);
+  });
+}
+
+// Clamped dynamic starts (XLA): start_i in [0, dim_i - size_i].
+std::vector<Value> clamped_starts(LowerCtx& c, const Eqn& e, size_t first, const Shape& dims,
+                                  const Shape& sizes) {
+  if (e.ins.size() != first + dims.size())
+    fail_eqn(e, fmt::format("expected {} start indices", dims.size()));
+  std::vector<Value> starts;
+  for (size_t i = 0; i < dims.size(); ++i)
+    starts.push_back(
+        c.clamp_to_index(c.load_index_scalar(e.ins[first + i]), 0, dims[i] - sizes[i]));
+  return starts;
+}
+
+void lower_dynamic_slice(LowerCtx& c, const Eqn& e) {
+  expect_ins(e, 1);
+  ArrayType rt = c.type_of(e.outs[0]).array;
+  ArrayType xt = c.type_of(e.ins[0]).array;
+  std::vector<Value> starts = clamped_starts(c, e, 1, xt.shape, rt.shape);
+  Value dst = c.result_buffer(e.outs[0]);
+  c.loop_nest(rt.shape, [&](Ivs ivs) {
+    std::vector<Value> in;
+    for (size_t i = 0; i < ivs.size(); ++i) in.push_back(add_idx(c, ivs[i], starts[i]));
+    c.store(c.load(e.ins[0], in), dst, rt.dtype, ivs);
+  });
+}
+
+void lower_dynamic_update_slice(LowerCtx& c, const Eqn& e) {
+  expect_ins(e, 2);
+  ArrayType rt = c.type_of(e.outs[0]).array;
+  ArrayType ut = c.type_of(e.ins[1]).array;
+  std::vector<Value> starts = clamped_starts(c, e, 2, rt.shape, ut.shape);
+  Value dst = c.result_buffer(e.outs[0]);
+  c.copy(c.buffer(e.ins[0]), dst, rt);
+  c.loop_nest(ut.shape, [&](Ivs ivs) {
+    std::vector<Value> out;
+    for (size_t i = 0; i < ivs.size(); ++i) out.push_back(add_idx(c, ivs[i], starts[i]));
+    c.store(c.load(e.ins[1], ivs), dst, rt.dtype, out);
+  });
+}
+
+void lower_iota(LowerCtx& c, const Eqn& e) {
+  if (e.outs.size() != 1) fail_eqn(e, "expected one result");
+  ArrayType rt = c.type_of(e.outs[0]).array;
+  int64_t dim = e.params.get<int64_t>("dimension");
+  Value dst = c.result_buffer(e.outs[0]);
+  c.loop_nest(rt.shape, [&](Ivs ivs) {
+    Value i64 = c.b.create<arith::IndexCastOp>(c.loc, c.b.getI64Type(), ivs.at(dim));
+    c.store(convert_element(c, i64, DType::i64, rt.dtype), dst, rt.dtype, ivs);
+  });
+}
+
+// pad: fill with the padding value, then place every operand element at
+// lo + i * (interior + 1) when that lands inside the result (lo/hi may be negative).
+void lower_pad(LowerCtx& c, const Eqn& e) {
+  expect_ins(e, 2);
+  ArrayType rt = c.type_of(e.outs[0]).array;
+  ArrayType xt = c.type_of(e.ins[0]).array;
+  const IntListList& cfg = e.params.get<IntListList>("padding_config");
+  if (cfg.size() != xt.shape.size()) fail_eqn(e, "padding_config does not match the rank");
+  Value dst = c.result_buffer(e.outs[0]);
+  c.fill(dst, rt, c.load(e.ins[1], {}));
+  c.loop_nest(xt.shape, [&](Ivs ivs) {
+    std::vector<Value> out;
+    Value inside;
+    for (size_t i = 0; i < ivs.size(); ++i) {
+      Value p = add_idx(c, mul_idx(c, ivs[i], cfg[i].at(2) + 1), c.index(cfg[i].at(0)));
+      out.push_back(p);
+      Value ok = c.b.create<arith::AndIOp>(
+          c.loc, c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sge, p, c.index(0)),
+          c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::slt, p, c.index(rt.shape[i])));
+      inside = inside ? c.b.create<arith::AndIOp>(c.loc, inside, ok) : ok;
+    }
+    Value v = c.load(e.ins[0], ivs);
+    if (!inside) {
+      c.store(v, dst, rt.dtype, out);
+      return;
+    }
+    auto guard = c.b.create<mlir::scf::IfOp>(c.loc, inside, /*withElseRegion=*/false);
+    mlir::OpBuilder::InsertionGuard g(c.b);
+    c.b.setInsertionPoint(guard.thenBlock()->getTerminator());
+    c.store(v, dst, rt.dtype, out);
+  });
+}
+
+// gather x idx (axis a): out[pre, k, post] = x[pre, clamp(idx[k]), post].
+void lower_gather(LowerCtx& c, const Eqn& e) {
+  expect_ins(e, 2);
+  ArrayType rt = c.type_of(e.outs[0]).array;
+  ArrayType xt = c.type_of(e.ins[0]).array;
+  ArrayType it = c.type_of(e.ins[1]).array;
+  int64_t axis = e.params.get<int64_t>("axis");
+  size_t k = it.shape.size();
+  Value dst = c.result_buffer(e.outs[0]);
+  c.loop_nest(rt.shape, [&](Ivs ivs) {
+    std::vector<Value> ii(ivs.begin() + axis, ivs.begin() + axis + k);
+    Value raw = c.load(e.ins[1], ii);
+    if (it.dtype == DType::i32) raw = c.b.create<arith::ExtSIOp>(c.loc, c.b.getI64Type(), raw);
+    std::vector<Value> in(ivs.begin(), ivs.begin() + axis);
+    in.push_back(c.clamp_to_index(raw, 0, xt.shape.at(axis) - 1));
+    in.insert(in.end(), ivs.begin() + axis + k, ivs.end());
+    c.store(c.load(e.ins[0], in), dst, rt.dtype, ivs);
+  });
+}
+
+// scatter / scatter-add: result = x, then for each update element (row-major order, so the
+// last duplicate wins) write or add it at idx; out-of-range indices are dropped.
+void lower_scatter(LowerCtx& c, const Eqn& e, bool add) {
+  expect_ins(e, 3);
+  ArrayType rt = c.type_of(e.outs[0]).array;
+  ArrayType it = c.type_of(e.ins[1]).array;
+  ArrayType ut = c.type_of(e.ins[2]).array;
+  int64_t axis = e.params.get<int64_t>("axis");
+  size_t k = it.shape.size();
+  Value dst = c.result_buffer(e.outs[0]);
+  c.copy(c.buffer(e.ins[0]), dst, rt);
+  c.loop_nest(ut.shape, [&](Ivs ivs) {
+    std::vector<Value> ii(ivs.begin() + axis, ivs.begin() + axis + k);
+    Value raw = c.load(e.ins[1], ii);
+    if (it.dtype == DType::i32) raw = c.b.create<arith::ExtSIOp>(c.loc, c.b.getI64Type(), raw);
+    Value ok = c.b.create<arith::AndIOp>(
+        c.loc,
+        c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sge, raw,
+                                  c.int_constant(DType::i64, 0)),
+        c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::slt, raw,
+                                  c.int_constant(DType::i64, rt.shape.at(axis))));
+    auto guard = c.b.create<mlir::scf::IfOp>(c.loc, ok, false);
+    mlir::OpBuilder::InsertionGuard g(c.b);
+    c.b.setInsertionPoint(guard.thenBlock()->getTerminator());
+    std::vector<Value> out(ivs.begin(), ivs.begin() + axis);
+    out.push_back(c.b.create<arith::IndexCastOp>(c.loc, c.b.getIndexType(), raw));
+    out.insert(out.end(), ivs.begin() + axis + k, ivs.end());
+    Value u = c.load(e.ins[2], ivs);
+    if (add) {
+      Value old = c.load_mem(dst, rt.dtype, out);
+      u = is_float(rt.dtype) ? Value(c.b.create<arith::AddFOp>(c.loc, old, u))
+                             : Value(c.b.create<arith::AddIOp>(c.loc, old, u));
+    }
+    c.store(u, dst, rt.dtype, out);
+  });
+}
+
+}  // namespace
+
+void register_shape_lowerings(LowerTable& t) {
+  t.set(Prim::reshape, &lower_reshape);
+  t.set(Prim::squeeze, &lower_reshape);
+  t.set(Prim::expand_dims, &lower_reshape);
+  t.set(Prim::broadcast_in_dim, &lower_broadcast_in_dim);
+  t.set(Prim::transpose, &lower_transpose);
+  t.set(Prim::concatenate, &lower_concatenate);
+  t.set(Prim::slice, &lower_slice);
+  t.set(Prim::dynamic_slice, &lower_dynamic_slice);
+  t.set(Prim::dynamic_update_slice, &lower_dynamic_update_slice);
+  t.set(Prim::iota, &lower_iota);
+  t.set(Prim::pad, &lower_pad);
+  t.set(Prim::gather, &lower_gather);
+  t.set(Prim::scatter, [](LowerCtx& c, const Eqn& e) { lower_scatter(c, e, false); });
+  t.set(Prim::scatter_add, [](LowerCtx& c, const Eqn& e) { lower_scatter(c, e, true); });
+}
+
+}  // namespace refjit::backend

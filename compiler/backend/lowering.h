@@ -1,0 +1,150 @@
+// Internal to the native backend: the context every lowering rule works with, and the
+// per-primitive rule table. Included only by compiler/backend/*.cpp (it pulls in MLIR).
+//
+// Model: every jaxpr value (array or ref) is a statically shaped memref. Rules read
+// operands element by element (`load`), write results into buffers obtained from
+// `result_buffer` (which consults the BufferPlan), or `bind` a result to a view of an
+// existing buffer. Element computations use i1 for bool; bool memrefs store i8.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "compiler/backend/buffer_plan.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "refjit/ir/error.h"
+#include "refjit/ir/jaxpr.h"
+
+namespace refjit::backend {
+
+// One lexical region of generated code (function body, loop body, cond branch): the
+// buffers allocated in it, freed when it ends.
+struct Scope {
+  std::vector<mlir::Value> allocations;
+};
+
+class LowerCtx {
+ public:
+  LowerCtx(mlir::OpBuilder& b, mlir::ModuleOp module, const BufferPlan& plan)
+      : b(b), loc(b.getUnknownLoc()), module_(module), plan_(plan) {}
+
+  mlir::OpBuilder& b;
+  mlir::Location loc;
+
+  // ---- types
+  mlir::Type elem_type(DType d);     // computation type (i1 for bool)
+  mlir::Type storage_type(DType d);  // memref element type (i8 for bool)
+  mlir::MemRefType memref_type(const ArrayType& t);
+
+  // ---- constants
+  mlir::Value index(int64_t v);
+  mlir::Value constant(DType d, double v);  // of elem_type(d), converted as a literal
+  mlir::Value int_constant(DType d, int64_t v);
+  mlir::Value literal(const Literal& l);
+
+  // ---- values of the jaxpr being lowered
+  const Jaxpr& jaxpr() const { return *jaxpr_; }
+  Type type_of(const Atom& a) const;
+  // The buffer of a var (throws if unbound); for a literal, a fresh rank-0 buffer holding it.
+  mlir::Value buffer(const Atom& a);
+  // A buffer for result `v` of the current eqn: its plan home or a fresh allocation.
+  mlir::Value result_buffer(Var v);
+  // Makes `v` refer to `memref` (a view or another value's buffer); no copy.
+  void bind(Var v, mlir::Value memref);
+  mlir::Value alloc(const ArrayType& t);
+
+  // ---- element access (idx are index values; rank-0 and literals take none)
+  mlir::Value load(const Atom& a, mlir::ValueRange idx);
+  mlir::Value load_mem(mlir::Value memref, DType d, mlir::ValueRange idx);
+  void store(mlir::Value v, mlir::Value memref, DType d, mlir::ValueRange idx);
+  // A scalar int operand as i64 (for dynamic indices).
+  mlir::Value load_index_scalar(const Atom& a);
+  // clamp(v, lo, hi) on i64, returned as index.
+  mlir::Value clamp_to_index(mlir::Value i64, int64_t lo, int64_t hi);
+
+  // ---- code structure
+  using Ivs = const std::vector<mlir::Value>&;
+  // Nested scf.for over `shape`; body gets the induction variables (outermost first).
+  void loop_nest(const Shape& shape, const std::function<void(Ivs)>& body);
+  // A single scf.for carrying `init`; body returns the next carried values.
+  std::vector<mlir::Value> loop_with_carry(
+      int64_t n, std::vector<mlir::Value> init,
+      const std::function<std::vector<mlir::Value>(mlir::Value iv,
+                                                   const std::vector<mlir::Value>& carried)>& body);
+  // Elementwise copy between same-shaped memrefs of any layout.
+  void copy(mlir::Value src, mlir::Value dst, const ArrayType& t);
+  void fill(mlir::Value dst, const ArrayType& t, mlir::Value scalar);
+  // Rank-reducing view of row `i` (an index value) of a memref along dim 0.
+  mlir::Value row_view(mlir::Value memref, mlir::Value i);
+  // A call to a libm function (float -> float), declared on first use.
+  mlir::Value call_libm(const std::string& name, mlir::ValueRange args);
+
+  // ---- sub-jaxprs
+  // Lowers `body` at the current insertion point with its constvars then invars bound to
+  // `args` (memrefs; refs are passed by reference) and returns its outvars' buffers.
+  // Literal outvars are materialised; other outvars may alias buffers of `args`.
+  std::vector<mlir::Value> lower_inline(const Jaxpr& body, const std::vector<mlir::Value>& args);
+  // Runs `f` with a fresh scope whose allocations are freed at the current insertion point
+  // when `f` returns (use for loop bodies and branches).
+  void with_scope(const std::function<void()>& f);
+  // Whether `memref` was allocated in the innermost scope (so nothing else aliases it).
+  bool owned_by_current_scope(mlir::Value memref) const;
+
+  // Lowers all eqns of `j` (already bound) in order.
+  void lower_eqns(const Jaxpr& j);
+
+  // ---- driver state
+  struct Frame {
+    const Jaxpr* jaxpr;
+    std::vector<mlir::Value> env;  // by var id
+    bool top_level;
+  };
+  void push_frame(const Jaxpr& j, bool top_level);
+  void pop_frame();
+  void bind_var(Var v, mlir::Value memref) { frames_.back().env.at(v.id) = memref; }
+  void free_scope(Scope& s);
+  std::vector<Scope>& scopes() { return scopes_; }
+  void set_output_buffers(std::vector<mlir::Value> outs) { output_buffers_ = std::move(outs); }
+
+ private:
+  mlir::ModuleOp module_;
+  const BufferPlan& plan_;
+  const Jaxpr* jaxpr_ = nullptr;
+  std::vector<Frame> frames_;
+  std::vector<Scope> scopes_;
+  std::vector<mlir::Value> output_buffers_;
+};
+
+// One lowering rule per primitive: emits code for `eqn` at the builder's insertion point.
+using LowerRule = std::function<void(LowerCtx&, const Eqn&)>;
+using LowerTable = RuleTable<LowerRule>;
+
+// The table, filled once by the register_* functions of the lower_*.cpp files.
+const LowerTable& lower_table();
+void register_elementwise_lowerings(LowerTable& t);
+void register_shape_lowerings(LowerTable& t);
+void register_reduce_lowerings(LowerTable& t);
+void register_ref_lowerings(LowerTable& t);
+void register_control_lowerings(LowerTable& t);
+
+// Builds the memref-level module with one function `refjit_main` taking one memref per
+// constvar, invar and outvar (in that order), with a C interface wrapper.
+mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jaxpr& jaxpr,
+                                               const BufferPlan& plan);
+void load_dialects(mlir::MLIRContext& ctx);
+
+inline constexpr const char* kEntryName = "refjit_main";
+
+// One element converted between dtypes with XLA semantics (lower_elementwise.cpp).
+mlir::Value convert_element(LowerCtx& c, mlir::Value x, DType from, DType to);
+
+[[noreturn]] void fail_eqn(const Eqn& e, const std::string& what);
+
+}  // namespace refjit::backend

@@ -1,0 +1,330 @@
+// The native backend's driver: MLIR pass pipeline to the LLVM dialect, host target machine,
+// JIT through mlir::ExecutionEngine (LLVM ORC), textual emission, and the call ABI.
+//
+// Calling convention: the entry `refjit_main` takes one memref per constvar, invar and
+// outvar, in that order; its C-interface wrapper `_mlir_ciface_refjit_main` takes one
+// pointer to a strided memref descriptor {T* allocated; T* aligned; int64 offset;
+// int64 sizes[r]; int64 strides[r]} per memref. Outputs are written into caller-allocated
+// arrays; ref arguments point at the RefBuffer's storage, so updates land in place.
+#include "compiler/backend/native.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <mutex>
+
+#include "compiler/backend/lowering.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "refjit/ir/verifier.h"
+// Conversion headers need mlir::Pass complete first (toolchain.md P5).
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace refjit {
+
+using backend::kEntryName;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+void init_llvm_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+llvm::CodeGenOptLevel codegen_level(int opt_level) {
+  if (opt_level <= 0) return llvm::CodeGenOptLevel::None;
+  if (opt_level == 1) return llvm::CodeGenOptLevel::Less;
+  if (opt_level == 2) return llvm::CodeGenOptLevel::Default;
+  return llvm::CodeGenOptLevel::Aggressive;
+}
+
+// A target machine for the host CPU with all its features (AVX-512 etc.).
+std::unique_ptr<llvm::TargetMachine> host_target_machine(int opt_level) {
+  init_llvm_once();
+  std::string triple = llvm::sys::getDefaultTargetTriple();
+  std::string err;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
+  if (!target) throw Error("native backend: no LLVM target for the host: " + err);
+  llvm::SubtargetFeatures features;
+  for (auto& kv : llvm::sys::getHostCPUFeatures()) features.AddFeature(kv.getKey(), kv.getValue());
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, llvm::sys::getHostCPUName(), features.getString(), llvm::TargetOptions(),
+      llvm::Reloc::PIC_, std::nullopt, codegen_level(opt_level)));
+  if (!tm) throw Error("native backend: cannot create a target machine for " + triple);
+  return tm;
+}
+
+// Collects MLIR diagnostics so a failure can be reported in the thrown Error.
+struct DiagnosticCollector {
+  explicit DiagnosticCollector(mlir::MLIRContext& ctx)
+      : handler(&ctx, [this](mlir::Diagnostic& d) {
+          text += d.str() + "\n";
+          return mlir::success();
+        }) {}
+  std::string text;
+  mlir::ScopedDiagnosticHandler handler;
+};
+
+struct Lowered {
+  std::unique_ptr<mlir::MLIRContext> ctx;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+};
+
+Lowered build(const Jaxpr& jaxpr, const CompileOptions& options, CompileTimings& timings) {
+  auto t0 = Clock::now();
+  // Type-correct input is what keeps the MLIR builders from tripping over mismatched
+  // types, so check it first (throws TypeError/RefError naming the eqn).
+  refjit::verify(jaxpr);
+  Lowered l;
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::LLVM::LLVMDialect>();
+  mlir::registerBuiltinDialectTranslation(registry);
+  mlir::registerLLVMDialectTranslation(registry);
+  l.ctx = std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
+  l.ctx->loadDialect<mlir::LLVM::LLVMDialect>();
+  const BufferPlan plan = options.plan.empty() ? default_buffer_plan(jaxpr) : options.plan;
+  l.module = backend::build_module(*l.ctx, jaxpr, plan);
+  DiagnosticCollector diags(*l.ctx);
+  if (mlir::failed(mlir::verify(*l.module)))
+    throw Error("native backend: internal error, the generated MLIR does not verify:\n" +
+                diags.text);
+  timings.lower_ms = ms_since(t0);
+  return l;
+}
+
+// memref-level module -> LLVM dialect (toolchain.md §4, memref part).
+void lower_to_llvm_dialect(Lowered& l, const CompileOptions& options, CompileTimings& timings) {
+  auto t0 = Clock::now();
+  DiagnosticCollector diags(*l.ctx);
+  if (options.fast_math_approx) {
+    mlir::RewritePatternSet patterns(l.ctx.get());
+    mlir::populateMathPolynomialApproximationPatterns(patterns);
+    if (mlir::failed(mlir::applyPatternsAndFoldGreedily(*l.module, std::move(patterns))))
+      throw Error("native backend: math approximation failed:\n" + diags.text);
+  }
+  mlir::PassManager pm(l.ctx.get());
+  pm.addPass(mlir::memref::createExpandStridedMetadataPass());
+  pm.addPass(mlir::createLowerAffinePass());
+  pm.addPass(mlir::createConvertSCFToCFPass());
+  pm.addPass(mlir::createConvertMathToLLVMPass());
+  pm.addPass(mlir::createArithToLLVMConversionPass());
+  pm.addPass(mlir::createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(mlir::createConvertFuncToLLVMPass());
+  pm.addPass(mlir::createConvertControlFlowToLLVMPass());
+  pm.addPass(mlir::createReconcileUnrealizedCastsPass());
+  if (mlir::failed(pm.run(*l.module)))
+    throw Error("native backend: internal error in the MLIR pipeline:\n" + diags.text);
+  // Conversion passes are partial (toolchain.md P6): anything left would fail translation.
+  std::string leftover;
+  l.module->walk([&](mlir::Operation* op) {
+    llvm::StringRef ns = op->getDialect() ? op->getDialect()->getNamespace() : "";
+    if (ns != "llvm" && !mlir::isa<mlir::ModuleOp>(op) && leftover.empty())
+      leftover = op->getName().getStringRef().str();
+  });
+  if (!leftover.empty())
+    throw Error("native backend: internal error, `" + leftover +
+                "` survived the lowering to the LLVM dialect");
+  timings.mlir_passes_ms = ms_since(t0);
+}
+
+std::unique_ptr<llvm::Module> to_optimized_llvm_ir(Lowered& l, llvm::LLVMContext& lctx,
+                                                   llvm::TargetMachine& tm, int opt_level) {
+  auto module = mlir::translateModuleToLLVMIR(*l.module, lctx, "refjit");
+  if (!module) throw Error("native backend: internal error translating to LLVM IR");
+  module->setDataLayout(tm.createDataLayout());
+  module->setTargetTriple(tm.getTargetTriple().str());
+  auto opt = mlir::makeOptimizingTransformer(std::max(opt_level, 0), 0, &tm);
+  if (auto err = opt(module.get()))
+    throw Error("native backend: LLVM optimisation failed: " + llvm::toString(std::move(err)));
+  return module;
+}
+
+std::vector<int64_t> descriptor(const void* data, const Shape& shape) {
+  // {allocated, aligned, offset, sizes..., strides...}, row-major.
+  std::vector<int64_t> d(3 + 2 * shape.size());
+  d[0] = d[1] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(data));
+  d[2] = 0;
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    d[3 + i] = shape[i];
+    d[3 + shape.size() + i] = stride;
+    stride *= shape[i];
+  }
+  return d;
+}
+
+}  // namespace
+
+struct CompiledFunction::Impl {
+  std::unique_ptr<mlir::ExecutionEngine> engine;
+  void (*entry)(void**) = nullptr;
+  std::vector<Type> in_types;  // constvars then invars
+  std::vector<ArrayType> out_types;
+  CompileTimings timings;
+};
+
+CompiledFunction::CompiledFunction(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CompiledFunction::CompiledFunction(CompiledFunction&&) noexcept = default;
+CompiledFunction& CompiledFunction::operator=(CompiledFunction&&) noexcept = default;
+CompiledFunction::~CompiledFunction() = default;
+
+const CompileTimings& CompiledFunction::timings() const { return impl_->timings; }
+
+std::vector<RtValue> CompiledFunction::operator()(const std::vector<RtValue>& args) const {
+  const Impl& f = *impl_;
+  if (args.size() != f.in_types.size())
+    throw Error(
+        fmt::format("native function: expected {} values (constvars then invars) but "
+                    "got {}",
+                    f.in_types.size(), args.size()));
+  std::vector<std::vector<int64_t>> descs;
+  descs.reserve(args.size() + f.out_types.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Type& want = f.in_types[i];
+    if (want.is_ref) {
+      const RefBufferPtr* r = std::get_if<RefBufferPtr>(&args[i]);
+      if (!r || !*r)
+        throw Error(fmt::format("native function: argument {} must be a ref {}", i, want.str()));
+      if ((*r)->type() != want.array)
+        throw Error(fmt::format("native function: argument {} is a ref of {} but {} is expected", i,
+                                (*r)->type().str(), want.str()));
+      descs.push_back(descriptor((*r)->value().mutable_data(), want.shape()));
+    } else {
+      const Array* a = std::get_if<Array>(&args[i]);
+      if (!a)
+        throw Error(fmt::format("native function: argument {} must be an array {}, not a ref", i,
+                                want.str()));
+      if (a->type() != want.array)
+        throw Error(fmt::format("native function: argument {} has type {} but {} is expected", i,
+                                a->type().str(), want.str()));
+      descs.push_back(descriptor(a->data(), want.shape()));
+    }
+  }
+  std::vector<RtValue> outs;
+  outs.reserve(f.out_types.size());
+  for (const ArrayType& t : f.out_types) {
+    Array a(t);
+    descs.push_back(descriptor(a.mutable_data(), t.shape));
+    outs.emplace_back(std::move(a));
+  }
+  std::vector<void*> desc_ptrs(descs.size());
+  std::vector<void*> packed(descs.size());
+  for (size_t i = 0; i < descs.size(); ++i) {
+    desc_ptrs[i] = descs[i].data();
+    packed[i] = &desc_ptrs[i];
+  }
+  f.entry(packed.data());
+  return outs;
+}
+
+CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& options) {
+  auto impl = std::make_unique<CompiledFunction::Impl>();
+  for (Var v : jaxpr.constvars) impl->in_types.push_back(jaxpr.type_of(v));
+  for (Var v : jaxpr.invars) impl->in_types.push_back(jaxpr.type_of(v));
+  for (const Atom& a : jaxpr.outvars) impl->out_types.push_back(jaxpr.type_of(a).array);
+
+  Lowered l = build(jaxpr, options, impl->timings);
+  lower_to_llvm_dialect(l, options, impl->timings);
+
+  auto tm = host_target_machine(options.opt_level);
+  auto opt = mlir::makeOptimizingTransformer(std::max(options.opt_level, 0), 0, tm.get());
+  double opt_ms = 0;
+  std::function<llvm::Error(llvm::Module*)> timed = [&](llvm::Module* m) {
+    auto t0 = Clock::now();
+    llvm::Error e = opt(m);
+    opt_ms = ms_since(t0);
+    return e;
+  };
+  mlir::ExecutionEngineOptions eo;
+  eo.transformer = timed;
+  eo.jitCodeGenOptLevel = codegen_level(options.opt_level);
+  eo.enableGDBNotificationListener = false;
+  eo.enablePerfNotificationListener = false;
+  auto t0 = Clock::now();
+  auto engine = mlir::ExecutionEngine::create(*l.module, eo);
+  if (!engine)
+    throw Error("native backend: JIT setup failed: " + llvm::toString(engine.takeError()));
+  impl->timings.llvm_opt_ms = ms_since(t0);  // translation + optimisation
+  (void)opt_ms;
+  auto t1 = Clock::now();
+  auto sym = (*engine)->lookupPacked(std::string("_mlir_ciface_") + kEntryName);
+  if (!sym) throw Error("native backend: JIT lookup failed: " + llvm::toString(sym.takeError()));
+  impl->timings.codegen_ms = ms_since(t1);
+  impl->entry = *sym;
+  impl->engine = std::move(*engine);
+  return CompiledFunction(std::move(impl));
+}
+
+std::string emit_mlir(const Jaxpr& jaxpr, const CompileOptions& options) {
+  CompileTimings t;
+  Lowered l = build(jaxpr, options, t);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  l.module->print(os);
+  return s;
+}
+
+std::string emit_llvm_ir(const Jaxpr& jaxpr, const CompileOptions& options) {
+  CompileTimings t;
+  Lowered l = build(jaxpr, options, t);
+  lower_to_llvm_dialect(l, options, t);
+  auto tm = host_target_machine(options.opt_level);
+  llvm::LLVMContext lctx;
+  auto module = to_optimized_llvm_ir(l, lctx, *tm, options.opt_level);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  module->print(os, nullptr);
+  return s;
+}
+
+std::string emit_asm(const Jaxpr& jaxpr, const CompileOptions& options) {
+  CompileTimings t;
+  Lowered l = build(jaxpr, options, t);
+  lower_to_llvm_dialect(l, options, t);
+  auto tm = host_target_machine(options.opt_level);
+  llvm::LLVMContext lctx;
+  auto module = to_optimized_llvm_ir(l, lctx, *tm, options.opt_level);
+  llvm::SmallString<0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager cg;
+  if (tm->addPassesToEmitFile(cg, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
+    throw Error("native backend: the host target cannot emit assembly");
+  cg.run(*module);
+  return std::string(buf.str());
+}
+
+}  // namespace refjit

@@ -1,0 +1,214 @@
+// Differential tests (native vs interpreter) of the elementwise primitives.
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "test_util.h"
+
+namespace refjit {
+namespace {
+
+using testing::at;
+using testing::check_text;
+using testing::random_array;
+
+const Shape kShapes[] = {{}, {0}, {2, 3}, {3, 1, 17}};
+
+std::string unary_text(std::string_view prim, const ArrayType& in, const ArrayType& out,
+                       std::string params = "") {
+  return fmt::format("{{ lambda ; a:{}. let b:{} = {}{} a in (b,) }}", in.str(), out.str(), prim,
+                     params.empty() ? "" : "[" + params + "]");
+}
+
+std::string binary_text(std::string_view prim, const ArrayType& x, const ArrayType& y,
+                        const ArrayType& out) {
+  return fmt::format("{{ lambda ; a:{} b:{}. let c:{} = {} a b in (c,) }}", x.str(), y.str(),
+                     out.str(), prim);
+}
+
+TEST(NativeElementwise, AddsTwoF32Vectors) {
+  JaxprBuilder b;
+  Var x = b.add_invar(at(DType::f32, {4}));
+  Var y = b.add_invar(at(DType::f32, {4}));
+  Var z = b.new_var(at(DType::f32, {4}));
+  b.add_eqn_with_outs(Prim::add, {x, y}, {}, {z});
+  b.set_outvars({z});
+  CompiledFunction f = compile_native(b.finish());
+  auto out = f({Array::from_vector<float>({1, 2, 3, 4}, {4}),
+                Array::from_vector<float>({10, 20, 30, 40}, {4})});
+  ASSERT_EQ(out.size(), 1u);
+  auto v = testing::as_array(out[0]).values<float>();
+  EXPECT_EQ(std::vector<float>(v.begin(), v.end()), (std::vector<float>{11, 22, 33, 44}));
+}
+
+// One jaxpr applying every listed primitive to the same operand(s), one output each, so a
+// sweep costs one compilation per dtype and shape.
+std::string many_text(const std::vector<std::string>& prims, const std::vector<ArrayType>& ins,
+                      const ArrayType& out) {
+  std::string binders, args, body, outs;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    binders += fmt::format(" x{}:{}", i, ins[i].str());
+    args += fmt::format(" x{}", i);
+  }
+  for (size_t k = 0; k < prims.size(); ++k) {
+    body += fmt::format("    o{}:{} = {}{}\n", k, out.str(), prims[k], args);
+    outs += fmt::format("o{}, ", k);
+  }
+  return fmt::format("{{ lambda ;{}. let\n{}  in ({}) }}", binders, body, outs);
+}
+
+TEST(NativeElementwise, FloatUnaryMathMatchesInterpreter) {
+  // Positive operands for log/sqrt/rsqrt/log1p; the rest also see negative ones.
+  std::vector<std::string> positive{"log", "log1p", "sqrt", "rsqrt"};
+  std::vector<std::string> any{"neg",      "exp", "expm1", "sin",   "cos",  "tan",  "tanh",
+                               "logistic", "abs", "sign",  "floor", "ceil", "round"};
+  for (DType d : {DType::f32, DType::f64})
+    for (const Shape& s : kShapes) {
+      ArrayType t = at(d, s);
+      double rtol = d == DType::f32 ? 2e-6 : 1e-12;
+      Array x = random_array(t, 7);
+      check_text(many_text(any, {t}, t), {x}, rtol);
+      for (int64_t i = 0; i < x.size(); ++i) x.set_from_double(i, std::abs(x.as_double(i)) + 0.01);
+      check_text(many_text(positive, {t}, t), {x}, rtol);
+    }
+}
+
+TEST(NativeElementwise, RoundHalfToEvenAndAwayFromZero) {
+  Array x = Array::from_vector<float>({-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 3.7f}, {7});
+  for (int method : {0, 1})
+    check_text(unary_text("round", x.type(), x.type(), fmt::format("rounding_method={}", method)),
+               {x});
+}
+
+TEST(NativeElementwise, IntAndBoolUnaryMatchInterpreter) {
+  for (DType d : {DType::i32, DType::i64})
+    for (const Shape& s : kShapes)
+      check_text(many_text({"neg", "abs", "sign", "not"}, {at(d, s)}, at(d, s)),
+                 {random_array(at(d, s), 3)});
+  check_text(unary_text("not", at(DType::bool_, {6}), at(DType::bool_, {6})),
+             {random_array(at(DType::bool_, {6}), 1)});
+  // INT_MIN wraps under neg and abs.
+  Array m = Array::from_vector<int32_t>({std::numeric_limits<int32_t>::min(), -1, 0}, {3});
+  check_text(many_text({"neg", "abs"}, {m.type()}, m.type()), {m});
+}
+
+TEST(NativeElementwise, IntegerPowBySquaring) {
+  for (DType d : {DType::f32, DType::f64, DType::i32, DType::i64})
+    for (int y : {0, 1, 2, 3, 5, 8, -2}) {
+      if (y < 0 && !is_float(d)) continue;
+      ArrayType t = at(d, {2, 3});
+      check_text(unary_text("integer_pow", t, t, fmt::format("y={}", y)), {random_array(t, 5)},
+                 1e-6);
+    }
+}
+
+TEST(NativeElementwise, ConvertElementTypeFollowsXla) {
+  Array specials =
+      Array::from_vector<double>({std::nan(""), std::numeric_limits<double>::infinity(),
+                                  -std::numeric_limits<double>::infinity(), 1e10, -1e10, -2.7, 2.7,
+                                  0.0, -0.0, 3e9, -3e9, 2147483647.0, -2147483648.0, 1e19, -1e19},
+                                 {15});
+  for (DType from : kAllDTypes)
+    for (DType to : kAllDTypes) {
+      Array x = random_array(at(from, {7}), 11);
+      std::string params = fmt::format("new_dtype={} weak_type=False", long_name(to));
+      check_text(unary_text("convert_element_type", x.type(), at(to, {7}), params), {x});
+      if (is_float(from)) {
+        Array s(at(from, {15}));
+        for (int64_t i = 0; i < 15; ++i) s.set_from_double(i, specials.as_double(i));
+        check_text(unary_text("convert_element_type", s.type(), at(to, {15}), params), {s});
+      }
+    }
+}
+
+TEST(NativeElementwise, BinaryOpsMatchInterpreterForAllDTypes) {
+  std::vector<std::string> numeric{"add", "add_any", "sub", "mul", "div", "max", "min"};
+  std::vector<std::string> compares{"eq", "ne", "lt", "le", "gt", "ge"};
+  for (DType d : kAllDTypes)
+    for (const Shape& s : kShapes) {
+      ArrayType t = at(d, s);
+      Array x = random_array(t, 1), y = random_array(t, 2);
+      if (d != DType::bool_) check_text(many_text(numeric, {t, t}, t), {x, y});
+      check_text(many_text(compares, {t, t}, at(DType::bool_, s)), {x, y});
+      if (!is_float(d)) check_text(many_text({"and", "or"}, {t, t}, t), {x, y});
+      if (is_float(d)) {
+        Array px = random_array(t, 4);
+        for (int64_t i = 0; i < px.size(); ++i)
+          px.set_from_double(i, std::abs(px.as_double(i)) + 0.1);
+        check_text(many_text({"pow"}, {t, t}, t), {px, y}, 1e-6);
+      }
+    }
+}
+
+TEST(NativeElementwise, ScalarOperandBroadcasts) {
+  ArrayType v = at(DType::f32, {4}), s = at(DType::f32, {});
+  check_text(binary_text("sub", v, s, v), {random_array(v, 1), random_array(s, 2)});
+  check_text(binary_text("sub", s, v, v), {random_array(s, 3), random_array(v, 4)});
+  check_text("{ lambda ; a:f32[3]. let b:f32[3] = mul a 2.5:f32[] in (b,) }",
+             {random_array(at(DType::f32, {3}), 5)});
+}
+
+TEST(NativeElementwise, IntDivisionByZeroAndOverflowFollowXla) {
+  for (DType d : {DType::i32, DType::i64}) {
+    int64_t mn =
+        d == DType::i32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
+    Array x(at(d, {6})), y(at(d, {6}));
+    int64_t xs[] = {7, -7, 0, mn, mn, 9}, ys[] = {0, 0, 0, -1, 2, -2};
+    for (int i = 0; i < 6; ++i) {
+      x.set_from_double(i, static_cast<double>(xs[i]));
+      y.set_from_double(i, static_cast<double>(ys[i]));
+    }
+    ArrayType t = x.type();
+    auto out = compile_native(parse_jaxpr(binary_text("div", t, t, t)))({x, y});
+    const Array& q = testing::as_array(out[0]);
+    EXPECT_EQ(q.as_int(0), -1);
+    EXPECT_EQ(q.as_int(1), -1);
+    EXPECT_EQ(q.as_int(2), -1);
+    EXPECT_EQ(q.as_int(3), mn);
+    EXPECT_EQ(q.as_int(4), mn / 2);
+    EXPECT_EQ(q.as_int(5), -4);
+    check_text(binary_text("div", t, t, t), {x, y});
+  }
+}
+
+TEST(NativeElementwise, FloatMaxMinPropagateNaN) {
+  Array x = Array::from_vector<float>({std::nanf(""), 1, 2}, {3});
+  Array y = Array::from_vector<float>({0, std::nanf(""), 3}, {3});
+  for (const char* p : {"max", "min"})
+    check_text(binary_text(p, x.type(), x.type(), x.type()), {x, y});
+}
+
+TEST(NativeElementwise, SelectNWithBoolAndClampedIntPredicates) {
+  ArrayType t = at(DType::f32, {6});
+  check_text("{ lambda ; p:bool[6] a:f32[6] b:f32[6]. let c:f32[6] = select_n p a b in (c,) }",
+             {random_array(at(DType::bool_, {6}), 1), random_array(t, 2), random_array(t, 3)});
+  Array p = Array::from_vector<int32_t>({-3, 0, 1, 2, 3, 99}, {6});
+  check_text(
+      "{ lambda ; p:i32[6] a:f32[6] b:f32[6] c:f32[6]. let d:f32[6] = select_n p a b c in (d,) }",
+      {p, random_array(t, 2), random_array(t, 3), random_array(t, 4)});
+  check_text("{ lambda ; p:bool[] a:i64[6] b:i64[6]. let c:i64[6] = select_n p a b in (c,) }",
+             {Array::scalar<bool>(true), random_array(at(DType::i64, {6}), 2),
+              random_array(at(DType::i64, {6}), 3)});
+}
+
+TEST(NativeElementwise, ThousandChainedEqnsCompile) {
+  std::string body;
+  std::string prev = "a";
+  for (int i = 0; i < 1000; ++i) {
+    std::string next = fmt::format("v{}", i);
+    const char* prim = i % 3 == 0 ? "sin" : (i % 3 == 1 ? "mul" : "add");
+    if (i % 3 == 0)
+      body += fmt::format("    {}:f32[8] = {} {}\n", next, prim, prev);
+    else
+      body += fmt::format("    {}:f32[8] = {} {} a\n", next, prim, prev);
+    prev = next;
+  }
+  std::string text = "{ lambda ; a:f32[8]. let\n" + body + "  in (" + prev + ",) }";
+  CompileOptions fast;
+  fast.opt_level = 0;
+  testing::expect_matches_interpreter(parse_jaxpr(text), {random_array(at(DType::f32, {8}), 9)},
+                                      1e-4, fast);
+}
+
+}  // namespace
+}  // namespace refjit

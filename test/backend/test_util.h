@@ -1,0 +1,96 @@
+// Helpers for the native backend's differential tests: build small jaxprs, make inputs,
+// run both the interpreter and the JIT, compare.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "compiler/backend/native.h"
+#include "refjit/ir/builder.h"
+#include "refjit/ir/error.h"
+#include "refjit/ir/text.h"
+
+namespace refjit::testing {
+
+inline ArrayType at(DType d, Shape s) { return ArrayType{d, std::move(s)}; }
+
+// Deterministic pseudo-random contents: small ints, floats in [-3, 3], bools.
+inline Array random_array(const ArrayType& t, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Array a(t);
+  for (int64_t i = 0; i < a.size(); ++i) {
+    switch (t.dtype) {
+      case DType::f32:
+      case DType::f64:
+        a.set_from_double(i, std::uniform_real_distribution<double>(-3, 3)(rng));
+        break;
+      case DType::i32:
+      case DType::i64: a.set_from_double(i, std::uniform_int_distribution<int>(-9, 9)(rng)); break;
+      case DType::bool_: a.set_from_double(i, rng() & 1); break;
+    }
+  }
+  return a;
+}
+
+inline const Array& as_array(const RtValue& v) { return std::get<Array>(v); }
+
+// Exact for ints/bools; relative tolerance `rtol` for floats (NaNs must match).
+inline void expect_close(const Array& got, const Array& want, double rtol,
+                         const std::string& what) {
+  ASSERT_EQ(got.type(), want.type()) << what;
+  for (int64_t i = 0; i < got.size(); ++i) {
+    if (is_float(got.dtype())) {
+      double g = got.as_double(i), w = want.as_double(i);
+      if (std::isnan(w)) {
+        EXPECT_TRUE(std::isnan(g)) << what << " element " << i;
+      } else if (std::isinf(w)) {
+        EXPECT_EQ(g, w) << what << " element " << i;
+      } else {
+        EXPECT_NEAR(g, w, rtol * std::max(1.0, std::abs(w))) << what << " element " << i;
+      }
+    } else {
+      EXPECT_EQ(got.as_int(i), want.as_int(i)) << what << " element " << i;
+    }
+  }
+}
+
+inline std::vector<RtValue> deep_copy(const std::vector<RtValue>& vs) {
+  std::vector<RtValue> out;
+  for (const RtValue& v : vs) {
+    if (auto* a = std::get_if<Array>(&v))
+      out.emplace_back(a->clone());
+    else
+      out.emplace_back(std::make_shared<RefBuffer>(std::get<RefBufferPtr>(v)->value()));
+  }
+  return out;
+}
+
+// Runs `j` through the interpreter and the JIT on copies of `args`; compares outputs and
+// the final contents of ref arguments.
+inline void expect_matches_interpreter(const Jaxpr& j, const std::vector<RtValue>& args,
+                                       double rtol = 1e-6, const CompileOptions& opts = {}) {
+  std::vector<RtValue> a1 = deep_copy(args), a2 = deep_copy(args);
+  std::vector<RtValue> want = interpret(j, a1);
+  CompiledFunction f = compile_native(j, opts);
+  std::vector<RtValue> got = f(a2);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    expect_close(as_array(got[i]), as_array(want[i]), rtol, "output " + std::to_string(i));
+  for (size_t i = 0; i < args.size(); ++i)
+    if (auto* r = std::get_if<RefBufferPtr>(&a2[i]))
+      expect_close((*r)->value(), std::get<RefBufferPtr>(a1[i])->value(), rtol,
+                   "ref argument " + std::to_string(i));
+}
+
+// Parses `text`, then expect_matches_interpreter.
+inline void check_text(const std::string& text, const std::vector<RtValue>& args,
+                       double rtol = 1e-6, const CompileOptions& opts = {}) {
+  SCOPED_TRACE(text);
+  expect_matches_interpreter(parse_jaxpr(text), args, rtol, opts);
+}
+
+inline RtValue ref_of(Array a) { return std::make_shared<RefBuffer>(std::move(a)); }
+
+}  // namespace refjit::testing
