@@ -1,0 +1,88 @@
+#include "passes/dce.h"
+
+#include <memory>
+#include <unordered_set>
+
+#include "passes/jaxpr_util.h"
+#include "refjit/ir/error.h"
+
+namespace refjit {
+
+namespace {
+
+// One fixpoint round: a reverse walk marking needed eqns and vars. Internal refs become
+// needed when a needed eqn uses them; then every eqn touching them is needed, which may
+// make earlier writers needed, hence the outer loop.
+std::vector<bool> needed_eqns(const Jaxpr& j, const std::vector<bool>& used_outputs) {
+  std::unordered_set<uint32_t> needed;
+  for (size_t i = 0; i < j.outvars.size(); ++i)
+    if (used_outputs[i] && is_var(j.outvars[i])) needed.insert(as_var(j.outvars[i]).id);
+  for (Var v : j.constvars)
+    if (j.type_of(v).is_ref) needed.insert(v.id);
+  for (Var v : j.invars)
+    if (j.type_of(v).is_ref) needed.insert(v.id);
+  std::vector<bool> keep(j.eqns.size(), false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t k = j.eqns.size(); k-- > 0;) {
+      if (keep[k]) continue;
+      const Eqn& e = j.eqns[k];
+      bool need = false;
+      for (Var o : e.outs) need |= needed.count(o.id) > 0;
+      for (const Atom& a : e.ins)
+        if (is_var(a) && j.type_of(as_var(a)).is_ref && needed.count(as_var(a).id)) need = true;
+      if (!need) continue;
+      keep[k] = true;
+      changed = true;
+      for (const Atom& a : e.ins)
+        if (is_var(a)) needed.insert(as_var(a).id);
+      for (Var o : e.outs)
+        if (j.type_of(o).is_ref) needed.insert(o.id);
+    }
+  }
+  return keep;
+}
+
+}  // namespace
+
+Jaxpr dce(const Jaxpr& jaxpr, std::vector<bool> used_outputs) {
+  if (used_outputs.empty()) used_outputs.assign(jaxpr.outvars.size(), true);
+  if (used_outputs.size() != jaxpr.outvars.size())
+    throw Error("dce: used_outputs has " + std::to_string(used_outputs.size()) +
+                " entries but the jaxpr has " + std::to_string(jaxpr.outvars.size()) + " outputs");
+  Jaxpr out = jaxpr;
+  std::vector<bool> keep = needed_eqns(jaxpr, used_outputs);
+  std::unordered_set<uint32_t> used;  // vars read by kept eqns or outputs
+  for (size_t i = 0; i < jaxpr.outvars.size(); ++i)
+    if (used_outputs[i] && is_var(jaxpr.outvars[i])) used.insert(as_var(jaxpr.outvars[i]).id);
+  for (size_t k = 0; k < jaxpr.eqns.size(); ++k)
+    if (keep[k])
+      for (const Atom& a : jaxpr.eqns[k].ins)
+        if (is_var(a)) used.insert(as_var(a).id);
+  out.eqns.clear();
+  for (size_t k = 0; k < jaxpr.eqns.size(); ++k) {
+    if (!keep[k]) continue;
+    Eqn e = jaxpr.eqns[k];
+    if (e.prim == Prim::jit) {
+      // Prune the body's unused outputs (a dropped ref-free output costs nothing to drop).
+      std::vector<bool> sub_used;
+      std::vector<Var> outs;
+      for (Var o : e.outs) {
+        bool u = used.count(o.id) > 0;
+        sub_used.push_back(u);
+        if (u) outs.push_back(o);
+      }
+      e.params.set("jaxpr", std::make_shared<const Jaxpr>(dce(jit_body(e), sub_used)));
+      e.outs = outs;
+    }
+    for (Var o : e.outs)
+      if (!used.count(o.id) && !out.type_of(o).is_ref) out.vars[o.id].dropped = true;
+    out.eqns.push_back(std::move(e));
+  }
+  out.outvars.clear();
+  for (size_t i = 0; i < jaxpr.outvars.size(); ++i)
+    if (used_outputs[i]) out.outvars.push_back(jaxpr.outvars[i]);
+  return out;
+}
+
+}  // namespace refjit

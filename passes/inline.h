@@ -1,0 +1,10 @@
+// inline_jit: replaces every (nested) jit eqn by the eqns of its body.
+#pragma once
+
+#include "refjit/ir/jaxpr.h"
+
+namespace refjit {
+
+Jaxpr inline_jit(const Jaxpr& jaxpr);
+
+}  // namespace refjit

@@ -1,0 +1,68 @@
+#include "passes/jaxpr_util.h"
+
+#include <fmt/format.h>
+
+#include <unordered_map>
+
+#include "refjit/ir/error.h"
+
+namespace refjit {
+
+const Jaxpr& jit_body(const Eqn& eqn) {
+  const JaxprPtr& p = eqn.params.get<JaxprPtr>("jaxpr");
+  if (!p) throw Error("jit eqn without a `jaxpr` param");
+  return *p;
+}
+
+std::vector<Atom> inline_call(JaxprBuilder& b, const Jaxpr& callee, std::span<const Atom> args,
+                              bool inline_jits) {
+  const size_t n_bind = callee.constvars.size() + callee.invars.size();
+  if (args.size() != n_bind)
+    throw Error(fmt::format("internal: inlining a jaxpr with {} binders given {} arguments", n_bind,
+                            args.size()));
+  std::unordered_map<uint32_t, Atom> env;
+  size_t k = 0;
+  for (Var v : callee.constvars) env[v.id] = args[k++];
+  for (Var v : callee.invars) env[v.id] = args[k++];
+  auto read = [&](const Atom& a) -> Atom {
+    if (!is_var(a)) return a;
+    auto it = env.find(as_var(a).id);
+    if (it == env.end())
+      throw Error(fmt::format("internal: unbound variable {} while inlining", as_var(a).id));
+    return it->second;
+  };
+  for (const Eqn& e : callee.eqns) {
+    std::vector<Atom> ins;
+    for (const Atom& a : e.ins) ins.push_back(read(a));
+    if (inline_jits && e.prim == Prim::jit) {
+      std::vector<Atom> outs = inline_call(b, jit_body(e), ins, true);
+      for (size_t i = 0; i < e.outs.size(); ++i) env[e.outs[i].id] = outs[i];
+      continue;
+    }
+    std::vector<Var> outs;
+    for (Var o : e.outs) {
+      const VarInfo& info = callee.info(o);
+      Var n = b.new_var(info.type, info.dropped);
+      outs.push_back(n);
+      env[o.id] = n;
+    }
+    b.add_eqn_with_outs(e.prim, std::move(ins), e.params, std::move(outs));
+  }
+  std::vector<Atom> result;
+  for (const Atom& a : callee.outvars) result.push_back(read(a));
+  return result;
+}
+
+bool touches_refs(const Jaxpr& j, const Eqn& eqn) {
+  for (const Atom& a : eqn.ins)
+    if (is_var(a) && j.type_of(as_var(a)).is_ref) return true;
+  for (Var v : eqn.outs)
+    if (j.type_of(v).is_ref) return true;
+  return false;
+}
+
+std::string describe_eqn(const Eqn& eqn, size_t index) {
+  return fmt::format("eqn {} (`{}`)", index, prim_name(eqn.prim));
+}
+
+}  // namespace refjit

@@ -1,0 +1,25 @@
+// Small helpers shared by the passes: copying a jaxpr's eqns into a builder.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "refjit/ir/builder.h"
+
+namespace refjit {
+
+// Appends the eqns of `callee` to `b`, binding its constvars then invars to `args`; returns
+// its outvars as atoms of `b`. Nested jit eqns are inlined too when `inline_jits` is set.
+std::vector<Atom> inline_call(JaxprBuilder& b, const Jaxpr& callee, std::span<const Atom> args,
+                              bool inline_jits = false);
+
+// True when some operand or output of `eqn` has a Ref type (in `j`).
+bool touches_refs(const Jaxpr& j, const Eqn& eqn);
+
+// The sub-jaxpr of a jit eqn.
+const Jaxpr& jit_body(const Eqn& eqn);
+
+// A short description of an eqn for error messages: "eqn 3 (`swap`)".
+std::string describe_eqn(const Eqn& eqn, size_t index);
+
+}  // namespace refjit

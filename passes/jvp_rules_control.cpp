@@ -1,0 +1,300 @@
+// JVP rules of the structured primitives: the body is differentiated recursively and the
+// eqn is re-emitted on (primals, nonzero tangents).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "passes/jvp.h"
+#include "passes/jvp_rules.h"
+#include "passes/linearize.h"
+#include "refjit/ir/error.h"
+
+namespace refjit {
+
+namespace {
+
+using Tangents = std::vector<MaybeAtom>;
+
+std::vector<bool> present(const std::vector<MaybeAtom>& ts) {
+  std::vector<bool> r;
+  for (const auto& t : ts) r.push_back(t.has_value());
+  return r;
+}
+
+// Emits `prim[params] (primals, present tangents)` whose results are the primal outs then
+// the tangents flagged in `nonzero_out`; fills a.primal_outs and returns the tangents.
+Tangents emit_fused(JvpCtx& c, JvpArgs& a, const std::vector<Atom>& ins, Params params,
+                    const std::vector<Type>& out_types, const std::vector<bool>& nonzero_out) {
+  std::vector<Var> outs = c.t.emit(a.eqn.prim, ins, std::move(params));
+  (void)out_types;
+  size_t n = a.eqn.outs.size();
+  a.primal_outs.assign(outs.begin(), outs.begin() + static_cast<long>(n));
+  Tangents ts(n);
+  size_t k = n;
+  for (size_t i = 0; i < n; ++i)
+    if (nonzero_out[i]) ts[i] = Atom(outs.at(k++));
+  return ts;
+}
+
+std::vector<Atom> primals_then_tangents(const JvpArgs& a, size_t first = 0) {
+  std::vector<Atom> ins(a.primals.begin() + static_cast<long>(first), a.primals.end());
+  for (size_t i = first; i < a.tangents.size(); ++i)
+    if (a.tangents[i]) ins.push_back(*a.tangents[i]);
+  return ins;
+}
+
+Tangents jit_rule(JvpCtx& c, JvpArgs& a) {
+  const Jaxpr& body = *a.eqn.params.get<JaxprPtr>("jaxpr");
+  JvpResult r =
+      jvp_jaxpr_general(body, present(a.tangents), std::vector<bool>(body.outvars.size(), false));
+  Params params = a.eqn.params;
+  std::vector<Type> types = r.jaxpr.out_types();
+  params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(r.jaxpr)));
+  return emit_fused(c, a, primals_then_tangents(a), std::move(params), types, r.nonzero_out);
+}
+
+// Under linearize, cond is split like the function around it: each branch is linearized;
+// the primal cond returns every branch's residuals (zeros for the other branches' ones) and
+// the staged linear cond's branches take all residuals and use their own.
+Tangents cond_linearize(JvpCtx& c, JvpArgs& a) {
+  const JaxprList& branches = a.eqn.params.get<JaxprList>("branches");
+  // A tangent that does not depend on the tangent inputs is zero: don't pass it, so every
+  // tangent operand of the linear cond is linear (its transpose relies on it).
+  for (size_t i = 1; i < a.tangents.size(); ++i)
+    if (!c.depends_on_tangents(a.tangents[i])) a.tangents[i].reset();
+  std::vector<bool> nz(a.tangents.size() - 1);
+  for (size_t i = 1; i < a.tangents.size(); ++i) nz[i - 1] = a.tangents[i].has_value();
+  std::vector<Linearized> lins;
+  std::vector<Type> res_types;  // all branches' residuals, branch by branch
+  std::vector<size_t> res_start;
+  for (const JaxprPtr& br : branches) {
+    lins.push_back(linearize_jaxpr(*br, nz));
+    if (!lins.back().ref_residuals.empty())
+      throw Error(
+          fmt::format("linearize: {}: a cond branch shares a ref with a custom_vjp "
+                      "backward pass; not supported yet",
+                      c.where));
+    res_start.push_back(res_types.size());
+    const Jaxpr& l = lins.back().linear;
+    for (int k = 0; k < lins.back().num_residuals; ++k) res_types.push_back(l.type_of(l.invars[k]));
+  }
+  const size_t n_out = a.eqn.outs.size();
+  JaxprList primal_branches, linear_branches;
+  for (size_t b = 0; b < branches.size(); ++b) {
+    // Primal branch: outputs, then every branch's residual slot.
+    JaxprBuilder pb;
+    pb.jaxpr() = lins[b].primal;
+    Emitter pe(pb);
+    std::vector<Atom> outs(pb.jaxpr().outvars.begin(),
+                           pb.jaxpr().outvars.begin() + static_cast<long>(n_out));
+    for (size_t k = 0; k < res_types.size(); ++k) {
+      size_t own = k - res_start[b];
+      bool mine = k >= res_start[b] && own < static_cast<size_t>(lins[b].num_residuals);
+      outs.push_back(mine ? pb.jaxpr().outvars[n_out + own] : pe.zeros(res_types[k].array));
+    }
+    pb.set_outvars(outs);
+    primal_branches.push_back(std::make_shared<const Jaxpr>(pb.finish()));
+    // Linear branch: every residual slot, then the tangents.
+    Jaxpr l = lins[b].linear;
+    std::vector<Var> invars;
+    for (size_t k = 0; k < res_types.size(); ++k) {
+      size_t own = k - res_start[b];
+      bool mine = k >= res_start[b] && own < static_cast<size_t>(lins[b].num_residuals);
+      invars.push_back(mine ? l.invars[own] : l.new_var(res_types[k]));
+    }
+    invars.insert(invars.end(), l.invars.begin() + lins[b].num_residuals, l.invars.end());
+    l.invars = std::move(invars);
+    linear_branches.push_back(std::make_shared<const Jaxpr>(std::move(l)));
+  }
+  std::vector<Var> pouts =
+      c.p.emit(Prim::cond, a.primals, Params{{"branches", std::move(primal_branches)}});
+  a.primal_outs.assign(pouts.begin(), pouts.begin() + static_cast<long>(n_out));
+  std::vector<Atom> ins{a.primals[0]};
+  ins.insert(ins.end(), pouts.begin() + static_cast<long>(n_out), pouts.end());
+  for (size_t i = 1; i < a.tangents.size(); ++i)
+    if (a.tangents[i]) ins.push_back(*a.tangents[i]);
+  std::vector<Var> touts =
+      c.t.emit(Prim::cond, ins, Params{{"branches", std::move(linear_branches)}});
+  return Tangents(touts.begin(), touts.end());
+}
+
+Tangents cond_rule(JvpCtx& c, JvpArgs& a) {
+  if (c.for_linearize) return cond_linearize(c, a);
+  const JaxprList& branches = a.eqn.params.get<JaxprList>("branches");
+  std::vector<bool> nz(a.tangents.size() - 1);
+  for (size_t i = 1; i < a.tangents.size(); ++i) nz[i - 1] = a.tangents[i].has_value();
+  std::vector<bool> out_nz(a.eqn.outs.size(), false);
+  for (const JaxprPtr& br : branches) {
+    JvpResult r = jvp_jaxpr_general(*br, nz, out_nz);
+    for (size_t i = 0; i < out_nz.size(); ++i) out_nz[i] = out_nz[i] || r.nonzero_out[i];
+  }
+  JaxprList new_branches;
+  for (const JaxprPtr& br : branches)
+    new_branches.push_back(std::make_shared<const Jaxpr>(jvp_jaxpr_general(*br, nz, out_nz).jaxpr));
+  Params params = a.eqn.params;
+  std::vector<Type> types = new_branches[0]->out_types();
+  params.set("branches", std::move(new_branches));
+  std::vector<Atom> ins{a.primals[0]};
+  for (const Atom& x : primals_then_tangents(a, 1)) ins.push_back(x);
+  return emit_fused(c, a, ins, std::move(params), types, out_nz);
+}
+
+// scan: tangents of carries are found by a fixpoint (a carry whose tangent is nonzero after
+// one iteration must be differentiated from the start).
+Tangents scan_rule(JvpCtx& c, JvpArgs& a) {
+  const Jaxpr& body = *a.eqn.params.get<JaxprPtr>("jaxpr");
+  const size_t nc = static_cast<size_t>(a.eqn.params.get<int64_t>("num_consts"));
+  const size_t ncar = static_cast<size_t>(a.eqn.params.get<int64_t>("num_carry"));
+  const size_t nin = a.primals.size(), nx = nin - nc - ncar;
+  const size_t nout = a.eqn.outs.size(), ny = nout - ncar;
+  std::vector<bool> nz = present(a.tangents);
+  JvpResult r;
+  for (;;) {
+    std::vector<bool> inst(nout, false);
+    for (size_t i = 0; i < ncar; ++i) inst[i] = nz[nc + i];
+    r = jvp_jaxpr_general(body, nz, inst);
+    bool changed = false;
+    for (size_t i = 0; i < ncar; ++i)
+      if (r.nonzero_out[i] && !nz[nc + i]) nz[nc + i] = changed = true;
+    if (!changed) break;
+  }
+  // Reorder the JVP body's binders into scan's layout: consts, carry, xs (primal then tangent
+  // within each group); outputs: carry, carry tangents, ys, y tangents.
+  Jaxpr jb = std::move(r.jaxpr);
+  std::vector<Var> prim_in(jb.invars.begin(), jb.invars.begin() + static_cast<long>(nin));
+  std::vector<Var> tan_in(jb.invars.begin() + static_cast<long>(nin), jb.invars.end());
+  std::vector<Var> groups[3][2];
+  size_t k = 0;
+  for (size_t i = 0; i < nin; ++i) {
+    int g = i < nc ? 0 : (i < nc + ncar ? 1 : 2);
+    groups[g][0].push_back(prim_in[i]);
+    if (nz[i]) groups[g][1].push_back(tan_in[k++]);
+  }
+  jb.invars.clear();
+  for (auto& g : groups)
+    for (auto& h : g) jb.invars.insert(jb.invars.end(), h.begin(), h.end());
+  std::vector<Atom> prim_out(jb.outvars.begin(), jb.outvars.begin() + static_cast<long>(nout));
+  std::vector<Atom> tan_out(jb.outvars.begin() + static_cast<long>(nout), jb.outvars.end());
+  std::vector<Atom> new_out;
+  new_out.insert(new_out.end(), prim_out.begin(), prim_out.begin() + static_cast<long>(ncar));
+  k = 0;
+  std::vector<bool> out_nz = r.nonzero_out;
+  for (size_t i = 0; i < ncar; ++i)
+    if (out_nz[i]) new_out.push_back(tan_out[k++]);
+  new_out.insert(new_out.end(), prim_out.begin() + static_cast<long>(ncar), prim_out.end());
+  for (size_t i = ncar; i < nout; ++i)
+    if (out_nz[i]) new_out.push_back(tan_out[k++]);
+  jb.outvars = std::move(new_out);
+  (void)ny;
+  (void)nx;
+
+  std::vector<Atom> ins;
+  size_t n_ct = 0, n_cart = 0;
+  for (int g = 0; g < 3; ++g) {
+    size_t lo = g == 0 ? 0 : (g == 1 ? nc : nc + ncar),
+           hi = g == 0 ? nc : (g == 1 ? nc + ncar : nin);
+    for (size_t i = lo; i < hi; ++i) ins.push_back(a.primals[i]);
+    for (size_t i = lo; i < hi; ++i) {
+      if (!nz[i]) continue;
+      ins.push_back(instantiate(c.t, a.tangents[i], c.p.array_type_of(a.primals[i])));
+      if (g == 0) ++n_ct;
+      if (g == 1) ++n_cart;
+    }
+  }
+  Params params = a.eqn.params;
+  params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(jb)));
+  params.set("num_consts", static_cast<int64_t>(nc + n_ct));
+  params.set("num_carry", static_cast<int64_t>(ncar + n_cart));
+  params.set("linear", NoneParam{});
+  std::vector<Var> outs = c.t.emit(Prim::scan, ins, std::move(params));
+  // outs: carry, carry tangents, ys, y tangents.
+  a.primal_outs.clear();
+  Tangents ts(nout);
+  k = 0;
+  for (size_t i = 0; i < ncar; ++i) a.primal_outs.push_back(outs[k++]);
+  for (size_t i = 0; i < ncar; ++i)
+    if (out_nz[i]) ts[i] = Atom(outs[k++]);
+  for (size_t i = ncar; i < nout; ++i) a.primal_outs.push_back(outs[k++]);
+  for (size_t i = ncar; i < nout; ++i)
+    if (out_nz[i]) ts[i] = Atom(outs[k++]);
+  return ts;
+}
+
+// Under linearize, custom_vjp_call runs fwd_jaxpr on the primal side and stages
+//   custom_vjp_call[call_jaxpr=L bwd_jaxpr=bwd num_res=n] residuals..., slots...
+// with one slot per original operand: its tangent, or for an operand without one its
+// primal ref (a plumbing ref) or zeros. Like JAX's custom_lin this eqn is meant to be
+// transposed (its transpose runs bwd); L only returns zeros, as no forward-mode rule is known.
+Tangents custom_vjp_linearize(JvpCtx& c, JvpArgs& a) {
+  const Jaxpr& fwd = *a.eqn.params.get<JaxprPtr>("fwd_jaxpr");
+  const size_t n_out = a.eqn.outs.size();
+  std::vector<Atom> fouts = c.p.inline_jaxpr(fwd, a.primals);
+  a.primal_outs.clear();
+  for (size_t i = 0; i < n_out; ++i) {
+    // A fwd output may be a literal or an input; give every primal output its own var.
+    if (is_var(fouts[i]) && !c.p.type_of(fouts[i]).is_ref &&
+        std::find(a.primals.begin(), a.primals.end(), fouts[i]) == a.primals.end()) {
+      a.primal_outs.push_back(as_var(fouts[i]));
+    } else {
+      a.primal_outs.push_back(as_var(c.p.emit1(Prim::copy, {fouts[i]})));
+    }
+  }
+  std::vector<Atom> ins(fouts.begin() + static_cast<long>(n_out), fouts.end());
+  const size_t n_res = ins.size();
+  for (size_t i = 0; i < a.primals.size(); ++i) {
+    const Type t = c.p.type_of(a.primals[i]);
+    if (a.tangents[i])
+      ins.push_back(*a.tangents[i]);
+    else if (t.is_ref)
+      ins.push_back(a.primals[i]);
+    else
+      ins.push_back(c.t.zeros(t.array));
+  }
+  JaxprBuilder lb;
+  for (const Atom& x : ins) lb.add_invar(c.t.type_of(x));
+  Emitter le(lb);
+  std::vector<Atom> zeros;
+  for (Var o : a.eqn.outs) zeros.push_back(le.zeros(c.src->type_of(o).array));
+  lb.set_outvars(zeros);
+  Params params{{"call_jaxpr", std::make_shared<const Jaxpr>(lb.finish())},
+                {"bwd_jaxpr", a.eqn.params.get<JaxprPtr>("bwd_jaxpr")},
+                {"num_res", static_cast<int64_t>(n_res)}};
+  std::vector<Var> touts = c.t.emit(Prim::custom_vjp_call, ins, std::move(params));
+  return Tangents(touts.begin(), touts.end());
+}
+
+// custom_vjp_call: forward mode differentiates the primal function (call_jaxpr).
+Tangents custom_vjp_rule(JvpCtx& c, JvpArgs& a) {
+  const JaxprPtr* fwd =
+      a.eqn.params.find("fwd_jaxpr") ? &a.eqn.params.get<JaxprPtr>("fwd_jaxpr") : nullptr;
+  const JaxprPtr* bwd =
+      a.eqn.params.find("bwd_jaxpr") ? &a.eqn.params.get<JaxprPtr>("bwd_jaxpr") : nullptr;
+  bool any = false;
+  for (const auto& t : a.tangents) any |= t.has_value();
+  if (c.for_linearize && any && fwd && *fwd && bwd && *bwd) return custom_vjp_linearize(c, a);
+  const Jaxpr& body = *a.eqn.params.get<JaxprPtr>("call_jaxpr");
+  JvpResult r =
+      jvp_jaxpr_general(body, present(a.tangents), std::vector<bool>(body.outvars.size(), false));
+  Params params{{"name", std::string("custom_vjp_jvp")},
+                {"jaxpr", std::make_shared<const Jaxpr>(std::move(r.jaxpr))}};
+  std::vector<Var> outs = c.t.emit(Prim::jit, primals_then_tangents(a), std::move(params));
+  size_t n = a.eqn.outs.size();
+  a.primal_outs.assign(outs.begin(), outs.begin() + static_cast<long>(n));
+  Tangents ts(n);
+  size_t k = n;
+  for (size_t i = 0; i < n; ++i)
+    if (r.nonzero_out[i]) ts[i] = Atom(outs.at(k++));
+  return ts;
+}
+
+}  // namespace
+
+void register_control_jvp_rules(JvpRuleTable& t) {
+  t.set(Prim::jit, {jit_rule, true});
+  t.set(Prim::cond, {cond_rule, true});
+  t.set(Prim::scan, {scan_rule, true});
+  t.set(Prim::custom_vjp_call, {custom_vjp_rule, true});
+}
+
+}  // namespace refjit

@@ -1,0 +1,165 @@
+// JVP rules of the elementwise primitives: t_out = f'(x) * t, the factor computed on the
+// primal side so that linearize saves it as a residual.
+#include <fmt/format.h>
+
+#include "passes/jvp_rules.h"
+#include "refjit/ir/error.h"
+
+namespace refjit {
+
+namespace {
+
+using Tangents = std::vector<MaybeAtom>;
+
+// Registers a unary rule t_out = t * factor(x, y) (factor on the primal side).
+void unary(JvpRuleTable& t, Prim p, std::function<Atom(Emitter&, Atom x, Atom y)> factor) {
+  t.set(p, {[factor](JvpCtx& c, JvpArgs& a) -> Tangents {
+          if (!a.tangents[0]) return {std::nullopt};
+          Atom f = factor(c.p, a.primals[0], a.primal_outs[0]);
+          return {c.t.mul(*a.tangents[0], f)};
+        }});
+}
+
+void zero_rule(JvpRuleTable& t, Prim p) {
+  t.set(p, {[](JvpCtx&, JvpArgs& a) { return Tangents(a.eqn.outs.size()); }});
+}
+
+// Brings a tangent of one operand of a broadcasting binary op to the output's shape.
+Atom to_out_shape(Emitter& e, Atom t, const JvpArgs& a) {
+  return e.broadcast_to(t, e.array_type_of(a.primal_outs[0]).shape);
+}
+
+// Sum of optional tangent contributions (nullopt = zero).
+MaybeAtom add_tangents(Emitter& e, MaybeAtom x, MaybeAtom y) {
+  if (!x) return y;
+  if (!y) return x;
+  return e.add(*x, *y);
+}
+
+}  // namespace
+
+void register_elementwise_jvp_rules(JvpRuleTable& t) {
+  auto d = [](Emitter& e, const Atom& x) { return e.array_type_of(x).dtype; };
+  t.set(Prim::neg, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
+          if (!a.tangents[0]) return {std::nullopt};
+          return {c.t.neg(*a.tangents[0])};
+        }});
+  unary(t, Prim::exp, [](Emitter&, Atom, Atom y) { return y; });
+  unary(t, Prim::log, [d](Emitter& e, Atom x, Atom) { return e.div(e.scalar(d(e, x), 1.0), x); });
+  unary(t, Prim::log1p, [d](Emitter& e, Atom x, Atom) {
+    return e.div(e.scalar(d(e, x), 1.0), e.add(x, e.scalar(d(e, x), 1.0)));
+  });
+  unary(t, Prim::expm1, [d](Emitter& e, Atom, Atom y) { return e.add(y, e.scalar(d(e, y), 1.0)); });
+  unary(t, Prim::sin, [](Emitter& e, Atom x, Atom) { return e.unary(Prim::cos, x); });
+  unary(t, Prim::cos, [](Emitter& e, Atom x, Atom) { return e.neg(e.unary(Prim::sin, x)); });
+  unary(t, Prim::tan,
+        [d](Emitter& e, Atom, Atom y) { return e.add(e.scalar(d(e, y), 1.0), e.mul(y, y)); });
+  unary(t, Prim::tanh,
+        [d](Emitter& e, Atom, Atom y) { return e.sub(e.scalar(d(e, y), 1.0), e.mul(y, y)); });
+  unary(t, Prim::logistic,
+        [d](Emitter& e, Atom, Atom y) { return e.mul(y, e.sub(e.scalar(d(e, y), 1.0), y)); });
+  unary(t, Prim::sqrt, [d](Emitter& e, Atom, Atom y) { return e.div(e.scalar(d(e, y), 0.5), y); });
+  unary(t, Prim::rsqrt,
+        [d](Emitter& e, Atom x, Atom y) { return e.mul(e.scalar(d(e, y), -0.5), e.div(y, x)); });
+  unary(t, Prim::abs, [](Emitter& e, Atom x, Atom) { return e.unary(Prim::sign, x); });
+  for (Prim p : {Prim::sign, Prim::floor, Prim::ceil, Prim::round, Prim::not_, Prim::stop_gradient,
+                 Prim::eq, Prim::ne, Prim::lt, Prim::le, Prim::gt, Prim::ge, Prim::and_, Prim::or_,
+                 Prim::iota, Prim::argmax})
+    zero_rule(t, p);
+  t.set(Prim::integer_pow, {[d](JvpCtx& c, JvpArgs& a) -> Tangents {
+          if (!a.tangents[0]) return {std::nullopt};
+          int64_t y = a.eqn.params.get<int64_t>("y");
+          if (y == 0) return {std::nullopt};
+          Atom x = a.primals[0];
+          Atom dx = c.p.scalar(d(c.p, x), static_cast<double>(y));
+          if (y != 1) {
+            Atom pw = y - 1 == 1 ? x : c.p.emit1(Prim::integer_pow, {x}, Params{{"y", y - 1}});
+            dx = c.p.mul(dx, pw);
+          }
+          return {c.t.mul(*a.tangents[0], dx)};
+        }});
+  t.set(Prim::convert_element_type, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
+          if (!a.tangents[0]) return {std::nullopt};
+          DType to = a.eqn.params.get<DType>("new_dtype");
+          if (!is_float(to)) return {std::nullopt};  // to int/bool: zero tangent
+          return {c.t.convert(*a.tangents[0], to)};
+        }});
+  t.set(Prim::copy, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
+          if (!a.tangents[0]) return {std::nullopt};
+          return {c.t.unary(Prim::copy, *a.tangents[0])};
+        }});
+
+  // Binary ops; each operand may be a scalar broadcast against the other.
+  for (Prim p : {Prim::add, Prim::add_any, Prim::sub}) {
+    t.set(p, {[p](JvpCtx& c, JvpArgs& a) -> Tangents {
+            MaybeAtom tx = a.tangents[0], ty = a.tangents[1];
+            if (tx) tx = to_out_shape(c.t, *tx, a);
+            if (ty) ty = to_out_shape(c.t, *ty, a);
+            if (p == Prim::sub && ty) ty = c.t.neg(*ty);
+            return {add_tangents(c.t, tx, ty)};
+          }});
+  }
+  t.set(Prim::mul, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
+          MaybeAtom r;
+          if (a.tangents[0]) r = to_out_shape(c.t, c.t.mul(*a.tangents[0], a.primals[1]), a);
+          if (a.tangents[1])
+            r = add_tangents(c.t, r, to_out_shape(c.t, c.t.mul(a.primals[0], *a.tangents[1]), a));
+          return {r};
+        }});
+  t.set(Prim::div, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
+          MaybeAtom r;
+          if (a.tangents[0]) r = to_out_shape(c.t, c.t.div(*a.tangents[0], a.primals[1]), a);
+          if (a.tangents[1]) {
+            // d(x/y)/dy = -out/y
+            Atom f = c.p.neg(c.p.div(a.primal_outs[0], a.primals[1]));
+            Atom ty = to_out_shape(c.t, *a.tangents[1], a);
+            r = add_tangents(c.t, r, c.t.mul(ty, f));
+          }
+          return {r};
+        }});
+  // max/min: the tangent of the chosen operand; ties split evenly.
+  for (Prim p : {Prim::max, Prim::min}) {
+    t.set(p, {[p](JvpCtx& c, JvpArgs& a) -> Tangents {
+            Atom x = a.primals[0], y = a.primals[1];
+            DType dt = c.p.array_type_of(a.primal_outs[0]).dtype;
+            Atom wins = c.p.convert(c.p.emit1(p == Prim::max ? Prim::gt : Prim::lt, {x, y}), dt);
+            Atom ties = c.p.convert(c.p.emit1(Prim::eq, {x, y}), dt);
+            Atom wx = c.p.add(wins, c.p.mul(ties, c.p.scalar(dt, 0.5)));
+            MaybeAtom r;
+            if (a.tangents[0]) r = c.t.mul(to_out_shape(c.t, *a.tangents[0], a), wx);
+            if (a.tangents[1]) {
+              Atom wy = c.p.sub(c.p.scalar(dt, 1.0), wx);
+              r = add_tangents(c.t, r, c.t.mul(to_out_shape(c.t, *a.tangents[1], a), wy));
+            }
+            return {r};
+          }});
+  }
+  t.set(Prim::pow, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
+          Atom x = a.primals[0], y = a.primals[1], out = a.primal_outs[0];
+          DType dt = c.p.array_type_of(out).dtype;
+          MaybeAtom r;
+          if (a.tangents[0]) {
+            // y * x^(y-1)
+            Atom f = c.p.mul(y, c.p.emit1(Prim::pow, {x, c.p.sub(y, c.p.scalar(dt, 1.0))}));
+            r = c.t.mul(to_out_shape(c.t, *a.tangents[0], a), f);
+          }
+          if (a.tangents[1]) {
+            Atom f = c.p.mul(out, c.p.unary(Prim::log, x));
+            r = add_tangents(c.t, r, c.t.mul(to_out_shape(c.t, *a.tangents[1], a), f));
+          }
+          return {r};
+        }});
+  t.set(Prim::select_n, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
+          bool any = false;
+          for (size_t i = 1; i < a.tangents.size(); ++i) any |= a.tangents[i].has_value();
+          if (!any) return {std::nullopt};
+          const ArrayType out = c.p.array_type_of(a.primal_outs[0]);
+          std::vector<Atom> cases;
+          for (size_t i = 1; i < a.tangents.size(); ++i)
+            cases.push_back(a.tangents[i] ? c.t.broadcast_to(*a.tangents[i], out.shape)
+                                          : c.t.zeros(out));
+          return {c.t.select(a.primals[0], cases)};
+        }});
+}
+
+}  // namespace refjit

@@ -1,0 +1,88 @@
+// JVP rules of the shape, slicing, indexing, reduction and contraction primitives. Most are
+// linear in their data operands: the tangent is the same primitive applied to the tangents
+// (index operands stay primal).
+#include <algorithm>
+
+#include "passes/jvp_rules.h"
+
+namespace refjit {
+
+namespace {
+
+using Tangents = std::vector<MaybeAtom>;
+
+// The primitive is linear in the operands listed in `linear`; the others are passed as
+// primals. Zero tangents among the linear operands are instantiated if any is nonzero.
+void linear_in(JvpRuleTable& t, Prim p, std::vector<int> linear) {
+  t.set(p, {[linear](JvpCtx& c, JvpArgs& a) -> Tangents {
+          bool any = false;
+          for (int i : linear)
+            if (i < static_cast<int>(a.tangents.size())) any |= a.tangents[i].has_value();
+          if (!any) return Tangents(a.eqn.outs.size());
+          std::vector<Atom> ins = a.primals;
+          for (int i : linear)
+            if (i < static_cast<int>(ins.size()))
+              ins[i] = instantiate(c.t, a.tangents[i], c.p.array_type_of(a.primals[i]));
+          std::vector<Var> outs = c.t.emit(a.eqn.prim, ins, a.eqn.params);
+          return Tangents(outs.begin(), outs.end());
+        }});
+}
+
+}  // namespace
+
+void register_shape_jvp_rules(JvpRuleTable& t) {
+  for (Prim p : {Prim::broadcast_in_dim, Prim::reshape, Prim::squeeze, Prim::expand_dims,
+                 Prim::transpose, Prim::slice, Prim::reduce_sum, Prim::dynamic_slice, Prim::gather})
+    linear_in(t, p, {0});
+  linear_in(t, Prim::pad, {0, 1});
+  linear_in(t, Prim::dynamic_update_slice, {0, 1});
+  linear_in(t, Prim::scatter, {0, 2});
+  linear_in(t, Prim::scatter_add, {0, 2});
+  // concatenate: every operand is linear.
+  t.set(Prim::concatenate, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
+          bool any = false;
+          for (const auto& tg : a.tangents) any |= tg.has_value();
+          if (!any) return {std::nullopt};
+          std::vector<Atom> ins;
+          for (size_t i = 0; i < a.primals.size(); ++i)
+            ins.push_back(instantiate(c.t, a.tangents[i], c.p.array_type_of(a.primals[i])));
+          return {c.t.emit1(Prim::concatenate, ins, a.eqn.params)};
+        }});
+  // reduce_max/min: the tangent averaged over the positions equal to the extremum.
+  for (Prim p : {Prim::reduce_max, Prim::reduce_min}) {
+    t.set(p, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
+            if (!a.tangents[0]) return {std::nullopt};
+            Atom x = a.primals[0], y = a.primal_outs[0];
+            const ArrayType xt = c.p.array_type_of(x);
+            const IntList& axes = a.eqn.params.get<IntList>("axes");
+            IntList kept;
+            for (int64_t i = 0; i < xt.rank(); ++i)
+              if (std::find(axes.begin(), axes.end(), i) == axes.end()) kept.push_back(i);
+            Atom yb = c.p.emit1(Prim::broadcast_in_dim, {y},
+                                Params{{"shape", IntList(xt.shape)},
+                                       {"broadcast_dimensions", kept},
+                                       {"sharding", NoneParam{}}});
+            Atom mask = c.p.convert(c.p.emit1(Prim::eq, {x, yb}), xt.dtype);
+            Atom count = c.p.reduce_sum(mask, axes);
+            Atom countb = c.p.emit1(Prim::broadcast_in_dim, {count},
+                                    Params{{"shape", IntList(xt.shape)},
+                                           {"broadcast_dimensions", kept},
+                                           {"sharding", NoneParam{}}});
+            Atom w = c.p.div(mask, countb);
+            return {c.t.reduce_sum(c.t.mul(*a.tangents[0], w), axes)};
+          }});
+  }
+  // dot_general is bilinear: dot(tx, y) + dot(x, ty).
+  t.set(Prim::dot_general, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
+          MaybeAtom r;
+          if (a.tangents[0])
+            r = c.t.emit1(Prim::dot_general, {*a.tangents[0], a.primals[1]}, a.eqn.params);
+          if (a.tangents[1]) {
+            Atom d = c.t.emit1(Prim::dot_general, {a.primals[0], *a.tangents[1]}, a.eqn.params);
+            r = r ? c.t.add(*r, d) : d;
+          }
+          return {r};
+        }});
+}
+
+}  // namespace refjit

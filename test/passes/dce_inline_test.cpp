@@ -1,0 +1,123 @@
+// dce and inline_jit.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "passes/dce.h"
+#include "passes/inline.h"
+#include "test/passes/ad_test_util.h"
+
+namespace refjit {
+namespace {
+
+using namespace refjit::testing;
+
+TEST(Dce, RemovesUnusedPureEqnsAndUnusedOutputs) {
+  Jaxpr f = parse(R"({ lambda ; a:f32[] b:f32[]. let
+    c:f32[] = sin a
+    d:f32[] = cos b
+    e:f32[] = mul c c
+  in (e, d) })");
+  Jaxpr all = dce(f);
+  EXPECT_EQ(all.eqns.size(), 3u);
+  Jaxpr first = dce(f, {true, false});
+  verify(first);
+  EXPECT_EQ(first.eqns.size(), 2u);
+  EXPECT_EQ(first.outvars.size(), 1u);
+  EXPECT_EQ(first.invars.size(), 2u);  // inputs are kept
+  auto out = run(first, {f32(1.0f), f32(2.0f)});
+  EXPECT_EQ(arr(out[0]).as_double(0), static_cast<double>(std::sin(1.0f) * std::sin(1.0f)));
+}
+
+TEST(Dce, KeepsEffectsOnArgumentAndClosedOverRefs) {
+  Jaxpr f = parse(R"({ lambda c:Ref{f32[]}; r:Ref{f32[]} a:f32[]. let
+    b:f32[] = sin a
+    r[...] += b
+    d:f32[] <- c[...]
+    e:f32[] = cos d
+    c[...] <- e
+    g:f32[] = exp a
+  in () })");
+  Jaxpr d = dce(f);
+  EXPECT_EQ(d.eqns.size(), 5u) << print_jaxpr(d);  // only `exp` goes
+  EXPECT_EQ(count_prim(print_jaxpr(d), "exp"), 0);
+}
+
+TEST(Dce, DropsEffectsOnInternalRefsNeverReadAgain) {
+  Jaxpr f = parse(R"({ lambda ; a:f32[]. let
+    r:Ref{f32[]} = new_ref a
+    b:f32[] = sin a
+    r[...] += b
+    s:Ref{f32[]} = new_ref a
+    s[...] += b
+    c:f32[] = freeze s
+  in (c,) })");
+  Jaxpr d = dce(f);
+  verify(d);
+  // r is written but never read: its new_ref and addupdate go; s is read by freeze.
+  EXPECT_EQ(d.eqns.size(), 4u) << print_jaxpr(d);
+  EXPECT_EQ(count_prim(print_jaxpr(d), "new_ref"), 1);
+  auto out = run(d, {f32(1.0f)});
+  EXPECT_EQ(arr(out[0]).as_double(0), static_cast<double>(1.0f + std::sin(1.0f)));
+}
+
+TEST(Dce, WriteBeforeALaterReadOfAnInternalRefIsKept) {
+  Jaxpr f = parse(R"({ lambda ; a:f32[]. let
+    r:Ref{f32[]} = new_ref 0.0:f32[]
+    r[...] <- a
+    b:f32[] <- r[...]
+  in (b,) })");
+  EXPECT_EQ(dce(f).eqns.size(), 3u);
+}
+
+TEST(Dce, PrunesJitBodyOutputsButKeepsItsRefEffects) {
+  JaxprBuilder b;
+  Var r = b.add_invar(Type::ref(ArrayType{DType::f32, {}}));
+  Var a = b.add_invar(ArrayType{DType::f32, {}});
+  Jaxpr body = parse(R"({ lambda ; r:Ref{f32[]} a:f32[]. let
+    s:f32[] = sin a
+    r[...] += s
+    c:f32[] = cos a
+  in (s, c) })");
+  std::vector<Var> outs =
+      b.add_eqn(Prim::jit, {r, a},
+                Params{{"name", std::string("g")}, {"jaxpr", std::make_shared<const Jaxpr>(body)}});
+  b.set_outvars({outs[0]});
+  Jaxpr d = dce(b.finish());
+  verify(d);
+  ASSERT_EQ(d.eqns.size(), 1u);
+  const Jaxpr& inner = *d.eqns[0].params.get<JaxprPtr>("jaxpr");
+  EXPECT_EQ(inner.outvars.size(), 1u);
+  EXPECT_EQ(inner.eqns.size(), 2u);  // cos is gone, the addupdate stays
+  // A jit whose outputs are all unused is kept for its effect on the ref argument.
+  Jaxpr none = dce(d, {false});
+  ASSERT_EQ(none.eqns.size(), 1u);
+  EXPECT_EQ(none.eqns[0].params.get<JaxprPtr>("jaxpr")->eqns.size(), 2u);
+}
+
+TEST(Inline, NestedJitsBecomeFlatEqns) {
+  Jaxpr inner = parse("{ lambda ; x:f32[]. let y:f32[] = sin x in (y,) }");
+  JaxprBuilder mid;
+  Var m = mid.add_invar(ArrayType{DType::f32, {}});
+  Var m1 = mid.add_eqn1(
+      Prim::jit, {m},
+      Params{{"name", std::string("inner")}, {"jaxpr", std::make_shared<const Jaxpr>(inner)}});
+  Var m2 = mid.add_eqn1(Prim::mul, {m1, m});
+  mid.set_outvars({m2});
+  JaxprBuilder outer;
+  Var a = outer.add_invar(ArrayType{DType::f32, {}});
+  Var o = outer.add_eqn1(
+      Prim::jit, {a},
+      Params{{"name", std::string("mid")}, {"jaxpr", std::make_shared<const Jaxpr>(mid.finish())}});
+  outer.set_outvars({o});
+  Jaxpr f = outer.finish();
+  Jaxpr flat = inline_jit(f);
+  verify(flat);
+  ASSERT_EQ(flat.eqns.size(), 2u);
+  EXPECT_EQ(flat.eqns[0].prim, Prim::sin);
+  EXPECT_EQ(flat.eqns[1].prim, Prim::mul);
+  EXPECT_EQ(arr(run(flat, {f32(0.5f)})[0]), arr(run(f, {f32(0.5f)})[0]));
+}
+
+}  // namespace
+}  // namespace refjit
