@@ -123,10 +123,12 @@ std::string buffer_text(const BufferAssignment& all, const JaxprBuffers& p, cons
 }
 
 std::string copy_text(const BufferNames& names, int plan, const Copy& c) {
-  const char* kind = c.kind == CopyKind::whole ? "whole" : c.kind == CopyKind::read ? "read" : "fill";
+  const char* kind = c.kind == CopyKind::whole  ? "whole"
+                     : c.kind == CopyKind::read ? "read"
+                                                : "fill";
   std::string src = c.src >= 0 ? fmt::format("b{}", c.src) : std::string("literal");
-  std::string value = c.value ? fmt::format(" `{}`", names.use(plan, *c.value)) : std::string();
-  return fmt::format("{} {} -> b{}, {} bytes, {}:{} {}", kind, src, c.dst, c.bytes,
+  std::string value = c.value ? fmt::format(", of `{}`", names.use(plan, *c.value)) : std::string();
+  return fmt::format("{} {} -> b{}, {} bytes, {}{}: {}", kind, src, c.dst, c.bytes,
                      c.in_loop ? "in loop" : "outside loops", value, c.why);
 }
 
@@ -168,7 +170,8 @@ std::string print_buffer_plan(const Jaxpr& jaxpr, const BufferAssignment& plan) 
   for (size_t pi = 0; pi < plan.jaxprs.size(); ++pi) {
     const JaxprBuffers& p = plan.jaxprs[pi];
     int ip = static_cast<int>(pi);
-    out += fmt::format("plan {}: {} ({})\n", pi, p.where, p.in_loop ? "in a loop" : "outside loops");
+    out +=
+        fmt::format("plan {}: {} ({})\n", pi, p.where, p.in_loop ? "in a loop" : "outside loops");
     for (size_t b = 0; b < p.buffers.size(); ++b) {
       const Buffer& B = p.buffers[b];
       out += fmt::format("  buffer b{} {} {} bytes: {}\n", b, B.type.str(), B.bytes,

@@ -14,23 +14,21 @@ Table make_table() {
 #define PRIM(id, name) t.set(Prim::id, B::fresh);
 #include "refjit/ir/primitives.def"
 #undef PRIM
-  for (Prim p : {Prim::neg,   Prim::exp,   Prim::log,     Prim::log1p, Prim::expm1, Prim::sin,
-                 Prim::cos,   Prim::tan,   Prim::tanh,    Prim::logistic, Prim::sqrt,
-                 Prim::rsqrt, Prim::abs,   Prim::sign,    Prim::floor, Prim::ceil,  Prim::round,
-                 Prim::not_,  Prim::integer_pow, Prim::add, Prim::add_any, Prim::sub, Prim::mul,
-                 Prim::div,   Prim::max,   Prim::min,     Prim::pow,   Prim::and_,  Prim::or_,
-                 Prim::select_n})
+  for (Prim p :
+       {Prim::neg,         Prim::exp,  Prim::log,     Prim::log1p,    Prim::expm1, Prim::sin,
+        Prim::cos,         Prim::tan,  Prim::tanh,    Prim::logistic, Prim::sqrt,  Prim::rsqrt,
+        Prim::abs,         Prim::sign, Prim::floor,   Prim::ceil,     Prim::round, Prim::not_,
+        Prim::integer_pow, Prim::add,  Prim::add_any, Prim::sub,      Prim::mul,   Prim::div,
+        Prim::max,         Prim::min,  Prim::pow,     Prim::and_,     Prim::or_,   Prim::select_n})
     t.set(p, B::elementwise);
   // Values are immutable, so an identity is a second name for the same bytes.
   for (Prim p : {Prim::reshape, Prim::squeeze, Prim::expand_dims, Prim::copy, Prim::stop_gradient})
     t.set(p, B::view);
   for (Prim p : {Prim::slice, Prim::dynamic_slice, Prim::gather}) t.set(p, B::read);
-  for (Prim p : {Prim::dynamic_update_slice, Prim::scatter, Prim::scatter_add})
-    t.set(p, B::update);
+  for (Prim p : {Prim::dynamic_update_slice, Prim::scatter, Prim::scatter_add}) t.set(p, B::update);
   for (Prim p : {Prim::new_ref, Prim::get, Prim::swap, Prim::addupdate, Prim::freeze})
     t.set(p, B::ref_op);
-  for (Prim p : {Prim::jit, Prim::scan, Prim::cond, Prim::custom_vjp_call})
-    t.set(p, B::structured);
+  for (Prim p : {Prim::jit, Prim::scan, Prim::cond, Prim::custom_vjp_call}) t.set(p, B::structured);
   return t;
 }
 
