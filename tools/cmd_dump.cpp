@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "compiler/backend/native.h"
+#include "passes/buffer_assignment.h"
 #include "refjit/ir/text.h"
 #include "tools/autodiff.h"
 #include "tools/commands.h"
@@ -19,7 +20,10 @@ int dump_command(const Options& o, StageTimings& timings) {
     std::vector<int> wrt = gradient_positions(program, o.wrt);
     program = timings.time("grad", [&] { return gradient_program(program, wrt); });
   }
-  if (o.fail_on_copy) not_available("--fail-on-copy", "buffer assignment in the CLI");
+  // --fail-on-copy: the buffer plan must have no whole-buffer copy inside a loop.
+  BufferOptions buffer_options{.fail_on_copy = o.fail_on_copy};
+  if (o.fail_on_copy && o.emit != EmitStage::buffers)
+    timings.time("buffers", [&] { return assign_buffers(program, buffer_options); });
 
   std::string out;
   switch (o.emit) {
@@ -30,7 +34,11 @@ int dump_command(const Options& o, StageTimings& timings) {
       out = timings.time(std::string(emit_stage_name(o.emit)),
                          [&] { return autodiff_dump(o.emit, program); });
       break;
-    case EmitStage::buffers: not_available("--emit=buffers", "buffer assignment in the CLI");
+    case EmitStage::buffers:
+      out = timings.time("buffers", [&] {
+        return print_buffer_plan(program, assign_buffers(program, buffer_options));
+      });
+      break;
     case EmitStage::mlir: out = timings.time("lowering", [&] { return emit_mlir(program); }); break;
     case EmitStage::llvm: out = timings.time("llvm", [&] { return emit_llvm_ir(program); }); break;
     case EmitStage::asm_: out = timings.time("codegen", [&] { return emit_asm(program); }); break;

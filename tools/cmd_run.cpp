@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "tools/autodiff.h"
+#include "passes/buffer_assignment.h"
 #include "tools/commands.h"
 #include "tools/execute.h"
 #include "tools/program.h"
@@ -51,7 +52,6 @@ std::string ref_lines(const Jaxpr& program, const std::vector<RtValue>& args) {
 int run_command(const Options& o, StageTimings& timings) {
   Source source = read_source(o.file);
   Jaxpr program = load_program(source, timings);
-  if (o.fail_on_copy) not_available("--fail-on-copy", "buffer assignment in the CLI");
 
   // The program that actually runs: the gradient program returns the output, then one
   // gradient per wrt position; the forward-mode program the outputs, then their tangents.
@@ -65,6 +65,11 @@ int run_command(const Options& o, StageTimings& timings) {
   } else if (o.jvp) {
     derived = timings.time("jvp", [&] { return forward_mode_program(program); });
   }
+
+  if (o.fail_on_copy)  // refuse a plan with a whole-buffer copy inside a loop
+    timings.time("buffers", [&] {
+      return assign_buffers(derived ? *derived : program, BufferOptions{.fail_on_copy = true});
+    });
 
   std::vector<ValueSlot> slots = binder_slots(program);
   if (o.jvp) add_tangent_slots(program, slots);
