@@ -1,0 +1,328 @@
+// Automatic differentiation of C++ functions on Values and Refs (REFS.md 2.4-2.7):
+//
+//   auto [y, f_vjp] = vjp(f, x, i);              // runs f's forward pass now
+//   auto [x_bar, i_bar] = f_vjp(1.0f);           // gradients as values, one per argument
+//   f_vjp.with_refs(grad_ref, GradValue{})(1.0f) // accumulate x's gradient into grad_ref
+//   Value g = grad(f)(x);                        // d f / d x for a float scalar f
+//   auto [y2, y_dot] = jvp(f, std::tuple{x}, std::tuple{t});
+//   auto [y3, f_lin] = linearize(f, x);          // f_lin(t) = J t, callable many times
+//
+// Every transformation traces f once (trace.h), applies a pass (passes/) and runs the result
+// with bind_jaxpr: outside a trace it evaluates now, inside one it stages `jit` eqns, so
+// the transformations nest (grad of jit, jit of grad, vjp inside make_jaxpr, grad of grad).
+//
+// vjp/grad/linearize take functions whose arguments are each one leaf: a Value (or a C++
+// scalar or Array) or a Ref. Float arguments are differentiated; integer ones are not (their
+// gradient is zeros, their tangent is ignored). A float Ref argument is differentiated with
+// respect to its initial value, even when f writes it; its gradient must be accumulated
+// into a gradient ref bound with with_refs.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "refjit/jit.h"
+#include "refjit/trace.h"
+#include "refjit/tree.h"
+
+namespace refjit {
+
+// with_refs entries (one per argument of the differentiated function):
+// return this argument's gradient as a value (the default for array arguments).
+struct GradValue {
+  bool operator==(const GradValue&) const = default;
+};
+// Don't compute this argument's gradient at all.
+struct DontWant {
+  bool operator==(const DontWant&) const = default;
+};
+// ...or a Ref: add this argument's gradient into the ref in place.
+using GradEntry = std::variant<GradValue, DontWant, Ref>;
+
+// Result placeholders: the gradient went into the bound ref / was not computed.
+struct GradRef {
+  bool operator==(const GradRef&) const = default;
+};
+struct DidntWant {
+  bool operator==(const DidntWant&) const = default;
+};
+std::ostream& operator<<(std::ostream& os, const GradRef&);
+std::ostream& operator<<(std::ostream& os, const DidntWant&);
+
+// One slot of a VJP result: the gradient as a Value, or a placeholder.
+class Grad {
+ public:
+  Grad() : v_(DidntWant{}) {}
+  Grad(Value v) : v_(std::move(v)) {}  // NOLINT: a gradient value is a Grad
+  Grad(GradRef r) : v_(r) {}           // NOLINT
+  Grad(DidntWant d) : v_(d) {}         // NOLINT
+
+  bool is_value() const { return std::holds_alternative<Value>(v_); }
+  bool is_grad_ref() const { return std::holds_alternative<GradRef>(v_); }
+  bool is_didnt_want() const { return std::holds_alternative<DidntWant>(v_); }
+  // The gradient value; throws refjit::Error naming what the slot holds instead.
+  const Value& value() const;
+  // The gradient value's contents (value().array()).
+  Array array() const { return value().array(); }
+  const std::variant<Value, GradRef, DidntWant>& get() const { return v_; }
+  // "0.5403023", "GradRef()" or "DidntWant()".
+  std::string str() const;
+
+ private:
+  std::variant<Value, GradRef, DidntWant> v_;
+};
+std::ostream& operator<<(std::ostream& os, const Grad& g);
+
+namespace detail {
+
+// An argument of a differentiated function must be exactly one leaf.
+template <class A>
+constexpr bool is_leaf_arg_v =
+    std::is_same_v<std::remove_cvref_t<A>, Ref> || std::is_constructible_v<Value, A>;
+
+// The name jaxprs and messages use for a function: a jitted function's name, else "f".
+template <class F>
+std::string function_name(const F& f) {
+  if constexpr (requires { f.name(); })
+    return std::string(f.name());
+  else
+    return "f";
+}
+
+template <class F, class... A>
+using result_of_traced_t =
+    decltype(std::apply(std::declval<F&>(), std::declval<std::tuple<tree::traced_t<A>...>&>()));
+
+// Flattens cotangents/tangents given one per output (or as a tuple) to Operands.
+template <class... C>
+std::vector<Operand> flatten_all(const C&... xs) {
+  std::vector<Operand> flat;
+  (tree::flatten_arg(xs, flat), ...);
+  return flat;
+}
+
+struct VjpState;  // autodiff.cpp: residuals, linear jaxpr, cache of transposes
+
+// The type-erased core of a VJP function.
+class VjpCore {
+ public:
+  // Traces f at the types of `flat`, runs (or stages) its forward pass; returns f's
+  // outputs and the core holding what the backward pass needs.
+  static std::pair<std::vector<Operand>, VjpCore> create(const TraceBody& f,
+                                                         const std::vector<Operand>& flat,
+                                                         const std::string& name);
+  // A copy with one accumulator entry per argument (E3, E5, E6, E7 checked here).
+  VjpCore with_refs(std::vector<GradEntry> entries) const;
+  // Runs (or stages) the backward pass for one cotangent per output (E4, E6).
+  std::vector<Grad> apply(const std::vector<Operand>& cts) const;
+  size_t num_args() const;
+
+ private:
+  std::shared_ptr<VjpState> state_;
+  std::vector<GradEntry> entries_;  // empty: all GradValue, not bound by with_refs
+};
+
+struct LinearState;  // autodiff.cpp
+
+class LinearCore {
+ public:
+  static std::pair<std::vector<Operand>, LinearCore> create(const TraceBody& f,
+                                                            const std::vector<Operand>& flat,
+                                                            const std::string& name);
+  // One tangent per argument (ignored for non-differentiated ones) -> output tangents.
+  std::vector<Operand> apply(const std::vector<Operand>& tangents) const;
+
+ private:
+  std::shared_ptr<const LinearState> state_;
+};
+
+// Returns f's output, then one gradient per argnum (in argnums order).
+std::vector<Operand> grad_call(const TraceBody& f, const std::vector<Operand>& flat,
+                               const std::vector<int>& argnums, const std::string& name);
+// Returns the primal outputs then the tangent outputs.
+std::vector<Operand> jvp_call(const TraceBody& f, const std::vector<Operand>& primals,
+                              const std::vector<Operand>& tangents, const std::string& name);
+
+}  // namespace detail
+
+// The backward-pass function vjp returns, for a function of N arguments. Applying it does
+// not re-run the forward pass, so it may be applied any number of times (torch's
+// retain_graph); each accumulator combination is transposed once and cached.
+template <size_t N>
+class VjpFunction {
+ public:
+  explicit VjpFunction(detail::VjpCore core) : core_(std::move(core)) {}
+
+  // One cotangent per output of f (or a tuple of them) -> one Grad per argument:
+  //   auto [x_bar, i_bar] = f_vjp(1.0f);
+  template <class... C>
+  std::array<Grad, N> operator()(const C&... cts) const {
+    std::vector<Grad> g = core_.apply(detail::flatten_all(cts...));
+    std::array<Grad, N> out;
+    for (size_t k = 0; k < N; ++k) out[k] = std::move(g.at(k));
+    return out;
+  }
+
+  // A new VJP function with one entry per argument: a Ref (accumulate into it with +=;
+  // the result slot holds GradRef), GradValue{} (return it; default) or DontWant{} (skip
+  // it; the slot holds DidntWant). Required for Ref-typed arguments.
+  template <class... E>
+  VjpFunction with_refs(const E&... entries) const {
+    return VjpFunction(core_.with_refs(std::vector<GradEntry>{GradEntry(entries)...}));
+  }
+  VjpFunction with_refs(std::vector<GradEntry> entries) const {
+    return VjpFunction(core_.with_refs(std::move(entries)));
+  }
+
+ private:
+  detail::VjpCore core_;
+};
+
+// vjp(f, args...) -> (f(args...), f_vjp). The forward pass runs now (mutating Ref
+// arguments), or is staged as one `jit` eqn inside a trace; f_vjp stages another.
+template <class F, class... A>
+auto vjp(F f, const A&... args) {
+  static_assert((detail::is_leaf_arg_v<A> && ...),
+                "vjp: each argument must be one Value (or C++ scalar or Array) or one Ref");
+  using R = detail::result_of_traced_t<F, A...>;
+  static_assert(!std::is_void_v<R>, "vjp: the function must return something");
+  std::vector<Operand> flat = detail::flatten_all(args...);
+  auto [outs, core] = detail::VjpCore::create(
+      [&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); }, flat,
+      detail::function_name(f));
+  size_t pos = 0;
+  return std::pair<tree::result_t<R>, VjpFunction<sizeof...(A)>>(tree::unflatten_out<R>(outs, pos),
+                                                                 VjpFunction<sizeof...(A)>(core));
+}
+
+// grad / value_and_grad of a function with one float scalar output. Arguments not in
+// argnums are not differentiated (Ref arguments among them are plumbing: only
+// stop_gradient'ed values may be written into them, E1). A Ref argument in argnums is an
+// error (E2): use vjp and with_refs.
+template <class F, bool kMulti, bool kWithValue>
+class GradFunction {
+ public:
+  GradFunction(F f, std::vector<int> argnums) : f_(std::move(f)), argnums_(std::move(argnums)) {}
+
+  template <class... A>
+  auto operator()(const A&... args) const {
+    static_assert((detail::is_leaf_arg_v<A> && ...),
+                  "grad: each argument must be one Value (or C++ scalar or Array) or one Ref");
+    std::vector<Operand> flat = detail::flatten_all(args...);
+    const F& f = f_;
+    std::vector<Operand> outs = detail::grad_call(
+        [&](const std::vector<Operand>& in) {
+          F g = f;
+          return tree::call_flat(g, in, args...);
+        },
+        flat, argnums_, detail::function_name(f_));
+    Value value = std::get<Value>(outs[0]);
+    std::vector<Value> grads;
+    for (size_t k = 1; k < outs.size(); ++k) grads.push_back(std::get<Value>(outs[k]));
+    if constexpr (kMulti) {
+      if constexpr (kWithValue)
+        return std::pair<Value, std::vector<Value>>(value, grads);
+      else
+        return grads;
+    } else {
+      if constexpr (kWithValue)
+        return std::pair<Value, Value>(value, grads.at(0));
+      else
+        return grads.at(0);
+    }
+  }
+
+  std::string name() const { return "grad_" + detail::function_name(f_); }
+
+ private:
+  F f_;
+  std::vector<int> argnums_;
+};
+
+template <class F>
+GradFunction<F, false, false> grad(F f, int argnum = 0) {
+  return GradFunction<F, false, false>(std::move(f), {argnum});
+}
+template <class F>
+GradFunction<F, true, false> grad(F f, std::vector<int> argnums) {
+  return GradFunction<F, true, false>(std::move(f), std::move(argnums));
+}
+template <class F>
+GradFunction<F, false, true> value_and_grad(F f, int argnum = 0) {
+  return GradFunction<F, false, true>(std::move(f), {argnum});
+}
+template <class F>
+GradFunction<F, true, true> value_and_grad(F f, std::vector<int> argnums) {
+  return GradFunction<F, true, true>(std::move(f), std::move(argnums));
+}
+
+// jvp(f, std::tuple{primals...}, std::tuple{tangents...}) -> (f(primals), J tangents).
+// A Ref primal takes a Ref tangent; both are updated in place.
+template <class F, class... P, class... T>
+auto jvp(F f, const std::tuple<P...>& primals, const std::tuple<T...>& tangents) {
+  static_assert(sizeof...(P) == sizeof...(T), "jvp: give one tangent per primal");
+  static_assert((detail::is_leaf_arg_v<P> && ...),
+                "jvp: each primal must be one Value (or C++ scalar or Array) or one Ref");
+  using R = detail::result_of_traced_t<F, P...>;
+  static_assert(!std::is_void_v<R>, "jvp: the function must return something");
+  std::vector<Operand> flat_p =
+      std::apply([](const auto&... xs) { return detail::flatten_all(xs...); }, primals);
+  std::vector<Operand> flat_t =
+      std::apply([](const auto&... xs) { return detail::flatten_all(xs...); }, tangents);
+  std::vector<Operand> outs = detail::jvp_call(
+      [&](const std::vector<Operand>& in) {
+        return std::apply([&](const auto&... ps) { return tree::call_flat(f, in, ps...); },
+                          primals);
+      },
+      flat_p, flat_t, detail::function_name(f));
+  size_t pos = 0;
+  auto y = tree::unflatten_out<R>(outs, pos);
+  std::vector<Operand> touts(outs.begin() + static_cast<long>(pos), outs.end());
+  size_t tpos = 0;
+  auto y_dot = tree::unflatten_out<R>(touts, tpos);
+  return std::pair<tree::result_t<R>, tree::result_t<R>>(std::move(y), std::move(y_dot));
+}
+
+// The linear function linearize returns: tangents in, output tangents out, evaluated
+// from residuals saved by the forward pass (never re-running it).
+template <class R>
+class LinearFunction {
+ public:
+  explicit LinearFunction(detail::LinearCore core) : core_(std::move(core)) {}
+  // One tangent per argument of f (a Ref tangent for a Ref argument).
+  template <class... T>
+  tree::result_t<R> operator()(const T&... tangents) const {
+    std::vector<Operand> outs = core_.apply(detail::flatten_all(tangents...));
+    size_t pos = 0;
+    return tree::unflatten_out<R>(outs, pos);
+  }
+
+ private:
+  detail::LinearCore core_;
+};
+
+// linearize(f, args...) -> (f(args...), f_lin): runs the forward pass now.
+template <class F, class... A>
+auto linearize(F f, const A&... args) {
+  static_assert((detail::is_leaf_arg_v<A> && ...),
+                "linearize: each argument must be one Value (or C++ scalar or Array) or one Ref");
+  using R = detail::result_of_traced_t<F, A...>;
+  static_assert(!std::is_void_v<R>, "linearize: the function must return something");
+  std::vector<Operand> flat = detail::flatten_all(args...);
+  auto [outs, core] = detail::LinearCore::create(
+      [&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); }, flat,
+      detail::function_name(f));
+  size_t pos = 0;
+  return std::pair<tree::result_t<R>, LinearFunction<R>>(tree::unflatten_out<R>(outs, pos),
+                                                         LinearFunction<R>(core));
+}
+
+}  // namespace refjit
