@@ -18,4 +18,6 @@ std::vector<RtValue> execute(const Jaxpr& jaxpr, const std::vector<RtValue>& con
 
 void set_executor(Executor e) { executor() = std::move(e); }
 
+bool has_executor() { return static_cast<bool>(executor()); }
+
 }  // namespace refjit::detail

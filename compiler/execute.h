@@ -1,9 +1,12 @@
 // Internal: where concrete evaluation of a jaxpr happens, so a compiled backend can replace
 // the reference interpreter behind one function.
 //
-// Every eager evaluation goes through execute(): one-eqn jaxprs of eager ops, and whole
-// jaxprs of jit calls made outside any trace (for jit, the same JaxprPtr is passed on every
-// call with the same signature, so a backend may cache compiled code by jaxpr identity).
+// Every eager evaluation goes through execute(): one-eqn jaxprs of eager ops, whole jaxprs
+// of ClosedJaxpr::call and of other top-level bind_jaxpr calls, and jit calls that use the
+// interpreter backend (jit(f, {.backend = Backend::interpreter}) or REFJIT_BACKEND=
+// interpreter). jit calls on the native backend bypass it: compiler/jit.cpp compiles the
+// jaxpr (cached by its printed text) and runs the machine code. Eager op-by-op execution
+// stays on the interpreter on purpose: compiling each op would cost milliseconds per op.
 #pragma once
 
 #include <functional>
@@ -24,5 +27,9 @@ std::vector<RtValue> execute(const Jaxpr& jaxpr, const std::vector<RtValue>& con
 // Replaces the executor (nullptr restores the interpreter). Not thread-safe against
 // concurrent execute() calls: set it once at startup.
 void set_executor(Executor executor);
+
+// Whether set_executor installed one; it then runs jit calls too (the native path steps
+// aside, so an installed executor sees every evaluation).
+bool has_executor();
 
 }  // namespace refjit::detail

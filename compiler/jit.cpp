@@ -1,5 +1,18 @@
-// Non-template helpers of refjit/jit.h.
+// Non-template helpers of refjit/jit.h, and the native path of jit: the compile cache
+// and the tier policy.
 #include "refjit/jit.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <string_view>
+#include <unordered_map>
+
+#include "compiler/backend/native.h"
+#include "compiler/trace_state.h"
+#include "refjit/ir/text.h"
 
 namespace refjit {
 
@@ -20,4 +33,149 @@ bool all_concrete(std::span<const Operand> consts) {
   return true;
 }
 
+namespace {
+
+std::atomic<int> g_native_compiles{0};
+
+// The compiled code of one jaxpr, at up to two tiers. Shared by every jit function whose
+// trace printed to the same text.
+struct CompiledEntry {
+  std::mutex mu;  // held while compiling, so one thread compiles and the others wait
+  std::shared_ptr<const CompiledFunction> fast;       // -O0
+  std::shared_ptr<const CompiledFunction> optimized;  // -O3
+  std::atomic<int64_t> calls{0};
+};
+
+// Process-wide structural cache: printed jaxpr (which spells every var's type, so it
+// covers the input types) -> compiled code.
+struct GlobalCache {
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<CompiledEntry>> entries;
+};
+
+GlobalCache& global_cache() {
+  // Never destroyed: compiled code must not be torn down after LLVM's own statics are
+  // (static destruction order across libLLVM and us is unspecified).
+  static GlobalCache* c = new GlobalCache;
+  return *c;
+}
+
+std::shared_ptr<CompiledEntry> global_entry(const Jaxpr& jaxpr) {
+  std::string key = print_jaxpr(jaxpr);
+  GlobalCache& g = global_cache();
+  std::lock_guard<std::mutex> lock(g.mu);
+  std::shared_ptr<CompiledEntry>& e = g.entries[key];
+  if (!e) e = std::make_shared<CompiledEntry>();
+  return e;
+}
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+int native_compile_count() { return g_native_compiles.load(); }
+
+namespace detail {
+
+struct JitState {
+  std::mutex mu;
+  // Fast path by jaxpr identity: a jit function's trace cache hands out the same JaxprPtr
+  // for every call with one signature. The JaxprPtr is held so the address stays unique.
+  std::unordered_map<const Jaxpr*, std::pair<JaxprPtr, std::shared_ptr<CompiledEntry>>> by_jaxpr;
+  int compiles = 0;
+  CompileStageTimings last;
+};
+
+std::shared_ptr<JitState> make_jit_state() { return std::make_shared<JitState>(); }
+
+bool use_native(Backend backend) {
+  if (has_executor()) return false;  // an installed executor sees every evaluation
+  if (backend != Backend::automatic) return backend == Backend::native;
+  const char* env = std::getenv("REFJIT_BACKEND");
+  return !(env && std::string_view(env) == "interpreter");
+}
+
+int compile_count(const JitState& state) {
+  std::lock_guard<std::mutex> lock(const_cast<JitState&>(state).mu);
+  return state.compiles;
+}
+
+CompileStageTimings last_compile_timings(const JitState& state) {
+  std::lock_guard<std::mutex> lock(const_cast<JitState&>(state).mu);
+  return state.last;
+}
+
+namespace {
+
+std::shared_ptr<const CompiledFunction> compile_tier(JitState& state, const Jaxpr& jaxpr,
+                                                     int opt_level, double trace_ms) {
+  CompileOptions options;
+  options.opt_level = opt_level;
+  auto f = std::make_shared<const CompiledFunction>(compile_native(jaxpr, options));
+  ++g_native_compiles;
+  const CompileTimings& t = f->timings();
+  std::lock_guard<std::mutex> lock(state.mu);
+  ++state.compiles;
+  state.last = CompileStageTimings{.trace_ms = trace_ms,
+                                   .passes_ms = t.passes_ms,
+                                   .lower_ms = t.lower_ms,
+                                   .mlir_passes_ms = t.mlir_passes_ms,
+                                   .llvm_opt_ms = t.llvm_opt_ms,
+                                   .codegen_ms = t.codegen_ms,
+                                   .opt_level = opt_level};
+  return f;
+}
+
+// The code to run for this call, compiling a tier if the policy asks for one.
+std::shared_ptr<const CompiledFunction> select_code(JitState& state, CompiledEntry& entry,
+                                                    const Jaxpr& jaxpr, Tier tier,
+                                                    double trace_ms) {
+  int64_t calls = ++entry.calls;
+  bool want_optimized =
+      tier == Tier::optimized || (tier == Tier::adaptive && calls >= kHotCallThreshold);
+  std::lock_guard<std::mutex> lock(entry.mu);
+  if (entry.optimized && tier != Tier::fast) return entry.optimized;
+  if (want_optimized) {
+    entry.optimized = compile_tier(state, jaxpr, 3, trace_ms);
+    return entry.optimized;
+  }
+  if (!entry.fast) entry.fast = compile_tier(state, jaxpr, 0, trace_ms);
+  return entry.fast;
+}
+
+}  // namespace
+
+std::vector<Operand> run_native(JitState& state, const std::string& name, Tier tier,
+                                const TracedFunction& fn, std::span<const Operand> args,
+                                double trace_ms) {
+  check_ref_aliasing(args, fn.consts, fmt::format("jit function `{}`", name));
+  if (args.size() != fn.jaxpr->invars.size())
+    throw Error(fmt::format("jit function `{}` takes {} arguments but {} were given", name,
+                            fn.jaxpr->invars.size(), args.size()));
+  std::shared_ptr<CompiledEntry> entry;
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    auto it = state.by_jaxpr.find(fn.jaxpr.get());
+    if (it != state.by_jaxpr.end()) entry = it->second.second;
+  }
+  if (!entry) {
+    entry = global_entry(*fn.jaxpr);
+    std::lock_guard<std::mutex> lock(state.mu);
+    state.by_jaxpr.emplace(fn.jaxpr.get(), std::make_pair(fn.jaxpr, entry));
+  }
+  std::shared_ptr<const CompiledFunction> code =
+      select_code(state, *entry, *fn.jaxpr, tier, trace_ms);
+
+  std::vector<RtValue> rt;
+  rt.reserve(fn.consts.size() + args.size());
+  for (const Operand& x : fn.consts) rt.push_back(to_runtime(x, name));
+  for (const Operand& x : args) rt.push_back(to_runtime(x, name));
+  std::vector<RtValue> results = (*code)(rt);
+  std::vector<Operand> out;
+  out.reserve(results.size());
+  for (RtValue& r : results) out.push_back(from_runtime(std::move(r)));
+  return out;
+}
+
+}  // namespace detail
 }  // namespace refjit

@@ -17,6 +17,10 @@ struct BufferPlan {
   // output_slot[var id] = k: the value is computed straight into the caller's k-th output
   // array. -1 (or a var id past the end): no designated home, a buffer of its own.
   std::vector<int32_t> output_slot;
+  // Values without a home live in one workspace buffer that the compiled function owns
+  // and reuses across calls (each at a static offset; scopes stack-allocate, so loop-body
+  // and branch buffers reuse the same bytes), instead of a malloc/free per buffer and call.
+  bool use_workspace = true;
   // Whether this plan was computed for a jaxpr (an empty plan means "compute the default").
   bool empty() const { return output_slot.empty(); }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "compiler/backend/fusion.h"
 #include "compiler/backend/lowering.h"
 
 namespace refjit::backend {
@@ -12,8 +13,10 @@ using mlir::Value;
 namespace arith = mlir::arith;
 namespace math = mlir::math;
 
-// Computes one result element from the operand elements; `d` is operand 0's dtype.
-using ElemFn = std::function<Value(LowerCtx&, const Eqn&, DType d, const std::vector<Value>&)>;
+RuleTable<ElemFn>& elem_table() {
+  static RuleTable<ElemFn> t;
+  return t;
+}
 
 void lower_elementwise(LowerCtx& c, const Eqn& e, const ElemFn& f) {
   if (e.outs.size() != 1) fail_eqn(e, "expected exactly one result");
@@ -29,6 +32,7 @@ void lower_elementwise(LowerCtx& c, const Eqn& e, const ElemFn& f) {
 }
 
 void set_ew(LowerTable& t, Prim p, ElemFn f) {
+  elem_table().set(p, f);
   t.set(p, [f = std::move(f)](LowerCtx& c, const Eqn& e) { lower_elementwise(c, e, f); });
 }
 
@@ -87,6 +91,19 @@ void set_compare(LowerTable& t, Prim p, arith::CmpFPredicate fp, arith::CmpIPred
 }
 
 }  // namespace
+
+const ElemFn* elementwise_rule(Prim p) {
+  lower_table();  // registers the rules on first use
+  return elem_table().find(p);
+}
+
+}  // namespace refjit::backend
+
+namespace refjit {
+bool has_elementwise_lowering(Prim p) { return backend::elementwise_rule(p) != nullptr; }
+}  // namespace refjit
+
+namespace refjit::backend {
 
 // Converts one element from dtype `from` to `to` with XLA semantics: float->int truncates,
 // NaN -> 0 and out-of-range saturates; ->bool is x != 0.

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/backend/fusion.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 namespace refjit::backend {
@@ -75,7 +76,18 @@ Type LowerCtx::type_of(const Atom& a) const {
 }
 
 Value LowerCtx::alloc(const ArrayType& t) {
-  Value m = b.create<mlir::memref::AllocOp>(loc, memref_type(t), b.getI64IntegerAttr(64));
+  Value m;
+  if (workspace_) {
+    // Stack allocation in the workspace: 64-byte aligned, released when the scope ends.
+    int64_t bytes = t.byte_size();
+    int64_t offset = workspace_offset_;
+    workspace_offset_ += (bytes + 63) / 64 * 64;
+    workspace_high_ = std::max(workspace_high_, workspace_offset_);
+    m = b.create<mlir::memref::ViewOp>(loc, memref_type(t), workspace_, index(offset),
+                                       mlir::ValueRange{});
+  } else {
+    m = b.create<mlir::memref::AllocOp>(loc, memref_type(t), b.getI64IntegerAttr(64));
+  }
   scopes_.back().allocations.push_back(m);
   return m;
 }
@@ -227,12 +239,14 @@ void LowerCtx::push_frame(const Jaxpr& j, bool top_level) {
 void LowerCtx::pop_frame() { frames_.pop_back(); }
 
 void LowerCtx::free_scope(Scope& s) {
-  for (Value m : s.allocations) b.create<mlir::memref::DeallocOp>(loc, m);
+  for (Value m : s.allocations)
+    if (m.getDefiningOp<mlir::memref::AllocOp>()) b.create<mlir::memref::DeallocOp>(loc, m);
   s.allocations.clear();
+  workspace_offset_ = s.workspace_mark;
 }
 
 void LowerCtx::with_scope(const std::function<void()>& f) {
-  scopes_.push_back({});
+  scopes_.push_back(Scope{{}, workspace_offset_});
   f();
   free_scope(scopes_.back());
   scopes_.pop_back();
@@ -261,7 +275,14 @@ std::vector<Value> LowerCtx::lower_inline(const Jaxpr& body, const std::vector<V
 }
 
 void LowerCtx::lower_eqns(const Jaxpr& j) {
-  for (const Eqn& e : j.eqns) {
+  const FusionPlan fusion = plan_fusion(j);
+  for (size_t i = 0; i < j.eqns.size(); ++i) {
+    const Eqn& e = j.eqns[i];
+    if (fusion.group_of[i] >= 0) {
+      // Members are computed inside their root's loop nest.
+      if (fusion.is_root(i)) lower_fused_group(j, fusion.groups[fusion.group_of[i]]);
+      continue;
+    }
     const LowerRule* rule = lower_table().find(e.prim);
     if (!rule)
       throw Error(
@@ -272,10 +293,33 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
   }
 }
 
+void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group) {
+  const Eqn& root = j.eqns[group.back()];
+  ArrayType rt = j.type_of(root.outs[0]).array;
+  Value dst = result_buffer(root.outs[0]);
+  loop_nest(rt.shape, [&](Ivs ivs) {
+    std::vector<Value> element(j.vars.size());  // by var id: members' values, in registers
+    for (size_t k : group) {
+      const Eqn& e = j.eqns[k];
+      const ElemFn* f = elementwise_rule(e.prim);
+      if (!f) fail_eqn(e, "fused but has no elementwise rule");
+      std::vector<Value> xs;
+      for (const Atom& a : e.ins) {
+        if (is_var(a) && element[as_var(a).id])
+          xs.push_back(element[as_var(a).id]);
+        else
+          xs.push_back(load(a, ivs));
+      }
+      element[e.outs[0].id] = (*f)(*this, e, type_of(e.ins.at(0)).dtype(), xs);
+    }
+    store(element[root.outs[0].id], dst, rt.dtype, ivs);
+  });
+}
+
 // ---------------------------------------------------------------- module driver
 
 mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jaxpr& jaxpr,
-                                               const BufferPlan& plan) {
+                                               const BufferPlan& plan, int64_t& workspace_bytes) {
   load_dialects(ctx);
   mlir::OpBuilder b(&ctx);
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(b.getUnknownLoc());
@@ -289,6 +333,8 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
     if (t.is_ref) throw Error("native backend: a jaxpr may not return a ref; freeze it first");
     arg_types.push_back(lc.memref_type(t.array));
   }
+  if (plan.use_workspace)
+    arg_types.push_back(mlir::MemRefType::get({mlir::ShapedType::kDynamic}, b.getI8Type()));
   b.setInsertionPointToEnd(module->getBody());
   auto fn =
       b.create<mlir::func::FuncOp>(b.getUnknownLoc(), kEntryName, b.getFunctionType(arg_types, {}));
@@ -303,6 +349,7 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
   std::vector<Value> outs;
   for (size_t i = 0; i < jaxpr.outvars.size(); ++i) outs.push_back(entry->getArgument(k++));
   lc.set_output_buffers(outs);
+  if (plan.use_workspace) lc.set_workspace(entry->getArgument(k++));
 
   lc.with_scope([&] {
     lc.lower_eqns(jaxpr);
@@ -313,6 +360,7 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
   });
   b.create<mlir::func::ReturnOp>(b.getUnknownLoc());
   lc.pop_frame();
+  workspace_bytes = lc.workspace_bytes();
   return module;
 }
 

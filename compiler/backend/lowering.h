@@ -28,12 +28,19 @@ namespace refjit::backend {
 // buffers allocated in it, freed when it ends.
 struct Scope {
   std::vector<mlir::Value> allocations;
+  int64_t workspace_mark = 0;  // workspace offset when the scope began (restored at its end)
 };
 
 class LowerCtx {
  public:
   LowerCtx(mlir::OpBuilder& b, mlir::ModuleOp module, const BufferPlan& plan)
       : b(b), loc(b.getUnknownLoc()), module_(module), plan_(plan) {}
+
+  // Fresh buffers become views of this workspace argument (memref<?xi8>) at static offsets,
+  // stack-allocated by scope, instead of memref.alloc (BufferPlan::use_workspace).
+  void set_workspace(mlir::Value ws) { workspace_ = ws; }
+  // Bytes of workspace the lowered function needs (high-water mark).
+  int64_t workspace_bytes() const { return workspace_high_; }
 
   mlir::OpBuilder& b;
   mlir::Location loc;
@@ -98,7 +105,10 @@ class LowerCtx {
   bool owned_by_current_scope(mlir::Value memref) const;
 
   // Lowers all eqns of `j` (already bound) in order.
+  // Elementwise chains chosen by plan_fusion (fusion.h) become one loop nest each.
   void lower_eqns(const Jaxpr& j);
+  // One loop nest computing the group's eqns (indices into j.eqns, root last) per element.
+  void lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group);
 
   // ---- driver state
   struct Frame {
@@ -120,11 +130,21 @@ class LowerCtx {
   std::vector<Frame> frames_;
   std::vector<Scope> scopes_;
   std::vector<mlir::Value> output_buffers_;
+  mlir::Value workspace_;
+  int64_t workspace_offset_ = 0;
+  int64_t workspace_high_ = 0;
 };
 
 // One lowering rule per primitive: emits code for `eqn` at the builder's insertion point.
 using LowerRule = std::function<void(LowerCtx&, const Eqn&)>;
 using LowerTable = RuleTable<LowerRule>;
+
+// Computes one result element of an elementwise eqn from its operand elements; `d` is
+// operand 0's dtype.
+using ElemFn =
+    std::function<mlir::Value(LowerCtx&, const Eqn&, DType d, const std::vector<mlir::Value>&)>;
+// The elementwise rule of `p` (registered by lower_elementwise.cpp), or nullptr.
+const ElemFn* elementwise_rule(Prim p);
 
 // The table, filled once by the register_* functions of the lower_*.cpp files.
 const LowerTable& lower_table();
@@ -136,8 +156,10 @@ void register_control_lowerings(LowerTable& t);
 
 // Builds the memref-level module with one function `refjit_main` taking one memref per
 // constvar, invar and outvar (in that order), with a C interface wrapper.
+// With plan.use_workspace, a last argument memref<?xi8> is the workspace; its required
+// size in bytes is stored in `workspace_bytes` (0 without a workspace).
 mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jaxpr& jaxpr,
-                                               const BufferPlan& plan);
+                                               const BufferPlan& plan, int64_t& workspace_bytes);
 void load_dialects(mlir::MLIRContext& ctx);
 
 inline constexpr const char* kEntryName = "refjit_main";

@@ -102,6 +102,8 @@ struct DiagnosticCollector {
 struct Lowered {
   std::unique_ptr<mlir::MLIRContext> ctx;
   mlir::OwningOpRef<mlir::ModuleOp> module;
+  bool has_workspace = false;
+  int64_t workspace_bytes = 0;
 };
 
 Lowered build(const Jaxpr& jaxpr, const CompileOptions& options, CompileTimings& timings) {
@@ -109,6 +111,9 @@ Lowered build(const Jaxpr& jaxpr, const CompileOptions& options, CompileTimings&
   // Type-correct input is what keeps the MLIR builders from tripping over mismatched
   // types, so check it first (throws TypeError/RefError naming the eqn).
   refjit::verify(jaxpr);
+  const BufferPlan plan = options.plan.empty() ? default_buffer_plan(jaxpr) : options.plan;
+  timings.passes_ms = ms_since(t0);
+  t0 = Clock::now();
   Lowered l;
   mlir::DialectRegistry registry;
   registry.insert<mlir::LLVM::LLVMDialect>();
@@ -116,8 +121,8 @@ Lowered build(const Jaxpr& jaxpr, const CompileOptions& options, CompileTimings&
   mlir::registerLLVMDialectTranslation(registry);
   l.ctx = std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
   l.ctx->loadDialect<mlir::LLVM::LLVMDialect>();
-  const BufferPlan plan = options.plan.empty() ? default_buffer_plan(jaxpr) : options.plan;
-  l.module = backend::build_module(*l.ctx, jaxpr, plan);
+  l.module = backend::build_module(*l.ctx, jaxpr, plan, l.workspace_bytes);
+  l.has_workspace = plan.use_workspace;
   DiagnosticCollector diags(*l.ctx);
   if (mlir::failed(mlir::verify(*l.module)))
     throw Error("native backend: internal error, the generated MLIR does not verify:\n" +
@@ -189,12 +194,46 @@ std::vector<int64_t> descriptor(const void* data, const Shape& shape) {
 
 }  // namespace
 
+// 64-byte aligned scratch memory for one call's intermediates.
+struct Workspace {
+  struct Free {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<std::byte[], Free> data;
+};
+
 struct CompiledFunction::Impl {
   std::unique_ptr<mlir::ExecutionEngine> engine;
   void (*entry)(void**) = nullptr;
   std::vector<Type> in_types;  // constvars then invars
   std::vector<ArrayType> out_types;
   CompileTimings timings;
+  bool has_workspace = false;
+  int64_t workspace_bytes = 0;
+  // Idle workspaces; a call takes one (or makes one) and gives it back, so sequential
+  // calls reuse the same, already faulted-in, pages.
+  mutable std::mutex pool_mu;
+  mutable std::vector<Workspace> pool;
+  mutable int workspaces_allocated = 0;
+
+  Workspace take_workspace() const {
+    {
+      std::lock_guard<std::mutex> lock(pool_mu);
+      if (!pool.empty()) {
+        Workspace w = std::move(pool.back());
+        pool.pop_back();
+        return w;
+      }
+      ++workspaces_allocated;
+    }
+    size_t n = static_cast<size_t>(std::max<int64_t>(workspace_bytes, 64));
+    return Workspace{std::unique_ptr<std::byte[], Workspace::Free>(
+        static_cast<std::byte*>(::operator new[](n, std::align_val_t(64))))};
+  }
+  void give_back(Workspace w) const {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    pool.push_back(std::move(w));
+  }
 };
 
 CompiledFunction::CompiledFunction(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -203,6 +242,11 @@ CompiledFunction& CompiledFunction::operator=(CompiledFunction&&) noexcept = def
 CompiledFunction::~CompiledFunction() = default;
 
 const CompileTimings& CompiledFunction::timings() const { return impl_->timings; }
+int64_t CompiledFunction::workspace_bytes() const { return impl_->workspace_bytes; }
+int CompiledFunction::workspaces_allocated() const {
+  std::lock_guard<std::mutex> lock(impl_->pool_mu);
+  return impl_->workspaces_allocated;
+}
 
 std::vector<RtValue> CompiledFunction::operator()(const std::vector<RtValue>& args) const {
   const Impl& f = *impl_;
@@ -241,6 +285,11 @@ std::vector<RtValue> CompiledFunction::operator()(const std::vector<RtValue>& ar
     descs.push_back(descriptor(a.mutable_data(), t.shape));
     outs.emplace_back(std::move(a));
   }
+  Workspace ws;
+  if (f.has_workspace) {
+    ws = f.take_workspace();
+    descs.push_back(descriptor(ws.data.get(), Shape{f.workspace_bytes}));
+  }
   std::vector<void*> desc_ptrs(descs.size());
   std::vector<void*> packed(descs.size());
   for (size_t i = 0; i < descs.size(); ++i) {
@@ -248,6 +297,7 @@ std::vector<RtValue> CompiledFunction::operator()(const std::vector<RtValue>& ar
     packed[i] = &desc_ptrs[i];
   }
   f.entry(packed.data());
+  if (f.has_workspace) f.give_back(std::move(ws));
   return outs;
 }
 
@@ -257,7 +307,10 @@ CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& option
   for (Var v : jaxpr.invars) impl->in_types.push_back(jaxpr.type_of(v));
   for (const Atom& a : jaxpr.outvars) impl->out_types.push_back(jaxpr.type_of(a).array);
 
+  impl->timings.opt_level = options.opt_level;
   Lowered l = build(jaxpr, options, impl->timings);
+  impl->has_workspace = l.has_workspace;
+  impl->workspace_bytes = l.workspace_bytes;
   lower_to_llvm_dialect(l, options, impl->timings);
 
   auto tm = host_target_machine(options.opt_level);

@@ -20,15 +20,21 @@ struct CompileOptions {
   // ~1e-7 relative error) instead of libm calls.
   bool fast_math_approx = false;
   // Where values live; the default gives every value its own buffer.
-  BufferPlan plan;
+  BufferPlan plan = {};
 };
 
 // Wall time per compilation stage, in milliseconds.
 struct CompileTimings {
-  double lower_ms = 0;        // Jaxpr -> memref-level MLIR
+  double passes_ms = 0;       // refjit passes before lowering: verifier, buffer plan
+  double lower_ms = 0;        // Jaxpr -> memref-level MLIR (incl. fusion grouping)
   double mlir_passes_ms = 0;  // MLIR -> llvm dialect
   double llvm_opt_ms = 0;     // translation to LLVM IR + LLVM optimisation
   double codegen_ms = 0;      // machine code generation + linking in the JIT
+  int opt_level = 0;          // the tier these timings are for
+
+  double total_ms() const {
+    return passes_ms + lower_ms + mlir_passes_ms + llvm_opt_ms + codegen_ms;
+  }
 };
 
 // A JIT-compiled jaxpr. Movable, owns its machine code (released on destruction).
@@ -46,6 +52,11 @@ class CompiledFunction {
   // argument count or type, naming the position.
   std::vector<RtValue> operator()(const std::vector<RtValue>& consts_then_args) const;
   const CompileTimings& timings() const;
+  // Bytes of the workspace one call uses for intermediates (0: none, or a plan without a
+  // workspace). Workspaces are pooled per CompiledFunction and reused across calls.
+  int64_t workspace_bytes() const;
+  // How many workspaces the pool has allocated so far (1 for sequential calls).
+  int workspaces_allocated() const;
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -3,8 +3,18 @@
 //   auto take = refjit::jit([](Value x, Value i) { return x[i]; }, "take");
 //   Value y = take(x, 3);                                   // traced once per signature
 //   std::cout << refjit::make_jaxpr(take)(x, 3) << "\n";    // { lambda ; a:f32[10] b:i32[]. ...
+//
+// Backends: a jit function called outside any trace runs on the native backend (MLIR ->
+// LLVM -> machine code) by default, compiled once per jaxpr and input types (an in-memory
+// cache keyed by the printed jaxpr, shared by all jit functions). Tiers: the first calls
+// run code compiled at -O0 (fast to compile); after kHotCallThreshold calls of the same
+// compiled jaxpr it is recompiled at -O3 (synchronously, on the calling thread).
+// `jit(f, {.backend = Backend::interpreter})` or REFJIT_BACKEND=interpreter in the
+// environment selects the reference interpreter instead. Eager ops outside jit always run
+// on the interpreter: compiling each one would cost milliseconds per op.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,6 +26,58 @@
 #include "refjit/tree.h"
 
 namespace refjit {
+
+enum class Backend {
+  automatic,    // native, unless REFJIT_BACKEND=interpreter is set in the environment
+  native,       // compile through MLIR/LLVM (compiler/backend)
+  interpreter,  // the reference interpreter
+};
+
+enum class Tier {
+  adaptive,   // -O0 first, -O3 once the function is hot (kHotCallThreshold calls)
+  fast,       // -O0 only
+  optimized,  // -O3 from the first call
+};
+
+// Calls of one compiled jaxpr after which the adaptive tier recompiles it at -O3.
+inline constexpr int kHotCallThreshold = 10;
+
+struct JitOptions {
+  Backend backend = Backend::automatic;
+  Tier tier = Tier::adaptive;
+  std::string name = "jit";
+};
+
+// Wall time of each stage of the most recent compilation, in milliseconds.
+struct CompileStageTimings {
+  double trace_ms = 0;        // tracing the C++ function into a jaxpr
+  double passes_ms = 0;       // refjit passes before lowering (verifier, buffer plan)
+  double lower_ms = 0;        // jaxpr -> memref-level MLIR (incl. fusion grouping)
+  double mlir_passes_ms = 0;  // MLIR -> llvm dialect
+  double llvm_opt_ms = 0;     // translation to LLVM IR + LLVM optimisation
+  double codegen_ms = 0;      // machine code + JIT linking
+  int opt_level = -1;         // -1: nothing compiled yet
+  double total_ms() const {
+    return trace_ms + passes_ms + lower_ms + mlir_passes_ms + llvm_opt_ms + codegen_ms;
+  }
+};
+
+// How many native compilations this process has done (every tier counts once).
+int native_compile_count();
+
+namespace detail {
+// Per-jit-function state of the native path (compiled code per jaxpr, counters).
+struct JitState;
+std::shared_ptr<JitState> make_jit_state();
+// Whether a call with these options runs natively (reads REFJIT_BACKEND for automatic).
+bool use_native(Backend backend);
+// Runs `fn` natively on `args` (outside any trace): compiles or reuses compiled code.
+std::vector<Operand> run_native(JitState& state, const std::string& name, Tier tier,
+                                const TracedFunction& fn, std::span<const Operand> args,
+                                double trace_ms);
+int compile_count(const JitState& state);
+CompileStageTimings last_compile_timings(const JitState& state);
+}  // namespace detail
 
 // A cache key for a flat argument list: dtype/shape/ref-ness of each leaf.
 std::string signature_key(std::span<const Operand> flat);
@@ -58,18 +120,25 @@ MakeJaxpr<F> make_jaxpr(F f, std::string name = "function") {
 template <class F>
 class Jitted {
  public:
-  Jitted(F f, std::string name)
+  Jitted(F f, JitOptions options)
       : f_(std::make_shared<F>(std::move(f))),
-        name_(std::move(name)),
-        cache_(std::make_shared<Cache>()) {}
+        name_(options.name),
+        options_(std::move(options)),
+        cache_(std::make_shared<Cache>()),
+        native_(detail::make_jit_state()) {}
+  Jitted(F f, std::string name) : Jitted(std::move(f), JitOptions{.name = std::move(name)}) {}
 
   template <class... A>
   auto operator()(const A&... args) const {
     std::vector<Operand> flat;
     (tree::flatten_arg(args, flat), ...);
     check_ref_aliasing(flat, {}, "jit function `" + name_ + "`");
-    TracedFunction traced = lookup_or_trace(flat, args...);
-    std::vector<Operand> outs = bind_jaxpr(name_, traced, flat);
+    double trace_ms = 0;
+    TracedFunction traced = lookup_or_trace(flat, trace_ms, args...);
+    std::vector<Operand> outs =
+        !is_tracing() && detail::use_native(options_.backend)
+            ? detail::run_native(*native_, name_, options_.tier, traced, flat, trace_ms)
+            : bind_jaxpr(name_, traced, flat);
     using R = decltype(std::apply(*f_, std::declval<std::tuple<tree::traced_t<A>...>&>()));
     if constexpr (std::is_void_v<R>) {
       return;
@@ -81,6 +150,14 @@ class Jitted {
 
   // How many times f has been traced (once per new signature).
   int trace_count() const { return cache_->traces; }
+  // How many native compilations calls of this function triggered (both tiers count; a
+  // jaxpr already compiled by another jit function is reused without compiling).
+  int compile_count() const { return detail::compile_count(*native_); }
+  // Per-stage latency of the most recent native compilation (opt_level -1 if none).
+  CompileStageTimings last_compile_timings() const {
+    return detail::last_compile_timings(*native_);
+  }
+  const JitOptions& options() const { return options_; }
   const std::string& name() const { return name_; }
   const F& function() const { return *f_; }
 
@@ -92,7 +169,8 @@ class Jitted {
   };
 
   template <class... A>
-  TracedFunction lookup_or_trace(const std::vector<Operand>& flat, const A&... args) const {
+  TracedFunction lookup_or_trace(const std::vector<Operand>& flat, double& trace_ms,
+                                 const A&... args) const {
     std::string key = signature_key(flat);
     {
       std::lock_guard<std::mutex> lock(cache_->mu);
@@ -101,9 +179,12 @@ class Jitted {
     }
     std::vector<Type> types = types_of(flat);
     F& f = *f_;
+    auto t0 = std::chrono::steady_clock::now();
     TracedFunction traced = trace_function(
         [&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); }, types,
         name_);
+    trace_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     std::lock_guard<std::mutex> lock(cache_->mu);
     ++cache_->traces;
     // A function that closed over values of an enclosing trace is only valid inside it.
@@ -113,12 +194,20 @@ class Jitted {
 
   std::shared_ptr<F> f_;
   std::string name_;
+  JitOptions options_;
   std::shared_ptr<Cache> cache_;
+  std::shared_ptr<detail::JitState> native_;
 };
 
 template <class F>
 Jitted<F> jit(F f, std::string name = "jit") {
   return Jitted<F>(std::move(f), std::move(name));
+}
+
+// jit(f, {.backend = Backend::interpreter, .tier = Tier::optimized, .name = "step"})
+template <class F>
+Jitted<F> jit(F f, JitOptions options) {
+  return Jitted<F>(std::move(f), std::move(options));
 }
 
 // make_jaxpr of a jitted function shows the one jit eqn it stages, as in JAX.

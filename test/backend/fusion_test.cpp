@@ -1,0 +1,153 @@
+// Elementwise fusion: the grouping on the Jaxpr, the single loop nest in the MLIR, the
+// vector code LLVM makes of it, and numerics against the interpreter.
+#include "compiler/backend/fusion.h"
+
+#include <cmath>
+
+#include "test_util.h"
+
+namespace refjit::testing {
+namespace {
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+const char* kChain = R"({ lambda ; x:f32[256] y:f32[256]. let
+    a:f32[256] = mul x y
+    b:f32[256] = add a 2.0:f32[]
+    c:f32[256] = exp b
+    d:f32[256] = max c x
+  in (d,) })";
+
+TEST(FusionPlan, ChainBecomesOneGroupRootedAtTheLastEqn) {
+  FusionPlan p = plan_fusion(parse_jaxpr(kChain));
+  ASSERT_EQ(p.groups.size(), 1u);
+  EXPECT_EQ(p.groups[0], (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(p.is_root(3));
+  EXPECT_FALSE(p.is_root(1));
+}
+
+TEST(FusionPlan, ValueUsedOutsideTheChainOrReturnedEndsAGroup) {
+  // a is also returned; c feeds a reduction (not elementwise): both are group roots.
+  Jaxpr j = parse_jaxpr(R"({ lambda ; x:f32[8]. let
+    a:f32[8] = neg x
+    b:f32[8] = sin a
+    c:f32[8] = mul b b
+    d:f32[] = reduce_sum[axes=(0,)] c
+    e:f32[8] = add c 1.0:f32[]
+  in (a, d, e) })");
+  FusionPlan p = plan_fusion(j);
+  // a: returned -> its own eqn; b joins c's group; c is used by reduce_sum -> root.
+  EXPECT_EQ(p.group_of[0], -1);
+  ASSERT_EQ(p.groups.size(), 1u);
+  EXPECT_EQ(p.groups[0], (std::vector<size_t>{1, 2}));
+  EXPECT_EQ(p.group_of[3], -1);
+  EXPECT_EQ(p.group_of[4], -1);
+}
+
+TEST(FusionPlan, DifferentShapesAreNotFused) {
+  // A scalar computed once feeds a vector op: broadcasting it per element is fine, but
+  // computing the scalar chain per element is not, so it stays separate.
+  Jaxpr j = parse_jaxpr(R"({ lambda ; s:f32[] x:f32[8]. let
+    a:f32[] = exp s
+    b:f32[8] = mul x a
+    c:f32[8] = add b 1.0:f32[]
+  in (c,) })");
+  FusionPlan p = plan_fusion(j);
+  EXPECT_EQ(p.group_of[0], -1);
+  ASSERT_EQ(p.groups.size(), 1u);
+  EXPECT_EQ(p.groups[0], (std::vector<size_t>{1, 2}));
+}
+
+TEST(NativeFusion, ChainIsOneLoopNestWithNoIntermediateBuffers) {
+  std::string mlir = emit_mlir(parse_jaxpr(kChain));
+  EXPECT_EQ(count(mlir, "scf.for"), 1u) << mlir;
+  EXPECT_EQ(count(mlir, "memref.store"), 1u) << mlir;
+  EXPECT_EQ(count(mlir, "memref.alloc"), 0u) << mlir;
+  EXPECT_EQ(count(mlir, "memref.view"), 0u) << mlir;
+}
+
+TEST(NativeFusion, FusedChainsMatchTheInterpreter) {
+  Array x = random_array(at(DType::f32, {7, 5}), 1), y = random_array(at(DType::f32, {7, 5}), 2);
+  Array s = random_array(at(DType::f32, {}), 3);
+  // Diamond (b used twice), compare + select, convert, scalar broadcast, integer_pow.
+  check_text(R"({ lambda ; x:f32[7,5] y:f32[7,5] s:f32[]. let
+    a:f32[7,5] = sub x y
+    b:f32[7,5] = mul a s
+    c:bool[7,5] = gt b 0.5:f32[]
+    d:f32[7,5] = integer_pow[y=3] b
+    e:f32[7,5] = select_n c b d
+    f:i32[7,5] = convert_element_type[new_dtype=int32 weak_type=False] e
+    g:i32[7,5] = mul f 3:i32[]
+    h:f32[7,5] = convert_element_type[new_dtype=float32 weak_type=False] g
+    i:f32[7,5] = add h a
+  in (i, c) })",
+             {x, y, s});
+}
+
+TEST(NativeFusion, FusedLoopIsVectorisedOnTheHost) {
+  std::string asm_text = emit_asm(parse_jaxpr(R"({ lambda ; x:f32[4096] y:f32[4096]. let
+    a:f32[4096] = mul x y
+    b:f32[4096] = add a 2.0:f32[]
+    c:f32[4096] = max b x
+  in (c,) })"));
+  bool wide = count(asm_text, "%ymm") + count(asm_text, "%zmm") > 0;
+  bool packed = count(asm_text, "vmulps") > 0 && count(asm_text, "vmaxps") > 0;
+  EXPECT_TRUE(wide && packed) << asm_text;
+}
+
+// MLIR's f32 polynomial approximations (fast_math_approx) against libm in double.
+struct ApproxCase {
+  const char* prim;
+  double lo, hi;
+  bool relative;  // relative error, else absolute
+  double bound;
+  double (*ref)(double);
+};
+
+TEST(NativeFastMath, PolynomialApproximationsStayCloseToLibm) {
+  const ApproxCase cases[] = {
+      {"exp", -80.0, 80.0, true, 2e-6, [](double x) { return std::exp(x); }},
+      {"sin", -3.2, 3.2, false, 2e-6, [](double x) { return std::sin(x); }},
+      {"log", 1e-6, 1e6, false, 2e-6, [](double x) { return std::log(x); }},
+      // Range reduction costs accuracy for large |x|: ~6e-6 at |x| ~ 100.
+      {"sin", -100.0, 100.0, false, 1e-5, [](double x) { return std::sin(x); }},
+      {"cos", -100.0, 100.0, false, 1e-5, [](double x) { return std::cos(x); }},
+  };
+  const int64_t n = 20001;
+  for (const ApproxCase& k : cases) {
+    SCOPED_TRACE(k.prim);
+    Array x(at(DType::f32, {n}));
+    for (int64_t i = 0; i < n; ++i) {
+      double t = static_cast<double>(i) / (n - 1);
+      double v = k.relative || k.lo < 0 ? k.lo + t * (k.hi - k.lo)
+                                        : std::exp(std::log(k.lo) + t * std::log(k.hi / k.lo));
+      x.set_from_double(i, v);
+    }
+    std::string text = "{ lambda ; x:f32[" + std::to_string(n) + "]. let\n y:f32[" +
+                       std::to_string(n) + "] = " + k.prim + " x\n in (y,) }";
+    Jaxpr j = parse_jaxpr(text);
+    EXPECT_EQ(count(emit_llvm_ir(j, {.fast_math_approx = true}), "@llvm." + std::string(k.prim)),
+              0u)
+        << "the approximation should replace the intrinsic";
+    CompiledFunction f = compile_native(j, {.opt_level = 3, .fast_math_approx = true});
+    Array y = as_array(f({x})[0]);
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      double want = k.ref(x.as_double(i));  // the exact function of the f32 input
+      double err = std::abs(y.as_double(i) - want);
+      if (k.relative) err /= std::max(std::abs(want), 1e-30);
+      worst = std::max(worst, err);
+    }
+    RecordProperty(std::string(k.prim) + "_max_error", std::to_string(worst));
+    std::printf("fast_math_approx %s on [%g, %g]: max %s error %.3g\n", k.prim, k.lo, k.hi,
+                k.relative ? "relative" : "absolute", worst);
+    EXPECT_LE(worst, k.bound);
+  }
+}
+
+}  // namespace
+}  // namespace refjit::testing
