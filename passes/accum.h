@@ -33,7 +33,10 @@ class Accum {
   }
   // acc[idx] += ct, touching only the indexed entries. A value accumulator moves its sum
   // into an internal ref first (new_ref of the current sum, or of zeros), so a sparse
-  // contribution costs O(|ct|) however many follow.
+  // contribution costs O(|ct|) however many follow. An accumulator that has received
+  // nothing else keeps sparse contributions pending (no buffer yet): if it then takes over
+  // another's buffer (alias_of, adopt) they are added there, still O(|ct|); any other use
+  // first makes a zeros buffer and adds them.
   void add_at(Emitter& e, const Atom& ct, const Indexer& idx, const std::vector<Atom>& dyn);
   // Reads acc[idx] and puts g there (the transpose of a write). Needs a ref-like accumulator.
   Atom swap_out(Emitter& e, const Atom& g, const Indexer& idx, const std::vector<Atom>& dyn);
@@ -47,12 +50,51 @@ class Accum {
   // The current sum made concrete (zeros if nothing came).
   Atom freeze_instantiated(Emitter& e);
 
+  // --- Aliasing: ref-backed value accumulators handed from one value to another. ---
+  // Used by scan's transpose (the carry cotangent lives in ONE ref for the whole loop) and
+  // by rules whose output cotangent IS the operand's cotangent outside a slice they move
+  // out first (dynamic_update_slice): the operand's accumulator takes over the output's
+  // buffer instead of reading it densely, so per-step work stays O(slice).
+  //
+  // An accumulator whose sum already lives in `ref`, an internal ref created outside the
+  // jaxpr being built (passed in as an argument). It is borrowed: freezing it reads the ref
+  // with `get` (a jaxpr may only freeze refs it created).
+  static Accum held_in(ArrayType type, Atom ref);
+  // Nothing has been added yet (a symbolic zero).
+  bool is_empty() const { return !value_ && !ref_ && pending_.empty(); }
+  // The sum lives in an internal ref that may be handed to another accumulator.
+  bool can_hand_over() const { return ref_.has_value() && !user_ref_ && !ref_valued_; }
+  // This accumulator may take over another's buffer: a wanted value accumulator that has
+  // received nothing yet but pending sparse contributions (a dense sum would have to be
+  // added densely).
+  bool can_alias() const { return wanted_ && !value_ && !ref_ && !user_ref_ && !ref_valued_; }
+  // `*this` (can_alias) takes over `from`'s buffer (can_hand_over) without a copy: from now
+  // on this accumulator's sum is the buffer's contents plus its pending contributions (added
+  // in place); `from` is left empty.
+  void alias_of(Emitter& e, Accum& from);
+  // Makes `ref`, an internal ref created in the current jaxpr holding a cotangent, the
+  // buffer of this accumulator (can_alias): adopted without a copy, as alias_of.
+  void adopt(Emitter& e, Atom ref);
+  // Whether the sum lives in `ref`.
+  bool holds_in(const Atom& ref) const;
+  // Moves the sum out as a ref buffer: the buffer itself when it can be handed over, else a
+  // new ref of the frozen sum (zeros if none). Leaves this accumulator empty.
+  Atom take_buffer(Emitter& e);
+
  private:
   void ensure_buffer(Emitter& e);
+  void flush_pending(Emitter& e);  // adds pending sparse contributions into ref_
+  struct Sparse {
+    Atom ct;
+    Indexer idx;
+    std::vector<Atom> dyn;
+  };
+  std::vector<Sparse> pending_;  // sparse contributions waiting for a buffer
   ArrayType type_;
   bool wanted_ = true;
   bool user_ref_ = false;    // ref_ is the caller's, never frozen
   bool ref_valued_ = false;  // the cotangent of a Ref-typed value
+  bool borrowed_ = false;    // ref_ was created outside this jaxpr (held_in): read, never freeze
   MaybeAtom value_;          // functional sum
   MaybeAtom ref_;            // buffer (internal or the user's)
 };

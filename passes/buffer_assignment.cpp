@@ -781,7 +781,10 @@ class JaxprAssigner {
       if (b >= 0) {
         Buffer& B = p_.buffers[b];
         bool own = B.origin == BufferOrigin::internal || B.origin == BufferOrigin::ref;
-        bool alias = donated_alias && B.origin == BufferOrigin::input && B.writable;
+        // Only a donated input may become an output (a ref is writable but the caller's).
+        bool alias = donated_alias && B.origin == BufferOrigin::input && B.writable &&
+                     static_cast<size_t>(B.index) < a_.options.donated.size() &&
+                     a_.options.donated[B.index];
         if (B.home < 0 && (own || alias)) {
           B.home = static_cast<int>(k);
           if (!entry_.out_outer.empty()) B.outer = entry_.out_outer.at(k);

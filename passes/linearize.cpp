@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <deque>
+#include <functional>
 #include <unordered_set>
 
 #include "passes/dce.h"
@@ -12,10 +14,19 @@
 
 namespace refjit {
 
+// passes/linearize_scan.cpp: splits a JVP scan into a known (primal) scan that also
+// returns per-step residuals and a staged linear scan.
+struct ScanSplit {
+  Eqn known;
+  Eqn staged;
+};
+ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
+                                   const std::function<bool(const Atom&)>& outer_unknown);
+
 Linearized linearize_jaxpr(const Jaxpr& f_in, std::vector<bool> differentiated) {
   const Jaxpr f = inline_jit(f_in);
   JvpResult jr = jvp_jaxpr_general(f, differentiated, {}, /*for_linearize=*/true);
-  const Jaxpr& j = jr.jaxpr;
+  Jaxpr& j = jr.jaxpr;
   const size_t n_in = f.invars.size(), n_out = f.outvars.size();
 
   // Partial evaluation: tangent inputs are unknown; an eqn is staged into the linear part if
@@ -23,6 +34,7 @@ Linearized linearize_jaxpr(const Jaxpr& f_in, std::vector<bool> differentiated) 
   std::unordered_set<uint32_t> unknown;
   for (size_t i = n_in; i < j.invars.size(); ++i) unknown.insert(j.invars[i].id);
   std::vector<const Eqn*> known_eqns, staged_eqns;
+  std::deque<Eqn> split_eqns;  // the halves of split scans (stable addresses)
   for (size_t k = 0; k < j.eqns.size(); ++k) {
     const Eqn& e = j.eqns[k];
     bool staged = jr.tangent_eqn[k];
@@ -31,7 +43,17 @@ Linearized linearize_jaxpr(const Jaxpr& f_in, std::vector<bool> differentiated) 
       known_eqns.push_back(&e);
       continue;
     }
-    if (e.prim == Prim::scan || e.prim == Prim::jit)
+    if (e.prim == Prim::scan) {
+      ScanSplit s = split_scan_for_linearize(
+          j, e, [&](const Atom& a) { return is_var(a) && unknown.count(as_var(a).id) > 0; });
+      split_eqns.push_back(std::move(s.known));
+      known_eqns.push_back(&split_eqns.back());
+      split_eqns.push_back(std::move(s.staged));
+      staged_eqns.push_back(&split_eqns.back());
+      for (Var o : split_eqns.back().outs) unknown.insert(o.id);
+      continue;
+    }
+    if (e.prim == Prim::jit)
       throw Error(
           fmt::format("linearize: differentiating through `{}` ({}) is not supported "
                       "yet; use jvp (forward mode) for this function",

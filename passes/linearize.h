@@ -26,8 +26,8 @@ struct Linearized {
 
 // Residuals are only what the linear part needs: indices, values read or computed during the
 // forward pass (a read slice, cos x), never a whole array when only a slice is read.
-// jit eqns are inlined first; cond branches are linearized recursively. Throws Error for
-// scan on the differentiated path (not yet supported by linearize).
+// jit eqns are inlined first; cond branches are linearized recursively; a scan splits into
+// a primal scan (stacking its per-step residuals) and a linear scan (linearize_scan.cpp).
 Linearized linearize_jaxpr(const Jaxpr& f, std::vector<bool> differentiated_inputs);
 
 }  // namespace refjit

@@ -2,8 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <deque>
+#include <map>
+#include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "passes/dce.h"
 #include "passes/inline.h"
@@ -20,7 +24,19 @@ const TransposeRuleTable& transpose_rules() {
     register_shape_transpose_rules(t);
     register_ref_transpose_rules(t);
     register_control_transpose_rules(t);
+    LazyCotangentTable unused;
+    register_scan_transpose_rules(t, unused);  // last: overrides dynamic_update_slice
     return t;
+  }();
+  return table;
+}
+
+const LazyCotangentTable& lazy_cotangent_rules() {
+  static const LazyCotangentTable table = [] {
+    TransposeRuleTable unused;
+    LazyCotangentTable lazy;
+    register_scan_transpose_rules(unused, lazy);
+    return lazy;
   }();
   return table;
 }
@@ -53,19 +69,35 @@ std::unordered_map<uint32_t, bool> wanted_values(const Jaxpr& lin, size_t nn,
 // linear value of the linear jaxpr.
 class Transposer {
  public:
-  Transposer(const Jaxpr& lin, size_t nn, const std::vector<AccumKind>& kinds)
-      : lin_(lin), nn_(nn), kinds_(kinds), e_(b_) {}
+  Transposer(const Jaxpr& lin, size_t nn, const std::vector<AccumKind>& kinds,
+             std::vector<int> held)
+      : lin_(lin), nn_(nn), kinds_(kinds), e_(b_), held_(std::move(held)) {
+    held_.resize(lin_.outvars.size(), -1);
+  }
 
   Jaxpr run() {
     bind_inputs();
     forward();
     for (size_t i = 0; i < lin_.outvars.size(); ++i)
-      if (is_linear(lin_.outvars[i])) accum(lin_.outvars[i]).add(e_, Atom(ct_in_[i]));
+      if (held_[i] < 0 && is_linear(lin_.outvars[i]))
+        accum(lin_.outvars[i]).add(e_, Atom(*ct_in_[i]));
+    hold_outputs();
     backward();
+    // Held inputs whose accumulator does not already live in their ref: read them now (a
+    // read of another held ref must precede that ref's overwrite), write them after.
+    std::vector<std::pair<size_t, MaybeAtom>> writes;
+    for (const auto& [li, r] : held_ref_) {
+      Accum& acc = accum(lin_.invars[nn_ + li]);
+      if (!acc.holds_in(r)) writes.emplace_back(li, acc.freeze(e_));
+    }
     std::vector<Atom> outs;
     for (size_t i = nn_; i < lin_.invars.size(); ++i)
       if (kinds_[i - nn_] == AccumKind::value)
         outs.push_back(accum(lin_.invars[i]).freeze_instantiated(e_));
+    for (auto& [li, v] : writes) {
+      const ArrayType t = lin_.type_of(lin_.invars[nn_ + li]).array;
+      e_.swap(held_ref_.at(li), v ? *v : e_.zeros(t), Indexer{}, {});  // dense fallback
+    }
     b_.set_outvars(std::move(outs));
     return dce(b_.finish());
   }
@@ -94,14 +126,43 @@ class Transposer {
                                          "be accumulated into a ref; pass a ref accumulator or "
                                          "DontWant, not a value accumulator",
                                          i - nn_, t.str()));
-      if (k == AccumKind::ref)
+      const bool held =
+          std::find(held_.begin(), held_.end(), static_cast<int>(i - nn_)) != held_.end();
+      if (held && k != AccumKind::ref)
+        throw Error("internal: a held cotangent needs a ref accumulator");
+      if (held) {
+        // Starts empty: on entry the ref holds an output's cotangent, not this input's.
+        held_ref_.emplace(i - nn_, b_.add_invar(Type::ref(t.array)));
+        give(v, Accum::value(t.array));
+      } else if (k == AccumKind::ref)
         give(v, Accum::into_ref(t.array, b_.add_invar(Type::ref(t.array))));
       else if (t.is_ref)
         give(v, Accum::for_ref_value(t.array));  // cotangent state, discarded at the end
       else
         give(v, k == AccumKind::value ? Accum::value(t.array) : Accum::dont_want(t.array));
     }
-    for (const Atom& o : lin_.outvars) ct_in_.push_back(b_.add_invar(lin_.type_of(o)));
+    for (size_t i = 0; i < lin_.outvars.size(); ++i)
+      ct_in_.push_back(held_[i] < 0
+                           ? std::optional<Var>(b_.add_invar(lin_.type_of(lin_.outvars[i])))
+                           : std::nullopt);
+  }
+
+  // A held output's accumulator becomes its ref (no read) when nothing else was given to it
+  // yet; otherwise (an output repeated, or that is an input with another accumulator) the
+  // ref's contents are added densely.
+  void hold_outputs() {
+    std::unordered_set<uint32_t> taken;
+    for (size_t k = 0; k < lin_.outvars.size(); ++k) {
+      if (held_[k] < 0 || !is_linear(lin_.outvars[k])) continue;
+      const Atom r = held_ref_.at(static_cast<size_t>(held_[k]));
+      Var o = as_var(lin_.outvars[k]);
+      Accum& cur = accum(o);
+      if (!cur.wanted()) continue;
+      if (cur.is_empty() && cur.can_alias() && taken.insert(o.id).second)
+        give(o, Accum::held_in(cur.type(), r));
+      else
+        cur.add(e_, e_.get(r, Indexer{}, {}));
+    }
   }
 
   // Evaluates non-linear eqns now; gives linear eqns' outputs accumulators.
@@ -139,9 +200,16 @@ class Transposer {
       const Eqn& q = **it;
       TransposeArgs args{q, {}, {}, {}, {}};
       bool any_ct = false;
+      // Lazy rules get the output accumulators unfrozen (they may alias them).
+      const bool lazy = lazy_cotangent_rules().find(q.prim) != nullptr;
       for (Var o : q.outs) {
         Accum& a = accum(o);
         args.out_acc.push_back(&a);
+        if (lazy) {
+          args.ct.push_back(std::nullopt);
+          any_ct |= !a.is_empty();
+          continue;
+        }
         args.ct.push_back(lin_.type_of(o).is_ref ? std::nullopt : a.freeze(e_));
         any_ct |= args.ct.back().has_value();
       }
@@ -168,7 +236,9 @@ class Transposer {
   std::unordered_map<uint32_t, Atom> env_;    // non-linear values
   std::unordered_map<uint32_t, Accum*> acc_;  // linear values
   std::deque<Accum> storage_;                 // stable addresses
-  std::vector<Var> ct_in_;
+  std::vector<int> held_;                     // per output: held input, or -1
+  std::map<size_t, Atom> held_ref_;           // held linear input -> its ref argument
+  std::vector<std::optional<Var>> ct_in_;     // per output (none when held)
   std::vector<const Eqn*> linear_eqns_;
 };
 
@@ -181,7 +251,17 @@ Jaxpr transpose_jaxpr(const Jaxpr& linear_in, int num_nonlinear,
   if (num_nonlinear < 0 || nn > lin.invars.size() || kinds.size() != lin.invars.size() - nn)
     throw Error(fmt::format("transpose: {} accumulator kinds given for {} linear inputs",
                             kinds.size(), lin.invars.size() - std::min(nn, lin.invars.size())));
-  return Transposer(lin, nn, kinds).run();
+  return Transposer(lin, nn, kinds, {}).run();
+}
+
+Jaxpr transpose_jaxpr_holding(const Jaxpr& linear_in, int num_nonlinear,
+                              const std::vector<AccumKind>& kinds, const std::vector<int>& held) {
+  const Jaxpr lin = inline_jit(linear_in);
+  const size_t nn = static_cast<size_t>(num_nonlinear);
+  if (num_nonlinear < 0 || nn > lin.invars.size() || kinds.size() != lin.invars.size() - nn ||
+      held.size() != lin.outvars.size())
+    throw Error("internal: transpose_jaxpr_holding given inconsistent kinds/held");
+  return Transposer(lin, nn, kinds, held).run();
 }
 
 }  // namespace refjit

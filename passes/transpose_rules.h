@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "passes/accum.h"
+#include "passes/transpose.h"
 #include "refjit/ir/jaxpr.h"
 
 namespace refjit {
@@ -33,6 +34,22 @@ void register_shape_transpose_rules(TransposeRuleTable& t);
 void register_ref_transpose_rules(TransposeRuleTable& t);
 void register_control_transpose_rules(TransposeRuleTable& t);
 
+// Primitives whose rules receive their outputs' accumulators unfrozen (args.ct is all
+// nullopt, out_acc is set): they may hand an output's buffer to an operand
+// (Accum::alias_of) or pass it into a loop by reference instead of reading it densely.
+using LazyCotangentTable = RuleTable<bool>;
+// scan, and dynamic_update_slice's aliasing rule (passes/transpose_rules_scan.cpp).
+void register_scan_transpose_rules(TransposeRuleTable& t, LazyCotangentTable& lazy);
+
 const TransposeRuleTable& transpose_rules();
+const LazyCotangentTable& lazy_cotangent_rules();
+
+// transpose_jaxpr for a loop body whose cotangents live in refs across iterations: output k
+// with held[k] >= 0 has no cotangent argument; instead, on entry, its cotangent is held in
+// the ref accumulator of linear input held[k] (whose kind must be `ref`), and on exit that
+// ref holds the cotangent of that input. Inside, the output's accumulator is the ref itself,
+// so sparse contributions stay sparse (Accum::held_in, Accum::alias_of).
+Jaxpr transpose_jaxpr_holding(const Jaxpr& linear, int num_nonlinear,
+                              const std::vector<AccumKind>& kinds, const std::vector<int>& held);
 
 }  // namespace refjit

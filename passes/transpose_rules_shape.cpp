@@ -151,21 +151,8 @@ void register_shape_transpose_rules(TransposeRuleTable& t) {
     int64_t axis = a.eqn.params.get<int64_t>("axis");
     a.acc[0]->add_at(e, ct0(a), gather_indexer(a.acc[0]->type(), axis), {a.val[1]});
   });
-  t.set(Prim::dynamic_update_slice, [](Emitter& e, TransposeArgs& a) {
-    std::vector<Atom> idx = a.dyn(2);
-    const ArrayType ut = a.acc[1] ? a.acc[1]->type() : e.array_type_of(a.val[1]);
-    if (a.wants(0)) {
-      std::vector<Atom> ins{ct0(a), e.zeros(ut)};
-      ins.insert(ins.end(), idx.begin(), idx.end());
-      a.acc[0]->add(e, e.emit1(Prim::dynamic_update_slice, ins));
-    }
-    if (a.wants(1)) {
-      std::vector<Atom> ins{ct0(a)};
-      ins.insert(ins.end(), idx.begin(), idx.end());
-      a.acc[1]->add(e,
-                    e.emit1(Prim::dynamic_slice, ins, Params{{"slice_sizes", IntList(ut.shape)}}));
-    }
-  });
+  // dynamic_update_slice: its transpose aliases the operand's accumulator to the result's,
+  // so a loop's carry cotangent stays in one ref: see transpose_rules_scan.cpp.
   t.set(Prim::scatter_add, [](Emitter& e, TransposeArgs& a) {
     if (a.wants(0)) a.acc[0]->add(e, ct0(a));
     if (a.wants(2)) a.acc[2]->add(e, e.emit1(Prim::gather, {ct0(a), a.val[1]}, a.eqn.params));

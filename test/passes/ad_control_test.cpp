@@ -201,16 +201,5 @@ TEST(ControlAd, CustomVjpReverseModeUsesTheBwdRule) {
   EXPECT_DOUBLE_EQ(arr(jo[1]).as_double(0), std::cos(0.5));
 }
 
-TEST(ControlAd, LinearizeOfScanIsAClearError) {
-  JaxprPtr b = body("{ lambda ; p:f64[] x:f64[]. let a:f64[] = mul p x in (a, a) }");
-  Jaxpr f = wrap(Prim::scan, {kF64, f64v(3)}, scan_params(b, 3, 0, 1));
-  try {
-    linearize_jaxpr(f, {true, true});
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("scan"), std::string::npos) << e.what();
-  }
-}
-
 }  // namespace
 }  // namespace refjit
