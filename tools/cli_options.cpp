@@ -120,6 +120,108 @@ void check_combinations(const Options& o) {
 
 bool is_help_flag(std::string_view a) { return a == "--help" || a == "-h"; }
 
+// `refjit compile`: options may come before or after FILE (compile takes no VALUEs), and
+// -o/--header/--name take their value as the next argument or after '='.
+Invocation parse_compile(Options o, std::span<const std::string> args) {
+  const Command c = Command::compile;
+  bool have_file = false;
+  auto take_value = [&](size_t& i, std::string_view opt, std::string_view inline_value,
+                        bool has_inline) -> std::string {
+    if (has_inline) {
+      if (inline_value.empty()) usage_error(c, fmt::format("option {} needs a value", opt));
+      return std::string(inline_value);
+    }
+    if (i + 1 >= args.size()) usage_error(c, fmt::format("option {} needs a value", opt));
+    return args[++i];
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (is_help_flag(a)) return HelpRequest{c};
+    if (a == "--") {
+      if (i + 1 == args.size()) usage_error(c, "missing FILE after --");
+      if (have_file)
+        usage_error(c, fmt::format("`refjit compile` takes one FILE (got '{}' and "
+                                   "'{}')",
+                                   o.file, args[i + 1]));
+      o.file = args[++i];
+      have_file = true;
+      continue;
+    }
+    if (a == "-o" || (a.starts_with("-o") && !a.starts_with("--"))) {
+      o.output = a == "-o" ? take_value(i, "-o", "", false) : a.substr(2);
+      continue;
+    }
+    if (a.starts_with("--")) {
+      std::string_view body = std::string_view(a).substr(2);
+      size_t eq = body.find('=');
+      std::string_view name = body.substr(0, eq);
+      bool has_value = eq != std::string_view::npos;
+      std::string_view value = has_value ? body.substr(eq + 1) : std::string_view{};
+      auto flag = [&](bool& field) {
+        if (has_value)
+          usage_error(c, fmt::format("option --{} takes no value (got '{}')", name, a));
+        field = true;
+      };
+      if (name == "header") {
+        o.header = take_value(i, "--header", value, has_value);
+      } else if (name == "name") {
+        o.name = take_value(i, "--name", value, has_value);
+      } else if (name == "output") {
+        o.output = take_value(i, "--output", value, has_value);
+      } else if (name == "cpu") {
+        o.cpu = take_value(i, "--cpu", value, has_value);
+      } else if (name == "grad") {
+        flag(o.grad);
+      } else if (name == "vjp") {
+        flag(o.vjp);
+      } else if (name == "jvp") {
+        flag(o.jvp);
+      } else if (name == "wrt") {
+        o.wrt = parse_wrt(c, take_value(i, "--wrt", value, has_value));
+      } else if (name == "accum") {
+        std::string list = take_value(i, "--accum", value, has_value);
+        o.accum.clear();
+        size_t start = 0;
+        while (true) {
+          size_t comma = list.find(',', start);
+          std::string item = list.substr(start, comma == std::string::npos ? comma : comma - start);
+          if (item != "value" && item != "ref" && item != "dontwant")
+            usage_error(c, fmt::format("--accum takes one of value, ref, dontwant per invar, "
+                                       "separated by commas (like --accum=value,dontwant); "
+                                       "'{}' is not one",
+                                       item));
+          o.accum.push_back(item);
+          if (comma == std::string::npos) break;
+          start = comma + 1;
+        }
+      } else {
+        std::string hint;
+        if (name == "emit") hint = " (`refjit dump --emit=STAGE` prints a stage)";
+        if (name == "interpret") hint = " (compile writes native code only)";
+        usage_error(c, fmt::format("unknown option '{}' for `refjit compile`{}", a, hint));
+      }
+      continue;
+    }
+    if (a.size() > 1 && a[0] == '-')
+      usage_error(c, fmt::format("unknown option '{}' for `refjit compile` (a FILE named like "
+                                 "this needs `--` before it)",
+                                 a));
+    if (have_file)
+      usage_error(c, fmt::format("`refjit compile` takes one FILE (got '{}' and '{}')", o.file, a));
+    o.file = a;
+    have_file = true;
+  }
+  if (!have_file) usage_error(c, "missing FILE (a jaxpr text file, or - for standard input)");
+  if (o.output.empty()) usage_error(c, "missing -o OUT.o (the object file to write)");
+  int modes = int(o.grad) + int(o.vjp) + int(o.jvp);
+  if (modes > 1) usage_error(c, "--grad, --vjp and --jvp cannot be combined; choose one mode");
+  if (o.wrt && !o.grad) usage_error(c, "--wrt chooses the arguments of --grad; add --grad");
+  if (!o.accum.empty() && !o.vjp)
+    usage_error(c, "--accum gives the accumulators of --vjp; add --vjp");
+  if (o.cpu.empty()) usage_error(c, "--cpu needs a value: host, generic or a CPU name");
+  return o;
+}
+
 }  // namespace
 
 std::string_view command_name(Command c) { return kCommandNames[static_cast<int>(c)]; }
@@ -147,13 +249,7 @@ Invocation parse_command_line(std::span<const std::string> args) {
   o.command = *command;
   auto rest = args.subspan(1);
 
-  if (o.command == Command::compile) {
-    // `compile` is not implemented yet: only --help is recognised, the rest is kept verbatim.
-    for (const auto& a : rest)
-      if (is_help_flag(a)) return HelpRequest{o.command};
-    o.rest.assign(rest.begin(), rest.end());
-    return o;
-  }
+  if (o.command == Command::compile) return parse_compile(o, rest);
 
   size_t i = 0;
   bool have_file = false;

@@ -31,7 +31,14 @@ struct Options {
   bool timings = false;
   std::string file;                 // a path, or "-" for standard input
   std::vector<std::string> values;  // the positional VALUEs after FILE (run only)
-  std::vector<std::string> rest;    // compile: the arguments after FILE (-o OUT.o, ...)
+
+  // compile only (docs/aot.md).
+  std::string output;              // -o OUT.o
+  std::string header;              // --header OUT.h ("" = no header)
+  std::string name;                // --name SYMBOL ("" = the file's stem)
+  std::string cpu = "host";        // --cpu=host|generic|NAME
+  bool vjp = false;                // --vjp: SYMBOL_fwd + SYMBOL_bwd
+  std::vector<std::string> accum;  // --accum=K,K,...: value | ref | dontwant, one per invar
 };
 
 // `refjit --help` (command unset) or `refjit COMMAND --help`.

@@ -12,7 +12,7 @@ std::string help_text(std::optional<Command> command) {
 Usage:
   refjit dump    [OPTIONS] FILE             parse, verify and print a program (or a stage of it)
   refjit run     [OPTIONS] FILE [VALUE...]  run a program on the given values
-  refjit compile [OPTIONS] FILE -o OUT.o    write an object file (not implemented yet)
+  refjit compile [OPTIONS] FILE -o OUT.o    write an object file and a C header
   refjit --help | refjit COMMAND --help | refjit --version
 
 FILE is a jaxpr text file, or - for standard input. Options come before FILE;
@@ -66,8 +66,30 @@ Options:
       return R"(Usage: refjit compile [OPTIONS] FILE -o OUT.o [--header OUT.h] [--name SYMBOL]
                       [--cpu=host|generic|NAME] [--grad [--wrt=...] | --vjp [--accum=K,...] | --jvp]
 
-Writes a relocatable object for one entry point. Not implemented yet: every
-invocation other than --help fails with exit code 1.
+Compiles the jaxpr in FILE (- for standard input) ahead of time into a
+relocatable object with plain C entry points that needs only libc and libm
+(link with `cc main.c OUT.o -lm`). Options may come before or after FILE.
+
+Options:
+  -o OUT.o              the object file to write (required)
+  --header OUT.h        also write a C header declaring the entry points
+  --name SYMBOL         the entry point's C name (default: FILE's stem)
+  --cpu=CPU             host (default: this machine's CPU and features), generic
+                        (any CPU of the architecture) or an LLVM CPU name
+  --grad                compile the gradient program: SYMBOL returns the scalar
+                        output, then d(output)/d(argument) per --wrt position
+  --wrt=I,J,...         0-based invar positions to differentiate (with --grad);
+                        default: every float, non-ref invar
+  --vjp                 two entry points: SYMBOL_fwd (outputs + residual struct)
+                        and SYMBOL_bwd (residuals + output cotangents -> gradients)
+  --accum=K,K,...       with --vjp, one accumulator per invar: value (an output
+                        pointer), ref (an in/out pointer added into), dontwant;
+                        default: value for float non-ref invars, else dontwant
+  --jvp                 forward mode: SYMBOL takes one tangent per float invar and
+                        returns the outputs and their tangents
+  -h, --help            print this help
+
+Entry points return 0 on success; see docs/aot.md for the header's conventions.
 )";
   }
   return {};

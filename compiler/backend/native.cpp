@@ -1,5 +1,6 @@
 // The native backend's driver: MLIR pass pipeline to the LLVM dialect, host target machine,
-// JIT through mlir::ExecutionEngine (LLVM ORC), textual emission, and the call ABI.
+// JIT through mlir::ExecutionEngine (LLVM ORC), textual emission, and the call ABI. The
+// stages in namespace backend (declared in native.h) are shared with aot.cpp.
 //
 // Calling convention: the entry `refjit_main` takes one memref per constvar, invar and
 // outvar, in that order; its C-interface wrapper `_mlir_ciface_refjit_main` takes one
@@ -16,6 +17,7 @@
 #include "compiler/backend/lowering.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
@@ -70,22 +72,6 @@ llvm::CodeGenOptLevel codegen_level(int opt_level) {
   if (opt_level == 1) return llvm::CodeGenOptLevel::Less;
   if (opt_level == 2) return llvm::CodeGenOptLevel::Default;
   return llvm::CodeGenOptLevel::Aggressive;
-}
-
-// A target machine for the host CPU with all its features (AVX-512 etc.).
-std::unique_ptr<llvm::TargetMachine> host_target_machine(int opt_level) {
-  init_llvm_once();
-  std::string triple = llvm::sys::getDefaultTargetTriple();
-  std::string err;
-  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
-  if (!target) throw Error("native backend: no LLVM target for the host: " + err);
-  llvm::SubtargetFeatures features;
-  for (auto& kv : llvm::sys::getHostCPUFeatures()) features.AddFeature(kv.getKey(), kv.getValue());
-  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, llvm::sys::getHostCPUName(), features.getString(), llvm::TargetOptions(),
-      llvm::Reloc::PIC_, std::nullopt, codegen_level(opt_level)));
-  if (!tm) throw Error("native backend: cannot create a target machine for " + triple);
-  return tm;
 }
 
 // Collects MLIR diagnostics so a failure can be reported in the thrown Error.
@@ -166,17 +152,74 @@ void lower_to_llvm_dialect(Lowered& l, const CompileOptions& options, CompileTim
   timings.mlir_passes_ms = ms_since(t0);
 }
 
-std::unique_ptr<llvm::Module> to_optimized_llvm_ir(Lowered& l, llvm::LLVMContext& lctx,
-                                                   llvm::TargetMachine& tm, int opt_level) {
-  auto module = mlir::translateModuleToLLVMIR(*l.module, lctx, "refjit");
-  if (!module) throw Error("native backend: internal error translating to LLVM IR");
-  module->setDataLayout(tm.createDataLayout());
-  module->setTargetTriple(tm.getTargetTriple().str());
-  auto opt = mlir::makeOptimizingTransformer(std::max(opt_level, 0), 0, &tm);
-  if (auto err = opt(module.get()))
-    throw Error("native backend: LLVM optimisation failed: " + llvm::toString(std::move(err)));
-  return module;
+}  // namespace
+
+namespace backend {
+
+std::unique_ptr<llvm::TargetMachine> make_target_machine(const std::string& cpu, int opt_level) {
+  init_llvm_once();
+  std::string triple = llvm::sys::getDefaultTargetTriple();
+  std::string err;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
+  if (!target) throw Error("native backend: no LLVM target for the host: " + err);
+  std::string cpu_name = cpu;
+  llvm::SubtargetFeatures features;
+  if (cpu == "host") {
+    cpu_name = llvm::sys::getHostCPUName().str();
+    for (auto& kv : llvm::sys::getHostCPUFeatures())
+      features.AddFeature(kv.getKey(), kv.getValue());
+  } else {
+    // Checked first: LLVM only warns on stderr about an unknown CPU and carries on.
+    std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(triple, "", ""));
+    if (!sti || !sti->isCPUStringValid(cpu_name))
+      throw Error(fmt::format(
+          "unknown CPU '{}' for target {}; use host, generic, or an LLVM CPU name such as "
+          "x86-64-v3 or skylake (`llc-19 -mcpu=help` lists them)",
+          cpu, triple));
+  }
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(triple, cpu_name, features.getString(), llvm::TargetOptions(),
+                                  llvm::Reloc::PIC_, std::nullopt, codegen_level(opt_level)));
+  if (!tm) throw Error("native backend: cannot create a target machine for " + triple);
+  return tm;
 }
+
+void optimize_llvm_module(llvm::Module& module, llvm::TargetMachine& tm, int opt_level) {
+  module.setDataLayout(tm.createDataLayout());
+  module.setTargetTriple(tm.getTargetTriple().str());
+  auto opt = mlir::makeOptimizingTransformer(std::max(opt_level, 0), 0, &tm);
+  if (auto err = opt(&module))
+    throw Error("native backend: LLVM optimisation failed: " + llvm::toString(std::move(err)));
+}
+
+std::string emit_machine_code(llvm::Module& module, llvm::TargetMachine& tm, bool object_file) {
+  llvm::SmallString<0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager cg;
+  if (tm.addPassesToEmitFile(
+          cg, os, nullptr,
+          object_file ? llvm::CodeGenFileType::ObjectFile : llvm::CodeGenFileType::AssemblyFile))
+    throw Error(std::string("native backend: the target cannot emit ") +
+                (object_file ? "object files" : "assembly"));
+  cg.run(module);
+  return std::string(buf.str());
+}
+
+LlvmLowered lower_to_llvm_ir(const Jaxpr& jaxpr, const CompileOptions& options,
+                             llvm::LLVMContext& lctx, CompileTimings& timings) {
+  Lowered l = build(jaxpr, options, timings);
+  lower_to_llvm_dialect(l, options, timings);
+  LlvmLowered out;
+  out.module = mlir::translateModuleToLLVMIR(*l.module, lctx, "refjit");
+  if (!out.module) throw Error("native backend: internal error translating to LLVM IR");
+  out.has_workspace = l.has_workspace;
+  out.workspace_bytes = l.workspace_bytes;
+  return out;
+}
+
+}  // namespace backend
+
+namespace {
 
 std::vector<int64_t> descriptor(const void* data, const Shape& shape) {
   // {allocated, aligned, offset, sizes..., strides...}, row-major.
@@ -313,7 +356,7 @@ CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& option
   impl->workspace_bytes = l.workspace_bytes;
   lower_to_llvm_dialect(l, options, impl->timings);
 
-  auto tm = host_target_machine(options.opt_level);
+  auto tm = backend::make_target_machine("host", options.opt_level);
   auto opt = mlir::makeOptimizingTransformer(std::max(options.opt_level, 0), 0, tm.get());
   double opt_ms = 0;
   std::function<llvm::Error(llvm::Module*)> timed = [&](llvm::Module* m) {
@@ -353,31 +396,23 @@ std::string emit_mlir(const Jaxpr& jaxpr, const CompileOptions& options) {
 
 std::string emit_llvm_ir(const Jaxpr& jaxpr, const CompileOptions& options) {
   CompileTimings t;
-  Lowered l = build(jaxpr, options, t);
-  lower_to_llvm_dialect(l, options, t);
-  auto tm = host_target_machine(options.opt_level);
   llvm::LLVMContext lctx;
-  auto module = to_optimized_llvm_ir(l, lctx, *tm, options.opt_level);
+  backend::LlvmLowered l = backend::lower_to_llvm_ir(jaxpr, options, lctx, t);
+  auto tm = backend::make_target_machine("host", options.opt_level);
+  backend::optimize_llvm_module(*l.module, *tm, options.opt_level);
   std::string s;
   llvm::raw_string_ostream os(s);
-  module->print(os, nullptr);
+  l.module->print(os, nullptr);
   return s;
 }
 
 std::string emit_asm(const Jaxpr& jaxpr, const CompileOptions& options) {
   CompileTimings t;
-  Lowered l = build(jaxpr, options, t);
-  lower_to_llvm_dialect(l, options, t);
-  auto tm = host_target_machine(options.opt_level);
   llvm::LLVMContext lctx;
-  auto module = to_optimized_llvm_ir(l, lctx, *tm, options.opt_level);
-  llvm::SmallString<0> buf;
-  llvm::raw_svector_ostream os(buf);
-  llvm::legacy::PassManager cg;
-  if (tm->addPassesToEmitFile(cg, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
-    throw Error("native backend: the host target cannot emit assembly");
-  cg.run(*module);
-  return std::string(buf.str());
+  backend::LlvmLowered l = backend::lower_to_llvm_ir(jaxpr, options, lctx, t);
+  auto tm = backend::make_target_machine("host", options.opt_level);
+  backend::optimize_llvm_module(*l.module, *tm, options.opt_level);
+  return backend::emit_machine_code(*l.module, *tm, /*object_file=*/false);
 }
 
 }  // namespace refjit

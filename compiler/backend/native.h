@@ -71,3 +71,41 @@ std::string emit_llvm_ir(const Jaxpr& jaxpr, const CompileOptions& options = {})
 std::string emit_asm(const Jaxpr& jaxpr, const CompileOptions& options = {});
 
 }  // namespace refjit
+
+// ---- The pipeline stages shared by the JIT, the dumps and the object writer (aot.cpp).
+// Internal to compiler/backend/; LLVM types are only forward-declared so this header stays
+// MLIR/LLVM-free for its other users.
+namespace llvm {
+class LLVMContext;
+class Module;
+class TargetMachine;
+}  // namespace llvm
+
+namespace refjit::backend {
+
+// A jaxpr lowered to (unoptimised) LLVM IR: one function `refjit_main` (kEntryName) taking
+// the expanded memref descriptors (allocated, aligned, offset, sizes..., strides...) of every
+// constvar, invar and outvar, then of the workspace memref<?xi8> when `has_workspace`.
+struct LlvmLowered {
+  std::unique_ptr<llvm::Module> module;
+  bool has_workspace = false;
+  int64_t workspace_bytes = 0;
+};
+
+// Verifies, plans buffers, lowers to memref MLIR, runs the MLIR pipeline to the LLVM dialect
+// and translates into `lctx`. Fills the passes/lower/mlir_passes timings.
+LlvmLowered lower_to_llvm_ir(const Jaxpr& jaxpr, const CompileOptions& options,
+                             llvm::LLVMContext& lctx, CompileTimings& timings);
+
+// A target machine for `cpu`: "host" (this machine's CPU and all its features), "generic"
+// (the architecture's baseline) or an LLVM CPU name such as "skylake" (Error if unknown).
+// Position-independent code, codegen level matching `opt_level`.
+std::unique_ptr<llvm::TargetMachine> make_target_machine(const std::string& cpu, int opt_level);
+
+// Sets the module's data layout and triple from `tm` and runs LLVM's -O<opt_level> pipeline.
+void optimize_llvm_module(llvm::Module& module, llvm::TargetMachine& tm, int opt_level);
+
+// Machine code for `module`: a relocatable object file, or assembly text.
+std::string emit_machine_code(llvm::Module& module, llvm::TargetMachine& tm, bool object_file);
+
+}  // namespace refjit::backend

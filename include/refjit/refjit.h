@@ -1,6 +1,7 @@
 // refjit: the one header users include.
 #pragma once
 
+#include "refjit/aot.h"
 #include "refjit/array.h"
 #include "refjit/autodiff.h"
 #include "refjit/custom_vjp.h"
