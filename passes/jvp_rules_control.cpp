@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <memory>
 
+#include "passes/jaxpr_util.h"
 #include "passes/jvp.h"
 #include "passes/jvp_rules.h"
 #include "passes/linearize.h"
+#include "passes/transpose.h"
 #include "refjit/ir/error.h"
 
 namespace refjit {
@@ -46,8 +48,8 @@ std::vector<Atom> primals_then_tangents(const JvpArgs& a, size_t first = 0) {
 
 Tangents jit_rule(JvpCtx& c, JvpArgs& a) {
   const Jaxpr& body = *a.eqn.params.get<JaxprPtr>("jaxpr");
-  JvpResult r =
-      jvp_jaxpr_general(body, present(a.tangents), std::vector<bool>(body.outvars.size(), false));
+  JvpResult r = jvp_jaxpr_general(body, present(a.tangents),
+                                  std::vector<bool>(body.outvars.size(), false), c.for_linearize);
   Params params = a.eqn.params;
   std::vector<Type> types = r.jaxpr.out_types();
   params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(r.jaxpr)));
@@ -141,7 +143,9 @@ Tangents cond_rule(JvpCtx& c, JvpArgs& a) {
 }
 
 // scan: tangents of carries are found by a fixpoint (a carry whose tangent is nonzero after
-// one iteration must be differentiated from the start).
+// one iteration must be differentiated from the start). Under linearize the body is
+// differentiated in linearize mode too (its conds split per branch, its custom_vjp_calls
+// split into fwd and a bwd-carrying linear eqn), so linearize_scan.cpp can split the body.
 Tangents scan_rule(JvpCtx& c, JvpArgs& a) {
   const Jaxpr& body = *a.eqn.params.get<JaxprPtr>("jaxpr");
   const size_t nc = static_cast<size_t>(a.eqn.params.get<int64_t>("num_consts"));
@@ -153,7 +157,7 @@ Tangents scan_rule(JvpCtx& c, JvpArgs& a) {
   for (;;) {
     std::vector<bool> inst(nout, false);
     for (size_t i = 0; i < ncar; ++i) inst[i] = nz[nc + i];
-    r = jvp_jaxpr_general(body, nz, inst);
+    r = jvp_jaxpr_general(body, nz, inst, c.for_linearize);
     bool changed = false;
     for (size_t i = 0; i < ncar; ++i)
       if (r.nonzero_out[i] && !nz[nc + i]) nz[nc + i] = changed = true;
@@ -221,11 +225,48 @@ Tangents scan_rule(JvpCtx& c, JvpArgs& a) {
   return ts;
 }
 
+// The forward map of a staged custom_vjp_call: (residuals, slots) -> output tangents. bwd is
+// linear in its cotangents, so its transpose (residuals non-linear) is the linear map whose
+// transpose bwd is: with a correct bwd it is the JVP, so running the linear jaxpr forward
+// (check_ad, linearize's f_lin) agrees with forward mode. When bwd cannot be transposed (it
+// touches refs, e.g. writes a plumbing ref; a slot is a ref; it is not linear in its
+// cotangents) the map is zeros, as no forward rule is known; reverse mode never runs it.
+JaxprPtr custom_lin_forward(const Jaxpr& bwd, size_t n_res, const std::vector<Type>& in_types,
+                            const std::vector<Type>& out_types) {
+  bool transposable = bwd.constvars.empty() && bwd.invars.size() == n_res + out_types.size() &&
+                      bwd.outvars.size() + n_res == in_types.size();
+  for (size_t i = 0; transposable && i < bwd.invars.size(); ++i) {
+    const Type t = bwd.type_of(bwd.invars[i]);
+    transposable = !t.is_ref && t == (i < n_res ? in_types[i] : out_types[i - n_res]);
+  }
+  for (size_t k = 0; transposable && k < bwd.outvars.size(); ++k)
+    transposable =
+        !in_types[n_res + k].is_ref && bwd.type_of(bwd.outvars[k]) == in_types[n_res + k];
+  for (size_t k = 0; transposable && k < bwd.eqns.size(); ++k)
+    transposable = !touches_refs(bwd, bwd.eqns[k]);
+  if (transposable) {
+    try {
+      Jaxpr l = transpose_jaxpr(bwd, static_cast<int>(n_res),
+                                std::vector<AccumKind>(out_types.size(), AccumKind::value));
+      if (l.constvars.empty()) return std::make_shared<const Jaxpr>(std::move(l));
+    } catch (const Error&) {
+      // Not linear in its cotangents: fall back to zeros below.
+    }
+  }
+  JaxprBuilder lb;
+  for (const Type& t : in_types) lb.add_invar(t);
+  Emitter le(lb);
+  std::vector<Atom> zeros;
+  for (const Type& t : out_types) zeros.push_back(le.zeros(t.array));
+  lb.set_outvars(zeros);
+  return std::make_shared<const Jaxpr>(lb.finish());
+}
+
 // Under linearize, custom_vjp_call runs fwd_jaxpr on the primal side and stages
 //   custom_vjp_call[call_jaxpr=L bwd_jaxpr=bwd num_res=n] residuals..., slots...
 // with one slot per original operand: its tangent, or for an operand without one its
 // primal ref (a plumbing ref) or zeros. Like JAX's custom_lin this eqn is meant to be
-// transposed (its transpose runs bwd); L only returns zeros, as no forward-mode rule is known.
+// transposed (its transpose runs bwd); L is bwd's transpose (custom_lin_forward).
 Tangents custom_vjp_linearize(JvpCtx& c, JvpArgs& a) {
   const Jaxpr& fwd = *a.eqn.params.get<JaxprPtr>("fwd_jaxpr");
   const size_t n_out = a.eqn.outs.size();
@@ -251,14 +292,12 @@ Tangents custom_vjp_linearize(JvpCtx& c, JvpArgs& a) {
     else
       ins.push_back(c.t.zeros(t.array));
   }
-  JaxprBuilder lb;
-  for (const Atom& x : ins) lb.add_invar(c.t.type_of(x));
-  Emitter le(lb);
-  std::vector<Atom> zeros;
-  for (Var o : a.eqn.outs) zeros.push_back(le.zeros(c.src->type_of(o).array));
-  lb.set_outvars(zeros);
-  Params params{{"call_jaxpr", std::make_shared<const Jaxpr>(lb.finish())},
-                {"bwd_jaxpr", a.eqn.params.get<JaxprPtr>("bwd_jaxpr")},
+  std::vector<Type> in_types, out_types;
+  for (const Atom& x : ins) in_types.push_back(c.t.type_of(x));
+  for (Var o : a.eqn.outs) out_types.push_back(c.src->type_of(o));
+  const JaxprPtr& bwd = a.eqn.params.get<JaxprPtr>("bwd_jaxpr");
+  Params params{{"call_jaxpr", custom_lin_forward(*bwd, n_res, in_types, out_types)},
+                {"bwd_jaxpr", bwd},
                 {"num_res", static_cast<int64_t>(n_res)}};
   std::vector<Var> touts = c.t.emit(Prim::custom_vjp_call, ins, std::move(params));
   return Tangents(touts.begin(), touts.end());

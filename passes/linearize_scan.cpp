@@ -9,7 +9,12 @@
 // linear scan as a const (loop-invariant, not stacked), a known xs binder as the original xs
 // (indices such as `rows`/`cols` are not copied), anything else computed per step (an index,
 // a read slice, cos x) as a stacked y. Eqns of literals only (zeros) are recomputed in the
-// linear body instead of being saved. Ref consts are never residuals.
+// linear body instead of being saved. A ref is a residual only when a custom_vjp_call's bwd
+// shares it (a plumbing ref const or scanned ref, passed as it is); its reads stay primal.
+// The body's JVP is computed in linearize mode, so a cond arrives split into a primal cond
+// (returning every branch's residuals) and a linear cond, and a custom_vjp_call into its fwd
+// and a linear custom_vjp_call running bwd when transposed: the linear halves are staged
+// whole, their residuals stacked per step like any other.
 #include <fmt/format.h>
 
 #include <functional>
@@ -93,30 +98,12 @@ Classified classify(const Jaxpr& body, size_t nc, size_t ncar, std::vector<bool>
   return c;
 }
 
-// Forward mode differentiates a custom_vjp_call's primal into a jit named
-// "custom_vjp_jvp" (jvp_rules_control.cpp); in a scan body that would silently replace the
-// user's bwd rule, so reverse mode refuses it.
-bool has_custom_vjp_jvp(const Jaxpr& j) {
-  for (const Eqn& q : j.eqns) {
-    if (q.prim != Prim::jit && q.prim != Prim::scan) continue;
-    if (q.prim == Prim::jit && q.params.get_or<std::string>("name", "") == "custom_vjp_jvp")
-      return true;
-    if (has_custom_vjp_jvp(*q.params.get<JaxprPtr>("jaxpr"))) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 // `e` is a JVP scan eqn of `j`; `outer_unknown` says which of its operands depend on the
 // tangent inputs. New vars (the residual stacks) are added to `j`.
 ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
                                    const std::function<bool(const Atom&)>& outer_unknown) {
-  if (has_custom_vjp_jvp(*e.params.get<JaxprPtr>("jaxpr")))
-    throw Error(
-        "linearize: a `custom_vjp_call` inside a scan body on the differentiated path is not "
-        "supported yet in reverse mode (its bwd rule would be bypassed); use jvp (forward "
-        "mode), or move the custom_vjp outside the loop");
   // Jits in the body (the JVP of a jit is one fused jit) are inlined: partial evaluation
   // then sees their primal and tangent eqns separately.
   Jaxpr body = inline_jit(*e.params.get<JaxprPtr>("jaxpr"));
@@ -156,11 +143,11 @@ ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
     bool s = any_unknown(q, is_unk);
     for (Var o : q.outs) s |= is_unk(o);
     if (s) {
-      if (structured(q.prim))
-        throw Error(
-            fmt::format("linearize: `{}` inside a scan body on the differentiated path is not "
-                        "supported yet (eqn {} of the body); use jvp (forward mode)",
-                        prim_name(q.prim), k));
+      // The body was differentiated in linearize mode: an unknown cond is the linear cond
+      // (index and residuals, then tangents) and an unknown custom_vjp_call the linear one
+      // (residuals, then slots), both staged whole; their known halves stay in the known body.
+      if (q.prim == Prim::jit)
+        throw Error(fmt::format("internal: linearize: a `jit` is left in a scan body (eqn {})", k));
       staged_part[k] = q;
       continue;
     }
@@ -198,11 +185,16 @@ ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
   std::vector<size_t> res_consts, res_xs;
   std::vector<Var> res_stacked;
   for (Var v : needed_order) {
-    if (body.type_of(v).is_ref)
-      throw Error(
-          "linearize: the linear part of a scan body would read a primal ref; ref consts "
-          "are never residuals (their reads must happen in the primal scan)");
     auto it = binder.find(v.id);
+    // A primal ref reaches the linear body only as a custom_vjp_call operand or residual (a
+    // plumbing ref its bwd writes): a ref const or scanned ref is passed to the linear scan
+    // as it is. A ref made inside the body cannot outlive the step.
+    if (body.type_of(v).is_ref &&
+        (it == binder.end() || (it->second >= nc && it->second < nc + ncar)))
+      throw Error(
+          "linearize: the linear part of a scan body would need a ref created inside the "
+          "body (shared with a custom_vjp backward pass); only the scan's ref operands can "
+          "be shared with the backward pass");
     if (it != binder.end() && it->second < nc)
       res_consts.push_back(it->second);
     else if (it != binder.end() && it->second >= nc + ncar)

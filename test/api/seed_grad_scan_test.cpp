@@ -200,8 +200,8 @@ TEST(SeedPart2, GradOfTheScannedSimpleInsertMatchesCentralDifferences) {
   expect_rel_near(g.item(), want, 1e-3, "simple_insert");
 }
 
-// The custom VJP rules, checked on the steps unrolled in C++ (reverse mode through a scan
-// body holding a custom_vjp_call is not supported by linearize yet).
+// The custom VJP rules, also checked on the steps unrolled in C++ (each step a top-level
+// custom_vjp_call).
 Value unrolled_part2_loss(const Value& w, InsertFn fn, const Part2Inputs& in, const Part2Sizes& s) {
   Value state = in.init_state;
   Value values = pow(in.values, w);
@@ -223,6 +223,35 @@ TEST(SeedPart2, CustomVjpRulesGiveTheSeedsGradients) {
   // bad_insert passes the carry's cotangent through unshifted: wrong once a row repeats
   // (20 steps over 3 rows), as the seed reports.
   EXPECT_GT(std::abs(grad_of(InsertFn::bad_insert) - want), 0.05 * std::abs(want));
+}
+
+// The seed's part 2 as written: grad through lax.scan of the custom_vjp inserts. The
+// transposed scan applies each insert's bwd per step on the carry cotangent, with fwd's
+// residuals (row, col: the scanned xs themselves).
+TEST(SeedPart2, GradOfTheScannedCustomVjpInsertsUsesTheirBwdRules) {
+  Part2Inputs in = make_part2_inputs(kSmall2);
+  const double want =
+      central_difference([&](double w) { return ref_part2_loss(w, in, kSmall2); }, 2.0);
+  auto grad_of = [&](InsertFn fn) { return grad(make_part2_loss(fn, in, kSmall2))(2.0f).item(); };
+  const double simple = grad_of(InsertFn::simple_insert);
+  expect_rel_near(simple, want, 1e-3, "simple_insert");
+  // slow_insert and fast_insert move the same cotangent entries simple_insert's transpose
+  // moves, so their gradients agree to rounding.
+  expect_rel_near(grad_of(InsertFn::slow_insert), simple, 1e-5, "slow_insert");
+  expect_rel_near(grad_of(InsertFn::fast_insert), simple, 1e-5, "fast_insert");
+  // bad_insert's rule is used as written: the wrong gradient once a row repeats, as the seed
+  // reports (g=0.0017259 against g_true=0.00052476 at its sizes).
+  const double bad = grad_of(InsertFn::bad_insert);
+  EXPECT_GT(std::abs(bad - want), 0.05 * std::abs(want));
+  // The same wrong value as the unrolled steps give: the rule, not the loop, is wrong.
+  const double bad_unrolled =
+      grad([&](Value w) { return unrolled_part2_loss(w, InsertFn::bad_insert, in, kSmall2); })(2.0f)
+          .item();
+  expect_rel_near(bad, bad_unrolled, 1e-5, "bad_insert scanned vs unrolled");
+  // vjp gives the same as grad.
+  auto [y, f_vjp] = vjp(make_part2_loss(InsertFn::fast_insert, in, kSmall2), 2.0f);
+  auto [w_bar] = f_vjp(1.0f);
+  EXPECT_EQ(w_bar.value().item(), grad_of(InsertFn::fast_insert));
 }
 
 TEST(SeedPart3, SlowPopAndFastPopAgree) {

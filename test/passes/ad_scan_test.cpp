@@ -589,31 +589,6 @@ TEST(ScanAd, NestedScanIsSplitRecursively) {
   EXPECT_EQ(count_prim(print_jaxpr(l.linear), "sin"), 0) << print_jaxpr(l.linear);
 }
 
-TEST(ScanAd, CondInsideTheBodyIsAClearError) {
-  JaxprList branches{body("{ lambda ; a:f64[]. let b:f64[] = sin a in (b,) }"),
-                     body("{ lambda ; a:f64[]. let b:f64[] = cos a in (b,) }")};
-  JaxprBuilder bb;
-  Var p = bb.add_invar(kF64);
-  Var i = bb.add_invar(ArrayType{DType::i32, {}});
-  std::vector<Var> o = bb.add_eqn(Prim::cond, {i, p}, Params{{"branches", branches}});
-  bb.set_outvars({o[0]});
-  Jaxpr f = scan_of({kF64, i32v(3)}, std::make_shared<const Jaxpr>(bb.finish()), 3, 0, 1);
-  check_ad(AdCase{[&] {
-    AdCase c{f};
-    c.fixed = {{1, i32s({0, 1, 0})}};
-    c.check_transpose = false;  // forward mode works
-    return c;
-  }()});
-  try {
-    linearize_jaxpr(f, {true, false});
-    FAIL() << "expected an error";
-  } catch (const Error& err) {
-    const std::string m = err.what();
-    EXPECT_NE(m.find("cond"), std::string::npos) << m;
-    EXPECT_NE(m.find("scan body"), std::string::npos) << m;
-  }
-}
-
 TEST(ScanAd, ScatterUpdateOfTheCarryTakesTheDenseRuleCorrectly) {
   // The seed's "scatter" mode: read entries with gather, write them back scaled with
   // scatter (unique indices per step). No aliasing for scatter yet: correct, dense.
@@ -626,26 +601,6 @@ TEST(ScanAd, ScatterUpdateOfTheCarryTakesTheDenseRuleCorrectly) {
   AdCase c{f};
   c.fixed = {{1, Array::from_vector<int32_t>({0, 1, 3, 2, 6, 0, 1, 2, 5, 4}, {5, 2})}};
   check_ad(c);
-}
-
-TEST(ScanAd, CustomVjpInsideTheBodyIsAClearErrorInReverseMode) {
-  JaxprPtr call = body("{ lambda ; x:f64[]. let y:f64[] = sin x in (y,) }");
-  JaxprPtr fwd = body("{ lambda ; x:f64[]. let y:f64[] = sin x; c:f64[] = cos x in (y, c) }");
-  JaxprPtr bwd = body("{ lambda ; c:f64[] g:f64[]. let b:f64[] = mul c g in (b,) }");
-  JaxprBuilder bb;
-  Var p = bb.add_invar(kF64);
-  std::vector<Var> o = bb.add_eqn(
-      Prim::custom_vjp_call, {p},
-      Params{
-          {"call_jaxpr", call}, {"fwd_jaxpr", fwd}, {"bwd_jaxpr", bwd}, {"num_res", int64_t{1}}});
-  bb.set_outvars({o[0]});
-  Jaxpr f = scan_of({kF64}, std::make_shared<const Jaxpr>(bb.finish()), 3, 0, 1);
-  try {
-    linearize_jaxpr(f, {true});
-    FAIL() << "expected an error";
-  } catch (const Error& err) {
-    EXPECT_NE(std::string(err.what()).find("custom_vjp_call"), std::string::npos) << err.what();
-  }
 }
 
 }  // namespace
