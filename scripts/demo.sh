@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job: installs what refjit needs, builds it (release preset) and runs the seed
-# programs from autodiff-with-refs.txt through the `refjit` command-line tool.
+# The main job: installs what refjit needs, builds it (release preset), runs the seed
+# programs of autodiff-with-refs.txt written with the C++ API (traced, printed, evaluated,
+# differentiated), then the same programs as jaxpr text through the `refjit` tool.
 # Usage: scripts/demo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,13 @@ bash scripts/setup.sh
 echo "== build (release) =="
 cmake --preset release && cmake --build --preset release
 echo
+
+echo "== the seed programs written with the C++ API (examples/*.cpp) =="
+for example in seed_pure2 seed_take seed_autodiff seed_foreach; do
+  echo "\$ build/release/examples/$example"
+  "build/release/examples/$example"
+  echo
+done
 
 refjit=build/release/bin/refjit
 seeds=test/lit/Inputs
