@@ -10,14 +10,18 @@
 //  - every use of its result is an operand of an eqn of that one group, and the result
 //    is not an output of the jaxpr.
 // So no member but the root is ever observable outside the loop nest. Members are
-// evaluated at the root's position; their operands are values (immutable), so moving the
-// computation later is safe. A buffer-assignment pass that reuses an operand's buffer in
-// place must treat every operand of a group as live until the group's root.
+// evaluated at the root's position. With a buffer assignment, buffers are reused in place,
+// so moving a member later is only safe while its operands' buffers are not overwritten in
+// between: an eqn also joins only if no eqn between it and the root (outside the group)
+// writes the buffer of one of its operands (an in-place update, a merged result, a ref
+// write, a structured eqn's results or refs). Within the group, loads of an element
+// precede the root's store of that element, so the root may overwrite an operand's buffer.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "passes/buffer_assignment.h"
 #include "refjit/ir/jaxpr.h"
 
 namespace refjit {
@@ -38,6 +42,7 @@ struct FusionPlan {
 bool has_elementwise_lowering(Prim p);
 
 // Groups the top-level eqns of `jaxpr` (sub-jaxprs are planned when they are lowered).
-FusionPlan plan_fusion(const Jaxpr& jaxpr);
+// `buffers`: the buffer assignment of this jaxpr (nullptr: every value owns its buffer).
+FusionPlan plan_fusion(const Jaxpr& jaxpr, const JaxprBuffers* buffers = nullptr);
 
 }  // namespace refjit

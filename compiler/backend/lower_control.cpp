@@ -1,6 +1,7 @@
 // Lowering of the structured primitives. jit and custom_vjp_call are inlined; scan becomes
 // an scf.for whose carries live in the result buffers; cond becomes an scf.index_switch
-// whose branches write into the result buffers.
+// whose branches write into the result buffers. Following a buffer assignment, sub-jaxprs
+// are lowered with their own plans (lower_planned) and copy only what those list.
 #include <fmt/format.h>
 
 #include "compiler/backend/lowering.h"
@@ -20,8 +21,57 @@ void lower_call(LowerCtx& c, const Eqn& e, const char* param) {
   const JaxprPtr& body = e.params.get<JaxprPtr>(param);
   if (!body) fail_eqn(e, fmt::format("param {} holds no jaxpr", param));
   if (body->outvars.size() != e.outs.size()) fail_eqn(e, "the body's outputs do not match");
+  if (c.buffers()) {
+    // The results' buffers (an operand's for an updated handed-over operand, else fresh
+    // ones here) exist before the body, which computes or copies its results into them.
+    for (Var v : e.outs) c.result_buffer(v);
+    c.lower_planned(*body, 0, operand_buffers(c, e, 0, e.ins.size()));
+    return;
+  }
   std::vector<Value> outs = c.lower_inline(*body, operand_buffers(c, e, 0, e.ins.size()));
   for (size_t i = 0; i < outs.size(); ++i) c.bind(e.outs[i], outs[i]);
+}
+
+// Following the plan: carry k lives in the scan's result buffer k for the whole loop (the
+// operand's own buffer when it is handed over, else filled once before the loop, as the
+// eqn's copies list); the body updates it in place and its end copies put the ys into
+// their rows and any carry-out not computed in place into the carry buffer.
+void lower_scan_planned(LowerCtx& c, const Eqn& e, const std::vector<Value>& consts,
+                        const std::vector<Value>& xs) {
+  const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
+  int64_t length = e.params.get<int64_t>("length");
+  bool reverse = e.params.get_or<bool>("reverse", false);
+  size_t nc = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
+  size_t nk = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
+  std::vector<Value> carry, ys;
+  for (size_t k = 0; k < e.outs.size(); ++k)
+    (k < nk ? carry : ys).push_back(c.result_buffer(e.outs[k]));
+  for (const Copy& cp : c.eqn_buffers()->copies) {
+    size_t k = 0;
+    while (k < nk && !(c.buffers()->buffer_of_var.at(e.outs[k].id) == cp.dst)) ++k;
+    if (k == nk) fail_eqn(e, "the buffer plan lists a copy into no carry");
+    c.perform_copy(cp, &e.ins.at(nc + k));
+  }
+
+  auto loop = c.b.create<mlir::scf::ForOp>(c.loc, c.index(0), c.index(length), c.index(1));
+  mlir::OpBuilder::InsertionGuard guard(c.b);
+  c.b.setInsertionPoint(loop.getBody()->getTerminator());
+  Value t = loop.getInductionVar();
+  if (reverse) t = c.b.create<mlir::arith::SubIOp>(c.loc, c.index(length - 1), t);
+  c.enter_loop();
+  c.with_scope([&] {
+    std::vector<Value> args = consts;
+    args.insert(args.end(), carry.begin(), carry.end());
+    for (Value x : xs) args.push_back(c.row_view(x, t));  // refs: writes land in the row
+    c.lower_planned(body, 0, args, [&] {
+      // y rows are views of row t of the stacked outputs.
+      const JaxprBuffers& p = *c.buffers();
+      for (size_t b = 0; b < p.buffers.size(); ++b)
+        if (p.buffers[b].origin == BufferOrigin::y_row)
+          c.set_buffer_memory(static_cast<int>(b), c.row_view(ys.at(p.buffers[b].index), t));
+    });
+  });
+  c.exit_loop();
 }
 
 void lower_scan(LowerCtx& c, const Eqn& e) {
@@ -36,6 +86,7 @@ void lower_scan(LowerCtx& c, const Eqn& e) {
 
   std::vector<Value> consts = operand_buffers(c, e, 0, nc);
   std::vector<Value> carry, ys, xs = operand_buffers(c, e, nc + nk, nx);
+  if (c.buffers()) return lower_scan_planned(c, e, consts, xs);
   for (size_t k = 0; k < nk; ++k) {
     Value buf = c.result_buffer(e.outs[k]);
     c.copy(c.buffer(e.ins[nc + k]), buf, c.type_of(e.outs[k]).array);
@@ -48,6 +99,7 @@ void lower_scan(LowerCtx& c, const Eqn& e) {
   c.b.setInsertionPoint(loop.getBody()->getTerminator());
   Value t = loop.getInductionVar();
   if (reverse) t = c.b.create<mlir::arith::SubIOp>(c.loc, c.index(length - 1), t);
+  c.enter_loop();
   c.with_scope([&] {
     std::vector<Value> args = consts;
     args.insert(args.end(), carry.begin(), carry.end());
@@ -68,6 +120,7 @@ void lower_scan(LowerCtx& c, const Eqn& e) {
     }
     for (size_t k = 0; k < nk; ++k) c.copy(next[k], carry[k], c.type_of(e.outs[k]).array);
   });
+  c.exit_loop();
 }
 
 void lower_cond(LowerCtx& c, const Eqn& e) {
@@ -77,7 +130,14 @@ void lower_cond(LowerCtx& c, const Eqn& e) {
   std::vector<Value> ops = operand_buffers(c, e, 1, e.ins.size() - 1);
   std::vector<Value> results;
   for (Var v : e.outs) results.push_back(c.result_buffer(v));
+  size_t branch_index = 0;
   auto emit_branch = [&](const Jaxpr& br) {
+    size_t which = branch_index++;
+    if (c.buffers()) {
+      // Each branch computes or copies its results into the result buffers (its end copies).
+      c.with_scope([&] { c.lower_planned(br, which, ops); });
+      return;
+    }
     c.with_scope([&] {
       std::vector<Value> outs = c.lower_inline(br, ops);
       if (outs.size() != results.size()) fail_eqn(e, "a branch's outputs do not match");

@@ -100,23 +100,47 @@ class IndexMap {
   IndexedLayout layout_;
 };
 
+bool whole_indexer(const Eqn& e) {
+  const ParamValue* pv = e.params.find("indexer");
+  const Indexer* idx = pv ? std::get_if<Indexer>(pv) : nullptr;
+  return !idx || idx->is_whole();
+}
+
 ArrayType ref_type(LowerCtx& c, const Eqn& e) {
   Type t = c.type_of(e.ins.at(0));
   if (!t.is_ref) fail_eqn(e, "operand 0 must be a ref");
   return t.array;
 }
 
+// new_ref: a move takes over the initial value's buffer (the plan found it dead);
+// otherwise a buffer of its own, initialised with a copy.
 void lower_new_ref(LowerCtx& c, const Eqn& e) {
   if (e.ins.size() != 1 || e.outs.size() != 1) fail_eqn(e, "expected one operand");
   ArrayType t = c.type_of(e.ins[0]).array;
-  Value m = c.alloc(t);
+  if (c.shares_buffer(e.ins[0], e.outs[0])) {
+    c.bind(e.outs[0], c.buffer(e.ins[0]));
+    return;
+  }
+  Value m = c.buffers() ? c.result_buffer(e.outs[0]) : c.alloc(t);
   c.bind(e.outs[0], m);
-  c.copy(c.buffer(e.ins[0]), m, t);
+  if (is_var(e.ins[0]))
+    c.copy(c.buffer(e.ins[0]), m, t);
+  else
+    c.fill(m, t, c.literal(std::get<Literal>(e.ins[0])));
 }
 
+// get: a whole read the plan lets share the ref's buffer is a view; else a copy out.
 void lower_get(LowerCtx& c, const Eqn& e) {
   if (e.ins.empty() || e.outs.size() != 1) fail_eqn(e, "expected a ref operand and one result");
   ArrayType rt = ref_type(c, e);
+  if (c.shares_buffer(e.ins[0], e.outs[0])) {
+    c.bind(e.outs[0], c.view_as(c.buffer(e.ins[0]), c.type_of(e.outs[0]).array));
+    return;
+  }
+  if (whole_indexer(e)) {  // a copy of the whole ref
+    c.copy(c.buffer(e.ins[0]), c.result_buffer(e.outs[0]), rt);
+    return;
+  }
   IndexMap map(c, e, rt, std::span<const Atom>(e.ins).subspan(1));
   Value ref = c.buffer(e.ins[0]);
   Value dst = c.result_buffer(e.outs[0]);
@@ -130,9 +154,23 @@ void lower_swap(LowerCtx& c, const Eqn& e) {
   ArrayType rt = ref_type(c, e);
   IndexMap map(c, e, rt, std::span<const Atom>(e.ins).subspan(2));
   Value ref = c.buffer(e.ins[0]);
-  Value old = c.result_buffer(e.outs[0]);
-  c.loop_nest(map.shape(),
-              [&](Ivs ivs) { c.store(c.load_mem(ref, rt.dtype, map(ivs)), old, rt.dtype, ivs); });
+  // The plan gives an unused old value no buffer, and makes the whole write of a value
+  // already computed in the ref's buffer a no-op.
+  const EqnBuffers* plan = c.eqn_buffers();
+  if (whole_indexer(e)) {  // whole copies: old contents out, the new value in
+    if (!c.has_no_buffer(e.outs[0])) c.copy(ref, c.result_buffer(e.outs[0]), rt);
+    if (plan && plan->action == EqnAction::no_op) return;
+    if (is_var(e.ins[1]))
+      c.copy(c.buffer(e.ins[1]), ref, rt);
+    else
+      c.fill(ref, rt, c.literal(std::get<Literal>(e.ins[1])));
+    return;
+  }
+  if (!c.has_no_buffer(e.outs[0])) {
+    Value old = c.result_buffer(e.outs[0]);
+    c.loop_nest(map.shape(),
+                [&](Ivs ivs) { c.store(c.load_mem(ref, rt.dtype, map(ivs)), old, rt.dtype, ivs); });
+  }
   c.loop_nest(map.shape(),
               [&](Ivs ivs) { c.store(c.load(e.ins[1], ivs), ref, rt.dtype, map(ivs)); });
 }

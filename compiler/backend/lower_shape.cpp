@@ -23,18 +23,9 @@ void expect_ins(const Eqn& e, size_t n) {
     fail_eqn(e, fmt::format("expected at least {} operand(s) and one result", n));
 }
 
-// The operand's buffer with an identity (contiguous row-major) layout, copying a view.
-Value contiguous_buffer(LowerCtx& c, const Atom& a) {
-  Value m = c.buffer(a);
-  if (mlir::cast<mlir::MemRefType>(m.getType()).getLayout().isIdentity()) return m;
-  ArrayType t = c.type_of(a).array;
-  Value fresh = c.alloc(t);
-  c.copy(m, fresh, t);
-  return fresh;
-}
-
 // reshape / squeeze / expand_dims: the row-major data is unchanged, so the result is a view
-// of the operand's buffer with the new shape.
+// of the operand's buffer with the new shape (every buffer is contiguous; a row of a bigger
+// buffer keeps its offset).
 void lower_reshape(LowerCtx& c, const Eqn& e) {
   expect_ins(e, 1);
   ArrayType rt = c.type_of(e.outs[0]).array;
@@ -42,16 +33,7 @@ void lower_reshape(LowerCtx& c, const Eqn& e) {
     c.result_buffer(e.outs[0]);
     return;
   }
-  Value src = contiguous_buffer(c, e.ins[0]);
-  std::vector<int64_t> strides(rt.shape.size());
-  int64_t s = 1;
-  for (size_t i = rt.shape.size(); i-- > 0;) {
-    strides[i] = s;
-    s *= rt.shape[i];
-  }
-  Value view = c.b.create<mlir::memref::ReinterpretCastOp>(c.loc, c.memref_type(rt), src, 0,
-                                                           rt.shape, strides);
-  c.bind(e.outs[0], view);
+  c.bind(e.outs[0], c.view_as(c.buffer(e.ins[0]), rt));
 }
 
 void lower_broadcast_in_dim(LowerCtx& c, const Eqn& e) {
@@ -144,7 +126,8 @@ void lower_dynamic_update_slice(LowerCtx& c, const Eqn& e) {
   ArrayType ut = c.type_of(e.ins[1]).array;
   std::vector<Value> starts = clamped_starts(c, e, 2, rt.shape, ut.shape);
   Value dst = c.result_buffer(e.outs[0]);
-  c.copy(c.buffer(e.ins[0]), dst, rt);
+  // In place (operand 0's buffer is the result's): write only the region.
+  if (!c.shares_buffer(e.ins[0], e.outs[0])) c.copy(c.buffer(e.ins[0]), dst, rt);
   c.loop_nest(ut.shape, [&](Ivs ivs) {
     std::vector<Value> out;
     for (size_t i = 0; i < ivs.size(); ++i) out.push_back(add_idx(c, ivs[i], starts[i]));
@@ -226,7 +209,7 @@ void lower_scatter(LowerCtx& c, const Eqn& e, bool add) {
   int64_t axis = e.params.get<int64_t>("axis");
   size_t k = it.shape.size();
   Value dst = c.result_buffer(e.outs[0]);
-  c.copy(c.buffer(e.ins[0]), dst, rt);
+  if (!c.shares_buffer(e.ins[0], e.outs[0])) c.copy(c.buffer(e.ins[0]), dst, rt);
   c.loop_nest(ut.shape, [&](Ivs ivs) {
     std::vector<Value> ii(ivs.begin() + axis, ivs.begin() + axis + k);
     Value raw = c.load(e.ins[1], ii);

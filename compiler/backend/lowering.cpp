@@ -108,13 +108,135 @@ Value LowerCtx::buffer(const Atom& a) {
 
 Value LowerCtx::result_buffer(Var v) {
   Frame& f = frames_.back();
-  int slot = f.top_level ? plan_.output_slot_of(v) : -1;
-  Value m = slot >= 0 ? output_buffers_.at(slot) : alloc(f.jaxpr->type_of(v).array);
+  const ArrayType& t = f.jaxpr->type_of(v).array;
+  Value m;
+  if (f.plan) {
+    int b = v.id < f.plan->buffer_of_var.size() ? f.plan->buffer_of_var[v.id] : -1;
+    m = b >= 0 ? view_as(buffer_memory(b), t) : alloc(t);
+  } else {
+    int slot = f.top_level ? plan_.output_slot_of(v) : -1;
+    m = slot >= 0 ? output_buffers_.at(slot) : alloc(t);
+  }
   f.env.at(v.id) = m;
   return m;
 }
 
-void LowerCtx::bind(Var v, Value memref) { frames_.back().env.at(v.id) = memref; }
+void LowerCtx::bind(Var v, Value memref) {
+  Frame& f = frames_.back();
+  int b = f.plan && v.id < f.plan->buffer_of_var.size() ? f.plan->buffer_of_var[v.id] : -1;
+  if (b >= 0 && !f.mem.at(b)) {
+    // The plan gave `v` a buffer of its own that nothing made yet (a view of a literal):
+    // the value must live there, e.g. when that buffer is an output array.
+    const ArrayType& t = f.jaxpr->type_of(v).array;
+    Value dst = view_as(buffer_memory(b), t);
+    copy(memref, dst, t);
+    memref = dst;
+  }
+  f.env.at(v.id) = memref;
+}
+
+Value LowerCtx::view_as(Value memref, const ArrayType& t) {
+  auto mt = mlir::cast<mlir::MemRefType>(memref.getType());
+  if (mt.getShape() == llvm::ArrayRef<int64_t>(t.shape)) return memref;
+  std::vector<int64_t> strides(t.shape.size());
+  int64_t s = 1;
+  for (size_t i = t.shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= t.shape[i];
+  }
+  if (mt.getLayout().isIdentity())
+    return b.create<mlir::memref::ReinterpretCastOp>(loc, memref_type(t), memref, 0, t.shape,
+                                                     strides);
+  // A view with an offset (a row of a bigger buffer): keep the offset, row-major strides.
+  auto meta = b.create<mlir::memref::ExtractStridedMetadataOp>(loc, memref);
+  auto layout = mlir::StridedLayoutAttr::get(b.getContext(), mlir::ShapedType::kDynamic, strides);
+  auto type = mlir::MemRefType::get(t.shape, storage_type(t.dtype), layout);
+  std::vector<mlir::OpFoldResult> sizes, stride_attrs;
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    sizes.push_back(b.getIndexAttr(t.shape[i]));
+    stride_attrs.push_back(b.getIndexAttr(strides[i]));
+  }
+  return b.create<mlir::memref::ReinterpretCastOp>(
+      loc, type, memref, mlir::OpFoldResult(meta.getOffset()), sizes, stride_attrs);
+}
+
+// ---------------------------------------------------------------- the buffer assignment
+
+const EqnBuffers* LowerCtx::eqn_buffers() const {
+  const Frame& f = frames_.back();
+  if (!f.plan || f.eqn < 0 || static_cast<size_t>(f.eqn) >= f.plan->eqns.size()) return nullptr;
+  return &f.plan->eqns[f.eqn];
+}
+
+bool LowerCtx::shares_buffer(const Atom& a, Var v) const {
+  const Frame& f = frames_.back();
+  if (!f.plan || !is_var(a)) return false;
+  const auto& bv = f.plan->buffer_of_var;
+  Var x = as_var(a);
+  if (x.id >= bv.size() || v.id >= bv.size()) return false;
+  return bv[x.id] >= 0 && bv[x.id] == bv[v.id];
+}
+
+bool LowerCtx::has_no_buffer(Var v) const {
+  const Frame& f = frames_.back();
+  return f.plan && (v.id >= f.plan->buffer_of_var.size() || f.plan->buffer_of_var[v.id] < 0);
+}
+
+Value LowerCtx::buffer_memory(int b) {
+  Frame& f = frames_.back();
+  Value& m = f.mem.at(b);
+  if (m) return m;
+  const Buffer& B = f.plan->buffers.at(b);
+  if (f.top_level && B.home >= 0) {
+    m = view_as(output_buffers_.at(B.home), B.type);
+  } else if (f.top_level && B.origin == BufferOrigin::result) {
+    m = output_buffers_.at(B.index);
+  } else if (B.outer >= 0 && frames_.size() >= 2) {
+    Value outer = frames_[frames_.size() - 2].mem.at(B.outer);
+    if (!outer)
+      throw Error(
+          fmt::format("native backend: internal error, buffer {} of {} stands for a "
+                      "buffer of the enclosing jaxpr that was not made yet",
+                      b, f.plan->where));
+    m = view_as(outer, B.type);
+  } else {
+    m = alloc(B.type);
+  }
+  return m;
+}
+
+void LowerCtx::count_copy(const ArrayType& t) {
+  if (!plan_.counts) return;
+  if (loop_depth_ > 0) {
+    ++plan_.counts->copies_in_loops;
+    plan_.counts->bytes_in_loops += t.byte_size();
+  } else {
+    ++plan_.counts->copies_outside;
+    plan_.counts->bytes_outside += t.byte_size();
+  }
+}
+
+void LowerCtx::perform_copy(const Copy& cp, const Atom* fill_from) {
+  const Frame& f = frames_.back();
+  if (cp.kind == CopyKind::fill) {
+    if (!fill_from || is_var(*fill_from))
+      throw Error(fmt::format("native backend: internal error, no literal for a fill in {}",
+                              f.plan->where));
+    const Literal& l = std::get<Literal>(*fill_from);
+    ArrayType t = f.plan->buffers.at(cp.dst).type;
+    count_copy(t);
+    fill(buffer_memory(cp.dst), t, literal(l));
+    return;
+  }
+  if (!cp.value)
+    throw Error(
+        fmt::format("native backend: internal error, a copy without a value in {}", f.plan->where));
+  Var v = *cp.value;
+  const ArrayType& t = f.jaxpr->type_of(v).array;
+  Value src =
+      f.plan->buffer_of_var.at(v.id) == cp.src ? buffer(v) : view_as(buffer_memory(cp.src), t);
+  copy(src, view_as(buffer_memory(cp.dst), t), t);
+}
 
 // ---------------------------------------------------------------- element access
 
@@ -187,6 +309,7 @@ std::vector<Value> LowerCtx::loop_with_carry(
 }
 
 void LowerCtx::copy(Value src, Value dst, const ArrayType& t) {
+  count_copy(t);
   auto st = mlir::cast<mlir::MemRefType>(src.getType());
   auto dt = mlir::cast<mlir::MemRefType>(dst.getType());
   if (st == dt && st.getLayout().isIdentity()) {
@@ -232,8 +355,63 @@ Value LowerCtx::call_libm(const std::string& name, mlir::ValueRange args) {
 
 // ---------------------------------------------------------------- sub-jaxprs and scopes
 
-void LowerCtx::push_frame(const Jaxpr& j, bool top_level) {
-  frames_.push_back(Frame{&j, std::vector<Value>(j.vars.size()), top_level});
+void LowerCtx::push_frame(const Jaxpr& j, bool top_level, const JaxprBuffers* plan) {
+  Frame f;
+  f.jaxpr = &j;
+  f.env.resize(j.vars.size());
+  f.top_level = top_level;
+  f.plan = plan;
+  if (plan) f.mem.resize(plan->buffers.size());
+  frames_.push_back(std::move(f));
+}
+
+const JaxprBuffers& LowerCtx::checked_plan(size_t index, const Jaxpr& j) const {
+  const BufferAssignment& a = *plan_.assignment;
+  if (index >= a.jaxprs.size() || a.jaxprs[index].eqns.size() != j.eqns.size() ||
+      a.jaxprs[index].buffer_of_var.size() != j.vars.size())
+    throw Error(
+        "native backend: the buffer plan was computed for another jaxpr; compute it with "
+        "default_buffer_plan on the jaxpr being compiled");
+  return a.jaxprs[index];
+}
+
+void LowerCtx::lower_planned(const Jaxpr& sub, size_t which, const std::vector<Value>& args,
+                             const std::function<void()>& setup) {
+  const EqnBuffers* eb = eqn_buffers();
+  if (!eb || which >= eb->sub_plans.size())
+    throw Error("native backend: internal error, the buffer plan has no plan for a sub-jaxpr");
+  const JaxprBuffers& p = checked_plan(static_cast<size_t>(eb->sub_plans[which]), sub);
+  size_t n_in = sub.constvars.size() + sub.invars.size();
+  if (args.size() != n_in)
+    throw Error(
+        fmt::format("native backend: a sub-jaxpr takes {} values but got {}", n_in, args.size()));
+  push_frame(sub, false, &p);
+  size_t k = 0;
+  auto bind_binder = [&](Var v) {
+    bind_var(v, args[k]);
+    int b = p.buffer_of_var.at(v.id);
+    if (b >= 0 && !frames_.back().mem.at(b)) frames_.back().mem[b] = args[k];
+    ++k;
+  };
+  for (Var v : sub.constvars) bind_binder(v);
+  for (Var v : sub.invars) bind_binder(v);
+  if (setup) setup();
+  lower_eqns(sub);
+  // Fills take their literal from the outvar whose home is the destination.
+  size_t n_carry = 0, n_y = 0;
+  for (const Buffer& B : p.buffers) n_carry += B.origin == BufferOrigin::carry;
+  n_y = sub.outvars.size() >= n_carry ? sub.outvars.size() - n_carry : 0;
+  for (const Copy& cp : p.end_copies) {
+    const Atom* lit = nullptr;
+    if (cp.kind == CopyKind::fill) {
+      const Buffer& D = p.buffers.at(cp.dst);
+      size_t out = static_cast<size_t>(D.index);
+      if (D.origin == BufferOrigin::y_row) out = sub.outvars.size() - n_y + D.index;
+      if (out < sub.outvars.size()) lit = &sub.outvars[out];
+    }
+    perform_copy(cp, lit);
+  }
+  pop_frame();
 }
 
 void LowerCtx::pop_frame() { frames_.pop_back(); }
@@ -275,9 +453,11 @@ std::vector<Value> LowerCtx::lower_inline(const Jaxpr& body, const std::vector<V
 }
 
 void LowerCtx::lower_eqns(const Jaxpr& j) {
-  const FusionPlan fusion = plan_fusion(j);
+  const FusionPlan fusion = plan_fusion(j, frames_.back().plan);
+  if (plan_.counts) plan_.counts->fused_groups += static_cast<int>(fusion.groups.size());
   for (size_t i = 0; i < j.eqns.size(); ++i) {
     const Eqn& e = j.eqns[i];
+    frames_.back().eqn = static_cast<int>(i);
     if (fusion.group_of[i] >= 0) {
       // Members are computed inside their root's loop nest.
       if (fusion.is_root(i)) lower_fused_group(j, fusion.groups[fusion.group_of[i]]);
@@ -342,20 +522,70 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
   mlir::Block* entry = fn.addEntryBlock();
   b.setInsertionPointToEnd(entry);
 
-  lc.push_frame(jaxpr, /*top_level=*/true);
+  const JaxprBuffers* top = nullptr;
+  if (!plan.naive) {
+    if (!plan.assignment)
+      throw Error("native backend: no buffer plan; use default_buffer_plan(jaxpr)");
+    const BufferAssignment& a = *plan.assignment;
+    if (a.jaxprs.empty() || plan.signature != jaxpr_signature(jaxpr) ||
+        a.jaxprs[0].eqns.size() != jaxpr.eqns.size() ||
+        a.jaxprs[0].buffer_of_var.size() != jaxpr.vars.size())
+      throw Error(
+          "native backend: the buffer plan was computed for another jaxpr; compute it with "
+          "default_buffer_plan on the jaxpr being compiled");
+    top = &a.jaxprs[0];
+  }
+  lc.push_frame(jaxpr, /*top_level=*/true, top);
   size_t k = 0;
-  for (Var v : jaxpr.constvars) lc.bind_var(v, entry->getArgument(k++));
-  for (Var v : jaxpr.invars) lc.bind_var(v, entry->getArgument(k++));
+  std::vector<Var> binders = jaxpr.constvars;
+  binders.insert(binders.end(), jaxpr.invars.begin(), jaxpr.invars.end());
+  for (Var v : binders) lc.bind_var(v, entry->getArgument(k++));
   std::vector<Value> outs;
   for (size_t i = 0; i < jaxpr.outvars.size(); ++i) outs.push_back(entry->getArgument(k++));
   lc.set_output_buffers(outs);
   if (plan.use_workspace) lc.set_workspace(entry->getArgument(k++));
 
   lc.with_scope([&] {
+    if (!top) {
+      lc.lower_eqns(jaxpr);
+      for (size_t i = 0; i < jaxpr.outvars.size(); ++i) {
+        Value src = lc.buffer(jaxpr.outvars[i]);
+        if (src != outs[i]) lc.copy(src, outs[i], jaxpr.type_of(jaxpr.outvars[i]).array);
+      }
+      return;
+    }
+    // Binders are the caller's arrays and refs. The runtime passes inputs read-only, so a
+    // donated input that the plan returns as output k is moved into output k on entry and
+    // updated there; a donated ref keeps the caller's storage and is copied out at the end.
+    std::vector<std::pair<Value, int>> ref_outputs;
+    for (size_t i = 0; i < binders.size(); ++i) {
+      Var v = binders[i];
+      int b = top->buffer_of_var.at(v.id);
+      if (b < 0) continue;
+      const Buffer& B = top->buffers.at(b);
+      Value arg = entry->getArgument(i);
+      if (B.home >= 0 && B.origin == BufferOrigin::input && !jaxpr.type_of(v).is_ref) {
+        Value home = lc.view_as(outs.at(B.home), B.type);
+        lc.copy(arg, home, B.type);
+        lc.set_buffer_memory(b, home);
+        lc.bind_var(v, home);
+        continue;
+      }
+      if (B.home >= 0) ref_outputs.push_back({arg, B.home});
+      lc.set_buffer_memory(b, arg);
+    }
     lc.lower_eqns(jaxpr);
-    for (size_t i = 0; i < jaxpr.outvars.size(); ++i) {
-      Value src = lc.buffer(jaxpr.outvars[i]);
-      if (src != outs[i]) lc.copy(src, outs[i], jaxpr.type_of(jaxpr.outvars[i]).array);
+    for (const Copy& cp : top->end_copies) {
+      const Buffer& D = top->buffers.at(cp.dst);
+      const Atom* lit =
+          D.origin == BufferOrigin::result && static_cast<size_t>(D.index) < jaxpr.outvars.size()
+              ? &jaxpr.outvars[D.index]
+              : nullptr;
+      lc.perform_copy(cp, lit);
+    }
+    for (auto [ref, out] : ref_outputs) {
+      ArrayType t = jaxpr.type_of(jaxpr.outvars.at(out)).array;
+      lc.copy(lc.view_as(ref, t), outs.at(out), t);
     }
   });
   b.create<mlir::func::ReturnOp>(b.getUnknownLoc());

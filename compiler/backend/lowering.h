@@ -5,6 +5,11 @@
 // operands element by element (`load`), write results into buffers obtained from
 // `result_buffer` (which consults the BufferPlan), or `bind` a result to a view of an
 // existing buffer. Element computations use i1 for bool; bool memrefs store i8.
+//
+// Following a buffer assignment (docs/buffers.md), each frame keeps one memref per buffer
+// of its plan; a value's memref is a view of its buffer's memref. result_buffer(v) returns
+// v's buffer, which for an in-place update is operand 0's: a rule asks shares_buffer() and
+// then writes only the region instead of copying the operand first.
 #pragma once
 
 #include <functional>
@@ -61,11 +66,25 @@ class LowerCtx {
   Type type_of(const Atom& a) const;
   // The buffer of a var (throws if unbound); for a literal, a fresh rank-0 buffer holding it.
   mlir::Value buffer(const Atom& a);
-  // A buffer for result `v` of the current eqn: its plan home or a fresh allocation.
+  // A buffer for result `v` of the current eqn: the buffer the plan gives it (possibly an
+  // operand's, for an in-place update), or a fresh allocation.
   mlir::Value result_buffer(Var v);
   // Makes `v` refer to `memref` (a view or another value's buffer); no copy.
   void bind(Var v, mlir::Value memref);
   mlir::Value alloc(const ArrayType& t);
+  // `memref` (contiguous row-major data, any offset) seen with type `t` (same element count):
+  // itself, or a memref.reinterpret_cast of it.
+  mlir::Value view_as(mlir::Value memref, const ArrayType& t);
+
+  // ---- the buffer assignment (null / false / -1 under the naive plan)
+  // The plan of the jaxpr being lowered, and of the eqn being lowered.
+  const JaxprBuffers* buffers() const { return frames_.back().plan; }
+  const EqnBuffers* eqn_buffers() const;
+  // Whether the plan puts `a` and `v` in the same buffer (`v` then overwrites `a` in place,
+  // or is a view of it). Always false under the naive plan.
+  bool shares_buffer(const Atom& a, Var v) const;
+  // Whether the plan gives `v` no storage (an unused result, e.g. swap's old value).
+  bool has_no_buffer(Var v) const;
 
   // ---- element access (idx are index values; rank-0 and literals take none)
   mlir::Value load(const Atom& a, mlir::ValueRange idx);
@@ -97,10 +116,26 @@ class LowerCtx {
   // Lowers `body` at the current insertion point with its constvars then invars bound to
   // `args` (memrefs; refs are passed by reference) and returns its outvars' buffers.
   // Literal outvars are materialised; other outvars may alias buffers of `args`.
+  // Naive plan only.
   std::vector<mlir::Value> lower_inline(const Jaxpr& body, const std::vector<mlir::Value>& args);
+  // Following the plan: lowers sub-jaxpr `sub` (sub_plans[which] of the current eqn) with
+  // its binders in `args`; `setup(ctx)` runs in the new frame first (e.g. to place y rows
+  // with set_buffer_memory); then the eqns and the plan's end copies. The body's results
+  // end up in the buffers the plan says (the parent's result buffers, carries, rows).
+  void lower_planned(const Jaxpr& sub, size_t which, const std::vector<mlir::Value>& args,
+                     const std::function<void()>& setup = {});
+  // The memref of buffer `b` of the current frame's plan, materialised on first use (the
+  // output array or parent buffer it stands for, or a fresh allocation).
+  mlir::Value buffer_memory(int b);
+  void set_buffer_memory(int b, mlir::Value memref) { frames_.back().mem.at(b) = memref; }
+  // Performs copy `cp` of the current plan; `literal` is the source of a fill.
+  void perform_copy(const Copy& cp, const Atom* fill_from);
   // Runs `f` with a fresh scope whose allocations are freed at the current insertion point
   // when `f` returns (use for loop bodies and branches).
   void with_scope(const std::function<void()>& f);
+  // Brackets the lowering of a loop body (copies inside count as per-iteration copies).
+  void enter_loop() { ++loop_depth_; }
+  void exit_loop() { --loop_depth_; }
   // Whether `memref` was allocated in the innermost scope (so nothing else aliases it).
   bool owned_by_current_scope(mlir::Value memref) const;
 
@@ -112,18 +147,26 @@ class LowerCtx {
 
   // ---- driver state
   struct Frame {
-    const Jaxpr* jaxpr;
+    const Jaxpr* jaxpr = nullptr;
     std::vector<mlir::Value> env;  // by var id
-    bool top_level;
+    bool top_level = false;
+    const JaxprBuffers* plan = nullptr;  // null: naive plan
+    std::vector<mlir::Value> mem;        // by buffer id of `plan`
+    int eqn = -1;                        // the eqn being lowered
   };
-  void push_frame(const Jaxpr& j, bool top_level);
+  void push_frame(const Jaxpr& j, bool top_level, const JaxprBuffers* plan = nullptr);
   void pop_frame();
   void bind_var(Var v, mlir::Value memref) { frames_.back().env.at(v.id) = memref; }
   void free_scope(Scope& s);
   std::vector<Scope>& scopes() { return scopes_; }
   void set_output_buffers(std::vector<mlir::Value> outs) { output_buffers_ = std::move(outs); }
+  const std::vector<mlir::Value>& output_buffers() const { return output_buffers_; }
+  const BufferPlan& plan() const { return plan_; }
 
  private:
+  const JaxprBuffers& checked_plan(size_t index, const Jaxpr& j) const;
+  void count_copy(const ArrayType& t);
+  int loop_depth_ = 0;  // scan bodies being lowered
   mlir::ModuleOp module_;
   const BufferPlan& plan_;
   const Jaxpr* jaxpr_ = nullptr;
