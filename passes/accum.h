@@ -70,13 +70,20 @@ class Accum {
   bool can_alias() const { return wanted_ && !value_ && !ref_ && !user_ref_ && !ref_valued_; }
   // `*this` (can_alias) takes over `from`'s buffer (can_hand_over) without a copy: from now
   // on this accumulator's sum is the buffer's contents plus its pending contributions (added
-  // in place); `from` is left empty.
+  // in place); `from` is left empty. The buffer may have another shape with the same element
+  // count (the transpose of a reshape): this accumulator is then a *reshaped view* of it
+  // (row-major, as `reshape`). A view translates its accesses onto the buffer's layout:
+  // whole accesses reshape the value, an index array on a rank-1 view becomes one index
+  // array per buffer dim (the flat index clamped into range, then split); any other access
+  // first copies the buffer into one of the view's own shape (dense, correct).
   void alias_of(Emitter& e, Accum& from);
   // Makes `ref`, an internal ref created in the current jaxpr holding a cotangent, the
   // buffer of this accumulator (can_alias): adopted without a copy, as alias_of.
   void adopt(Emitter& e, Atom ref);
-  // Whether the sum lives in `ref`.
+  // Whether the sum lives in `ref`, in `ref`'s own shape (not as a reshaped view).
   bool holds_in(const Atom& ref) const;
+  // Whether the sum lives in a buffer of another shape (a reshaped view, see alias_of).
+  bool is_view() const { return view_.has_value(); }
   // Moves the sum out as a ref buffer: the buffer itself when it can be handed over, else a
   // new ref of the frozen sum (zeros if none). Leaves this accumulator empty.
   Atom take_buffer(Emitter& e);
@@ -84,6 +91,16 @@ class Accum {
  private:
   void ensure_buffer(Emitter& e);
   void flush_pending(Emitter& e);  // adds pending sparse contributions into ref_
+  // ref_[idx] accesses with an indexer on type_, translated when ref_ is a reshaped view.
+  Atom ref_get(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn);
+  Atom ref_swap(Emitter& e, const Atom& g, const Indexer& idx, const std::vector<Atom>& dyn);
+  void ref_addupdate(Emitter& e, const Atom& ct, const Indexer& idx, const std::vector<Atom>& dyn);
+  // The indexer on the view's buffer selecting the same entries as `idx` on the view, if
+  // this translation is supported (see alias_of).
+  bool view_indexer(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn, Indexer& out,
+                    std::vector<Atom>& out_dyn) const;
+  // Copies a view's buffer into a new internal ref of this accumulator's own shape.
+  void materialize_view(Emitter& e);
   struct Sparse {
     Atom ct;
     Indexer idx;
@@ -92,11 +109,15 @@ class Accum {
   std::vector<Sparse> pending_;  // sparse contributions waiting for a buffer
   ArrayType type_;
   bool wanted_ = true;
-  bool user_ref_ = false;    // ref_ is the caller's, never frozen
-  bool ref_valued_ = false;  // the cotangent of a Ref-typed value
-  bool borrowed_ = false;    // ref_ was created outside this jaxpr (held_in): read, never freeze
-  MaybeAtom value_;          // functional sum
-  MaybeAtom ref_;            // buffer (internal or the user's)
+  bool user_ref_ = false;      // ref_ is the caller's, never frozen
+  bool ref_valued_ = false;    // the cotangent of a Ref-typed value
+  bool borrowed_ = false;      // ref_ was created outside this jaxpr (held_in): read, never freeze
+  MaybeAtom value_;            // functional sum
+  MaybeAtom ref_;              // buffer (internal or the user's)
+  std::optional<Shape> view_;  // ref_'s shape when it differs from type_ (reshaped view)
+  // The last flat index array split by view_indexer and its per-dim indices (a read and a
+  // write of the same entries share them).
+  mutable std::optional<std::pair<uint32_t, std::vector<Atom>>> split_;
 };
 
 }  // namespace refjit

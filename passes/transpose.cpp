@@ -26,6 +26,7 @@ const TransposeRuleTable& transpose_rules() {
     register_control_transpose_rules(t);
     LazyCotangentTable unused;
     register_scan_transpose_rules(t, unused);  // last: overrides dynamic_update_slice
+    register_aliasing_transpose_rules(t, unused);
     return t;
   }();
   return table;
@@ -36,6 +37,7 @@ const LazyCotangentTable& lazy_cotangent_rules() {
     TransposeRuleTable unused;
     LazyCotangentTable lazy;
     register_scan_transpose_rules(unused, lazy);
+    register_aliasing_transpose_rules(unused, lazy);
     return lazy;
   }();
   return table;

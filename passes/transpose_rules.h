@@ -40,6 +40,8 @@ void register_control_transpose_rules(TransposeRuleTable& t);
 using LazyCotangentTable = RuleTable<bool>;
 // scan, and dynamic_update_slice's aliasing rule (passes/transpose_rules_scan.cpp).
 void register_scan_transpose_rules(TransposeRuleTable& t, LazyCotangentTable& lazy);
+// reshape/squeeze/expand_dims, scatter and scatter-add (passes/transpose_rules_scatter.cpp).
+void register_aliasing_transpose_rules(TransposeRuleTable& t, LazyCotangentTable& lazy);
 
 const TransposeRuleTable& transpose_rules();
 const LazyCotangentTable& lazy_cotangent_rules();

@@ -100,11 +100,8 @@ void register_shape_transpose_rules(TransposeRuleTable& t) {
     }
     a.acc[0]->add(e, reshape(e, e.reduce_sum(ct0(a), axes), x.shape));
   });
-  for (Prim p : {Prim::reshape, Prim::squeeze, Prim::expand_dims}) {
-    t.set(p, [](Emitter& e, TransposeArgs& a) {
-      if (a.wants(0)) a.acc[0]->add(e, reshape(e, ct0(a), a.acc[0]->type().shape));
-    });
-  }
+  // reshape, squeeze, expand_dims, scatter and scatter-add alias their operand's accumulator
+  // to their result's: see transpose_rules_scatter.cpp.
   t.set(Prim::transpose, [](Emitter& e, TransposeArgs& a) {
     if (!a.wants(0)) return;
     const IntList& perm = a.eqn.params.get<IntList>("permutation");
@@ -153,18 +150,6 @@ void register_shape_transpose_rules(TransposeRuleTable& t) {
   });
   // dynamic_update_slice: its transpose aliases the operand's accumulator to the result's,
   // so a loop's carry cotangent stays in one ref: see transpose_rules_scan.cpp.
-  t.set(Prim::scatter_add, [](Emitter& e, TransposeArgs& a) {
-    if (a.wants(0)) a.acc[0]->add(e, ct0(a));
-    if (a.wants(2)) a.acc[2]->add(e, e.emit1(Prim::gather, {ct0(a), a.val[1]}, a.eqn.params));
-  });
-  // scatter (overwrite): the overwritten entries get no cotangent. Assumes unique indices
-  // for the update's cotangent (with duplicates every copy gets the entry's cotangent).
-  t.set(Prim::scatter, [](Emitter& e, TransposeArgs& a) {
-    const ArrayType ut = a.acc[2] ? a.acc[2]->type() : e.array_type_of(a.val[2]);
-    if (a.wants(0))
-      a.acc[0]->add(e, e.emit1(Prim::scatter, {ct0(a), a.val[1], e.zeros(ut)}, a.eqn.params));
-    if (a.wants(2)) a.acc[2]->add(e, e.emit1(Prim::gather, {ct0(a), a.val[1]}, a.eqn.params));
-  });
   t.set(Prim::concatenate, [](Emitter& e, TransposeArgs& a) {
     const int64_t dim = a.eqn.params.get<int64_t>("dimension");
     const Shape out = e.array_type_of(ct0(a)).shape;
