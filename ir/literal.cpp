@@ -1,9 +1,9 @@
 #include "refjit/ir/literal.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 namespace refjit {
 
@@ -16,10 +16,12 @@ int64_t saturating_cast(double v, DType d) {
                               : static_cast<double>(std::numeric_limits<int64_t>::min());
   double hi = d == DType::i32 ? std::numeric_limits<int32_t>::max()
                               : static_cast<double>(std::numeric_limits<int64_t>::max());
-  if (v <= lo) return d == DType::i32 ? std::numeric_limits<int32_t>::min()
-                                      : std::numeric_limits<int64_t>::min();
-  if (v >= hi) return d == DType::i32 ? std::numeric_limits<int32_t>::max()
-                                      : std::numeric_limits<int64_t>::max();
+  if (v <= lo)
+    return d == DType::i32 ? std::numeric_limits<int32_t>::min()
+                           : std::numeric_limits<int64_t>::min();
+  if (v >= hi)
+    return d == DType::i32 ? std::numeric_limits<int32_t>::max()
+                           : std::numeric_limits<int64_t>::max();
   return static_cast<int64_t>(std::trunc(v));
 }
 
@@ -48,8 +50,8 @@ std::string Literal::value_text() const {
   if (std::isnan(f)) return "nan";
   if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
   // Shortest text that reads back to the same value, always with a '.' or exponent.
-  std::string s = dtype == DType::f32 ? fmt::format("{}", static_cast<float>(f))
-                                      : fmt::format("{}", f);
+  std::string s =
+      dtype == DType::f32 ? fmt::format("{}", static_cast<float>(f)) : fmt::format("{}", f);
   if (s.find_first_of(".eE") == std::string::npos) s += ".0";
   return s;
 }

@@ -13,7 +13,9 @@ int64_t num_elements(const Shape& shape) {
 
 std::string shape_text(const Shape& shape) { return fmt::format("{}", fmt::join(shape, ",")); }
 
-std::string ArrayType::str() const { return fmt::format("{}[{}]", short_name(dtype), shape_text(shape)); }
+std::string ArrayType::str() const {
+  return fmt::format("{}[{}]", short_name(dtype), shape_text(shape));
+}
 std::string ArrayType::long_str() const {
   return fmt::format("{}[{}]", long_name(dtype), shape_text(shape));
 }

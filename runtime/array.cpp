@@ -180,8 +180,8 @@ std::string element_text(const Array& a, int64_t i) {
       if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
       // Shortest text that reads back to the same value; "2.0" rather than "2" so a float
       // never reads as an integer.
-      std::string s = a.dtype() == DType::f32 ? fmt::format("{}", static_cast<float>(v))
-                                              : fmt::format("{}", v);
+      std::string s =
+          a.dtype() == DType::f32 ? fmt::format("{}", static_cast<float>(v)) : fmt::format("{}", v);
       if (s.find_first_of(".e") == std::string::npos) s += ".0";
       return s;
     }

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <optional>
 
-#include "tools/autodiff.h"
 #include "passes/buffer_assignment.h"
+#include "tools/autodiff.h"
 #include "tools/commands.h"
 #include "tools/execute.h"
 #include "tools/program.h"

@@ -18,8 +18,8 @@ namespace refjit {
 
 class Array {
  public:
-  Array();  // f32[] holding 0
-  explicit Array(ArrayType type);  // zero-filled
+  Array();                                  // f32[] holding 0
+  explicit Array(ArrayType type);           // zero-filled
   Array(ArrayType type, const void* data);  // copies type.byte_size() bytes
 
   template <class T>

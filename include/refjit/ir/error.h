@@ -40,8 +40,7 @@ class ParseError : public Error {
 // Wrong use of refs or of an autodiff API (REFS.md section 3). `code` is "E1".."E12".
 class RefError : public Error {
  public:
-  RefError(std::string code, const std::string& message)
-      : Error(message), code_(std::move(code)) {}
+  RefError(std::string code, const std::string& message) : Error(message), code_(std::move(code)) {}
   const std::string& code() const { return code_; }
 
  private:

@@ -27,9 +27,9 @@ struct IndexerDim {
     index_array,  // an integer array operand (NumPy advanced indexing)
   };
   Kind kind = Kind::slice;
-  int64_t start = 0;   // static start (slice) or static index (index)
-  int64_t size = 0;    // slice: number of elements taken
-  int64_t stride = 1;  // slice: static stride (only for static starts)
+  int64_t start = 0;     // static start (slice) or static index (index)
+  int64_t size = 0;      // slice: number of elements taken
+  int64_t stride = 1;    // slice: static stride (only for static starts)
   bool dynamic = false;  // start/index comes from an operand (always true for index_array)
 
   bool operator==(const IndexerDim&) const = default;
@@ -60,7 +60,7 @@ struct NoneParam {
 
 using IntList = std::vector<int64_t>;
 using IntListList = std::vector<std::vector<int64_t>>;  // pad's padding_config
-using JaxprList = std::vector<JaxprPtr>;                 // cond's branches
+using JaxprList = std::vector<JaxprPtr>;                // cond's branches
 
 using ParamValue = std::variant<NoneParam, bool, int64_t, double, std::string, DType, IntList,
                                 IntListList, DotDims, Indexer, JaxprPtr, JaxprList>;
