@@ -25,6 +25,8 @@ class Accum {
   bool has_buffer() const { return ref_.has_value(); }
   // The cotangent of a Ref-typed value (or a user's gradient ref): always ref-backed.
   bool is_ref_like() const { return ref_valued_ || user_ref_; }
+  // The cotangent of a Ref-typed value (a tangent ref), not of an array.
+  bool is_ref_value() const { return ref_valued_; }
 
   // acc += ct (dense).
   void add(Emitter& e, const Atom& ct);

@@ -16,6 +16,8 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <unordered_set>
+#include <utility>
 
 #include "passes/transpose.h"
 #include "passes/transpose_rules.h"
@@ -80,6 +82,25 @@ void scan_transpose(Emitter& e, TransposeArgs& a) {
   const size_t n = a.acc.size(), ny = a.out_acc.size() - ncar;
   if (body.invars.size() != n || body.outvars.size() != a.out_acc.size())
     throw Error("transpose: scan body binders do not match the scan's operands");
+
+  // One array accumulator feeding several linear operands (one array passed as a const and
+  // as an xs, or as two carries): every operand after the first gets its own accumulator
+  // for the loop, added into the shared one after it. Otherwise one buffer (an internal ref
+  // or the user's gradient ref) would be passed twice, e.g. as a ref const and as a scanned
+  // ref, and the scanned row's write-back would undo the const's updates. The cotangents of
+  // Ref-typed operands stay shared: the forward scan saw the same aliasing ref twice.
+  std::vector<std::pair<Accum*, std::unique_ptr<Accum>>> split;
+  {
+    std::unordered_set<const Accum*> seen;
+    for (size_t i = 0; i < n; ++i) {
+      Accum* acc = a.acc[i];
+      if (!acc || acc->is_ref_value() || seen.insert(acc).second) continue;
+      auto own = std::make_unique<Accum>(acc->wanted() ? Accum::value(acc->type())
+                                                       : Accum::dont_want(acc->type()));
+      a.acc[i] = own.get();
+      split.emplace_back(acc, std::move(own));
+    }
+  }
 
   // Body binders reordered [residual consts, residual xs, linear consts, carries, linear xs].
   std::vector<size_t> res_c, res_x, lin_c, lin_x;
@@ -173,6 +194,8 @@ void scan_transpose(Emitter& e, TransposeArgs& a) {
     else
       init.add(e, e.freeze(carry_refs[c]));
   }
+  for (auto& [shared, own] : split)
+    if (shared->wanted()) shared->add(e, own->freeze(e));
 }
 
 }  // namespace

@@ -7,18 +7,20 @@
 //   * reshape: the operand's accumulator becomes a reshaped view of the result's buffer
 //     (Accum::alias_of), no read;
 //   * scatter: ct_u = R[idx] read (clamped, as gather), masked to zero where idx is out of
-//     range (scatter drops those updates); the in-range entries of R are set to zero; the
-//     operand's accumulator becomes R;
+//     range (scatter drops those updates) or repeated later (the last update wins); the
+//     in-range entries of R are set to zero; the operand's accumulator becomes R;
 //   * scatter-add: ct_u = the masked read; the operand's accumulator becomes R unchanged.
 //
 // Duplicate indices: the operand's cotangent is exact (every overwritten entry is zeroed,
-// however often it is named). ct_u gives every copy of a duplicated index the entry's
-// cotangent, which is right for scatter-add but not for scatter, where only the last update
-// wins (the dense rule had the same limitation; scatter is assumed to have unique indices).
+// however often it is named). For scatter-add every copy of a duplicated index gets the
+// entry's cotangent (they accumulate); for scatter only the last update to an entry survives,
+// so ct_u is also masked by last_write_mask (passes/last_write_mask.h: O(k^2) compares for
+// small k, else an int scratch of the axis's size), emitted only when ct_u is wanted.
 #include <fmt/format.h>
 
 #include <numeric>
 
+#include "passes/last_write_mask.h"
 #include "passes/transpose_rules.h"
 #include "refjit/ir/error.h"
 
@@ -63,7 +65,9 @@ struct ScatterSite {
   Atom idx;       // the index array
   ArrayType ut;   // the update's type
   Indexer ix;     // x[..., idx, ...]
-  Atom in_range;  // bool[k]: 0 <= idx < dim (the updates scatter keeps)
+  Atom in_range;  // bool[k]: 0 <= idx < dim
+  Atom kept;      // bool[k]: the updates that reach the result (in range; scatter: not
+                  // overwritten by a later duplicate)
 };
 
 ScatterSite scatter_site(Emitter& e, const TransposeArgs& a) {
@@ -80,12 +84,15 @@ ScatterSite scatter_site(Emitter& e, const TransposeArgs& a) {
   s.in_range =
       e.emit1(Prim::and_, {e.emit1(Prim::ge, {s.idx, e.scalar(it, 0.0)}),
                            e.emit1(Prim::lt, {s.idx, e.scalar(it, static_cast<double>(s.dim))})});
+  s.kept = s.in_range;
+  if (a.eqn.prim == Prim::scatter && a.wants(2))
+    s.kept = e.emit1(Prim::and_, {s.in_range, last_write_mask(e, s.idx, s.dim)});
   return s;
 }
 
-// g where the update was kept, zero where scatter dropped it.
+// g where the update reached the result, zero where scatter dropped or overwrote it.
 Atom mask_dropped(Emitter& e, const ScatterSite& s, Atom g) {
-  return e.select(widen(e, s.in_range, s.ut, s.axis), {e.zeros(s.ut), g});
+  return e.select(widen(e, s.kept, s.ut, s.axis), {e.zeros(s.ut), g});
 }
 
 // The values to swap into R[clamp(idx)] so that exactly the in-range entries become zero.

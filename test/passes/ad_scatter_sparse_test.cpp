@@ -128,12 +128,13 @@ TEST(ScatterSparseAd, FlatScatterAddWithOutOfRangeAndDuplicateIndices) {
   }
 }
 
-TEST(ScatterSparseAd, DuplicateScatterIndicesGiveTheExactCarryCotangent) {
-  // The updates are not differentiated (their cotangent with duplicates is the documented
-  // limitation); the carry's gradient must be exact: a doubly written entry is zeroed, and
-  // an out-of-range index clamping onto a written entry (-3 -> 0, 14 -> 11) leaves it zero.
+TEST(ScatterSparseAd, DuplicateScatterIndicesGiveExactCotangents) {
+  // The carry's gradient: a doubly written entry is zeroed, and an out-of-range index
+  // clamping onto a written entry (-3 -> 0, 14 -> 11) leaves it zero. The updates': only the
+  // last update to an entry gets its cotangent (checked with and without them differentiated).
   for (const char* text : {kFlatScatterBody, kFlatScatterPlainBody}) {
     AdCase c = flat_case(text, i32a({2, 2, 0, -3, 9, 9, 11, 14}, {kSteps, 2}));
+    check_ad(c);
     std::mt19937 rng(7);
     c.fixed[2] = random_array(rng, f64t({kSteps, 2}));
     check_ad(c);

@@ -279,12 +279,6 @@ class Generator {
     Var g = emit_float(s, Prim::gather, {x, idx}, {{"axis", axis}});
     if (coin(0.5)) return;
     Var u = emit(s, Prim::sin, {g});
-    if (!o_.known_transpose_issues) {  // only in-range indices, scatter-add only
-      Var hi = emit(s, Prim::min, {idx, ilit(xs[axis] - 1)});
-      Var in_range = emit(s, Prim::max, {hi, ilit(0)});
-      emit_float(s, Prim::scatter_add, {same_shape_float(s, x), in_range, u}, {{"axis", axis}});
-      return;
-    }
     emit_float(s, coin(0.6) ? Prim::scatter_add : Prim::scatter, {same_shape_float(s, x), idx, u},
                {{"axis", axis}});
   }
@@ -665,10 +659,7 @@ class Generator {
     if (coin(0.5)) redraw_dynamic(s, idx, dyn);
     std::vector<Atom> ins{r, u};
     ins.insert(ins.end(), dyn.begin(), dyn.end());
-    const bool has_array = std::any_of(idx.dims.begin(), idx.dims.end(), [](const IndexerDim& d) {
-      return d.kind == IndexerDim::Kind::index_array;
-    });
-    if (kind == 1 && (o_.known_transpose_issues || !has_array))
+    if (kind == 1)
       emit_float(s, Prim::swap, ins, {{"indexer", idx}});
     else
       s.b.add_eqn(Prim::addupdate, ins, {{"indexer", idx}});
@@ -739,9 +730,7 @@ class Generator {
     if (!leading.empty() && coin(0.7)) {
       length = j.type_of(pick(leading)).shape()[0];
       for (Var v : s.floats)
-        if (!j.type_of(v).shape().empty() && j.type_of(v).shape()[0] == length && coin(0.5) &&
-            (o_.known_transpose_issues ||
-             std::find(ins.begin(), ins.end(), Atom(v)) == ins.end())) {
+        if (!j.type_of(v).shape().empty() && j.type_of(v).shape()[0] == length && coin(0.5)) {
           ins.push_back(v);
           Shape row(j.type_of(v).shape().begin() + 1, j.type_of(v).shape().end());
           body_in.push_back(ArrayType{f_, row});

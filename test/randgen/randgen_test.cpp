@@ -91,9 +91,6 @@ TEST(RandTest, InterpreterAndAutodiffAgreeOn200Programs) {
   Tally t;
   CheckOptions o;
   o.native = false;
-  // The transposition mismatches already reported (docs/testing.md "Known mismatches") are
-  // left to scripts/randtest.sh; this test guards everything else.
-  o.known_transpose_issues = false;
   for (uint64_t seed = 1; seed <= 200; ++seed) check_seed(seed, o, t);
   EXPECT_EQ(t.programs, 200);
   EXPECT_EQ(t.ran["roundtrip/f32"], 200);
