@@ -315,7 +315,6 @@ void check_seed(uint64_t seed, const CheckOptions& options, Tally& tally) {
     GenOptions g;
     g.float_dtype = dt;
     g.control = v.control;
-    g.known_transpose_issues = options.known_transpose_issues;
     g.max_eqns = 6 + static_cast<int>(seed % 23);  // small and large programs
     g.differentiable = dt == DType::f64;
     Program p;

@@ -14,7 +14,6 @@ struct CheckOptions {
   bool native = true;  // interpreter == compile_native
   int native_opt_level = 1;
   bool autodiff = true;  // JVP vs finite differences, transpose identity (f64 programs)
-  bool known_transpose_issues = true;  // GenOptions::known_transpose_issues
 };
 
 // One disagreement: which check, on which program, and what differed.

@@ -1,6 +1,6 @@
 // randgen_tests: the GoogleTest binary of this folder, and the random-program driver.
 //   randgen_tests [gtest flags]                       the bounded gtests (CI)
-//   randgen_tests randtest COUNT [SEED] [--no-native] [--no-autodiff] [--avoid-known-issues]
+//   randgen_tests randtest COUNT [SEED] [--no-native] [--no-autodiff]
 // The driver checks programs SEED .. SEED+COUNT-1, prints each mismatching program with the
 // seed that reproduces it, and ends with `randtest: N programs, M mismatches` (exit 1 if M > 0).
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@ int randtest(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(
         stderr,
-        "usage: %s randtest COUNT [SEED] [--no-native] [--no-autodiff] [--avoid-known-issues]\n",
+        "usage: %s randtest COUNT [SEED] [--no-native] [--no-autodiff]\n",
         argv[0]);
     return 2;
   }
@@ -31,8 +31,6 @@ int randtest(int argc, char** argv) {
       options.native = false;
     else if (a == "--no-autodiff")
       options.autodiff = false;
-    else if (a == "--avoid-known-issues")
-      options.known_transpose_issues = false;
     else
       seed = std::strtoull(a.c_str(), nullptr, 10);
   }

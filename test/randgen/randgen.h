@@ -19,11 +19,6 @@ struct GenOptions {
   // For programs checked against finite differences: no stop_gradient (its JVP is zero by
   // design) and no round trip through f32 (FD of a staircase is noise).
   bool differentiable = false;
-  // false avoids the constructs whose transposition is known to be wrong (reported from the
-  // randtest runs, see docs/testing.md "Known mismatches"). None are known at present, so
-  // the generator does not consult it; a newly found mismatch is left out here (guarded by
-  // this flag) until its fix lands.
-  bool known_transpose_issues = true;
 };
 
 struct Program {
