@@ -88,7 +88,8 @@ inline Value set_row_elements(const Value& x, const Value& row, const Value& col
   const int64_t width = x.shape()[1];
   Value flat = reshape(x, {rows * width});
   Value idx = row * static_cast<int32_t>(width) + cols;
-  return reshape(scatter(flat, idx, values, 0), {rows, width});
+  // indices_are_sorted=True, unique_indices=True in the seed.
+  return reshape(scatter(flat, idx, values, 0, /*unique_indices=*/true), {rows, width});
 }
 
 // col + np.arange(n, dtype=np.int32)

@@ -197,8 +197,11 @@ Value iota(DType dtype, const Ints& shape, int64_t dimension) {
 Value gather(const Value& x, const Value& indices, int64_t axis) {
   return bind(Prim::gather, {x, indices}, {{"axis", axis}});
 }
-Value scatter(const Value& x, const Value& indices, const Value& updates, int64_t axis) {
-  return bind(Prim::scatter, {x, indices, updates}, {{"axis", axis}});
+Value scatter(const Value& x, const Value& indices, const Value& updates, int64_t axis,
+              bool unique_indices) {
+  Params params{{"axis", axis}};
+  if (unique_indices) params.set("unique_indices", true);
+  return bind(Prim::scatter, {x, indices, updates}, std::move(params));
 }
 Value scatter_add(const Value& x, const Value& indices, const Value& updates, int64_t axis) {
   return bind(Prim::scatter_add, {x, indices, updates}, {{"axis", axis}});

@@ -32,7 +32,7 @@ RuleTable<SpecList> make_specs() {
   set(Prim::dynamic_slice, {{"slice_sizes", K::ints}});
   set(Prim::iota, {{"dimension", K::integer}, {"dtype", K::dtype}, {"shape", K::ints}});
   set(Prim::gather, {{"axis", K::integer}});
-  set(Prim::scatter, {{"axis", K::integer}});
+  set(Prim::scatter, {{"axis", K::integer}, {"unique_indices", K::boolean}});
   set(Prim::scatter_add, {{"axis", K::integer}});
   set(Prim::reduce_sum, {{"axes", K::ints}});
   set(Prim::reduce_max, {{"axes", K::ints}});

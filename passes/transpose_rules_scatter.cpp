@@ -85,7 +85,9 @@ ScatterSite scatter_site(Emitter& e, const TransposeArgs& a) {
       e.emit1(Prim::and_, {e.emit1(Prim::ge, {s.idx, e.scalar(it, 0.0)}),
                            e.emit1(Prim::lt, {s.idx, e.scalar(it, static_cast<double>(s.dim))})});
   s.kept = s.in_range;
-  if (a.eqn.prim == Prim::scatter && a.wants(2))
+  // A repeated index keeps only its last update; `unique_indices=True` promises none repeat.
+  const bool may_repeat = !a.eqn.params.get_or<bool>("unique_indices", false);
+  if (a.eqn.prim == Prim::scatter && a.wants(2) && may_repeat)
     s.kept = e.emit1(Prim::and_, {s.in_range, last_write_mask(e, s.idx, s.dim)});
   return s;
 }
@@ -141,7 +143,8 @@ void scatter_transpose(Emitter& e, TransposeArgs& a) {
   if (a.wants(0))
     a.acc[0]->add(e, e.emit1(Prim::scatter, {*ct, s.idx, e.zeros(s.ut)}, a.eqn.params));
   if (a.wants(2))
-    a.acc[2]->add(e, mask_dropped(e, s, e.emit1(Prim::gather, {*ct, s.idx}, a.eqn.params)));
+    a.acc[2]->add(
+        e, mask_dropped(e, s, e.emit1(Prim::gather, {*ct, s.idx}, Params{{"axis", s.axis}})));
 }
 
 void scatter_add_transpose(Emitter& e, TransposeArgs& a) {
@@ -157,7 +160,8 @@ void scatter_add_transpose(Emitter& e, TransposeArgs& a) {
   if (!ct) return;
   if (a.wants(0)) a.acc[0]->add(e, *ct);
   if (a.wants(2))
-    a.acc[2]->add(e, mask_dropped(e, s, e.emit1(Prim::gather, {*ct, s.idx}, a.eqn.params)));
+    a.acc[2]->add(
+        e, mask_dropped(e, s, e.emit1(Prim::gather, {*ct, s.idx}, Params{{"axis", s.axis}})));
 }
 
 // reshape / squeeze / expand_dims: the operand's cotangent is the result's, reshaped.

@@ -81,7 +81,10 @@ Value dynamic_update_slice(const Value& x, const Value& update,
                            const std::vector<Value>& start_indices);
 Value iota(DType dtype, const Ints& shape, int64_t dimension = 0);
 Value gather(const Value& x, const Value& indices, int64_t axis = 0);
-Value scatter(const Value& x, const Value& indices, const Value& updates, int64_t axis = 0);
+// unique_indices (JAX's flag of the same name) promises no index repeats: the gradient
+// then skips the last-write-wins mask it otherwise builds for duplicate indices.
+Value scatter(const Value& x, const Value& indices, const Value& updates, int64_t axis = 0,
+              bool unique_indices = false);
 Value scatter_add(const Value& x, const Value& indices, const Value& updates, int64_t axis = 0);
 
 // Reductions (no axes given: all of them) and contractions.

@@ -192,6 +192,20 @@ TEST(AdRegressions, ScatterWithManyDuplicateIndicesUsesTheScratchMask) {
   EXPECT_EQ(int_scatters_in_backward(c.f), 1);
 }
 
+TEST(AdRegressions, UniqueIndicesScatterSkipsTheLastWriteMask) {
+  // The same 40 indices without repeats, promised unique as JAX's unique_indices=True: the
+  // backward pass has no mask scratch and the gradient is still exact.
+  std::vector<int32_t> h;
+  for (int k = 0; k < 40; ++k) h.push_back(k < 3 ? k : 100 + k);  // 3 in range, the rest dropped
+  AdCase c{parse(R"({ lambda ; a:f64[5] u:f64[40] h:i32[40]. let
+      k:f64[5] = scatter[axis=0 unique_indices=True] a h u
+      m:f64[5] = sin k
+    in (m,) })")};
+  c.fixed = {{2, i32a(h, {40})}};
+  check_ad(c);
+  EXPECT_EQ(int_scatters_in_backward(c.f), 0);
+}
+
 // ---------------------------------------------- one array as two operands of a scan
 
 const char* kScanConstAndXs = R"({ lambda ; a:f64[2] b:f64[]. let
