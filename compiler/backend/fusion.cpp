@@ -118,4 +118,96 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
   return plan;
 }
 
+SliceMovePlan plan_slice_moves(const Jaxpr& j, const JaxprBuffers* buffers,
+                               const FusionPlan& fusion) {
+  const size_t n = j.eqns.size();
+  SliceMovePlan plan;
+  plan.folded_into.assign(n, -1);
+  plan.move_of.assign(n, -1);
+  if (!buffers || buffers->eqns.size() != n) return plan;
+  const JaxprBuffers& p = *buffers;
+  auto buf = [&](const Atom& a) {
+    return is_var(a) && as_var(a).id < p.buffer_of_var.size() ? p.buffer_of_var[as_var(a).id] : -1;
+  };
+  std::vector<int> uses(j.vars.size(), 0);
+  std::vector<int32_t> def(j.vars.size(), -1);
+  for (size_t i = 0; i < n; ++i) {
+    for (const Atom& a : j.eqns[i].ins)
+      if (is_var(a)) ++uses[as_var(a).id];
+    for (Var v : j.eqns[i].outs) def[v.id] = static_cast<int32_t>(i);
+  }
+  for (const Atom& a : j.outvars)
+    if (is_var(a)) uses[as_var(a).id] += 2;  // never fold a returned value
+  const std::vector<std::vector<int>> writes = written_buffers(j, p);
+  // Whether an eqn in (from, to) writes buffer b.
+  auto written_between = [&](int b, size_t from, size_t to) {
+    if (b < 0) return false;
+    for (size_t k = from + 1; k < to; ++k)
+      if (std::find(writes[k].begin(), writes[k].end(), b) != writes[k].end()) return true;
+    return false;
+  };
+  // The eqn defining `a` if it is a single-use, unfused eqn of prim `prim` before `before`.
+  auto single_use_def = [&](const Atom& a, Prim prim, size_t before) -> int32_t {
+    if (!is_var(a)) return -1;
+    Var v = as_var(a);
+    int32_t d = def[v.id];
+    if (d < 0 || static_cast<size_t>(d) >= before || uses[v.id] != 1) return -1;
+    const Eqn& e = j.eqns[d];
+    if (e.prim != prim || e.outs.size() != 1 || fusion.group_of.at(d) >= 0) return -1;
+    if (plan.folded_into[d] >= 0) return -1;
+    return d;
+  };
+  auto contiguous_run = [&](Var v) {
+    const Shape& s = j.type_of(v).array.shape;
+    for (size_t i = 0; i + 1 < s.size(); ++i)
+      if (s[i] != 1) return false;
+    return !s.empty();
+  };
+
+  for (size_t d = 0; d < n; ++d) {
+    const Eqn& e = j.eqns[d];
+    if (e.prim != Prim::dynamic_update_slice || e.ins.size() < 2 || e.outs.size() != 1) continue;
+    const int dst = buf(e.outs[0]);
+    if (dst < 0 || buf(e.ins[0]) != dst || j.type_of(e.outs[0]).is_ref) continue;
+    SliceMove m;
+    std::vector<Atom> pieces;
+    if (int32_t q = single_use_def(e.ins[1], Prim::dynamic_slice, d); q >= 0) {
+      pieces = {e.ins[1]};
+    } else if (int32_t c = single_use_def(e.ins[1], Prim::concatenate, d); c >= 0) {
+      m.concat = c;
+      pieces = j.eqns[c].ins;
+    } else {
+      continue;
+    }
+    bool ok = true;
+    int reads_dst = 0;
+    const size_t first = m.concat >= 0 ? static_cast<size_t>(m.concat) : d;
+    for (const Atom& a : pieces) {
+      int32_t q = single_use_def(a, Prim::dynamic_slice, m.concat >= 0 ? first : d);
+      if (q >= 0 && contiguous_run(as_var(a))) {
+        const Eqn& s = j.eqns[q];
+        for (const Atom& x : s.ins)
+          if (written_between(buf(x), static_cast<size_t>(q), d)) ok = false;
+        for (size_t k = 1; k < s.ins.size(); ++k)
+          if (buf(s.ins[k]) == dst) ok = false;
+        reads_dst += buf(s.ins[0]) == dst;
+        m.slice_of_piece.push_back(q);
+      } else {
+        if (buf(a) == dst || written_between(buf(a), first, d)) ok = false;
+        m.slice_of_piece.push_back(-1);
+      }
+    }
+    bool any_slice = false;
+    for (int32_t q : m.slice_of_piece) any_slice |= q >= 0;
+    // Operands of the update's own start indices are read at its position anyway.
+    if (!ok || !any_slice || reads_dst > 1) continue;
+    plan.move_of[d] = static_cast<int32_t>(plan.moves.size());
+    if (m.concat >= 0) plan.folded_into[m.concat] = static_cast<int32_t>(d);
+    for (int32_t q : m.slice_of_piece)
+      if (q >= 0) plan.folded_into[q] = static_cast<int32_t>(d);
+    plan.moves.push_back(std::move(m));
+  }
+  return plan;
+}
+
 }  // namespace refjit

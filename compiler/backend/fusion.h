@@ -45,4 +45,40 @@ bool has_elementwise_lowering(Prim p);
 // `buffers`: the buffer assignment of this jaxpr (nullptr: every value owns its buffer).
 FusionPlan plan_fusion(const Jaxpr& jaxpr, const JaxprBuffers* buffers = nullptr);
 
+// Slice moves: an in-place dynamic_update_slice (operand 0's buffer is the result's) whose
+// update is a dynamic_slice, or a concatenate of pieces some of which are dynamic_slices,
+// writes the sliced elements straight from the slice's source into the destination (one
+// memmove per piece, so a row segment shifted inside the same buffer costs one pass, not
+// three: slice into a temp, concatenate into another, write back). The folded
+// dynamic_slice / concatenate eqns are then not lowered on their own. A piece qualifies if
+//  - it is a dynamic_slice whose sizes are 1 in every dim but the last (one contiguous run
+//    of a row-major buffer), its result read only by the concatenate (or the update);
+//  - no eqn between it and the update writes the buffer of one of its operands (its source
+//    or start indices), so reading them at the update's position reads the same values;
+//  - at most one piece reads the destination buffer itself: that piece is moved first
+//    (memmove handles the overlap), then the other pieces are written.
+// The concatenate (when there is one) must be read only by the update; its other pieces
+// are read from their own buffers at the update's position, so they must not be written
+// in between either, and must not live in the destination buffer.
+struct SliceMove {
+  int32_t concat = -1;  // the folded concatenate eqn, or -1 (the update is one dynamic_slice)
+  // Per piece of the update (one piece without a concatenate): the folded dynamic_slice
+  // eqn computing it, or -1 for a piece read from its own buffer.
+  std::vector<int32_t> slice_of_piece;
+};
+
+struct SliceMovePlan {
+  // folded_into[eqn] = the dynamic_update_slice eqn that computes it, or -1.
+  std::vector<int32_t> folded_into;
+  // move_of[eqn]: index into `moves` for a dynamic_update_slice lowered as moves, or -1.
+  std::vector<int32_t> move_of;
+  std::vector<SliceMove> moves;
+};
+
+// Slice moves of the top-level eqns of `jaxpr` under the buffer assignment `buffers`
+// (none without one: every value owns its buffer, so no update is in place). Eqns of
+// fusion groups are never folded.
+SliceMovePlan plan_slice_moves(const Jaxpr& jaxpr, const JaxprBuffers* buffers,
+                               const FusionPlan& fusion);
+
 }  // namespace refjit

@@ -120,12 +120,70 @@ void lower_dynamic_slice(LowerCtx& c, const Eqn& e) {
   });
 }
 
+// A slice move (fusion.h): the update's pieces are written straight from their sources,
+// the piece that reads the destination buffer first (one memmove, overlap allowed), then
+// the others. Each folded dynamic_slice clamps its own starts against its source, as it
+// would have on its own.
+void lower_slice_move(LowerCtx& c, const Eqn& e, const SliceMove& m,
+                      const std::vector<Value>& starts, Value dst) {
+  ArrayType rt = c.type_of(e.outs[0]).array;
+  const Jaxpr& j = c.jaxpr_of_frame();
+  std::vector<Atom> pieces = {e.ins[1]};
+  int64_t dim = 0;
+  if (m.concat >= 0) {
+    pieces = j.eqns.at(m.concat).ins;
+    dim = j.eqns.at(m.concat).params.get<int64_t>("dimension");
+  }
+  struct Placed {
+    size_t piece;
+    std::vector<Value> at;  // destination index of the piece's first element
+  };
+  std::vector<Placed> placed;
+  int64_t offset = 0;
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    std::vector<Value> at = starts;
+    if (offset) at.at(dim) = add_idx(c, at.at(dim), c.index(offset));
+    placed.push_back({k, at});
+    offset += c.type_of(pieces[k]).array.shape.at(dim);
+  }
+  auto reads_dst = [&](const Placed& p) {
+    int32_t q = m.slice_of_piece.at(p.piece);
+    return q >= 0 && c.shares_buffer(j.eqns.at(q).ins[0], e.outs[0]);
+  };
+  std::vector<Placed> order;
+  for (const Placed& p : placed)
+    if (reads_dst(p)) order.push_back(p);
+  for (const Placed& p : placed)
+    if (!reads_dst(p)) order.push_back(p);
+  for (const Placed& p : order) {
+    const Atom& a = pieces[p.piece];
+    ArrayType pt = c.type_of(a).array;
+    int32_t q = m.slice_of_piece.at(p.piece);
+    if (q >= 0) {
+      const Eqn& s = j.eqns.at(q);
+      ArrayType st = c.type_of(s.ins[0]).array;
+      std::vector<Value> from = clamped_starts(c, s, 1, st.shape, pt.shape);
+      c.move_elements(dst, p.at, c.buffer(s.ins[0]), from, pt.shape.back(), rt.dtype);
+      continue;
+    }
+    c.loop_nest(pt.shape, [&](Ivs ivs) {
+      std::vector<Value> out;
+      for (size_t i = 0; i < ivs.size(); ++i) out.push_back(add_idx(c, ivs[i], p.at[i]));
+      c.store(c.load(a, ivs), dst, rt.dtype, out);
+    });
+  }
+}
+
 void lower_dynamic_update_slice(LowerCtx& c, const Eqn& e) {
   expect_ins(e, 2);
   ArrayType rt = c.type_of(e.outs[0]).array;
   ArrayType ut = c.type_of(e.ins[1]).array;
   std::vector<Value> starts = clamped_starts(c, e, 2, rt.shape, ut.shape);
   Value dst = c.result_buffer(e.outs[0]);
+  if (const SliceMove* m = c.slice_move()) {
+    lower_slice_move(c, e, *m, starts, dst);
+    return;
+  }
   // In place (operand 0's buffer is the result's): write only the region.
   if (!c.shares_buffer(e.ins[0], e.outs[0])) c.copy(c.buffer(e.ins[0]), dst, rt);
   c.loop_nest(ut.shape, [&](Ivs ivs) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "compiler/backend/fusion.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 namespace refjit::backend {
@@ -16,7 +17,7 @@ using mlir::Value;
 
 void load_dialects(mlir::MLIRContext& ctx) {
   ctx.loadDialect<mlir::arith::ArithDialect, mlir::func::FuncDialect, mlir::math::MathDialect,
-                  mlir::memref::MemRefDialect, mlir::scf::SCFDialect>();
+                  mlir::memref::MemRefDialect, mlir::scf::SCFDialect, mlir::LLVM::LLVMDialect>();
 }
 
 const LowerTable& lower_table() {
@@ -326,6 +327,41 @@ void LowerCtx::fill(Value dst, const ArrayType& t, Value scalar) {
   loop_nest(t.shape, [&](Ivs ivs) { store(scalar, dst, t.dtype, ivs); });
 }
 
+void LowerCtx::move_elements(Value dst, mlir::ValueRange dst_idx, Value src,
+                             mlir::ValueRange src_idx, int64_t n, DType d) {
+  if (n <= 0) return;
+  const int64_t elem_bytes = byte_size(d);  // bool is stored as one byte
+  // Address of element `idx` of `m`: aligned pointer + (offset + sum idx_i * stride_i) * size.
+  // The strided offset is relative to the descriptor's aligned pointer, which only a
+  // memref.view moves (by its byte shift). expand-strided-metadata rewrites the aligned
+  // pointer of any view-like op to its source's, dropping that shift, so take the pointer
+  // of the root buffer and add the byte shifts of the views in between.
+  auto address = [&](Value m, mlir::ValueRange idx) {
+    auto meta = b.create<mlir::memref::ExtractStridedMetadataOp>(loc, m);
+    Value lin = meta.getOffset();
+    for (size_t i = 0; i < idx.size(); ++i)
+      lin = b.create<mlir::arith::AddIOp>(
+          loc, lin, b.create<mlir::arith::MulIOp>(loc, idx[i], meta.getStrides()[i]));
+    Value bytes = b.create<mlir::arith::MulIOp>(loc, lin, index(elem_bytes));
+    Value root = m;
+    while (auto view_like = root.getDefiningOp<mlir::ViewLikeOpInterface>()) {
+      if (auto view = mlir::dyn_cast<mlir::memref::ViewOp>(view_like.getOperation()))
+        bytes = b.create<mlir::arith::AddIOp>(loc, bytes, view.getByteShift());
+      root = view_like.getViewSource();
+    }
+    Value base = b.create<mlir::memref::ExtractAlignedPointerAsIndexOp>(loc, root);
+    Value addr = b.create<mlir::arith::AddIOp>(loc, base, bytes);
+    Value i64 = b.create<mlir::arith::IndexCastOp>(loc, b.getI64Type(), addr);
+    return b
+        .create<mlir::LLVM::IntToPtrOp>(loc, mlir::LLVM::LLVMPointerType::get(b.getContext()), i64)
+        .getResult();
+  };
+  Value to = address(dst, dst_idx);
+  Value from = address(src, src_idx);
+  b.create<mlir::LLVM::MemmoveOp>(loc, to, from, int_constant(DType::i64, n * elem_bytes),
+                                  /*isVolatile=*/false);
+}
+
 Value LowerCtx::row_view(Value memref, Value i) {
   auto src = mlir::cast<mlir::MemRefType>(memref.getType());
   auto shape = src.getShape();
@@ -452,12 +488,22 @@ std::vector<Value> LowerCtx::lower_inline(const Jaxpr& body, const std::vector<V
   return outs;
 }
 
+const SliceMove* LowerCtx::slice_move() const {
+  const Frame& f = frames_.back();
+  if (f.eqn < 0 || static_cast<size_t>(f.eqn) >= f.moves.move_of.size()) return nullptr;
+  int32_t m = f.moves.move_of[f.eqn];
+  return m >= 0 ? &f.moves.moves[m] : nullptr;
+}
+
 void LowerCtx::lower_eqns(const Jaxpr& j) {
   const FusionPlan fusion = plan_fusion(j, frames_.back().plan);
   if (plan_.counts) plan_.counts->fused_groups += static_cast<int>(fusion.groups.size());
+  frames_.back().moves = plan_slice_moves(j, frames_.back().plan, fusion);
   for (size_t i = 0; i < j.eqns.size(); ++i) {
     const Eqn& e = j.eqns[i];
     frames_.back().eqn = static_cast<int>(i);
+    // Computed by the dynamic_update_slice they feed (a slice move).
+    if (frames_.back().moves.folded_into[i] >= 0) continue;
     if (fusion.group_of[i] >= 0) {
       // Members are computed inside their root's loop nest.
       if (fusion.is_root(i)) lower_fused_group(j, fusion.groups[fusion.group_of[i]]);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "compiler/backend/buffer_plan.h"
+#include "compiler/backend/fusion.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -63,6 +64,8 @@ class LowerCtx {
 
   // ---- values of the jaxpr being lowered
   const Jaxpr& jaxpr() const { return *jaxpr_; }
+  // The jaxpr of the innermost frame (the one whose eqns are being lowered).
+  const Jaxpr& jaxpr_of_frame() const { return *frames_.back().jaxpr; }
   Type type_of(const Atom& a) const;
   // The buffer of a var (throws if unbound); for a literal, a fresh rank-0 buffer holding it.
   mlir::Value buffer(const Atom& a);
@@ -107,6 +110,11 @@ class LowerCtx {
   // Elementwise copy between same-shaped memrefs of any layout.
   void copy(mlir::Value src, mlir::Value dst, const ArrayType& t);
   void fill(mlir::Value dst, const ArrayType& t, mlir::Value scalar);
+  // Copies `n` contiguous elements from `src` at index `src_idx` to `dst` at `dst_idx` (both
+  // row-major runs; the two ranges may overlap, e.g. a row segment shifted inside its own
+  // buffer): one llvm.memmove.
+  void move_elements(mlir::Value dst, mlir::ValueRange dst_idx, mlir::Value src,
+                     mlir::ValueRange src_idx, int64_t n, DType d);
   // Rank-reducing view of row `i` (an index value) of a memref along dim 0.
   mlir::Value row_view(mlir::Value memref, mlir::Value i);
   // A call to a libm function (float -> float), declared on first use.
@@ -145,6 +153,9 @@ class LowerCtx {
   // One loop nest computing the group's eqns (indices into j.eqns, root last) per element.
   void lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group);
 
+  // The slice move (fusion.h) of the eqn being lowered, or nullptr.
+  const SliceMove* slice_move() const;
+
   // ---- driver state
   struct Frame {
     const Jaxpr* jaxpr = nullptr;
@@ -153,6 +164,7 @@ class LowerCtx {
     const JaxprBuffers* plan = nullptr;  // null: naive plan
     std::vector<mlir::Value> mem;        // by buffer id of `plan`
     int eqn = -1;                        // the eqn being lowered
+    SliceMovePlan moves;                 // of `jaxpr` (set by lower_eqns)
   };
   void push_frame(const Jaxpr& j, bool top_level, const JaxprBuffers* plan = nullptr);
   void pop_frame();
