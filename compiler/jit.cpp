@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "compiler/backend/native.h"
 #include "compiler/trace_state.h"
@@ -86,7 +87,29 @@ struct JitState {
   CompileStageTimings last;
 };
 
-std::shared_ptr<JitState> make_jit_state() { return std::make_shared<JitState>(); }
+namespace {
+
+// Every live JitState, so clear_compile_cache() can drop their references to compiled code.
+struct StateRegistry {
+  std::mutex mu;
+  std::vector<std::weak_ptr<JitState>> states;
+};
+
+StateRegistry& state_registry() {
+  static StateRegistry* r = new StateRegistry;  // never destroyed, like the global cache
+  return *r;
+}
+
+}  // namespace
+
+std::shared_ptr<JitState> make_jit_state() {
+  auto state = std::make_shared<JitState>();
+  StateRegistry& r = state_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::erase_if(r.states, [](const std::weak_ptr<JitState>& w) { return w.expired(); });
+  r.states.push_back(state);
+  return state;
+}
 
 bool use_native(Backend backend) {
   if (has_executor()) return false;  // an installed executor sees every evaluation
@@ -178,4 +201,36 @@ std::vector<Operand> run_native(JitState& state, const std::string& name, Tier t
 }
 
 }  // namespace detail
+
+void clear_compile_cache() {
+  // Move the entries out and destroy them outside the locks: tearing down machine code
+  // takes a while and must not block other threads' cache lookups.
+  std::vector<std::shared_ptr<CompiledEntry>> dropped;
+  {
+    GlobalCache& g = global_cache();
+    std::lock_guard<std::mutex> lock(g.mu);
+    for (auto& [key, entry] : g.entries) dropped.push_back(std::move(entry));
+    g.entries.clear();
+  }
+  std::vector<std::shared_ptr<detail::JitState>> states;
+  {
+    detail::StateRegistry& r = detail::state_registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    for (const auto& w : r.states)
+      if (auto s = w.lock()) states.push_back(std::move(s));
+    std::erase_if(r.states, [](const std::weak_ptr<detail::JitState>& w) { return w.expired(); });
+  }
+  for (const auto& state : states) {
+    std::lock_guard<std::mutex> lock(state->mu);
+    for (auto& [ptr, held] : state->by_jaxpr) dropped.push_back(std::move(held.second));
+    state->by_jaxpr.clear();
+  }
+}
+
+int compile_cache_size() {
+  GlobalCache& g = global_cache();
+  std::lock_guard<std::mutex> lock(g.mu);
+  return static_cast<int>(g.entries.size());
+}
+
 }  // namespace refjit

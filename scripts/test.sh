@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # Builds refjit and runs every test: GoogleTest binaries, lit text tests, the installed-package
-# example build, then the same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
-# Usage: scripts/test.sh [--no-asan]
+# example build, then the same suite under AddressSanitizer + UndefinedBehaviorSanitizer, then
+# each libFuzzer target for a short bounded time (REFJIT_FUZZ_SECONDS each, default 20).
+# Usage: scripts/test.sh [--no-asan] [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
 
 run_asan=1
-[ "${1:-}" = "--no-asan" ] && run_asan=0
+run_fuzz=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-asan) run_asan=0 ;;
+    --no-fuzz) run_fuzz=0 ;;
+    *) echo "usage: scripts/test.sh [--no-asan] [--no-fuzz]" >&2; exit 2 ;;
+  esac
+done
+fuzz_seconds=${REFJIT_FUZZ_SECONDS:-20}
 jobs=$(nproc)
+bash scripts/setup.sh
 
 echo "== release build =="
 cmake --preset release >/dev/null
@@ -29,5 +38,14 @@ if [ "$run_asan" = 1 ]; then
   cmake --preset asan >/dev/null
   cmake --build --preset asan -j "$jobs"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset asan -j "$jobs"
+fi
+
+if [ "$run_fuzz" = 1 ]; then
+  # A smoke run, not a fuzzing campaign: replays the seed corpus (past reproducers included)
+  # and explores briefly; any crash or sanitizer report fails CI (docs/testing.md "Fuzzing").
+  echo "== fuzzers, ${fuzz_seconds}s each =="
+  for target in $(scripts/fuzz.sh list); do
+    REFJIT_FUZZ_JOBS="$jobs" scripts/fuzz.sh "$target" "$fuzz_seconds"
+  done
 fi
 echo "== all tests passed =="

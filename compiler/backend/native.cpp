@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 
@@ -245,8 +246,14 @@ struct Workspace {
   std::unique_ptr<std::byte[], Free> data;
 };
 
+// Execution engines (JIT modules) alive in this process; see native_live_module_count().
+std::atomic<int> g_live_modules{0};
+
 struct CompiledFunction::Impl {
-  std::unique_ptr<mlir::ExecutionEngine> engine;
+  std::unique_ptr<mlir::ExecutionEngine> engine;  // counted in g_live_modules while set
+  ~Impl() {
+    if (engine) g_live_modules.fetch_sub(1);
+  }
   void (*entry)(void**) = nullptr;
   std::vector<Type> in_types;  // constvars then invars
   std::vector<ArrayType> out_types;
@@ -284,6 +291,8 @@ CompiledFunction::CompiledFunction(CompiledFunction&&) noexcept = default;
 CompiledFunction& CompiledFunction::operator=(CompiledFunction&&) noexcept = default;
 CompiledFunction::~CompiledFunction() = default;
 
+int native_live_module_count() { return g_live_modules.load(); }
+
 const CompileTimings& CompiledFunction::timings() const { return impl_->timings; }
 int64_t CompiledFunction::workspace_bytes() const { return impl_->workspace_bytes; }
 int CompiledFunction::workspaces_allocated() const {
@@ -309,12 +318,26 @@ std::vector<RtValue> CompiledFunction::operator()(const std::vector<RtValue>& ar
       if ((*r)->type() != want.array)
         throw Error(fmt::format("native function: argument {} is a ref of {} but {} is expected", i,
                                 (*r)->type().str(), want.str()));
+      if ((*r)->frozen())
+        throw RefError("E12", fmt::format("native function: argument {} is a ref that was "
+                                          "already frozen; a ref may not be used after `freeze`",
+                                          i));
+      // The compiled code updates ref buffers in place assuming they do not overlap.
+      for (size_t k = 0; k < i; ++k)
+        if (const RefBufferPtr* other = std::get_if<RefBufferPtr>(&args[k]); other && *other == *r)
+          throw RefError("E7", fmt::format("native function: the same ref is passed as "
+                                           "argument {} and as argument {}; pass it once",
+                                           k, i));
       descs.push_back(descriptor((*r)->value().mutable_data(), want.shape()));
     } else {
       const Array* a = std::get_if<Array>(&args[i]);
-      if (!a)
-        throw Error(fmt::format("native function: argument {} must be an array {}, not a ref", i,
-                                want.str()));
+      if (!a) {
+        const RefBufferPtr& r = std::get<RefBufferPtr>(args[i]);
+        throw Error(
+            fmt::format("native function: argument {} must be an array {}, not a ref "
+                        "(got {})",
+                        i, want.str(), r ? Type::ref(r->type()).str() : "a null ref"));
+      }
       if (a->type() != want.array)
         throw Error(fmt::format("native function: argument {} has type {} but {} is expected", i,
                                 a->type().str(), want.str()));
@@ -376,12 +399,13 @@ CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& option
     throw Error("native backend: JIT setup failed: " + llvm::toString(engine.takeError()));
   impl->timings.llvm_opt_ms = ms_since(t0);  // translation + optimisation
   (void)opt_ms;
+  impl->engine = std::move(*engine);
+  g_live_modules.fetch_add(1);
   auto t1 = Clock::now();
-  auto sym = (*engine)->lookupPacked(std::string("_mlir_ciface_") + kEntryName);
+  auto sym = impl->engine->lookupPacked(std::string("_mlir_ciface_") + kEntryName);
   if (!sym) throw Error("native backend: JIT lookup failed: " + llvm::toString(sym.takeError()));
   impl->timings.codegen_ms = ms_since(t1);
   impl->entry = *sym;
-  impl->engine = std::move(*engine);
   return CompiledFunction(std::move(impl));
 }
 

@@ -62,6 +62,11 @@ class CompiledFunction {
   std::unique_ptr<Impl> impl_;
 };
 
+// How many JIT modules (the machine code of a CompiledFunction) are alive in this process:
+// +1 when compile_native creates one, -1 when its CompiledFunction is destroyed. Lets tests
+// check that compiled code is released (e.g. after clear_compile_cache()).
+int native_live_module_count();
+
 // Throws refjit::Error for a primitive the backend cannot lower yet.
 CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& options = {});
 // Textual forms for `refjit dump --emit=mlir|llvm|asm`. The MLIR is the memref-level module

@@ -65,6 +65,14 @@ struct CompileStageTimings {
 // How many native compilations this process has done (every tier counts once).
 int native_compile_count();
 
+// Empties the native compile cache: forgets every compiled jaxpr, in the process-wide cache
+// and in every live jit function, so the machine code is released as soon as no call is
+// running it. Later calls compile again. (Destroying a jit function releases only its own
+// references; the process-wide cache keeps code for other jit functions of the same jaxpr.)
+void clear_compile_cache();
+// How many jaxprs the process-wide compile cache holds.
+int compile_cache_size();
+
 namespace detail {
 // Per-jit-function state of the native path (compiled code per jaxpr, counters).
 struct JitState;
