@@ -211,3 +211,159 @@ SliceMovePlan plan_slice_moves(const Jaxpr& j, const JaxprBuffers* buffers,
 }
 
 }  // namespace refjit
+
+namespace refjit {
+
+bool contiguous_window(const Indexer& idx, const Shape& ref_shape, int64_t& size) {
+  const size_t rank = ref_shape.size();
+  if (idx.dims.size() > rank) return false;
+  // Per dim: the number of elements taken, and whether the dim is taken whole.
+  std::vector<int64_t> taken(rank);
+  std::vector<bool> whole(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    if (d >= idx.dims.size()) {
+      taken[d] = ref_shape[d];
+      whole[d] = true;
+      continue;
+    }
+    const IndexerDim& id = idx.dims[d];
+    if (id.kind == IndexerDim::Kind::index_array) return false;
+    if (id.kind == IndexerDim::Kind::index) {
+      taken[d] = 1;
+    } else {
+      if (id.stride != 1 || id.size < 0 || id.size > ref_shape[d]) return false;
+      taken[d] = id.size;
+    }
+    whole[d] = taken[d] == ref_shape[d];
+  }
+  size_t k = 0;
+  while (k < rank && taken[k] == 1) ++k;
+  for (size_t d = k + 1; d < rank; ++d)
+    if (!whole[d]) return false;
+  size = 1;
+  for (int64_t t : taken) size *= t;
+  return true;
+}
+
+CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buffers,
+                                         const FusionPlan& fusion, const SliceMovePlan& moves) {
+  const size_t n = j.eqns.size();
+  CotangentShiftPlan plan;
+  plan.folded_into.assign(n, -1);
+  plan.shift_of.assign(n, -1);
+  if (!buffers || buffers->eqns.size() != n) return plan;
+  const JaxprBuffers& p = *buffers;
+  auto buf = [&](const Atom& a) {
+    return is_var(a) && as_var(a).id < p.buffer_of_var.size() ? p.buffer_of_var[as_var(a).id] : -1;
+  };
+  std::vector<int> uses(j.vars.size(), 0);
+  std::vector<int32_t> def(j.vars.size(), -1);
+  std::vector<std::vector<int32_t>> readers(j.vars.size());
+  for (size_t i = 0; i < n; ++i) {
+    for (const Atom& a : j.eqns[i].ins)
+      if (is_var(a)) {
+        ++uses[as_var(a).id];
+        readers[as_var(a).id].push_back(static_cast<int32_t>(i));
+      }
+    for (Var v : j.eqns[i].outs) def[v.id] = static_cast<int32_t>(i);
+  }
+  for (const Atom& a : j.outvars)
+    if (is_var(a)) uses[as_var(a).id] += 2;  // never fold a returned value
+  const std::vector<std::vector<int>> writes = written_buffers(j, p);
+  // An eqn lowered on its own (the copies the plan lists for these eqns are their own reads).
+  auto plain = [&](size_t i) {
+    return fusion.group_of.at(i) < 0 && moves.folded_into.at(i) < 0 && moves.move_of.at(i) < 0 &&
+           plan.folded_into[i] < 0;
+  };
+  // The single reader of `v`, if `v` is read once (and not returned).
+  auto only_reader = [&](Var v) -> int32_t { return uses[v.id] == 1 ? readers[v.id].front() : -1; };
+  auto is_zero = [](const Literal& l) { return is_float(l.dtype) ? l.f == 0.0 : l.i == 0; };
+
+  for (size_t s = 0; s < n; ++s) {
+    const Eqn& sw = j.eqns[s];
+    if (sw.prim != Prim::swap || sw.ins.size() < 2 || sw.outs.size() != 1 || !plain(s)) continue;
+    if (!is_var(sw.ins[0])) continue;
+    const Var ref = as_var(sw.ins[0]);
+    const Type rt = j.type_of(ref);
+    if (!rt.is_ref || rt.array.dtype == DType::bool_) continue;
+    const int ref_buf = buf(ref);
+    if (ref_buf < 0) continue;
+    const ParamValue* pv = sw.params.find("indexer");
+    const Indexer whole;
+    const Indexer& idx1 = pv && std::get_if<Indexer>(pv) ? *std::get_if<Indexer>(pv) : whole;
+    int64_t m = 0;
+    if (!contiguous_window(idx1, rt.array.shape, m)) continue;
+    // The written value: zeros.
+    CotangentShift cs;
+    cs.swap = static_cast<int32_t>(s);
+    if (const Literal* lit = std::get_if<Literal>(&sw.ins[1])) {
+      if (!is_zero(*lit)) continue;
+      cs.zero = *lit;
+    } else {
+      int32_t z = def[as_var(sw.ins[1]).id];
+      if (z < 0 || j.eqns[z].prim != Prim::broadcast_in_dim || j.eqns[z].ins.size() != 1) continue;
+      const Literal* l = std::get_if<Literal>(&j.eqns[z].ins[0]);
+      if (!l || !is_zero(*l)) continue;
+      cs.zero = *l;
+      if (only_reader(as_var(sw.ins[1])) == cs.swap && plain(static_cast<size_t>(z))) cs.zeros = z;
+    }
+    if (cs.zero.dtype != rt.array.dtype) continue;
+    // The old value, possibly through a static slice, read by one addupdate.
+    const Var v = sw.outs[0];
+    int32_t r = only_reader(v);
+    if (r < 0 || !plain(static_cast<size_t>(r))) continue;
+    Var added = v;
+    cs.offset = 0;
+    cs.length = m;
+    if (j.eqns[r].prim == Prim::slice) {
+      const Eqn& sl = j.eqns[r];
+      if (sl.outs.size() != 1) continue;
+      const Shape& vs = j.type_of(v).array.shape;
+      const IntList& start = sl.params.get<IntList>("start_indices");
+      const IntList& limit = sl.params.get<IntList>("limit_indices");
+      IntList strides = sl.params.get_or<IntList>("strides", IntList(vs.size(), 1));
+      if (vs.empty() || start.size() != vs.size() || limit.size() != vs.size()) continue;
+      bool ok = true;
+      for (size_t d = 0; d < vs.size(); ++d) {
+        if (strides.at(d) != 1) ok = false;
+        if (d + 1 < vs.size() && vs[d] != 1) ok = false;  // a run of the last dim only
+      }
+      if (!ok) continue;
+      cs.slice = r;
+      cs.offset = start.back();
+      cs.length = limit.back() - start.back();
+      added = sl.outs[0];
+      r = only_reader(added);
+      if (r < 0 || !plain(static_cast<size_t>(r))) continue;
+    }
+    const Eqn& add = j.eqns[r];
+    if (add.prim != Prim::addupdate || add.ins.size() < 2 || !is_var(add.ins[0]) ||
+        as_var(add.ins[0]) != ref || !is_var(add.ins[1]) || as_var(add.ins[1]) != added)
+      continue;
+    const ParamValue* pv2 = add.params.find("indexer");
+    const Indexer& idx2 = pv2 && std::get_if<Indexer>(pv2) ? *std::get_if<Indexer>(pv2) : whole;
+    int64_t l2 = 0;
+    if (!contiguous_window(idx2, rt.array.shape, l2) || l2 != cs.length) continue;
+    // Nothing in between touches R, or overwrites the swap's start operands.
+    bool ok = true;
+    for (size_t k = s + 1; k < static_cast<size_t>(r) && ok; ++k) {
+      if (static_cast<int32_t>(k) == cs.slice) continue;
+      for (const Atom& a : j.eqns[k].ins)
+        if (buf(a) == ref_buf) ok = false;
+      for (int b : writes[k]) {
+        if (b == ref_buf) ok = false;
+        for (size_t q = 2; q < sw.ins.size(); ++q)
+          if (b == buf(sw.ins[q])) ok = false;
+      }
+    }
+    if (!ok) continue;
+    plan.shift_of[r] = static_cast<int32_t>(plan.shifts.size());
+    plan.folded_into[s] = r;
+    if (cs.slice >= 0) plan.folded_into[cs.slice] = r;
+    if (cs.zeros >= 0) plan.folded_into[cs.zeros] = r;
+    plan.shifts.push_back(cs);
+  }
+  return plan;
+}
+
+}  // namespace refjit

@@ -82,3 +82,48 @@ SliceMovePlan plan_slice_moves(const Jaxpr& jaxpr, const JaxprBuffers* buffers,
                                const FusionPlan& fusion);
 
 }  // namespace refjit
+
+namespace refjit {
+
+// Cotangent shifts: the transpose of a row segment shifted inside a ref leaves
+//   v, R[w1] <- R[w1], zeros      (zeros: a literal 0, or a broadcast_in_dim of one)
+//   [v' = slice v[a:a+L]]          (optional static slice of the run, stride 1)
+//   R[w2] += v'                    (same ref var)
+// where w1 and w2 are contiguous row-major runs of R (M and L elements, dynamic starts
+// clamped like dynamic_slice). Per element p of R the result is
+//   R'[p] = (p in w1 ? 0 : R[p]) + (p in w2 ? R[p - s2 + s1 + a] : 0)
+// (s1, s2 the flat clamped starts), which the lowering computes at the addupdate in one pass
+// over w2 (backward when the run moves up, forward when it moves down, so every read of
+// R[p - s2 + s1 + a] sees the old value) plus zeroing w1 minus w2, instead of copying the
+// run out, writing zeros, and adding the copy back. Conditions: v (and v') is read only by
+// the next eqn of the pattern and is not returned; no eqn between the swap and the
+// addupdate reads or writes R's buffer or writes the buffer of the swap's start operands;
+// none of the eqns are fused or folded into a slice move. The zero broadcast is folded too when the
+// swap is its only reader.
+struct CotangentShift {
+  int32_t swap = -1;   // the folded swap eqn
+  int32_t slice = -1;  // the folded static slice of its old value, or -1
+  int32_t zeros = -1;  // the folded broadcast of the zero literal, or -1
+  Literal zero;        // the value the swap writes
+  int64_t offset = 0;  // the first element of the swapped-out run that is added (a)
+  int64_t length = 0;  // elements added (L)
+};
+
+struct CotangentShiftPlan {
+  // folded_into[eqn] = the addupdate eqn that computes it, or -1.
+  std::vector<int32_t> folded_into;
+  // shift_of[eqn]: index into `shifts` for an addupdate lowered as a shift, or -1.
+  std::vector<int32_t> shift_of;
+  std::vector<CotangentShift> shifts;
+};
+
+// Whether indexer `idx` of a ref of shape `ref_shape` addresses one contiguous row-major run
+// (no index arrays, unit strides, every dim before the first one of size > 1 has size 1 and
+// every dim after it is taken whole); its element count goes to `size`.
+bool contiguous_window(const Indexer& idx, const Shape& ref_shape, int64_t& size);
+
+// Cotangent shifts of the top-level eqns of `jaxpr` (none without a buffer assignment).
+CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& jaxpr, const JaxprBuffers* buffers,
+                                         const FusionPlan& fusion, const SliceMovePlan& moves);
+
+}  // namespace refjit

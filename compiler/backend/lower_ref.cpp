@@ -3,6 +3,8 @@
 // slices, dynamic starts, integer indices and index arrays all share one code path.
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "compiler/backend/lowering.h"
 #include "refjit/ir/indexing.h"
 
@@ -189,6 +191,90 @@ void lower_addupdate(LowerCtx& c, const Eqn& e) {
     c.store(sum, ref, rt.dtype, at);
   });
 }
+
+// The flat row-major position of the first element of `idx`'s window (a contiguous run,
+// fusion.h contiguous_window), starts clamped like dynamic_slice.
+Value flat_window_start(LowerCtx& c, const Eqn& e, const ArrayType& ref) {
+  const ParamValue* pv = e.params.find("indexer");
+  const Indexer* idx = pv ? std::get_if<Indexer>(pv) : nullptr;
+  Value flat = c.index(0);
+  int64_t stride = 1;
+  size_t k = 2 + (idx ? idx->num_dynamic() : 0);  // dynamic operands are read last first
+  for (size_t d = ref.shape.size(); d-- > 0;) {
+    if (idx && d < idx->dims.size()) {
+      const IndexerDim& id = idx->dims[d];
+      Value start;
+      if (id.dynamic) {
+        int64_t hi = id.kind == IndexerDim::Kind::slice ? ref.shape[d] - id.size : ref.shape[d] - 1;
+        start = c.clamp_to_index(c.load_index_scalar(e.ins.at(--k)), 0, hi);
+      } else {
+        start = c.index(id.start);
+      }
+      Value term = c.b.create<arith::MulIOp>(c.loc, start, c.index(stride));
+      flat = c.b.create<arith::AddIOp>(c.loc, flat, term);
+    }
+    stride *= ref.shape[d];
+  }
+  return flat;
+}
+
+}  // namespace
+
+// R'[p] = (p in w1 ? zero : R[p]) + (p in w2 ? R[p - s2 + src] : 0), src = s1 + offset.
+// Every source R[p - s2 + src] lies in w1, so: first the part of w2 outside w1 (at most two
+// runs; writes there clobber no source), then the part of w2 inside w1 is `zero + source`:
+// one memmove (plus, for a +0.0 zero, a pass adding it, which only turns -0.0 into +0.0),
+// then zeros on w1 minus w2 (at most two runs).
+void lower_cotangent_shift(LowerCtx& c, const Jaxpr& j, const Eqn& add, const CotangentShift& s) {
+  const Eqn& sw = j.eqns.at(s.swap);
+  ArrayType rt = ref_type(c, add);
+  const DType d = rt.dtype;
+  Value ref = c.view_as(c.buffer(add.ins[0]), ArrayType{d, {rt.num_elements()}});
+  Value s1 = flat_window_start(c, sw, rt);
+  Value s2 = flat_window_start(c, add, rt);
+  int64_t m = 1;
+  for (int64_t x : c.type_of(sw.outs[0]).array.shape) m *= x;
+  auto add_i = [&](Value a, Value b) { return c.b.create<arith::AddIOp>(c.loc, a, b).getResult(); };
+  auto min_i = [&](Value a, Value b) {
+    return c.b.create<arith::MinSIOp>(c.loc, a, b).getResult();
+  };
+  auto max_i = [&](Value a, Value b) {
+    return c.b.create<arith::MaxSIOp>(c.loc, a, b).getResult();
+  };
+  auto sum = [&](Value a, Value b) {
+    return is_float(d) ? Value(c.b.create<arith::AddFOp>(c.loc, a, b))
+                       : Value(c.b.create<arith::AddIOp>(c.loc, a, b));
+  };
+  Value e1 = add_i(s1, c.index(m));
+  Value e2 = add_i(s2, c.index(s.length));
+  Value src = add_i(s1, c.index(s.offset));
+  Value shift = c.b.create<arith::SubIOp>(c.loc, s2, src);  // p - shift is p's source
+  Value zero = c.literal(s.zero);
+  // for p in [lo, hi): body(p)
+  auto run = [&](Value lo, Value hi, const std::function<void(Value)>& body) {
+    auto loop = c.b.create<mlir::scf::ForOp>(c.loc, lo, hi, c.index(1));
+    mlir::OpBuilder::InsertionGuard guard(c.b);
+    c.b.setInsertionPoint(loop.getBody()->getTerminator());
+    body(loop.getInductionVar());
+  };
+  auto add_source = [&](Value p) {
+    Value q = c.b.create<arith::SubIOp>(c.loc, p, shift);
+    c.store(sum(c.load_mem(ref, d, {p}), c.load_mem(ref, d, {q})), ref, d, {p});
+  };
+  run(s2, min_i(e2, s1), add_source);
+  run(max_i(s2, e1), e2, add_source);
+  // w2 inside w1: [lo, hi), possibly empty.
+  Value lo = max_i(s1, s2), hi = min_i(e1, e2);
+  Value n = max_i(c.b.create<arith::SubIOp>(c.loc, hi, lo), c.index(0));
+  c.move_elements(ref, {lo}, ref, {c.b.create<arith::SubIOp>(c.loc, lo, shift)}, n, d);
+  if (is_float(d) && !std::signbit(s.zero.f))
+    run(lo, hi, [&](Value p) { c.store(sum(zero, c.load_mem(ref, d, {p})), ref, d, {p}); });
+  auto store_zero = [&](Value p) { c.store(zero, ref, d, {p}); };
+  run(s1, min_i(e1, s2), store_zero);
+  run(max_i(s1, e2), e1, store_zero);
+}
+
+namespace {
 
 // freeze: the ref is dead afterwards, so the value takes over its buffer.
 void lower_freeze(LowerCtx& c, const Eqn& e) {

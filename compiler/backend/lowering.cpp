@@ -330,6 +330,11 @@ void LowerCtx::fill(Value dst, const ArrayType& t, Value scalar) {
 void LowerCtx::move_elements(Value dst, mlir::ValueRange dst_idx, Value src,
                              mlir::ValueRange src_idx, int64_t n, DType d) {
   if (n <= 0) return;
+  move_elements(dst, dst_idx, src, src_idx, index(n), d);
+}
+
+void LowerCtx::move_elements(Value dst, mlir::ValueRange dst_idx, Value src,
+                             mlir::ValueRange src_idx, Value n, DType d) {
   const int64_t elem_bytes = byte_size(d);  // bool is stored as one byte
   // Address of element `idx` of `m`: aligned pointer + (offset + sum idx_i * stride_i) * size.
   // The strided offset is relative to the descriptor's aligned pointer, which only a
@@ -358,8 +363,9 @@ void LowerCtx::move_elements(Value dst, mlir::ValueRange dst_idx, Value src,
   };
   Value to = address(dst, dst_idx);
   Value from = address(src, src_idx);
-  b.create<mlir::LLVM::MemmoveOp>(loc, to, from, int_constant(DType::i64, n * elem_bytes),
-                                  /*isVolatile=*/false);
+  Value bytes = b.create<mlir::arith::MulIOp>(loc, n, index(elem_bytes));
+  bytes = b.create<mlir::arith::IndexCastOp>(loc, b.getI64Type(), bytes);
+  b.create<mlir::LLVM::MemmoveOp>(loc, to, from, bytes, /*isVolatile=*/false);
 }
 
 Value LowerCtx::row_view(Value memref, Value i) {
@@ -499,11 +505,19 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
   const FusionPlan fusion = plan_fusion(j, frames_.back().plan);
   if (plan_.counts) plan_.counts->fused_groups += static_cast<int>(fusion.groups.size());
   frames_.back().moves = plan_slice_moves(j, frames_.back().plan, fusion);
+  frames_.back().shifts =
+      plan_cotangent_shifts(j, frames_.back().plan, fusion, frames_.back().moves);
   for (size_t i = 0; i < j.eqns.size(); ++i) {
     const Eqn& e = j.eqns[i];
     frames_.back().eqn = static_cast<int>(i);
     // Computed by the dynamic_update_slice they feed (a slice move).
     if (frames_.back().moves.folded_into[i] >= 0) continue;
+    // Computed by the addupdate they feed (a cotangent shift).
+    if (frames_.back().shifts.folded_into[i] >= 0) continue;
+    if (int32_t s = frames_.back().shifts.shift_of[i]; s >= 0) {
+      lower_cotangent_shift(*this, j, e, frames_.back().shifts.shifts[s]);
+      continue;
+    }
     if (fusion.group_of[i] >= 0) {
       // Members are computed inside their root's loop nest.
       if (fusion.is_root(i)) lower_fused_group(j, fusion.groups[fusion.group_of[i]]);

@@ -115,6 +115,9 @@ class LowerCtx {
   // buffer): one llvm.memmove.
   void move_elements(mlir::Value dst, mlir::ValueRange dst_idx, mlir::Value src,
                      mlir::ValueRange src_idx, int64_t n, DType d);
+  // The same with a run-time element count `n` (an index value, >= 0).
+  void move_elements(mlir::Value dst, mlir::ValueRange dst_idx, mlir::Value src,
+                     mlir::ValueRange src_idx, mlir::Value n, DType d);
   // Rank-reducing view of row `i` (an index value) of a memref along dim 0.
   mlir::Value row_view(mlir::Value memref, mlir::Value i);
   // A call to a libm function (float -> float), declared on first use.
@@ -165,6 +168,7 @@ class LowerCtx {
     std::vector<mlir::Value> mem;        // by buffer id of `plan`
     int eqn = -1;                        // the eqn being lowered
     SliceMovePlan moves;                 // of `jaxpr` (set by lower_eqns)
+    CotangentShiftPlan shifts;           // of `jaxpr` (set by lower_eqns)
   };
   void push_frame(const Jaxpr& j, bool top_level, const JaxprBuffers* plan = nullptr);
   void pop_frame();
@@ -221,6 +225,9 @@ inline constexpr const char* kEntryName = "refjit_main";
 
 // One element converted between dtypes with XLA semantics (lower_elementwise.cpp).
 mlir::Value convert_element(LowerCtx& c, mlir::Value x, DType from, DType to);
+
+// Lowers addupdate `add` with the swap (and slice) folded into it (fusion.h, CotangentShift).
+void lower_cotangent_shift(LowerCtx& c, const Jaxpr& j, const Eqn& add, const CotangentShift& s);
 
 [[noreturn]] void fail_eqn(const Eqn& e, const std::string& what);
 

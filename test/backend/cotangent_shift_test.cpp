@@ -1,0 +1,154 @@
+// Cotangent shifts (fusion.h plan_cotangent_shifts): `v, R[w1] <- R[w1], zeros` whose old
+// value (or a static slice of it) is added back at R[w2] becomes one pass over w2 plus the
+// zeroing of w1 minus w2. Each case is compared with the interpreter on randomized windows,
+// clamped starts, and full / partial / no overlap.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "compiler/backend/buffer_plan.h"
+#include "compiler/backend/fusion.h"
+#include "test/backend/test_util.h"
+
+namespace refjit::testing {
+namespace {
+
+RtValue i32(int32_t v) { return Array::from_vector<int32_t>({v}, {}); }
+
+// The transposed delete: the run R[b, c:c+5] swapped out for zeros, added back at
+// R[d, e:e+5].
+const char* kDelete = R"({ lambda ; r:Ref{f32[4,12]} b:i32[] c:i32[] d:i32[] e:i32[]. let
+    z:f32[5] = broadcast_in_dim[broadcast_dimensions=() shape=(5,) sharding=None] 0.0:f32[]
+    v:f32[5], r[b,c:c+5] <- r[b,c:c+5], z
+    r[d,e:e+5] += v
+  in () })";
+
+// The transposed insert: a [1,6] run swapped out, a static slice [0, 1:5] of it added back.
+const char* kInsert = R"({ lambda ; r:Ref{f32[4,12]} b:i32[] c:i32[] d:i32[] e:i32[]. let
+    z:f32[1,6] = broadcast_in_dim[broadcast_dimensions=() shape=(1, 6) sharding=None] 0.0:f32[]
+    v:f32[1,6], r[b:b+1,c:c+6] <- r[b:b+1,c:c+6], z
+    w:f32[1,4] = slice[limit_indices=(1, 5) start_indices=(0, 1) strides=None] v
+    r[d:d+1,e:e+4] += w
+  in () })";
+
+CotangentShiftPlan plan_of(const Jaxpr& j) {
+  BufferPlan bp = default_buffer_plan(j);
+  const JaxprBuffers* p = &bp.assignment->jaxprs.at(0);
+  FusionPlan f = plan_fusion(j, p);
+  return plan_cotangent_shifts(j, p, f, plan_slice_moves(j, p, f));
+}
+
+void check_random_windows(const char* text, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> row(-2, 5), col(-3, 14), small(-1, 1);
+  for (int trial = 0; trial < 60; ++trial) {
+    int b = row(rng), c = col(rng);
+    // A third of the cases shift by at most one element (the seed's overlapping windows).
+    int d = trial % 3 == 0 ? b : row(rng);
+    int e = trial % 3 == 0 ? c + small(rng) : col(rng);
+    SCOPED_TRACE(fmt::format("b={} c={} d={} e={}", b, c, d, e));
+    check_text(text,
+               {ref_of(random_array(at(DType::f32, {4, 12}), seed + trial)), i32(b), i32(c), i32(d),
+                i32(e)},
+               0.0);
+  }
+}
+
+TEST(NativeCotangentShift, DeleteTransposeIsPlannedAsOneShift) {
+  Jaxpr j = parse_jaxpr(kDelete);
+  CotangentShiftPlan p = plan_of(j);
+  ASSERT_EQ(p.shifts.size(), 1u);
+  EXPECT_EQ(p.shift_of[2], 0);
+  EXPECT_EQ(p.folded_into[0], 2);  // the zero broadcast
+  EXPECT_EQ(p.folded_into[1], 2);  // the swap
+  EXPECT_EQ(p.shifts[0].length, 5);
+  EXPECT_EQ(p.shifts[0].offset, 0);
+}
+
+TEST(NativeCotangentShift, DeleteTransposeMatchesTheInterpreterOnRandomWindows) {
+  check_random_windows(kDelete, 11);
+}
+
+TEST(NativeCotangentShift, InsertTransposeWithStaticSliceIsPlannedAsOneShift) {
+  Jaxpr j = parse_jaxpr(kInsert);
+  CotangentShiftPlan p = plan_of(j);
+  ASSERT_EQ(p.shifts.size(), 1u);
+  EXPECT_EQ(p.shift_of[3], 0);
+  EXPECT_EQ(p.folded_into[2], 3);  // the slice
+  EXPECT_EQ(p.shifts[0].offset, 1);
+  EXPECT_EQ(p.shifts[0].length, 4);
+}
+
+TEST(NativeCotangentShift, InsertTransposeMatchesTheInterpreterOnRandomWindows) {
+  check_random_windows(kInsert, 23);
+}
+
+TEST(NativeCotangentShift, FullOverlapAndNoOverlapMatchTheInterpreter) {
+  // Same window (full overlap: the run is unchanged), windows in other rows, adjacent runs.
+  for (auto [b, c, d, e] : std::vector<std::array<int, 4>>{
+           {1, 3, 1, 3}, {0, 0, 3, 7}, {2, 0, 2, 5}, {2, 5, 2, 0}, {3, 7, 3, 8}, {9, 99, -4, -9}}) {
+    SCOPED_TRACE(fmt::format("b={} c={} d={} e={}", b, c, d, e));
+    for (const char* text : {kDelete, kInsert})
+      check_text(text,
+                 {ref_of(random_array(at(DType::f32, {4, 12}), 5)), i32(b), i32(c), i32(d), i32(e)},
+                 0.0);
+  }
+}
+
+TEST(NativeCotangentShift, WholeRowWindowsAndIntegerRefsMatchTheInterpreter) {
+  // Windows spanning whole rows (contiguous across the row boundary) on an i32 ref.
+  const char* text = R"({ lambda ; r:Ref{i32[5,3]} b:i32[] d:i32[]. let
+    z:i32[2,3] = broadcast_in_dim[broadcast_dimensions=() shape=(2, 3) sharding=None] 0:i32[]
+    v:i32[2,3], r[b:b+2,:] <- r[b:b+2,:], z
+    r[d:d+2,:] += v
+  in () })";
+  EXPECT_EQ(plan_of(parse_jaxpr(text)).shifts.size(), 1u);
+  for (auto [b, d] : std::vector<std::pair<int, int>>{{0, 1}, {1, 0}, {3, 3}, {0, 3}, {7, -2}})
+    check_text(text, {ref_of(random_array(at(DType::i32, {5, 3}), 7)), i32(b), i32(d)});
+}
+
+TEST(NativeCotangentShift, NotPlannedWhenTheRefIsReadInBetweenOrTheValueIsReused) {
+  const char* read_between = R"({ lambda ; r:Ref{f32[4,12]} b:i32[] c:i32[]. let
+    z:f32[5] = broadcast_in_dim[broadcast_dimensions=() shape=(5,) sharding=None] 0.0:f32[]
+    v:f32[5], r[b,c:c+5] <- r[b,c:c+5], z
+    g:f32[4,12] <- r[...]
+    r[b,c:c+5] += v
+  in (g,) })";
+  const char* reused = R"({ lambda ; r:Ref{f32[4,12]} b:i32[] c:i32[]. let
+    z:f32[5] = broadcast_in_dim[broadcast_dimensions=() shape=(5,) sharding=None] 0.0:f32[]
+    v:f32[5], r[b,c:c+5] <- r[b,c:c+5], z
+    r[b,c:c+5] += v
+  in (v,) })";
+  const char* nonzero = R"({ lambda ; r:Ref{f32[4,12]} b:i32[] c:i32[]. let
+    z:f32[5] = broadcast_in_dim[broadcast_dimensions=() shape=(5,) sharding=None] 1.0:f32[]
+    v:f32[5], r[b,c:c+5] <- r[b,c:c+5], z
+    r[b,c:c+5] += v
+  in () })";
+  for (const char* text : {read_between, reused, nonzero}) {
+    SCOPED_TRACE(text);
+    EXPECT_TRUE(plan_of(parse_jaxpr(text)).shifts.empty());
+    check_text(text, {ref_of(random_array(at(DType::f32, {4, 12}), 9)), i32(1), i32(6)}, 0.0);
+  }
+}
+
+TEST(NativeCotangentShift, ShiftInsideAReversedScanMatchesTheInterpreter) {
+  const char* text = R"({ lambda ; a:f32[3,9] rs:i32[6] cs:i32[6]. let
+    r:Ref{f32[3,9]} = new_ref a
+    scan[jaxpr={ lambda ; q:Ref{f32[3,9]} i:i32[] k:i32[]. let
+        n:i32[] = add k 1:i32[]
+        z:f32[4] = broadcast_in_dim[broadcast_dimensions=() shape=(4,) sharding=None] 0.0:f32[]
+        v:f32[4], q[i,k:k+4] <- q[i,k:k+4], z
+        q[i,n:n+4] += v
+      in () } length=6 num_carry=0 num_consts=1 reverse=True] r rs cs
+    b:f32[3,9] = freeze r
+  in (b,) })";
+  check_text(text,
+             {random_array(at(DType::f32, {3, 9}), 3),
+              Array::from_vector<int32_t>({0, 2, 1, 2, 7, -2}, {6}),
+              Array::from_vector<int32_t>({0, 4, 3, 8, 1, 2}, {6})},
+             0.0);
+}
+
+}  // namespace
+}  // namespace refjit::testing
