@@ -296,14 +296,17 @@ class JaxprAssigner {
   // ------------------------------------------------------------ refs
 
   // Eqn i writes ref `r`: every value sharing r's buffer must be dead by then (or be the value
-  // written, `keep`); otherwise the whole get that lent it the buffer copies instead.
-  void before_ref_write(Var r, int i, std::optional<Var> keep = std::nullopt) {
+  // written, `keep`); otherwise the whole get that lent it the buffer copies instead. A
+  // structured eqn (scan, cond, jit) reads its operands while its body writes the ref, so
+  // there an operand last used by eqn i itself still counts as live (`operands_live`).
+  void before_ref_write(Var r, int i, std::optional<Var> keep = std::nullopt,
+                        bool operands_live = false) {
     int R = p_.buffer_of_var[r.id];
     for (size_t v = 0; v < p_.buffer_of_var.size(); ++v) {
       Var var{static_cast<uint32_t>(v)};
       if (p_.buffer_of_var[v] != R || def_[v] >= i || j_.type_of(var).is_ref) continue;
       if (keep && *keep == var) continue;
-      if (last_use_[v] <= i) continue;
+      if (last_use_[v] < i || (last_use_[v] == i && !operands_live)) continue;
       int g = origin_get_[v];
       if (g < 0 || copy_gets_.count(g))
         throw Error(
@@ -583,7 +586,8 @@ class JaxprAssigner {
     for (size_t k = 0; k < fx.size() && first_operand + k < e.ins.size(); ++k)
       if ((fx[k].written || fx[k].accumulated) && is_var(e.ins[first_operand + k]) &&
           j_.type_of(e.ins[first_operand + k]).is_ref)
-        before_ref_write(as_var(e.ins[first_operand + k]), i);
+        before_ref_write(as_var(e.ins[first_operand + k]), i, std::nullopt,
+                         /*operands_live=*/true);
   }
 
   std::string sub_where(const Eqn& e, size_t i, const std::string& what) const {
