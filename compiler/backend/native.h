@@ -19,7 +19,8 @@ struct CompileOptions {
   // Replace exp/log/sin/cos/tanh/... by MLIR's polynomial approximations (vectorisable,
   // ~1e-7 relative error) instead of libm calls.
   bool fast_math_approx = false;
-  // Where values live; the default gives every value its own buffer.
+  // Where values live; empty = the buffer-assignment plan (default_buffer_plan);
+  // naive_buffer_plan() gives every value its own buffer.
   BufferPlan plan = {};
 };
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cmath>
 #include <exception>
 #include <memory>
@@ -123,6 +124,26 @@ void check_native(const Program& p, const CheckOptions& o, double tol) {
   std::vector<RtValue> outs = (*fn)(a);
   expect_close(observed(p.jaxpr, outs, a), run_observed(p.jaxpr, p.args), tol,
                "native vs interpreter, value");
+}
+
+// The buffer-assigned program computes what the same program with every value in its own
+// buffer computes (both native, so only the plan differs).
+void check_buffers(const Program& p, const CheckOptions& o, double tol) {
+  std::optional<CompiledFunction> planned, naive;
+  try {
+    CompileOptions co;
+    co.opt_level = o.native_opt_level;
+    planned.emplace(compile_native(p.jaxpr, co));
+    co.plan = naive_buffer_plan(p.jaxpr);
+    naive.emplace(compile_native(p.jaxpr, co));
+  } catch (const Error& e) {
+    throw Declined{e.what()};
+  }
+  std::vector<RtValue> a = copy_args(p.args), b = copy_args(p.args);
+  std::vector<RtValue> outs_planned = (*planned)(a);
+  std::vector<RtValue> outs_naive = (*naive)(b);
+  expect_close(observed(p.jaxpr, outs_planned, a), observed(p.jaxpr, outs_naive, b), tol,
+               "buffer-assigned vs every value in its own buffer, value");
 }
 
 struct AdSetup {
@@ -273,6 +294,42 @@ void check_transpose(const Program& p, const AdSetup& s, const std::vector<Array
   }
   if (!close(rhs, lhs, kTransposeTol))
     throw Disagreement{fmt::format("<ct, J t> = {} but <J^T ct, t> = {}", lhs, rhs)};
+
+  // Accumulator kinds mixed per array input (value, a ref pre-filled with P, DontWant) give
+  // the same cotangents as all-value accumulators: value -> the same value, ref -> P + it,
+  // DontWant -> no output.
+  std::vector<Array> baseline;  // per differentiated input; empty Array for ref inputs
+  value_out = 0;
+  for (size_t k = 0; k < kinds.size(); ++k)
+    baseline.push_back(kinds[k] == AccumKind::value ? value_of(bouts[value_out++]) : Array());
+  std::vector<AccumKind> mixed = kinds;
+  std::vector<RtValue> margs = residuals;
+  std::vector<RefBufferPtr> maccs(kinds.size());
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    if (kinds[k] == AccumKind::value)
+      mixed[k] = std::array{AccumKind::value, AccumKind::ref, AccumKind::dont_want}[rng() % 3];
+    if (mixed[k] == AccumKind::ref) {
+      maccs[k] = std::make_shared<RefBuffer>(prefill[k]);
+      margs.push_back(maccs[k]);
+    }
+  }
+  for (const Array& ct : cts) margs.push_back(ct);
+  Jaxpr mixed_bwd = transpose_jaxpr(lin.linear, lin.num_residuals, mixed);
+  verify(mixed_bwd);
+  std::vector<RtValue> mouts = interpret(mixed_bwd, margs);
+  size_t mixed_out = 0;
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    if (kinds[k] != AccumKind::value) continue;
+    if (mixed[k] == AccumKind::value) {
+      if (mixed_out >= mouts.size()) throw Disagreement{"mixed kinds: too few cotangent outputs"};
+      expect_close({value_of(mouts[mixed_out++])}, {baseline[k]}, kTransposeTol,
+                   "mixed accumulator kinds, value cotangent");
+    } else if (mixed[k] == AccumKind::ref) {
+      expect_close({maccs[k]->value()}, {axpy(prefill[k], 1.0, baseline[k])}, kTransposeTol,
+                   "mixed accumulator kinds, ref accumulator (P + cotangent)");
+    }
+  }
+  if (mixed_out != mouts.size()) throw Disagreement{"mixed kinds: extra cotangent outputs"};
 }
 
 // Runs `body`, recording a run, a skip or a mismatch for `name`.
@@ -330,6 +387,10 @@ void check_seed(uint64_t seed, const CheckOptions& options, Tally& tally) {
     if (options.native && v.control)
       run_check(tally, seed, "native" + suffix, p, [&] {
         check_native(p, options, dt == DType::f32 ? kNativeTolF32 : kNativeTolF64);
+      });
+    if (options.native && v.control)
+      run_check(tally, seed, "buffers" + suffix, p, [&] {
+        check_buffers(p, options, dt == DType::f32 ? kNativeTolF32 : kNativeTolF64);
       });
     if (options.autodiff && dt == DType::f64) {
       std::mt19937_64 rng(seed ^ 0x5eed);
