@@ -19,12 +19,37 @@ bool fusible(const Jaxpr& j, const Eqn& e) {
   return true;
 }
 
+// The buffer `a` lives in under `p`; -1 for a literal or a var without one.
+int buffer_of(const JaxprBuffers& p, const Atom& a) {
+  return is_var(a) && as_var(a).id < p.buffer_of_var.size() ? p.buffer_of_var[as_var(a).id] : -1;
+}
+
+// Who defines and who reads each var of `j`. A returned value counts two extra uses, so the
+// peepholes that fold a single-use value never fold one the jaxpr returns.
+struct UseDef {
+  std::vector<int> uses;
+  std::vector<int32_t> def;
+  std::vector<std::vector<int32_t>> readers;
+
+  explicit UseDef(const Jaxpr& j)
+      : uses(j.vars.size(), 0), def(j.vars.size(), -1), readers(j.vars.size()) {
+    for (size_t i = 0; i < j.eqns.size(); ++i) {
+      for (const Atom& a : j.eqns[i].ins)
+        if (is_var(a)) {
+          ++uses[as_var(a).id];
+          readers[as_var(a).id].push_back(static_cast<int32_t>(i));
+        }
+      for (Var v : j.eqns[i].outs) def[v.id] = static_cast<int32_t>(i);
+    }
+    for (const Atom& a : j.outvars)
+      if (is_var(a)) uses[as_var(a).id] += 2;
+  }
+};
+
 // Per eqn, the buffers whose contents it (over)writes under the assignment `p`.
 std::vector<std::vector<int>> written_buffers(const Jaxpr& j, const JaxprBuffers& p) {
   std::vector<std::vector<int>> w(j.eqns.size());
-  auto buf = [&](const Atom& a) {
-    return is_var(a) && as_var(a).id < p.buffer_of_var.size() ? p.buffer_of_var[as_var(a).id] : -1;
-  };
+  auto buf = [&](const Atom& a) { return buffer_of(p, a); };
   for (size_t i = 0; i < j.eqns.size() && i < p.eqns.size(); ++i) {
     const Eqn& e = j.eqns[i];
     EqnAction act = p.eqns[i].action;
@@ -126,18 +151,10 @@ SliceMovePlan plan_slice_moves(const Jaxpr& j, const JaxprBuffers* buffers,
   plan.move_of.assign(n, -1);
   if (!buffers || buffers->eqns.size() != n) return plan;
   const JaxprBuffers& p = *buffers;
-  auto buf = [&](const Atom& a) {
-    return is_var(a) && as_var(a).id < p.buffer_of_var.size() ? p.buffer_of_var[as_var(a).id] : -1;
-  };
-  std::vector<int> uses(j.vars.size(), 0);
-  std::vector<int32_t> def(j.vars.size(), -1);
-  for (size_t i = 0; i < n; ++i) {
-    for (const Atom& a : j.eqns[i].ins)
-      if (is_var(a)) ++uses[as_var(a).id];
-    for (Var v : j.eqns[i].outs) def[v.id] = static_cast<int32_t>(i);
-  }
-  for (const Atom& a : j.outvars)
-    if (is_var(a)) uses[as_var(a).id] += 2;  // never fold a returned value
+  auto buf = [&](const Atom& a) { return buffer_of(p, a); };
+  const UseDef use_def(j);
+  const std::vector<int>& uses = use_def.uses;
+  const std::vector<int32_t>& def = use_def.def;
   const std::vector<std::vector<int>> writes = written_buffers(j, p);
   // Whether an eqn in (from, to) writes buffer b.
   auto written_between = [&](int b, size_t from, size_t to) {
@@ -253,22 +270,11 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
   plan.shift_of.assign(n, -1);
   if (!buffers || buffers->eqns.size() != n) return plan;
   const JaxprBuffers& p = *buffers;
-  auto buf = [&](const Atom& a) {
-    return is_var(a) && as_var(a).id < p.buffer_of_var.size() ? p.buffer_of_var[as_var(a).id] : -1;
-  };
-  std::vector<int> uses(j.vars.size(), 0);
-  std::vector<int32_t> def(j.vars.size(), -1);
-  std::vector<std::vector<int32_t>> readers(j.vars.size());
-  for (size_t i = 0; i < n; ++i) {
-    for (const Atom& a : j.eqns[i].ins)
-      if (is_var(a)) {
-        ++uses[as_var(a).id];
-        readers[as_var(a).id].push_back(static_cast<int32_t>(i));
-      }
-    for (Var v : j.eqns[i].outs) def[v.id] = static_cast<int32_t>(i);
-  }
-  for (const Atom& a : j.outvars)
-    if (is_var(a)) uses[as_var(a).id] += 2;  // never fold a returned value
+  auto buf = [&](const Atom& a) { return buffer_of(p, a); };
+  const UseDef use_def(j);
+  const std::vector<int>& uses = use_def.uses;
+  const std::vector<int32_t>& def = use_def.def;
+  const std::vector<std::vector<int32_t>>& readers = use_def.readers;
   const std::vector<std::vector<int>> writes = written_buffers(j, p);
   // An eqn lowered on its own (the copies the plan lists for these eqns are their own reads).
   auto plain = [&](size_t i) {
