@@ -451,25 +451,7 @@ JaxprPtr insert_body(Insert which) {
 
 // loss(w, init) = mean((target - scan(insert, init, (rows, cols, vals**w)).carry[:, :C])**2)
 Jaxpr insert_loss(Insert which) {
-  JaxprBuilder b;
-  Var w = b.add_invar(kF64);
-  Var init = b.add_invar(f64m(kRows, kWidth));
-  Var target = b.add_invar(f64m(kRows, kCols));
-  Var rows = b.add_invar(i32v(kSteps));
-  Var cols = b.add_invar(i32v(kSteps));
-  Var vals = b.add_invar(f64v(kSteps));
-  Emitter e(b);
-  Atom vw = e.emit1(Prim::pow, {vals, e.broadcast_to(w, {kSteps})});
-  std::vector<Var> outs =
-      b.add_eqn(Prim::scan, {init, rows, cols, vw}, scan_params(insert_body(which), kSteps, 0, 1));
-  Atom head = e.emit1(Prim::slice, {outs[0]},
-                      Params{{"start_indices", IntList{0, 0}},
-                             {"limit_indices", IntList{kRows, kCols}},
-                             {"strides", NoneParam{}}});
-  Atom d = e.sub(target, head);
-  Atom sq = e.mul(d, d);
-  b.set_outvars({e.div(e.reduce_sum(sq, {0, 1}), e.scalar(DType::f64, kRows * kCols))});
-  return b.finish();
+  return seed_insert_loss(insert_body(which), kRows, kCols, kSteps, /*mean=*/true);
 }
 
 std::vector<RtValue> seed_args(double w) {

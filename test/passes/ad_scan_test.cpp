@@ -244,25 +244,7 @@ const char* kDeleteBody = R"({ lambda ; c:f64[4,7] row:i32[] col:i32[]. let
 
 // loss(w) = sum((target - scan(insert, init, rows, cols, vals**w)[:, :C])**2).
 Jaxpr insert_loss() {
-  JaxprBuilder b;
-  Var w = b.add_invar(kF64);
-  Var init = b.add_invar(f64m(kRows, kWidth));
-  Var target = b.add_invar(f64m(kRows, kCols));
-  Var rows = b.add_invar(i32v(kSteps));
-  Var cols = b.add_invar(i32v(kSteps));
-  Var vals = b.add_invar(f64v(kSteps));
-  Emitter e(b);
-  Atom vw = e.emit1(Prim::pow, {vals, e.broadcast_to(w, {kSteps})});
-  std::vector<Var> outs =
-      b.add_eqn(Prim::scan, {init, rows, cols, vw}, scan_params(body(kInsertBody), kSteps, 0, 1));
-  Atom head = e.emit1(Prim::slice, {outs[0]},
-                      Params{{"start_indices", IntList{0, 0}},
-                             {"limit_indices", IntList{kRows, kCols}},
-                             {"strides", NoneParam{}}});
-  Atom d = e.sub(target, head);
-  Atom sq = e.mul(d, d);
-  b.set_outvars({e.reduce_sum(sq, {0, 1})});
-  return b.finish();
+  return seed_insert_loss(body(kInsertBody), kRows, kCols, kSteps, /*mean=*/false);
 }
 
 std::vector<RtValue> seed_args(double w, std::mt19937& rng) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/emitter.h"
 #include "refjit/ir/builder.h"
 #include "test/passes/ad_check.h"
 
@@ -55,5 +56,33 @@ inline void collect_scans(const Jaxpr& j, std::vector<const Eqn*>& out) {
 }
 
 inline const Jaxpr& scan_body(const Eqn& e) { return *e.params.get<JaxprPtr>("jaxpr"); }
+
+// The seed's insert loss (grad-scan-slice-update-slow) around a scan `insert` body over
+// (rows, cols, vals**w) with a f64[rows, 2*cols+1] carry:
+//   loss(w, init, target, rows, cols, vals) = sum((target - carry[:, :cols])**2), divided by
+//   its element count when `mean`.
+inline Jaxpr seed_insert_loss(JaxprPtr insert, int64_t rows, int64_t cols, int64_t steps,
+                              bool mean) {
+  JaxprBuilder b;
+  Var w = b.add_invar(kF64);
+  Var init = b.add_invar(f64m(rows, 2 * cols + 1));
+  Var target = b.add_invar(f64m(rows, cols));
+  Var row_ids = b.add_invar(i32v(steps));
+  Var col_ids = b.add_invar(i32v(steps));
+  Var vals = b.add_invar(f64v(steps));
+  Emitter e(b);
+  Atom vw = e.emit1(Prim::pow, {vals, e.broadcast_to(w, {steps})});
+  std::vector<Var> outs = b.add_eqn(Prim::scan, {init, row_ids, col_ids, vw},
+                                    scan_params(std::move(insert), steps, 0, 1));
+  Atom head = e.emit1(Prim::slice, {outs[0]},
+                      Params{{"start_indices", IntList{0, 0}},
+                             {"limit_indices", IntList{rows, cols}},
+                             {"strides", NoneParam{}}});
+  Atom d = e.sub(target, head);
+  Atom total = e.reduce_sum(e.mul(d, d), {0, 1});
+  b.set_outvars(
+      {mean ? e.div(total, e.scalar(DType::f64, static_cast<double>(rows * cols))) : total});
+  return b.finish();
+}
 
 }  // namespace refjit::testing
