@@ -268,6 +268,7 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
   CotangentShiftPlan plan;
   plan.folded_into.assign(n, -1);
   plan.shift_of.assign(n, -1);
+  plan.side_of.assign(n, -1);
   if (!buffers || buffers->eqns.size() != n) return plan;
   const JaxprBuffers& p = *buffers;
   auto buf = [&](const Atom& a) { return buffer_of(p, a); };
@@ -314,46 +315,82 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
       if (only_reader(as_var(sw.ins[1])) == cs.swap && plain(static_cast<size_t>(z))) cs.zeros = z;
     }
     if (cs.zero.dtype != rt.array.dtype) continue;
-    // The old value, possibly through a static slice, read by one addupdate.
+    // The old value v: read by one addupdate of R, directly or through a static slice of a
+    // run of v, and otherwise only by side slices (static slices of runs of v).
     const Var v = sw.outs[0];
-    int32_t r = only_reader(v);
-    if (r < 0 || !plain(static_cast<size_t>(r))) continue;
-    Var added = v;
-    cs.offset = 0;
-    cs.length = m;
-    if (j.eqns[r].prim == Prim::slice) {
-      const Eqn& sl = j.eqns[r];
-      if (sl.outs.size() != 1) continue;
-      const Shape& vs = j.type_of(v).array.shape;
+    const std::vector<int32_t>& v_readers = readers[v.id];
+    if (v_readers.empty() || uses[v.id] != static_cast<int>(v_readers.size())) continue;
+    const Shape& vs = j.type_of(v).array.shape;
+    // Whether eqn q is a static slice of one run of v's last dim: its offset and length.
+    auto run_slice = [&](int32_t q, int64_t& offset, int64_t& length) {
+      const Eqn& sl = j.eqns[q];
+      if (sl.prim != Prim::slice || sl.outs.size() != 1 || vs.empty() || !plain(q)) return false;
       const IntList& start = sl.params.get<IntList>("start_indices");
       const IntList& limit = sl.params.get<IntList>("limit_indices");
       IntList strides = sl.params.get_or<IntList>("strides", IntList(vs.size(), 1));
-      if (vs.empty() || start.size() != vs.size() || limit.size() != vs.size()) continue;
-      bool ok = true;
+      if (start.size() != vs.size() || limit.size() != vs.size() || strides.size() != vs.size())
+        return false;
       for (size_t d = 0; d < vs.size(); ++d) {
-        if (strides.at(d) != 1) ok = false;
-        if (d + 1 < vs.size() && vs[d] != 1) ok = false;  // a run of the last dim only
+        if (strides[d] != 1) return false;
+        if (d + 1 < vs.size() && vs[d] != 1) return false;  // a run of the last dim only
       }
-      if (!ok) continue;
-      cs.slice = r;
-      cs.offset = start.back();
-      cs.length = limit.back() - start.back();
-      added = sl.outs[0];
-      r = only_reader(added);
-      if (r < 0 || !plain(static_cast<size_t>(r))) continue;
+      offset = start.back();
+      length = limit.back() - start.back();
+      return true;
+    };
+    // Whether eqn q is `R[w2] += x` with a contiguous window of `length` elements.
+    auto adds_to_ref = [&](int32_t q, Var x, int64_t length) {
+      if (q < 0 || !plain(static_cast<size_t>(q))) return false;
+      const Eqn& add = j.eqns[q];
+      if (add.prim != Prim::addupdate || add.ins.size() < 2 || !is_var(add.ins[0]) ||
+          as_var(add.ins[0]) != ref || !is_var(add.ins[1]) || as_var(add.ins[1]) != x)
+        return false;
+      const ParamValue* pv2 = add.params.find("indexer");
+      const Indexer& idx2 = pv2 && std::get_if<Indexer>(pv2) ? *std::get_if<Indexer>(pv2) : whole;
+      int64_t l2 = 0;
+      return contiguous_window(idx2, rt.array.shape, l2) && l2 == length;
+    };
+    int32_t r = -1;
+    int32_t main_reader = -1;
+    for (int32_t q : v_readers) {
+      int64_t off = 0, len = 0;
+      if (adds_to_ref(q, v, m)) {
+        r = q;
+        cs.slice = -1;
+        cs.offset = 0;
+        cs.length = m;
+      } else if (run_slice(q, off, len) &&
+                 adds_to_ref(only_reader(j.eqns[q].outs[0]), j.eqns[q].outs[0], len)) {
+        r = only_reader(j.eqns[q].outs[0]);
+        cs.slice = q;
+        cs.offset = off;
+        cs.length = len;
+      } else {
+        continue;
+      }
+      main_reader = q;
+      break;
     }
-    const Eqn& add = j.eqns[r];
-    if (add.prim != Prim::addupdate || add.ins.size() < 2 || !is_var(add.ins[0]) ||
-        as_var(add.ins[0]) != ref || !is_var(add.ins[1]) || as_var(add.ins[1]) != added)
-      continue;
-    const ParamValue* pv2 = add.params.find("indexer");
-    const Indexer& idx2 = pv2 && std::get_if<Indexer>(pv2) ? *std::get_if<Indexer>(pv2) : whole;
-    int64_t l2 = 0;
-    if (!contiguous_window(idx2, rt.array.shape, l2) || l2 != cs.length) continue;
+    if (r < 0) continue;
+    bool sides_ok = true;
+    for (int32_t q : v_readers) {
+      if (q == main_reader) continue;
+      int64_t off = 0, len = 0;
+      // Read from R's window at its own position: R must still hold v there.
+      if (!run_slice(q, off, len) || q <= cs.swap || q >= r ||
+          std::count(v_readers.begin(), v_readers.end(), q) != 1) {
+        sides_ok = false;
+        break;
+      }
+      cs.side_slices.push_back(q);
+    }
+    if (!sides_ok) continue;
     // Nothing in between touches R, or overwrites the swap's start operands.
     bool ok = true;
     for (size_t k = s + 1; k < static_cast<size_t>(r) && ok; ++k) {
       if (static_cast<int32_t>(k) == cs.slice) continue;
+      if (std::count(cs.side_slices.begin(), cs.side_slices.end(), static_cast<int32_t>(k)))
+        continue;
       for (const Atom& a : j.eqns[k].ins)
         if (buf(a) == ref_buf) ok = false;
       for (int b : writes[k]) {
@@ -367,6 +404,7 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
     plan.folded_into[s] = r;
     if (cs.slice >= 0) plan.folded_into[cs.slice] = r;
     if (cs.zeros >= 0) plan.folded_into[cs.zeros] = r;
+    for (int32_t q : cs.side_slices) plan.side_of[q] = static_cast<int32_t>(plan.shifts.size());
     plan.shifts.push_back(cs);
   }
   return plan;

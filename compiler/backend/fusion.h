@@ -100,13 +100,19 @@ namespace refjit {
 // addupdate reads or writes R's buffer or writes the buffer of the swap's start operands;
 // none of the eqns are fused or folded into a slice move. The zero broadcast is folded too when the
 // swap is its only reader.
+// v may have other readers besides the one leading to the addupdate (slice1's transpose keeps
+// the value's cotangent v[0:1] and shifts v[1:]): each must be a static slice of a run of v
+// placed between the swap and the addupdate. Such a "side slice" is lowered at its own
+// position as a copy straight out of R's window (R still holds the old values there: the swap
+// is only carried out at the addupdate).
 struct CotangentShift {
-  int32_t swap = -1;   // the folded swap eqn
-  int32_t slice = -1;  // the folded static slice of its old value, or -1
-  int32_t zeros = -1;  // the folded broadcast of the zero literal, or -1
-  Literal zero;        // the value the swap writes
-  int64_t offset = 0;  // the first element of the swapped-out run that is added (a)
-  int64_t length = 0;  // elements added (L)
+  int32_t swap = -1;                 // the folded swap eqn
+  int32_t slice = -1;                // the folded static slice of its old value, or -1
+  int32_t zeros = -1;                // the folded broadcast of the zero literal, or -1
+  Literal zero;                      // the value the swap writes
+  int64_t offset = 0;                // the first element of the swapped-out run that is added (a)
+  int64_t length = 0;                // elements added (L)
+  std::vector<int32_t> side_slices;  // other static slices of v, read from R's window
 };
 
 struct CotangentShiftPlan {
@@ -114,6 +120,8 @@ struct CotangentShiftPlan {
   std::vector<int32_t> folded_into;
   // shift_of[eqn]: index into `shifts` for an addupdate lowered as a shift, or -1.
   std::vector<int32_t> shift_of;
+  // side_of[eqn]: index into `shifts` for a side slice copied out of the shift's window, or -1.
+  std::vector<int32_t> side_of;
   std::vector<CotangentShift> shifts;
 };
 

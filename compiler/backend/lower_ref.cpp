@@ -274,6 +274,20 @@ void lower_cotangent_shift(LowerCtx& c, const Jaxpr& j, const Eqn& add, const Co
   run(max_i(s1, e2), e1, store_zero);
 }
 
+void lower_cotangent_side_slice(LowerCtx& c, const Jaxpr& j, const Eqn& slice,
+                                const CotangentShift& s) {
+  const Eqn& sw = j.eqns.at(s.swap);
+  ArrayType rt = ref_type(c, sw);
+  const DType d = rt.dtype;
+  Value ref = c.view_as(c.buffer(sw.ins[0]), ArrayType{d, {rt.num_elements()}});
+  ArrayType out = c.type_of(slice.outs[0]).array;
+  Value dst = c.view_as(c.result_buffer(slice.outs[0]), ArrayType{d, {out.num_elements()}});
+  const IntList& start = slice.params.get<IntList>("start_indices");
+  Value src = c.b.create<arith::AddIOp>(c.loc, flat_window_start(c, sw, rt),
+                                        c.index(start.empty() ? 0 : start.back()));
+  c.move_elements(dst, {c.index(0)}, ref, {src}, out.num_elements(), d);
+}
+
 namespace {
 
 // freeze: the ref is dead afterwards, so the value takes over its buffer.

@@ -514,6 +514,10 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
     if (frames_.back().moves.folded_into[i] >= 0) continue;
     // Computed by the addupdate they feed (a cotangent shift).
     if (frames_.back().shifts.folded_into[i] >= 0) continue;
+    if (int32_t s = frames_.back().shifts.side_of[i]; s >= 0) {
+      lower_cotangent_side_slice(*this, j, e, frames_.back().shifts.shifts[s]);
+      continue;
+    }
     if (int32_t s = frames_.back().shifts.shift_of[i]; s >= 0) {
       lower_cotangent_shift(*this, j, e, frames_.back().shifts.shifts[s]);
       continue;

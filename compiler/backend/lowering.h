@@ -228,6 +228,9 @@ mlir::Value convert_element(LowerCtx& c, mlir::Value x, DType from, DType to);
 
 // Lowers addupdate `add` with the swap (and slice) folded into it (fusion.h, CotangentShift).
 void lower_cotangent_shift(LowerCtx& c, const Jaxpr& j, const Eqn& add, const CotangentShift& s);
+// A side slice of that shift: copies its run straight out of the ref's window (lower_ref.cpp).
+void lower_cotangent_side_slice(LowerCtx& c, const Jaxpr& j, const Eqn& slice,
+                                const CotangentShift& s);
 
 [[noreturn]] void fail_eqn(const Eqn& e, const std::string& what);
 

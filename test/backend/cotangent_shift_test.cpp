@@ -32,6 +32,18 @@ const char* kInsert = R"({ lambda ; r:Ref{f32[4,12]} b:i32[] c:i32[] d:i32[] e:i
     r[d:d+1,e:e+4] += w
   in () })";
 
+// slice1's transposed insert: the swapped-out run's first element is the inserted value's
+// cotangent (a side slice, returned through a reduce_sum), the rest is shifted back.
+const char* kInsertWithSideSlice =
+    R"({ lambda ; r:Ref{f32[4,12]} b:i32[] c:i32[] d:i32[] e:i32[]. let
+    z:f32[1,7] = broadcast_in_dim[broadcast_dimensions=() shape=(1, 7) sharding=None] 0.0:f32[]
+    v:f32[1,7], r[b:b+1,c:c+7] <- r[b:b+1,c:c+7], z
+    h:f32[1,1] = slice[limit_indices=(1, 1) start_indices=(0, 0) strides=(1, 1)] v
+    w:f32[1,6] = slice[limit_indices=(1, 7) start_indices=(0, 1) strides=(1, 1)] v
+    r[d:d+1,e:e+6] += w
+    s:f32[] = reduce_sum[axes=(0, 1)] h
+  in (s,) })";
+
 CotangentShiftPlan plan_of(const Jaxpr& j) {
   BufferPlan bp = default_buffer_plan(j);
   const JaxprBuffers* p = &bp.assignment->jaxprs.at(0);
@@ -84,12 +96,43 @@ TEST(NativeCotangentShift, InsertTransposeMatchesTheInterpreterOnRandomWindows) 
   check_random_windows(kInsert, 23);
 }
 
+TEST(NativeCotangentShift, SideSliceOfTheSwappedOutRunIsReadFromTheWindow) {
+  Jaxpr j = parse_jaxpr(kInsertWithSideSlice);
+  CotangentShiftPlan p = plan_of(j);
+  ASSERT_EQ(p.shifts.size(), 1u);
+  EXPECT_EQ(p.shift_of[4], 0);
+  EXPECT_EQ(p.folded_into[3], 4);  // the shifted slice
+  EXPECT_EQ(p.side_of[2], 0);      // the value's cotangent, copied out of R before the shift
+  EXPECT_EQ(p.folded_into[2], -1);
+  EXPECT_EQ(p.shifts[0].side_slices, std::vector<int32_t>{2});
+  EXPECT_EQ(p.shifts[0].offset, 1);
+  EXPECT_EQ(p.shifts[0].length, 6);
+}
+
+TEST(NativeCotangentShift, SideSliceMatchesTheInterpreterOnRandomWindows) {
+  check_random_windows(kInsertWithSideSlice, 31);
+}
+
+TEST(NativeCotangentShift, SideSliceAfterTheAddupdateIsNotPlanned) {
+  // Reading the old run after R was updated needs the swapped-out copy.
+  const char* late = R"({ lambda ; r:Ref{f32[4,12]} b:i32[] c:i32[] d:i32[] e:i32[]. let
+    z:f32[1,7] = broadcast_in_dim[broadcast_dimensions=() shape=(1, 7) sharding=None] 0.0:f32[]
+    v:f32[1,7], r[b:b+1,c:c+7] <- r[b:b+1,c:c+7], z
+    w:f32[1,6] = slice[limit_indices=(1, 7) start_indices=(0, 1) strides=(1, 1)] v
+    r[d:d+1,e:e+6] += w
+    h:f32[1,1] = slice[limit_indices=(1, 1) start_indices=(0, 0) strides=(1, 1)] v
+    s:f32[] = reduce_sum[axes=(0, 1)] h
+  in (s,) })";
+  EXPECT_TRUE(plan_of(parse_jaxpr(late)).shifts.empty());
+  check_random_windows(late, 37);
+}
+
 TEST(NativeCotangentShift, FullOverlapAndNoOverlapMatchTheInterpreter) {
   // Same window (full overlap: the run is unchanged), windows in other rows, adjacent runs.
   for (auto [b, c, d, e] : std::vector<std::array<int, 4>>{
            {1, 3, 1, 3}, {0, 0, 3, 7}, {2, 0, 2, 5}, {2, 5, 2, 0}, {3, 7, 3, 8}, {9, 99, -4, -9}}) {
     SCOPED_TRACE(fmt::format("b={} c={} d={} e={}", b, c, d, e));
-    for (const char* text : {kDelete, kInsert})
+    for (const char* text : {kDelete, kInsert, kInsertWithSideSlice})
       check_text(text,
                  {ref_of(random_array(at(DType::f32, {4, 12}), 5)), i32(b), i32(c), i32(d), i32(e)},
                  0.0);
