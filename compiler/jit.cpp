@@ -4,15 +4,18 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "compiler/backend/native.h"
 #include "compiler/trace_state.h"
+#include "passes/inline_zero_consts.h"
 #include "refjit/ir/text.h"
 
 namespace refjit {
@@ -78,11 +81,49 @@ int native_compile_count() { return g_native_compiles.load(); }
 
 namespace detail {
 
+// What runs natively for one traced function: its jaxpr with the all-zero constants folded in
+// (passes/inline_zero_consts.h), and which of the traced function's consts are still passed.
+struct NativeProgram {
+  JaxprPtr traced;  // held so the map key (its address) stays unique
+  JaxprPtr compiled;
+  std::vector<bool> passed;  // per const of the traced function
+  std::shared_ptr<CompiledEntry> entry;
+};
+
+namespace {
+
+// Whether const `x` is an array (not a ref) of more than one element, every byte zero.
+bool is_zero_array_const(const Operand& x, std::string_view name) {
+  if (!std::holds_alternative<Value>(x)) return false;
+  RtValue v = to_runtime(x, name);
+  const Array* a = std::get_if<Array>(&v);
+  if (!a || a->size() < 2) return false;
+  const std::byte* p = a->data();
+  return std::all_of(p, p + a->byte_size(), [](std::byte b) { return b == std::byte{0}; });
+}
+
+NativeProgram make_native_program(const TracedFunction& fn, std::string_view name) {
+  NativeProgram prog;
+  prog.traced = fn.jaxpr;
+  std::vector<bool> zero(fn.consts.size());
+  bool any = false;
+  for (size_t k = 0; k < fn.consts.size(); ++k)
+    any |= zero[k] = is_zero_array_const(fn.consts[k], name);
+  prog.compiled =
+      any ? std::make_shared<const Jaxpr>(inline_zero_consts(*fn.jaxpr, zero)) : fn.jaxpr;
+  prog.passed.resize(zero.size());
+  for (size_t k = 0; k < zero.size(); ++k) prog.passed[k] = !zero[k];
+  prog.entry = global_entry(*prog.compiled);
+  return prog;
+}
+
+}  // namespace
+
 struct JitState {
   std::mutex mu;
   // Fast path by jaxpr identity: a jit function's trace cache hands out the same JaxprPtr
   // for every call with one signature. The JaxprPtr is held so the address stays unique.
-  std::unordered_map<const Jaxpr*, std::pair<JaxprPtr, std::shared_ptr<CompiledEntry>>> by_jaxpr;
+  std::unordered_map<const Jaxpr*, NativeProgram> by_jaxpr;
   int compiles = 0;
   CompileStageTimings last;
 };
@@ -175,23 +216,24 @@ std::vector<Operand> run_native(JitState& state, const std::string& name, Tier t
   if (args.size() != fn.jaxpr->invars.size())
     throw Error(fmt::format("jit function `{}` takes {} arguments but {} were given", name,
                             fn.jaxpr->invars.size(), args.size()));
-  std::shared_ptr<CompiledEntry> entry;
+  std::optional<NativeProgram> prog;
   {
     std::lock_guard<std::mutex> lock(state.mu);
     auto it = state.by_jaxpr.find(fn.jaxpr.get());
-    if (it != state.by_jaxpr.end()) entry = it->second.second;
+    if (it != state.by_jaxpr.end()) prog = it->second;
   }
-  if (!entry) {
-    entry = global_entry(*fn.jaxpr);
+  if (!prog) {
+    prog = make_native_program(fn, name);
     std::lock_guard<std::mutex> lock(state.mu);
-    state.by_jaxpr.emplace(fn.jaxpr.get(), std::make_pair(fn.jaxpr, entry));
+    state.by_jaxpr.emplace(fn.jaxpr.get(), *prog);
   }
   std::shared_ptr<const CompiledFunction> code =
-      select_code(state, *entry, *fn.jaxpr, tier, trace_ms);
+      select_code(state, *prog->entry, *prog->compiled, tier, trace_ms);
 
   std::vector<RtValue> rt;
   rt.reserve(fn.consts.size() + args.size());
-  for (const Operand& x : fn.consts) rt.push_back(to_runtime(x, name));
+  for (size_t k = 0; k < fn.consts.size(); ++k)
+    if (prog->passed[k]) rt.push_back(to_runtime(fn.consts[k], name));
   for (const Operand& x : args) rt.push_back(to_runtime(x, name));
   std::vector<RtValue> results = (*code)(rt);
   std::vector<Operand> out;
@@ -222,7 +264,7 @@ void clear_compile_cache() {
   }
   for (const auto& state : states) {
     std::lock_guard<std::mutex> lock(state->mu);
-    for (auto& [ptr, held] : state->by_jaxpr) dropped.push_back(std::move(held.second));
+    for (auto& [ptr, held] : state->by_jaxpr) dropped.push_back(std::move(held.entry));
     state->by_jaxpr.clear();
   }
 }
