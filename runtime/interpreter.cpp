@@ -136,6 +136,15 @@ std::vector<RtValue> EvalContext::call(const Eqn& e, const Jaxpr& sub,
 }
 
 std::vector<RtValue> interpret(const Jaxpr& jaxpr, const std::vector<RtValue>& consts_then_args) {
+  // Two binders of one buffer would make the program's ref effects interfere (E7); the
+  // native backend rejects it the same way.
+  for (size_t i = 0; i < consts_then_args.size(); ++i)
+    if (const RefBufferPtr* r = std::get_if<RefBufferPtr>(&consts_then_args[i]); r && *r)
+      for (size_t k = 0; k < i; ++k)
+        if (const RefBufferPtr* o = std::get_if<RefBufferPtr>(&consts_then_args[k]); o && *o == *r)
+          throw RefError("E7", fmt::format("interpret: the same ref is passed as value {} and as "
+                                           "value {}; pass it once",
+                                           k, i));
   return eval_jaxpr(jaxpr, consts_then_args, "interpret");
 }
 

@@ -511,6 +511,23 @@ TEST(WrongArguments, TheSameRefTwiceToACompiledFunctionIsE7) {
   EXPECT_EQ(r->value(), Array::from_vector<float>({1, 2}, {2}));
 }
 
+TEST(WrongArguments, TheSameRefTwiceToTheInterpreterIsE7) {
+  Jaxpr j = parse_jaxpr(
+      "{ lambda ; r:Ref{f32[2]} s:Ref{f32[2]}. let\n"
+      "    a:f32[2] <- s[...]\n"
+      "    r[...] += a\n"
+      "  in () }",
+      "alias.jaxpr");
+  auto r = std::make_shared<RefBuffer>(Array::from_vector<float>({1, 2}, {2}));
+  std::string msg = ref_error([&] { interpret(j, {r, r}); }, "E7");
+  EXPECT_MENTIONS(msg, "value 0 and as value 1");
+  EXPECT_EQ(r->value(), Array::from_vector<float>({1, 2}, {2}));
+  // Two distinct refs are fine.
+  auto s = std::make_shared<RefBuffer>(Array::from_vector<float>({10, 20}, {2}));
+  interpret(j, {r, s});
+  EXPECT_EQ(r->value(), Array::from_vector<float>({11, 22}, {2}));
+}
+
 TEST(WrongArguments, JitFunctionWithMismatchedShapesIsATypeErrorNamingThePrimitive) {
   auto add = jit([](Value a, Value b) { return a + b; }, "add2");
   EXPECT_EQ(add(ones({3}), ones({3})).array(), Array::full(ArrayType{DType::f32, {3}}, 2.0));
