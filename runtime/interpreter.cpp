@@ -138,10 +138,19 @@ std::vector<RtValue> EvalContext::call(const Eqn& e, const Jaxpr& sub,
 std::vector<RtValue> interpret(const Jaxpr& jaxpr, const std::vector<RtValue>& consts_then_args) {
   // Two binders of one buffer would make the program's ref effects interfere (E7); the
   // native backend rejects it the same way.
+  // Only ref binders are checked here: a ref given for an array binder is a type error,
+  // reported by name when the inputs are bound.
+  std::vector<Type> types = jaxpr.const_types();
+  for (const Type& t : jaxpr.in_types()) types.push_back(t);
+  auto ref_at = [&](size_t i) -> const RefBufferPtr* {
+    if (i >= types.size() || !types[i].is_ref) return nullptr;
+    const RefBufferPtr* r = std::get_if<RefBufferPtr>(&consts_then_args[i]);
+    return r && *r ? r : nullptr;
+  };
   for (size_t i = 0; i < consts_then_args.size(); ++i)
-    if (const RefBufferPtr* r = std::get_if<RefBufferPtr>(&consts_then_args[i]); r && *r)
+    if (const RefBufferPtr* r = ref_at(i))
       for (size_t k = 0; k < i; ++k)
-        if (const RefBufferPtr* o = std::get_if<RefBufferPtr>(&consts_then_args[k]); o && *o == *r)
+        if (const RefBufferPtr* o = ref_at(k); o && *o == *r)
           throw RefError("E7", fmt::format("interpret: the same ref is passed as value {} and as "
                                            "value {}; pass it once",
                                            k, i));
