@@ -4,6 +4,8 @@
 // are lowered with their own plans (lower_planned) and copy only what those list.
 #include <fmt/format.h>
 
+#include <functional>
+
 #include "compiler/backend/lowering.h"
 
 namespace refjit::backend {
@@ -32,6 +34,19 @@ void lower_call(LowerCtx& c, const Eqn& e, const char* param) {
   for (size_t i = 0; i < outs.size(); ++i) c.bind(e.outs[i], outs[i]);
 }
 
+// The loop over a scan's steps: `step(t)` emits one step's code in a scope of its own, with t
+// the index of the step's row of xs/ys (counting down for a reverse scan).
+void scan_steps(LowerCtx& c, int64_t length, bool reverse, const std::function<void(Value)>& step) {
+  auto loop = c.b.create<mlir::scf::ForOp>(c.loc, c.index(0), c.index(length), c.index(1));
+  mlir::OpBuilder::InsertionGuard guard(c.b);
+  c.b.setInsertionPoint(loop.getBody()->getTerminator());
+  Value t = loop.getInductionVar();
+  if (reverse) t = c.b.create<mlir::arith::SubIOp>(c.loc, c.index(length - 1), t);
+  c.enter_loop();
+  c.with_scope([&] { step(t); });
+  c.exit_loop();
+}
+
 // Following the plan: carry k lives in the scan's result buffer k for the whole loop (the
 // operand's own buffer when it is handed over, else filled once before the loop, as the
 // eqn's copies list); the body updates it in place and its end copies put the ys into
@@ -53,13 +68,7 @@ void lower_scan_planned(LowerCtx& c, const Eqn& e, const std::vector<Value>& con
     c.perform_copy(cp, &e.ins.at(nc + k));
   }
 
-  auto loop = c.b.create<mlir::scf::ForOp>(c.loc, c.index(0), c.index(length), c.index(1));
-  mlir::OpBuilder::InsertionGuard guard(c.b);
-  c.b.setInsertionPoint(loop.getBody()->getTerminator());
-  Value t = loop.getInductionVar();
-  if (reverse) t = c.b.create<mlir::arith::SubIOp>(c.loc, c.index(length - 1), t);
-  c.enter_loop();
-  c.with_scope([&] {
+  scan_steps(c, length, reverse, [&](Value t) {
     std::vector<Value> args = consts;
     args.insert(args.end(), carry.begin(), carry.end());
     for (Value x : xs) args.push_back(c.row_view(x, t));  // refs: writes land in the row
@@ -71,7 +80,6 @@ void lower_scan_planned(LowerCtx& c, const Eqn& e, const std::vector<Value>& con
           c.set_buffer_memory(static_cast<int>(b), c.row_view(ys.at(p.buffers[b].index), t));
     });
   });
-  c.exit_loop();
 }
 
 void lower_scan(LowerCtx& c, const Eqn& e) {
@@ -94,13 +102,7 @@ void lower_scan(LowerCtx& c, const Eqn& e) {
   }
   for (size_t j = 0; j < ny; ++j) ys.push_back(c.result_buffer(e.outs[nk + j]));
 
-  auto loop = c.b.create<mlir::scf::ForOp>(c.loc, c.index(0), c.index(length), c.index(1));
-  mlir::OpBuilder::InsertionGuard guard(c.b);
-  c.b.setInsertionPoint(loop.getBody()->getTerminator());
-  Value t = loop.getInductionVar();
-  if (reverse) t = c.b.create<mlir::arith::SubIOp>(c.loc, c.index(length - 1), t);
-  c.enter_loop();
-  c.with_scope([&] {
+  scan_steps(c, length, reverse, [&](Value t) {
     std::vector<Value> args = consts;
     args.insert(args.end(), carry.begin(), carry.end());
     for (Value x : xs) args.push_back(c.row_view(x, t));  // refs: writes land in the row
@@ -120,7 +122,6 @@ void lower_scan(LowerCtx& c, const Eqn& e) {
     }
     for (size_t k = 0; k < nk; ++k) c.copy(next[k], carry[k], c.type_of(e.outs[k]).array);
   });
-  c.exit_loop();
 }
 
 void lower_cond(LowerCtx& c, const Eqn& e) {
