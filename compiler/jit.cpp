@@ -16,6 +16,7 @@
 #include "compiler/backend/native.h"
 #include "compiler/trace_state.h"
 #include "passes/inline_zero_consts.h"
+#include "passes/trim_rows.h"
 #include "refjit/ir/text.h"
 
 namespace refjit {
@@ -81,8 +82,8 @@ int native_compile_count() { return g_native_compiles.load(); }
 
 namespace detail {
 
-// What runs natively for one traced function: its jaxpr with the all-zero constants folded in
-// (passes/inline_zero_consts.h), and which of the traced function's consts are still passed.
+// What runs natively for one traced function: its jaxpr specialised to its constants
+// (make_native_program), and which of the traced function's consts are still passed.
 struct NativeProgram {
   JaxprPtr traced;  // held so the map key (its address) stays unique
   JaxprPtr compiled;
@@ -102,6 +103,25 @@ bool is_zero_array_const(const Operand& x, std::string_view name) {
   return std::all_of(p, p + a->byte_size(), [](std::byte b) { return b == std::byte{0}; });
 }
 
+// The range of an integer array constant's elements (for trim_untouched_rows).
+std::optional<IntRange> int_range_of_const(const Operand& x, std::string_view name) {
+  if (!std::holds_alternative<Value>(x)) return std::nullopt;
+  RtValue v = to_runtime(x, name);
+  const Array* a = std::get_if<Array>(&v);
+  if (!a || !is_int(a->dtype()) || a->size() == 0) return std::nullopt;
+  IntRange r{a->as_int(0), a->as_int(0)};
+  for (int64_t i = 1; i < a->size(); ++i) {
+    const int64_t x = a->as_int(i);
+    r.lo = std::min(r.lo, x);
+    r.hi = std::max(r.hi, x);
+  }
+  return r;
+}
+
+// The program compiled for `fn`: constants' values are known here (they are fixed for a
+// traced function), so all-zero arrays are folded in, and integer constants' ranges let
+// trim_untouched_rows drop rows of carries and refs no index can reach. The compile cache
+// keys on the resulting program, so functions share code only when it is valid for both.
 NativeProgram make_native_program(const TracedFunction& fn, std::string_view name) {
   NativeProgram prog;
   prog.traced = fn.jaxpr;
@@ -109,10 +129,18 @@ NativeProgram make_native_program(const TracedFunction& fn, std::string_view nam
   bool any = false;
   for (size_t k = 0; k < fn.consts.size(); ++k)
     any |= zero[k] = is_zero_array_const(fn.consts[k], name);
-  prog.compiled =
-      any ? std::make_shared<const Jaxpr>(inline_zero_consts(*fn.jaxpr, zero)) : fn.jaxpr;
+  Jaxpr compiled = any ? inline_zero_consts(*fn.jaxpr, zero) : *fn.jaxpr;
   prog.passed.resize(zero.size());
-  for (size_t k = 0; k < zero.size(); ++k) prog.passed[k] = !zero[k];
+  std::vector<std::optional<IntRange>> ranges;
+  for (size_t k = 0; k < zero.size(); ++k) {
+    prog.passed[k] = !zero[k];
+    if (prog.passed[k]) ranges.push_back(int_range_of_const(fn.consts[k], name));
+  }
+  int trimmed = 0;
+  Jaxpr trim = trim_untouched_rows(compiled, ranges, &trimmed);
+  if (trimmed > 0) compiled = std::move(trim);
+  prog.compiled =
+      any || trimmed > 0 ? std::make_shared<const Jaxpr>(std::move(compiled)) : fn.jaxpr;
   prog.entry = global_entry(*prog.compiled);
   return prog;
 }
