@@ -13,6 +13,7 @@
 #include "passes/jvp.h"
 #include "passes/linearize.h"
 #include "passes/transpose.h"
+#include "passes/trim_rows.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/text.h"
 #include "refjit/ir/verifier.h"
@@ -144,6 +145,43 @@ void check_buffers(const Program& p, const CheckOptions& o, double tol) {
   std::vector<RtValue> outs_naive = (*naive)(b);
   expect_close(observed(p.jaxpr, outs_planned, a), observed(p.jaxpr, outs_naive, b), tol,
                "buffer-assigned vs every value in its own buffer, value");
+}
+
+// Row trimming (passes/trim_rows.h) with the program's integer array/scalar inputs taken as
+// constants of known range (as jit does with closed-over constants): when it trims, the
+// trimmed program computes exactly what the original does.
+void check_trim(const Program& p) {
+  Jaxpr j = p.jaxpr;
+  j.constvars.clear();
+  j.invars.clear();
+  std::vector<RtValue> consts, rest;
+  std::vector<std::optional<IntRange>> ranges;
+  for (size_t i = 0; i < p.jaxpr.invars.size(); ++i) {
+    const Var v = p.jaxpr.invars[i];
+    const Type& t = p.jaxpr.type_of(v);
+    const Array* a = std::get_if<Array>(&p.args[i]);
+    if (t.is_ref || !is_int(t.array.dtype) || !a || a->size() == 0) {
+      j.invars.push_back(v);
+      rest.push_back(p.args[i]);
+      continue;
+    }
+    IntRange r{a->as_int(0), a->as_int(0)};
+    for (int64_t k = 1; k < a->size(); ++k) {
+      r.lo = std::min(r.lo, a->as_int(k));
+      r.hi = std::max(r.hi, a->as_int(k));
+    }
+    j.constvars.push_back(v);
+    consts.push_back(p.args[i]);
+    ranges.push_back(r);
+  }
+  if (j.constvars.empty()) return;
+  int trimmed = 0;
+  Jaxpr t = trim_untouched_rows(j, ranges, &trimmed);
+  if (trimmed == 0) return;
+  verify(t);
+  std::vector<RtValue> args = consts;
+  args.insert(args.end(), rest.begin(), rest.end());
+  expect_close(run_observed(t, args), run_observed(j, args), 0, "trimmed vs original, value");
 }
 
 struct AdSetup {
@@ -384,6 +422,7 @@ void check_seed(uint64_t seed, const CheckOptions& options, Tally& tally) {
     run_check(tally, seed, "roundtrip" + suffix, p, [&] { check_roundtrip(p); });
     if (!run_check(tally, seed, "interpret" + suffix, p, [&] { run_observed(p.jaxpr, p.args); }))
       continue;
+    run_check(tally, seed, "trim" + suffix, p, [&] { check_trim(p); });
     if (options.native && v.control)
       run_check(tally, seed, "native" + suffix, p, [&] {
         check_native(p, options, dt == DType::f32 ? kNativeTolF32 : kNativeTolF64);
