@@ -1,6 +1,7 @@
 #include "passes/trim_rows.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <utility>
@@ -138,7 +139,12 @@ void analyze(const Jaxpr& j, Ranges& r) {
     if (e.outs.size() != 1) continue;
     const Type& t = j.type_of(e.outs[0]);
     if (t.is_ref || !is_int(t.array.dtype)) continue;
-    r[e.outs[0].id] = result_range(e, r);
+    // A range the result's dtype cannot hold means the arithmetic may wrap: unknown.
+    std::optional<IntRange> out = result_range(e, r);
+    const int64_t max = t.array.dtype == DType::i32 ? INT32_MAX : kRangeLimit;
+    const int64_t min = t.array.dtype == DType::i32 ? INT32_MIN : -kRangeLimit;
+    if (out && (out->lo < min || out->hi > max)) out.reset();
+    r[e.outs[0].id] = out;
   }
 }
 

@@ -94,6 +94,21 @@ TEST(TrimRows, ClampedStartsKeepTheRowsTheyClampTo) {
   EXPECT_EQ(trim_and_compare(parse(carry_program()), {0, 9, 1, 2, 0, 1}, carry_args()), 0);
 }
 
+TEST(TrimRows, IndexArithmeticThatMayWrapAroundIsNotTrusted) {
+  // -1 - (r + 2147483646) wraps to 2147483647 for r = 2: that start clamps to the last row.
+  const std::string text = R"({ lambda rs:i32[3]; x:f32[8,4] v:f32[3]. let
+    y:f32[8,4] = scan[_split_transpose=False jaxpr={ lambda ; c:f32[8,4] r:i32[] w:f32[]. let
+        q:i32[] = add r 2147483646:i32[]
+        n:i32[] = sub -1:i32[] q
+        b:f32[1,4] = broadcast_in_dim[broadcast_dimensions=() shape=(1, 4) sharding=None] w
+        d:f32[8,4] = dynamic_update_slice c b n 0:i32[]
+      in (d,) } length=3 linear=None num_carry=1 num_consts=0 reverse=False unroll=1] x rs v
+    z:f32[2,4] = slice[limit_indices=(2, 4) start_indices=(0, 0) strides=None] y
+  in (z,) })";
+  EXPECT_EQ(trim_and_compare(parse(text), {1, 2, 1}, {random_f32({8, 4}, 7), random_f32({3}, 8)}),
+            0);
+}
+
 TEST(TrimRows, NothingIsTrimmedWithoutRangesOrWhenTheCarryIsReturned) {
   int trimmed = -1;
   Jaxpr j = parse(carry_program());
