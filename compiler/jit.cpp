@@ -151,7 +151,7 @@ struct JitState {
   std::mutex mu;
   // Fast path by jaxpr identity: a jit function's trace cache hands out the same JaxprPtr
   // for every call with one signature. The JaxprPtr is held so the address stays unique.
-  std::unordered_map<const Jaxpr*, NativeProgram> by_jaxpr;
+  std::unordered_map<const Jaxpr*, std::shared_ptr<const NativeProgram>> by_jaxpr;
   int compiles = 0;
   CompileStageTimings last;
 };
@@ -244,16 +244,16 @@ std::vector<Operand> run_native(JitState& state, const std::string& name, Tier t
   if (args.size() != fn.jaxpr->invars.size())
     throw Error(fmt::format("jit function `{}` takes {} arguments but {} were given", name,
                             fn.jaxpr->invars.size(), args.size()));
-  std::optional<NativeProgram> prog;
+  std::shared_ptr<const NativeProgram> prog;
   {
     std::lock_guard<std::mutex> lock(state.mu);
     auto it = state.by_jaxpr.find(fn.jaxpr.get());
     if (it != state.by_jaxpr.end()) prog = it->second;
   }
   if (!prog) {
-    prog = make_native_program(fn, name);
+    prog = std::make_shared<const NativeProgram>(make_native_program(fn, name));
     std::lock_guard<std::mutex> lock(state.mu);
-    state.by_jaxpr.emplace(fn.jaxpr.get(), *prog);
+    state.by_jaxpr.emplace(fn.jaxpr.get(), prog);
   }
   std::shared_ptr<const CompiledFunction> code =
       select_code(state, *prog->entry, *prog->compiled, tier, trace_ms);
@@ -292,7 +292,7 @@ void clear_compile_cache() {
   }
   for (const auto& state : states) {
     std::lock_guard<std::mutex> lock(state->mu);
-    for (auto& [ptr, held] : state->by_jaxpr) dropped.push_back(std::move(held.entry));
+    for (auto& [ptr, held] : state->by_jaxpr) dropped.push_back(held->entry);
     state->by_jaxpr.clear();
   }
 }
