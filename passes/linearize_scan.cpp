@@ -8,13 +8,13 @@
 // Residuals are only what the linear body reads: a known const binder is passed to the
 // linear scan as a const (loop-invariant, not stacked), a known xs binder as the original xs
 // (indices such as `rows`/`cols` are not copied), anything else computed per step (an index,
-// a read slice, cos x) as a stacked y. Eqns of literals only (zeros) are recomputed in the
-// linear body instead of being saved. A ref is a residual only when a custom_vjp_call's bwd
-// shares it (a plumbing ref const or scanned ref, passed as it is); its reads stay primal.
-// The body's JVP is computed in linearize mode, so a cond arrives split into a primal cond
-// (returning every branch's residuals) and a linear cond, and a custom_vjp_call into its fwd
-// and a linear custom_vjp_call running bwd when transposed: the linear halves are staged
-// whole, their residuals stacked per step like any other.
+// a read slice, cos x) as a stacked y. Eqns of literals only (zeros), and cheap integer index
+// math on known consts/xs (is_index_math), are recomputed in the linear body instead of saved. A
+// ref is a residual only when a custom_vjp_call's bwd shares it (a plumbing ref const or scanned
+// ref, passed as it is); its reads stay primal. The body's JVP is computed in linearize mode, so a
+// cond arrives split into a primal cond (returning every branch's residuals) and a linear cond, and
+// a custom_vjp_call into its fwd and a linear custom_vjp_call running bwd when transposed: the
+// linear halves are staged whole, their residuals stacked per step like any other.
 #include <fmt/format.h>
 
 #include <functional>
@@ -98,6 +98,35 @@ Classified classify(const Jaxpr& body, size_t nc, size_t ncar, std::vector<bool>
   return c;
 }
 
+// Cheap integer index arithmetic (e.g. `row * w + (col + iota(n))` from a scan's xs): the
+// linear body recomputes it from the xs instead of reading a stacked per-step residual. That
+// saves the stack (length * |index| entries) and keeps the index's structure visible to the
+// transposed body (passes/unit_run.h: a contiguous run has O(1) range tests, and the backend
+// moves it as one block).
+bool is_index_math(const Jaxpr& body, const Eqn& q) {
+  static const std::unordered_set<Prim> kCheap = {Prim::iota,
+                                                  Prim::slice,
+                                                  Prim::squeeze,
+                                                  Prim::reshape,
+                                                  Prim::expand_dims,
+                                                  Prim::add,
+                                                  Prim::sub,
+                                                  Prim::mul,
+                                                  Prim::neg,
+                                                  Prim::max,
+                                                  Prim::min,
+                                                  Prim::broadcast_in_dim,
+                                                  Prim::convert_element_type};
+  if (!kCheap.count(q.prim)) return false;
+  for (const Var& o : q.outs) {
+    const Type t = body.type_of(o);
+    if (t.is_ref || (t.array.dtype != DType::i32 && t.array.dtype != DType::i64) ||
+        t.array.num_elements() > (int64_t{1} << 16))
+      return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 // `e` is a JVP scan eqn of `j`; `outer_unknown` says which of its operands depend on the
@@ -128,6 +157,12 @@ ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
   // both halves. Known eqns of literals only (no refs) are "replicable": recomputed in the
   // linear body rather than saved.
   const size_t ne = body.eqns.size();
+  // Known const and xs binders: the linear scan can be given them as they are (no stacking),
+  // so integer index math on them is recomputed there too (see is_index_math).
+  std::unordered_set<uint32_t> passed_binders;
+  for (size_t i = 0; i < n; ++i)
+    if (!in_unk[i] && (i < nc || i >= nc + ncar) && !body.type_of(body.invars[i]).is_ref)
+      passed_binders.insert(body.invars[i].id);
   std::vector<std::optional<Eqn>> known_part(ne), staged_part(ne);
   std::unordered_set<uint32_t> replicable;
   std::unordered_map<uint32_t, size_t> producer;
@@ -153,7 +188,10 @@ ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
     }
     known_part[k] = q;
     bool rep = !touches_refs(body, q) && !structured(q.prim);
-    for (const Atom& a : q.ins) rep &= !is_var(a) || replicable.count(as_var(a).id) > 0;
+    const bool index_math = is_index_math(body, q);
+    for (const Atom& a : q.ins)
+      rep &= !is_var(a) || replicable.count(as_var(a).id) > 0 ||
+             (index_math && passed_binders.count(as_var(a).id) > 0);
     if (rep)
       for (Var o : q.outs) replicable.insert(o.id);
   }

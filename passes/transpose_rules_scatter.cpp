@@ -18,10 +18,12 @@
 // small k, else an int scratch of the axis's size), emitted only when ct_u is wanted.
 #include <fmt/format.h>
 
+#include <functional>
 #include <numeric>
 
 #include "passes/last_write_mask.h"
 #include "passes/transpose_rules.h"
+#include "passes/unit_run.h"
 #include "refjit/ir/error.h"
 
 namespace refjit {
@@ -97,15 +99,45 @@ Atom mask_dropped(Emitter& e, const ScatterSite& s, Atom g) {
   return e.select(widen(e, s.kept, s.ut, s.axis), {e.zeros(s.ut), g});
 }
 
+// The entry idx[i] of a 1-D index vector, as a scalar.
+Atom entry(Emitter& e, Atom idx, int64_t i) {
+  Atom one = e.emit1(Prim::slice, {idx},
+                     Params{{"start_indices", IntList{i}},
+                            {"limit_indices", IntList{i + 1}},
+                            {"strides", NoneParam{}}});
+  return e.emit1(Prim::squeeze, {one}, Params{{"dimensions", IntList{0}}});
+}
+
+// Whether some in-range index equals `at` (an in-range position): any(in_range & idx == at).
+// For a unit run (passes/unit_run.h: idx[i] == idx[0] + i with wrap-around) this is a scalar
+// test on its ends, first <= at <= last, or (the run wrapped past the type's maximum)
+// at >= first or at <= last; otherwise a reduction over the index vector.
+std::function<Atom(double)> hits_fn(Emitter& e, const ScatterSite& s) {
+  const ArrayType it = e.array_type_of(s.idx);
+  if (it.rank() == 1 && it.shape[0] >= 1 && is_unit_run(e.builder().jaxpr(), s.idx)) {
+    const Atom first = entry(e, s.idx, 0), last = entry(e, s.idx, it.shape[0] - 1);
+    const Atom straight = e.emit1(Prim::ge, {last, first});
+    return [&e, first, last, straight, dt = it.dtype](double at) {
+      const Atom p = e.scalar(dt, at);
+      Atom inside =
+          e.emit1(Prim::and_, {e.emit1(Prim::le, {first, p}), e.emit1(Prim::le, {p, last})});
+      Atom around =
+          e.emit1(Prim::or_, {e.emit1(Prim::ge, {p, first}), e.emit1(Prim::le, {p, last})});
+      return e.select(straight, {around, inside});
+    };
+  }
+  return [&e, &s, dt = it.dtype](double at) {
+    return any(e, e.emit1(Prim::and_, {s.in_range, e.emit1(Prim::eq, {s.idx, e.scalar(dt, at)})}));
+  };
+}
+
 // The values to swap into R[clamp(idx)] so that exactly the in-range entries become zero.
 // An out-of-range index clamps to 0 or dim-1; it writes back the old value g there, unless
 // an in-range index also names that entry (then it writes zero too), so all writes to one
 // entry agree whatever order duplicates are written in.
 Atom zeroing_values(Emitter& e, const ScatterSite& s, Atom g) {
   const DType it = e.array_type_of(s.idx).dtype;
-  auto hits = [&](double at) {
-    return any(e, e.emit1(Prim::and_, {s.in_range, e.emit1(Prim::eq, {s.idx, e.scalar(it, at)})}));
-  };
+  const std::function<Atom(double)> hits = hits_fn(e, s);
   Atom below = e.emit1(Prim::lt, {s.idx, e.scalar(it, 0.0)});
   Atom above = e.emit1(Prim::ge, {s.idx, e.scalar(it, static_cast<double>(s.dim))});
   Atom zero = e.emit1(

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "compiler/backend/flat_run.h"
 #include "compiler/backend/lowering.h"
 #include "refjit/ir/indexing.h"
 
@@ -146,8 +147,14 @@ void lower_get(LowerCtx& c, const Eqn& e) {
   IndexMap map(c, e, rt, std::span<const Atom>(e.ins).subspan(1));
   Value ref = c.buffer(e.ins[0]);
   Value dst = c.result_buffer(e.outs[0]);
-  c.loop_nest(map.shape(),
-              [&](Ivs ivs) { c.store(c.load_mem(ref, rt.dtype, map(ivs)), dst, rt.dtype, ivs); });
+  auto general = [&] {
+    c.loop_nest(map.shape(),
+                [&](Ivs ivs) { c.store(c.load_mem(ref, rt.dtype, map(ivs)), dst, rt.dtype, ivs); });
+  };
+  auto run = [&](Value flat, Value start, int64_t n) {
+    c.move_elements(dst, {c.index(0)}, flat, {start}, n, rt.dtype);
+  };
+  if (!lower_with_flat_run(c, e, 1, run, general)) general();
 }
 
 // swap: read every old value first, then write (index arrays may repeat positions).
@@ -168,13 +175,21 @@ void lower_swap(LowerCtx& c, const Eqn& e) {
       c.fill(ref, rt, c.literal(std::get<Literal>(e.ins[1])));
     return;
   }
-  if (!c.has_no_buffer(e.outs[0])) {
-    Value old = c.result_buffer(e.outs[0]);
+  const bool keep_old = !c.has_no_buffer(e.outs[0]);
+  Value old = keep_old ? c.result_buffer(e.outs[0]) : Value();
+  auto general = [&] {
+    if (keep_old)
+      c.loop_nest(map.shape(), [&](Ivs ivs) {
+        c.store(c.load_mem(ref, rt.dtype, map(ivs)), old, rt.dtype, ivs);
+      });
     c.loop_nest(map.shape(),
-                [&](Ivs ivs) { c.store(c.load_mem(ref, rt.dtype, map(ivs)), old, rt.dtype, ivs); });
-  }
-  c.loop_nest(map.shape(),
-              [&](Ivs ivs) { c.store(c.load(e.ins[1], ivs), ref, rt.dtype, map(ivs)); });
+                [&](Ivs ivs) { c.store(c.load(e.ins[1], ivs), ref, rt.dtype, map(ivs)); });
+  };
+  auto run = [&](Value flat, Value start, int64_t n) {
+    if (keep_old) c.move_elements(old, {c.index(0)}, flat, {start}, n, rt.dtype);
+    c.move_elements(flat, {start}, c.buffer(e.ins[1]), {c.index(0)}, n, rt.dtype);
+  };
+  if (!is_var(e.ins[1]) || !lower_with_flat_run(c, e, 2, run, general)) general();
 }
 
 void lower_addupdate(LowerCtx& c, const Eqn& e) {

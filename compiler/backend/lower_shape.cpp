@@ -3,7 +3,11 @@
 // operand with parts overwritten (dynamic_update_slice, pad, scatter).
 #include <fmt/format.h>
 
+#include <functional>
+#include <optional>
+
 #include "compiler/backend/lowering.h"
+#include "passes/unit_run.h"
 
 namespace refjit::backend {
 namespace {
@@ -237,6 +241,72 @@ void lower_pad(LowerCtx& c, const Eqn& e) {
   });
 }
 
+// ---- contiguous index runs
+// An index vector built as `iota` plus scalars (passes/unit_run.h) names n consecutive
+// positions idx[0], idx[0] + 1, ... (modulo integer wrap-around). When
+// 0 <= idx[0] <= dim - n no entry wraps or leaves the axis, so gather/scatter there is one
+// contiguous block per leading index: a memmove (or a guard-free loop). Otherwise the
+// general per-element code runs, which keeps the clamp / drop semantics exactly.
+
+// For gather/scatter eqn `e` whose index operand (ins[1]) is a provable unit run of n >= 1
+// entries: the run's first index (i64) and whether the whole run lies in [0, dim). Null
+// values when the pattern does not apply.
+struct UnitRun {
+  Value base;    // i64
+  Value inside;  // i1
+};
+std::optional<UnitRun> unit_run(LowerCtx& c, const Eqn& e, int64_t dim) {
+  ArrayType it = c.type_of(e.ins[1]).array;
+  if (it.rank() != 1 || it.shape[0] < 1 || (it.dtype != DType::i32 && it.dtype != DType::i64))
+    return std::nullopt;
+  if (!is_unit_run(c.jaxpr_of_frame(), e.ins[1])) return std::nullopt;
+  const int64_t n = it.shape[0];
+  if (n > dim) return std::nullopt;  // never inside: the general code alone
+  Value base = c.load(e.ins[1], {c.index(0)});
+  if (it.dtype == DType::i32) base = c.b.create<arith::ExtSIOp>(c.loc, c.b.getI64Type(), base);
+  Value inside =
+      c.b.create<arith::AndIOp>(c.loc,
+                                c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sge, base,
+                                                          c.int_constant(DType::i64, 0)),
+                                c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sle, base,
+                                                          c.int_constant(DType::i64, dim - n)));
+  return UnitRun{base, inside};
+}
+
+// Emits `fast()` under `if run.inside` and `general()` in the else branch.
+void if_inside(LowerCtx& c, const UnitRun& run, const std::function<void()>& fast,
+               const std::function<void()>& general) {
+  auto branch = c.b.create<mlir::scf::IfOp>(c.loc, run.inside, /*withElseRegion=*/true);
+  mlir::OpBuilder::InsertionGuard g(c.b);
+  c.b.setInsertionPoint(branch.thenBlock()->getTerminator());
+  fast();
+  c.b.setInsertionPoint(branch.elseBlock()->getTerminator());
+  general();
+}
+
+// One memmove per leading index: `n` rows of the axis times the trailing elements, from
+// `src` at (pre, src_at, 0...) to `dst` at (pre, dst_at, 0...).
+void move_runs(LowerCtx& c, const Shape& shape, int64_t axis, int64_t n, Value dst, Value dst_at,
+               Value src, Value src_at, DType d) {
+  int64_t trailing = n;
+  for (size_t i = static_cast<size_t>(axis) + 1; i < shape.size(); ++i) trailing *= shape[i];
+  Shape pre(shape.begin(), shape.begin() + axis);
+  c.loop_nest(pre, [&](Ivs ivs) {
+    std::vector<Value> to(ivs.begin(), ivs.end()), from(ivs.begin(), ivs.end());
+    to.push_back(dst_at);
+    from.push_back(src_at);
+    for (size_t i = static_cast<size_t>(axis) + 1; i < shape.size(); ++i) {
+      to.push_back(c.index(0));
+      from.push_back(c.index(0));
+    }
+    c.move_elements(dst, to, src, from, trailing, d);
+  });
+}
+
+Value as_index(LowerCtx& c, Value i64) {
+  return c.b.create<arith::IndexCastOp>(c.loc, c.b.getIndexType(), i64);
+}
+
 // gather x idx (axis a): out[pre, k, post] = x[pre, clamp(idx[k]), post].
 void lower_gather(LowerCtx& c, const Eqn& e) {
   expect_ins(e, 2);
@@ -246,15 +316,30 @@ void lower_gather(LowerCtx& c, const Eqn& e) {
   int64_t axis = e.params.get<int64_t>("axis");
   size_t k = it.shape.size();
   Value dst = c.result_buffer(e.outs[0]);
-  c.loop_nest(rt.shape, [&](Ivs ivs) {
-    std::vector<Value> ii(ivs.begin() + axis, ivs.begin() + axis + k);
-    Value raw = c.load(e.ins[1], ii);
-    if (it.dtype == DType::i32) raw = c.b.create<arith::ExtSIOp>(c.loc, c.b.getI64Type(), raw);
-    std::vector<Value> in(ivs.begin(), ivs.begin() + axis);
-    in.push_back(c.clamp_to_index(raw, 0, xt.shape.at(axis) - 1));
-    in.insert(in.end(), ivs.begin() + axis + k, ivs.end());
-    c.store(c.load(e.ins[0], in), dst, rt.dtype, ivs);
-  });
+  auto general = [&] {
+    c.loop_nest(rt.shape, [&](Ivs ivs) {
+      std::vector<Value> ii(ivs.begin() + axis, ivs.begin() + axis + k);
+      Value raw = c.load(e.ins[1], ii);
+      if (it.dtype == DType::i32) raw = c.b.create<arith::ExtSIOp>(c.loc, c.b.getI64Type(), raw);
+      std::vector<Value> in(ivs.begin(), ivs.begin() + axis);
+      in.push_back(c.clamp_to_index(raw, 0, xt.shape.at(axis) - 1));
+      in.insert(in.end(), ivs.begin() + axis + k, ivs.end());
+      c.store(c.load(e.ins[0], in), dst, rt.dtype, ivs);
+    });
+  };
+  std::optional<UnitRun> run;
+  if (rt.num_elements() > 0) run = unit_run(c, e, xt.shape.at(axis));
+  if (!run) {
+    general();
+    return;
+  }
+  if_inside(
+      c, *run,
+      [&] {
+        move_runs(c, rt.shape, axis, it.shape[0], dst, c.index(0), c.buffer(e.ins[0]),
+                  as_index(c, run->base), rt.dtype);
+      },
+      general);
 }
 
 // scatter / scatter-add: result = x, then for each update element (row-major order, so the
@@ -268,30 +353,59 @@ void lower_scatter(LowerCtx& c, const Eqn& e, bool add) {
   size_t k = it.shape.size();
   Value dst = c.result_buffer(e.outs[0]);
   if (!c.shares_buffer(e.ins[0], e.outs[0])) c.copy(c.buffer(e.ins[0]), dst, rt);
-  c.loop_nest(ut.shape, [&](Ivs ivs) {
-    std::vector<Value> ii(ivs.begin() + axis, ivs.begin() + axis + k);
-    Value raw = c.load(e.ins[1], ii);
-    if (it.dtype == DType::i32) raw = c.b.create<arith::ExtSIOp>(c.loc, c.b.getI64Type(), raw);
-    Value ok = c.b.create<arith::AndIOp>(
-        c.loc,
-        c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sge, raw,
-                                  c.int_constant(DType::i64, 0)),
-        c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::slt, raw,
-                                  c.int_constant(DType::i64, rt.shape.at(axis))));
-    auto guard = c.b.create<mlir::scf::IfOp>(c.loc, ok, false);
-    mlir::OpBuilder::InsertionGuard g(c.b);
-    c.b.setInsertionPoint(guard.thenBlock()->getTerminator());
-    std::vector<Value> out(ivs.begin(), ivs.begin() + axis);
-    out.push_back(c.b.create<arith::IndexCastOp>(c.loc, c.b.getIndexType(), raw));
-    out.insert(out.end(), ivs.begin() + axis + k, ivs.end());
-    Value u = c.load(e.ins[2], ivs);
+  // Adds u to (or stores it at) `out`.
+  auto put = [&](Value u, const std::vector<Value>& out) {
     if (add) {
       Value old = c.load_mem(dst, rt.dtype, out);
       u = is_float(rt.dtype) ? Value(c.b.create<arith::AddFOp>(c.loc, old, u))
                              : Value(c.b.create<arith::AddIOp>(c.loc, old, u));
     }
     c.store(u, dst, rt.dtype, out);
-  });
+  };
+  auto general = [&] {
+    c.loop_nest(ut.shape, [&](Ivs ivs) {
+      std::vector<Value> ii(ivs.begin() + axis, ivs.begin() + axis + k);
+      Value raw = c.load(e.ins[1], ii);
+      if (it.dtype == DType::i32) raw = c.b.create<arith::ExtSIOp>(c.loc, c.b.getI64Type(), raw);
+      Value ok = c.b.create<arith::AndIOp>(
+          c.loc,
+          c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sge, raw,
+                                    c.int_constant(DType::i64, 0)),
+          c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::slt, raw,
+                                    c.int_constant(DType::i64, rt.shape.at(axis))));
+      auto guard = c.b.create<mlir::scf::IfOp>(c.loc, ok, false);
+      mlir::OpBuilder::InsertionGuard g(c.b);
+      c.b.setInsertionPoint(guard.thenBlock()->getTerminator());
+      std::vector<Value> out(ivs.begin(), ivs.begin() + axis);
+      out.push_back(as_index(c, raw));
+      out.insert(out.end(), ivs.begin() + axis + k, ivs.end());
+      put(c.load(e.ins[2], ivs), out);
+    });
+  };
+  std::optional<UnitRun> run;
+  if (ut.num_elements() > 0) run = unit_run(c, e, rt.shape.at(axis));
+  if (!run) {
+    general();
+    return;
+  }
+  // The run is in range and has no duplicates: a set is a block move, an add a loop
+  // without per-element guards.
+  if_inside(
+      c, *run,
+      [&] {
+        Value base = as_index(c, run->base);
+        if (!add) {
+          move_runs(c, ut.shape, axis, it.shape[0], dst, base, c.buffer(e.ins[2]), c.index(0),
+                    rt.dtype);
+          return;
+        }
+        c.loop_nest(ut.shape, [&](Ivs ivs) {
+          std::vector<Value> out = ivs;
+          out.at(axis) = add_idx(c, ivs[axis], base);
+          put(c.load(e.ins[2], ivs), out);
+        });
+      },
+      general);
 }
 
 }  // namespace

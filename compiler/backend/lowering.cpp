@@ -541,6 +541,17 @@ void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& grou
   const Eqn& root = j.eqns[group.back()];
   ArrayType rt = j.type_of(root.outs[0]).array;
   Value dst = result_buffer(root.outs[0]);
+  // Scalar operands from outside the group are loaded once, before the loops (inside, a
+  // load may not be hoisted by LLVM when the stores could alias it).
+  std::vector<Value> outside_scalar(j.vars.size());
+  std::vector<bool> member(j.vars.size(), false);
+  for (size_t k : group) member.at(j.eqns[k].outs[0].id) = true;
+  if (!rt.shape.empty())
+    for (size_t k : group)
+      for (const Atom& a : j.eqns[k].ins)
+        if (is_var(a) && !member[as_var(a).id] && !outside_scalar[as_var(a).id] &&
+            type_of(a).array.rank() == 0)
+          outside_scalar[as_var(a).id] = load(a, {});
   loop_nest(rt.shape, [&](Ivs ivs) {
     std::vector<Value> element(j.vars.size());  // by var id: members' values, in registers
     for (size_t k : group) {
@@ -551,6 +562,8 @@ void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& grou
       for (const Atom& a : e.ins) {
         if (is_var(a) && element[as_var(a).id])
           xs.push_back(element[as_var(a).id]);
+        else if (is_var(a) && outside_scalar[as_var(a).id])
+          xs.push_back(outside_scalar[as_var(a).id]);
         else
           xs.push_back(load(a, ivs));
       }

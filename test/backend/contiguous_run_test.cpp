@@ -1,0 +1,167 @@
+// Contiguous index runs (passes/unit_run.h): gather / scatter / scatter-add whose indices are
+// `iota` plus scalars, and ref get/swap through the row-major split of such a run (the
+// transposed scatter on a flattened carry), take a block-move fast path when the whole run
+// is in range and the general per-element code otherwise. Every case is compared with the
+// interpreter bit for bit, including runs partly or wholly out of range, negative starts and
+// i32 wrap-around.
+#include <gtest/gtest.h>
+
+#include <climits>
+
+#include "test/backend/test_util.h"
+
+namespace refjit::testing {
+namespace {
+
+RtValue i32(int32_t v) { return Array::from_vector<int32_t>({v}, {}); }
+
+bool has_memmove(const std::string& text) {
+  return emit_mlir(parse_jaxpr(text)).find("llvm.intr.memmove") != std::string::npos;
+}
+
+// x.flat[row * 8 + col + iota(5)] = u (the seed's x.at[row, cols].set), on a fresh buffer.
+const char* kScatterRun = R"({ lambda ; a:f32[4,8] u:f32[5] r:i32[] c:i32[]. let
+    x:f32[4,8] = mul a 1.0:f32[]
+    f:f32[32] = reshape[dimensions=None new_sizes=(32,)] x
+    q:i32[5] = iota[dimension=0 dtype=int32 shape=(5,)]
+    k:i32[5] = add c q
+    m:i32[] = mul r 8:i32[]
+    i:i32[5] = add m k
+    s:f32[32] = scatter[axis=0 unique_indices=True] f i u
+    o:f32[4,8] = reshape[dimensions=None new_sizes=(4, 8)] s
+  in (o,) })";
+
+// Starts: in range (also crossing a row), at both ends, partly below / above, wholly out of
+// range, and so large that the i32 index wraps around past INT_MAX.
+const std::vector<std::pair<int32_t, int32_t>> kStarts = {
+    {1, 2}, {0, 0}, {3, 3}, {2, 6}, {0, -2}, {3, 5}, {-1, 0}, {5, 0}, {0, -40}, {0, INT_MAX - 2}};
+
+TEST(NativeContiguousRun, ScatterSetOfARunMatchesTheInterpreter) {
+  for (auto [r, c] : kStarts) {
+    SCOPED_TRACE(::testing::Message() << "row " << r << " col " << c);
+    check_text(kScatterRun,
+               {random_array(at(DType::f32, {4, 8}), 1), random_array(at(DType::f32, {5}), 2),
+                i32(r), i32(c)},
+               0.0);
+  }
+}
+
+TEST(NativeContiguousRun, ScatterSetOfARunIsAMemmove) { EXPECT_TRUE(has_memmove(kScatterRun)); }
+
+TEST(NativeContiguousRun, ScatterAddOfARunMatchesTheInterpreter) {
+  std::string text = kScatterRun;
+  const std::string from = "scatter[axis=0 unique_indices=True]";
+  text.replace(text.find(from), from.size(), "scatter-add[axis=0]");
+  for (auto [r, c] : kStarts) {
+    SCOPED_TRACE(::testing::Message() << "row " << r << " col " << c);
+    check_text(text,
+               {random_array(at(DType::f32, {4, 8}), 3), random_array(at(DType::f32, {5}), 4),
+                i32(r), i32(c)},
+               0.0);
+  }
+}
+
+// Scatter on axis 1 of a rank-3 operand: one block per leading index, trailing dims moved
+// along; `sub` of a scalar keeps a unit run.
+TEST(NativeContiguousRun, ScatterRunOnAMiddleAxisMatchesTheInterpreter) {
+  const char* text = R"({ lambda ; a:f32[2,6,3] u:f32[2,3,3] c:i32[]. let
+    x:f32[2,6,3] = mul a 1.0:f32[]
+    q:i32[3] = iota[dimension=0 dtype=int32 shape=(3,)]
+    i:i32[3] = sub q c
+    s:f32[2,6,3] = scatter[axis=1] x i u
+  in (s,) })";
+  EXPECT_TRUE(has_memmove(text));
+  for (int32_t c : {0, -3, 1, 2, -4, 3, 7}) {
+    SCOPED_TRACE(::testing::Message() << "c " << c);
+    check_text(text,
+               {random_array(at(DType::f32, {2, 6, 3}), 5),
+                random_array(at(DType::f32, {2, 3, 3}), 6), i32(c)},
+               0.0);
+  }
+}
+
+// `c - iota` runs downwards: not a unit run, so no fast path, and still correct.
+TEST(NativeContiguousRun, DescendingIndicesTakeTheGeneralPath) {
+  const char* text = R"({ lambda ; a:f32[8] u:f32[4] c:i32[]. let
+    x:f32[8] = mul a 1.0:f32[]
+    q:i32[4] = iota[dimension=0 dtype=int32 shape=(4,)]
+    i:i32[4] = sub c q
+    s:f32[8] = scatter[axis=0] x i u
+  in (s,) })";
+  EXPECT_FALSE(has_memmove(text));
+  for (int32_t c : {5, 3, 1, 9})
+    check_text(text,
+               {random_array(at(DType::f32, {8}), 7), random_array(at(DType::f32, {4}), 8), i32(c)},
+               0.0);
+}
+
+TEST(NativeContiguousRun, GatherOfARunMatchesTheInterpreterAndClampsOutside) {
+  const char* text = R"({ lambda ; x:f32[3,7] r:i32[] c:i32[]. let
+    q:i32[4] = iota[dimension=0 dtype=int32 shape=(4,)]
+    k:i32[4] = add q c
+    g:f32[3,4] = gather[axis=1] x k
+    h:i64[4] = iota[dimension=0 dtype=int64 shape=(4,)]
+    r64:i64[] = convert_element_type[new_dtype=int64 weak_type=False] r
+    j:i64[4] = add r64 h
+    y:f32[21] = reshape[dimensions=None new_sizes=(21,)] x
+    w:f32[4] = gather[axis=0] y j
+  in (g, w) })";
+  EXPECT_TRUE(has_memmove(text));
+  for (auto [r, c] : std::vector<std::pair<int32_t, int32_t>>{
+           {0, 0}, {17, 3}, {18, 4}, {-2, -1}, {20, 6}, {-9, 9}, {INT_MAX - 1, INT_MAX - 1}}) {
+    SCOPED_TRACE(::testing::Message() << "r " << r << " c " << c);
+    check_text(text, {random_array(at(DType::f32, {3, 7}), 9), i32(r), i32(c)}, 0.0);
+  }
+}
+
+// The transposed scatter on a flattened ref R (passes/accum.cpp view_indexer): read and
+// zero R at the row-major split of clamp(run); fast when the run is in range.
+const char* kSplitRunAccess = R"({ lambda ; a:f32[4,6] b:i32[] c:i32[]. let
+    R:Ref{f32[4,6]} = new_ref a
+    q:i32[7] = iota[dimension=0 dtype=int32 shape=(7,)]
+    k:i32[7] = add c q
+    m:i32[] = mul b 6:i32[]
+    i:i32[7] = add m k
+    x:i32[7] = max i 0:i32[]
+    y:i32[7] = min x 23:i32[]
+    d:i32[7] = div y 6:i32[]
+    e:i32[7] = mul d 6:i32[]
+    f:i32[7] = sub y e
+    g:f32[7] <- R[d,f]
+    z:f32[7] = mul g 2.0:f32[]
+    o:f32[7], R[d,f] <- R[d,f], z
+    h:f32[4,6] = freeze R
+  in (g, o, h) })";
+
+TEST(NativeContiguousRun, RefGetAndSwapThroughASplitRunMatchTheInterpreter) {
+  EXPECT_TRUE(has_memmove(kSplitRunAccess));
+  for (auto [b, c] : std::vector<std::pair<int32_t, int32_t>>{
+           {0, 0}, {1, 4}, {2, 3}, {3, -1}, {0, -3}, {3, 0}, {-1, 2}, {4, 0}, {0, INT_MAX - 3}}) {
+    SCOPED_TRACE(::testing::Message() << "b " << b << " c " << c);
+    check_text(kSplitRunAccess, {random_array(at(DType::f32, {4, 6}), 10), i32(b), i32(c)}, 0.0);
+  }
+}
+
+// A split whose row factor does not match R's row length is not the row-major split of a
+// run: no fast path, and still correct.
+TEST(NativeContiguousRun, MismatchedSplitTakesTheGeneralPath) {
+  std::string text = kSplitRunAccess;
+  text.replace(text.find("e:i32[7] = mul d 6"), 18, "e:i32[7] = mul d 5");
+  EXPECT_FALSE(has_memmove(text));
+  for (auto [b, c] : std::vector<std::pair<int32_t, int32_t>>{{0, 0}, {1, 4}, {3, -1}})
+    check_text(text, {random_array(at(DType::f32, {4, 6}), 11), i32(b), i32(c)}, 0.0);
+}
+
+// After row trimming the clamp bound is larger than the (smaller) ref's last element: still
+// the fast path, and every run the clamp or the access would change takes the general one.
+TEST(NativeContiguousRun, ClampBoundBeyondTheRefKeepsTheFastPath) {
+  std::string text = kSplitRunAccess;
+  text.replace(text.find("min x 23"), 8, "min x 59");
+  EXPECT_TRUE(has_memmove(text));
+  for (auto [b, c] : std::vector<std::pair<int32_t, int32_t>>{
+           {0, 0}, {1, 4}, {3, -1}, {3, 0}, {4, 0}, {5, 2}, {9, 9}, {-1, 2}})
+    check_text(text, {random_array(at(DType::f32, {4, 6}), 12), i32(b), i32(c)}, 0.0);
+}
+
+}  // namespace
+}  // namespace refjit::testing
