@@ -7,31 +7,12 @@
 #include <utility>
 
 #include "passes/inline.h"
+#include "passes/int_ranges.h"
 
 namespace refjit {
 namespace {
 
-// Per var id: the range of its integer elements, if known.
-using Ranges = std::vector<std::optional<IntRange>>;
-
-// Ranges beyond this are dropped, so interval arithmetic never overflows.
-constexpr int64_t kRangeLimit = int64_t{1} << 40;
-
-std::optional<IntRange> bounded(int64_t lo, int64_t hi) {
-  if (lo < -kRangeLimit || hi > kRangeLimit) return std::nullopt;
-  return IntRange{lo, hi};
-}
-
-std::optional<IntRange> range_of(const Ranges& r, const Atom& a) {
-  if (const Literal* l = std::get_if<Literal>(&a))
-    return is_int(l->dtype) ? std::optional<IntRange>(IntRange{l->i, l->i}) : std::nullopt;
-  return r.at(as_var(a).id);
-}
-
-std::optional<IntRange> join(std::optional<IntRange> a, std::optional<IntRange> b) {
-  if (!a || !b) return std::nullopt;
-  return IntRange{std::min(a->lo, b->lo), std::max(a->hi, b->hi)};
-}
+using Ranges = IntRanges;
 
 const Jaxpr& scan_body(const Eqn& e) { return *e.params.get<JaxprPtr>("jaxpr"); }
 size_t scan_consts(const Eqn& e) {
@@ -41,112 +22,7 @@ size_t scan_carries(const Eqn& e) {
   return static_cast<size_t>(e.params.get<int64_t>("num_carry"));
 }
 
-void analyze(const Jaxpr& j, Ranges& r);
 int64_t window_rows(std::optional<IntRange> start, int64_t size, int64_t dim, int64_t per_row);
-
-// The ranges inside a scan's body: consts and xs take their operand's range (an xs row holds
-// a subset of the stacked elements); carries are unknown.
-Ranges scan_body_ranges(const Eqn& e, const Ranges& outer) {
-  const Jaxpr& body = scan_body(e);
-  Ranges r(body.vars.size());
-  const size_t nc = scan_consts(e), nk = scan_carries(e);
-  for (size_t p = 0; p < e.ins.size() && p < body.invars.size(); ++p)
-    if (p < nc || p >= nc + nk) r[body.invars[p].id] = range_of(outer, e.ins[p]);
-  analyze(body, r);
-  return r;
-}
-
-// The range of one eqn's (single, integer) result from its operands' ranges.
-std::optional<IntRange> result_range(const Eqn& e, const Ranges& r) {
-  auto in = [&](size_t k) { return range_of(r, e.ins.at(k)); };
-  switch (e.prim) {
-    // Results whose elements are some of operand 0's.
-    case Prim::slice:
-    case Prim::squeeze:
-    case Prim::reshape:
-    case Prim::expand_dims:
-    case Prim::broadcast_in_dim:
-    case Prim::transpose:
-    case Prim::copy:
-    case Prim::dynamic_slice:
-    case Prim::gather:
-    case Prim::reduce_max:
-    case Prim::reduce_min:
-    case Prim::convert_element_type: return in(0);
-    case Prim::select_n: {
-      std::optional<IntRange> out = in(1);
-      for (size_t k = 2; k < e.ins.size(); ++k) out = join(out, in(k));
-      return e.ins.size() >= 2 ? out : std::nullopt;
-    }
-    case Prim::div: {
-      // By a positive constant: truncation toward zero is monotonic.
-      auto a = in(0), b = in(1);
-      if (!a || !b || b->lo != b->hi || b->lo <= 0) return std::nullopt;
-      return IntRange{a->lo / b->lo, a->hi / b->lo};
-    }
-    case Prim::concatenate: {
-      std::optional<IntRange> out = in(0);
-      for (size_t k = 1; k < e.ins.size(); ++k) out = join(out, in(k));
-      return out;
-    }
-    case Prim::iota: {
-      const IntList& shape = e.params.get<IntList>("shape");
-      const auto dim = static_cast<size_t>(e.params.get<int64_t>("dimension"));
-      if (dim >= shape.size() || shape[dim] < 1) return std::nullopt;
-      return IntRange{0, shape[dim] - 1};
-    }
-    case Prim::neg: {
-      auto a = in(0);
-      return a ? bounded(-a->hi, -a->lo) : std::nullopt;
-    }
-    case Prim::add:
-    case Prim::add_any:
-    case Prim::sub:
-    case Prim::mul:
-    case Prim::max:
-    case Prim::min: {
-      auto a = in(0), b = in(1);
-      if (!a || !b) return std::nullopt;
-      switch (e.prim) {
-        case Prim::sub: return bounded(a->lo - b->hi, a->hi - b->lo);
-        case Prim::max: return IntRange{std::max(a->lo, b->lo), std::max(a->hi, b->hi)};
-        case Prim::min: return IntRange{std::min(a->lo, b->lo), std::min(a->hi, b->hi)};
-        case Prim::mul: {
-          if (std::max({std::abs(a->lo), std::abs(a->hi), std::abs(b->lo), std::abs(b->hi)}) >
-              (int64_t{1} << 20))
-            return std::nullopt;
-          int64_t c[] = {a->lo * b->lo, a->lo * b->hi, a->hi * b->lo, a->hi * b->hi};
-          return IntRange{*std::min_element(c, c + 4), *std::max_element(c, c + 4)};
-        }
-        default: return bounded(a->lo + b->lo, a->hi + b->hi);
-      }
-    }
-    default: return std::nullopt;
-  }
-}
-
-// Fills the ranges of every integer array var defined by an eqn of `j` (binders already set).
-void analyze(const Jaxpr& j, Ranges& r) {
-  for (const Eqn& e : j.eqns) {
-    if (e.prim == Prim::scan) {
-      const Jaxpr& body = scan_body(e);
-      Ranges br = scan_body_ranges(e, r);
-      const size_t nk = scan_carries(e);
-      for (size_t k = nk; k < e.outs.size() && k < body.outvars.size(); ++k)
-        r[e.outs[k].id] = range_of(br, body.outvars[k]);
-      continue;
-    }
-    if (e.outs.size() != 1) continue;
-    const Type& t = j.type_of(e.outs[0]);
-    if (t.is_ref || !is_int(t.array.dtype)) continue;
-    // A range the result's dtype cannot hold means the arithmetic may wrap: unknown.
-    std::optional<IntRange> out = result_range(e, r);
-    const int64_t max = t.array.dtype == DType::i32 ? INT32_MAX : kRangeLimit;
-    const int64_t min = t.array.dtype == DType::i32 ? INT32_MIN : -kRangeLimit;
-    if (out && (out->lo < min || out->hi > max)) out.reset();
-    r[e.outs[0].id] = out;
-  }
-}
 
 // Rows of dim 0 read or written through the indexer of get/swap/addupdate eqn `e`.
 int64_t indexer_rows(const Eqn& e, const Ranges& r, int64_t dim) {
@@ -250,7 +126,7 @@ std::optional<int64_t> ref_rows(const Jaxpr& j, const Ranges& r, Var ref, int64_
       } else if (e.prim == Prim::scan && p < scan_consts(e)) {
         const Jaxpr& body = scan_body(e);
         std::optional<int64_t> inner =
-            ref_rows(body, scan_body_ranges(e, r), body.invars.at(p), dim);
+            ref_rows(body, scan_body_int_ranges(e, r), body.invars.at(p), dim);
         if (!inner) return std::nullopt;
         need = std::max(need, *inner);
       } else {
@@ -288,7 +164,7 @@ class RowTrimmer {
       : j_(std::move(j)), r_(j_.vars.size()) {
     for (size_t k = 0; k < j_.constvars.size() && k < const_ranges.size(); ++k)
       r_[j_.constvars[k].id] = const_ranges[k];
-    analyze(j_, r_);
+    analyze_int_ranges(j_, r_);
     count_uses();
   }
 
@@ -343,7 +219,7 @@ class RowTrimmer {
       const Type& t = j_.type_of(e.outs.at(k));
       if (t.is_ref || t.array.shape.empty()) continue;
       const int64_t dim = t.array.shape[0];
-      if (!have_ranges) br = scan_body_ranges(e, r_), have_ranges = true;
+      if (!have_ranges) br = scan_body_int_ranges(e, r_), have_ranges = true;
       std::map<uint32_t, int64_t> family;
       std::optional<int64_t> in_body =
           carry_rows_in_body(body, br, body.invars[nc + k], k, dim, family);

@@ -22,15 +22,10 @@
 #include <optional>
 #include <vector>
 
+#include "passes/int_ranges.h"
 #include "refjit/ir/jaxpr.h"
 
 namespace refjit {
-
-// An inclusive range of integer values.
-struct IntRange {
-  int64_t lo = 0;
-  int64_t hi = 0;
-};
 
 // `const_ranges`: per constvar of `jaxpr`, the range of its (integer) elements if known.
 // Returns the trimmed program (with nested jit eqns inlined), or `jaxpr` itself when nothing

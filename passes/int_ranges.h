@@ -1,0 +1,41 @@
+// Integer value ranges: for each integer var of a jaxpr, an interval holding every element
+// it can take, from ranges known for its binders (jit knows its integer constants). Used by
+// jit's specialisation to constants: row trimming (trim_rows.h) and range simplification
+// (range_simplify.h).
+//
+// Propagated through slicing, reshaping, broadcasting, gathers and reductions (a result's
+// elements are some of the operand's), add/sub/mul/max/min/neg, div by a positive constant,
+// select_n and concatenate (the union), iota, and scans: consts and xs take their operand's
+// range inside the body (an xs row holds some of the stacked elements), ys the body's
+// result's; carries are unknown. A range the result's dtype cannot hold (i32 arithmetic that
+// may wrap around) is unknown.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "refjit/ir/jaxpr.h"
+
+namespace refjit {
+
+// An inclusive range of integer values.
+struct IntRange {
+  int64_t lo = 0;
+  int64_t hi = 0;
+};
+
+// Per var id of one jaxpr: the range of its integer elements, if known.
+using IntRanges = std::vector<std::optional<IntRange>>;
+
+// Fills `r` (sized to j.vars, binders' entries set by the caller) for every var an eqn of `j`
+// defines.
+void analyze_int_ranges(const Jaxpr& j, IntRanges& r);
+
+// The ranges inside the body of scan eqn `e`, given the ranges `outer` of its jaxpr.
+IntRanges scan_body_int_ranges(const Eqn& e, const IntRanges& outer);
+
+// The range of an atom: a literal's value, or the var's entry.
+std::optional<IntRange> range_of(const IntRanges& r, const Atom& a);
+
+}  // namespace refjit
