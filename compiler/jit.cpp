@@ -16,6 +16,7 @@
 #include "compiler/backend/native.h"
 #include "compiler/trace_state.h"
 #include "passes/inline_zero_consts.h"
+#include "passes/range_simplify.h"
 #include "passes/trim_rows.h"
 #include "refjit/ir/text.h"
 
@@ -136,11 +137,14 @@ NativeProgram make_native_program(const TracedFunction& fn, std::string_view nam
     prog.passed[k] = !zero[k];
     if (prog.passed[k]) ranges.push_back(int_range_of_const(fn.consts[k], name));
   }
-  int trimmed = 0;
+  int trimmed = 0, simplified = 0;
   Jaxpr trim = trim_untouched_rows(compiled, ranges, &trimmed);
   if (trimmed > 0) compiled = std::move(trim);
-  prog.compiled =
-      any || trimmed > 0 ? std::make_shared<const Jaxpr>(std::move(compiled)) : fn.jaxpr;
+  Jaxpr simple = simplify_with_ranges(compiled, ranges, &simplified);
+  if (simplified > 0) compiled = std::move(simple);
+  prog.compiled = any || trimmed > 0 || simplified > 0
+                      ? std::make_shared<const Jaxpr>(std::move(compiled))
+                      : fn.jaxpr;
   prog.entry = global_entry(*prog.compiled);
   return prog;
 }

@@ -14,4 +14,10 @@ Jaxpr inline_jit(const Jaxpr& jaxpr) {
   return b.finish();
 }
 
+bool has_jit_eqn(const Jaxpr& jaxpr) {
+  for (const Eqn& e : jaxpr.eqns)
+    if (e.prim == Prim::jit) return true;
+  return false;
+}
+
 }  // namespace refjit

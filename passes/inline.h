@@ -7,4 +7,7 @@ namespace refjit {
 
 Jaxpr inline_jit(const Jaxpr& jaxpr);
 
+// Whether some top-level eqn of `jaxpr` is a jit.
+bool has_jit_eqn(const Jaxpr& jaxpr);
+
 }  // namespace refjit

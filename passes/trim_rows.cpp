@@ -304,17 +304,11 @@ class RowTrimmer {
   std::vector<InitTrim> init_trims_;
 };
 
-bool has_jit(const Jaxpr& j) {
-  for (const Eqn& e : j.eqns)
-    if (e.prim == Prim::jit) return true;
-  return false;
-}
-
 }  // namespace
 
 Jaxpr trim_untouched_rows(const Jaxpr& jaxpr,
                           const std::vector<std::optional<IntRange>>& const_ranges, int* trimmed) {
-  RowTrimmer t(has_jit(jaxpr) ? inline_jit(jaxpr) : jaxpr, const_ranges);
+  RowTrimmer t(has_jit_eqn(jaxpr) ? inline_jit(jaxpr) : jaxpr, const_ranges);
   const int n = t.run();
   if (trimmed) *trimmed = n;
   return n > 0 ? t.take() : jaxpr;

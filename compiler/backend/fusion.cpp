@@ -350,24 +350,39 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
       int64_t l2 = 0;
       return contiguous_window(idx2, rt.array.shape, l2) && l2 == length;
     };
+    // The chain from v to the addupdate: [static slice of a run] [reshape] addupdate.
+    auto is_plain_reshape = [&](int32_t q) {
+      if (q < 0 || !plain(static_cast<size_t>(q))) return false;
+      const Eqn& e = j.eqns[q];
+      const ParamValue* d = e.params.find("dimensions");
+      return e.prim == Prim::reshape && e.outs.size() == 1 &&
+             (!d || std::holds_alternative<NoneParam>(*d));
+    };
     int32_t r = -1;
     int32_t main_reader = -1;
     for (int32_t q : v_readers) {
-      int64_t off = 0, len = 0;
-      if (adds_to_ref(q, v, m)) {
-        r = q;
-        cs.slice = -1;
-        cs.offset = 0;
-        cs.length = m;
-      } else if (run_slice(q, off, len) &&
-                 adds_to_ref(only_reader(j.eqns[q].outs[0]), j.eqns[q].outs[0], len)) {
-        r = only_reader(j.eqns[q].outs[0]);
-        cs.slice = q;
-        cs.offset = off;
-        cs.length = len;
+      int64_t off = 0, len = m;
+      int32_t slice = -1, reshape = -1, step = q;
+      Var x = v;
+      if (run_slice(q, off, len)) {
+        slice = q;
+        x = j.eqns[q].outs[0];
+        step = only_reader(x);
       } else {
-        continue;
+        off = 0;
+        len = m;
       }
+      if (is_plain_reshape(step)) {
+        reshape = step;
+        x = j.eqns[step].outs[0];
+        step = only_reader(x);
+      }
+      if (!adds_to_ref(step, x, len)) continue;
+      r = step;
+      cs.slice = slice;
+      cs.reshape = reshape;
+      cs.offset = off;
+      cs.length = len;
       main_reader = q;
       break;
     }
@@ -388,7 +403,7 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
     // Nothing in between touches R, or overwrites the swap's start operands.
     bool ok = true;
     for (size_t k = s + 1; k < static_cast<size_t>(r) && ok; ++k) {
-      if (static_cast<int32_t>(k) == cs.slice) continue;
+      if (static_cast<int32_t>(k) == cs.slice || static_cast<int32_t>(k) == cs.reshape) continue;
       if (std::count(cs.side_slices.begin(), cs.side_slices.end(), static_cast<int32_t>(k)))
         continue;
       for (const Atom& a : j.eqns[k].ins)
@@ -403,6 +418,7 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
     plan.shift_of[r] = static_cast<int32_t>(plan.shifts.size());
     plan.folded_into[s] = r;
     if (cs.slice >= 0) plan.folded_into[cs.slice] = r;
+    if (cs.reshape >= 0) plan.folded_into[cs.reshape] = r;
     if (cs.zeros >= 0) plan.folded_into[cs.zeros] = r;
     for (int32_t q : cs.side_slices) plan.side_of[q] = static_cast<int32_t>(plan.shifts.size());
     plan.shifts.push_back(cs);

@@ -88,6 +88,7 @@ namespace refjit {
 // Cotangent shifts: the transpose of a row segment shifted inside a ref leaves
 //   v, R[w1] <- R[w1], zeros      (zeros: a literal 0, or a broadcast_in_dim of one)
 //   [v' = slice v[a:a+L]]          (optional static slice of the run, stride 1)
+//   [v'' = reshape v']             (optional: the run's elements in the same order)
 //   R[w2] += v'                    (same ref var)
 // where w1 and w2 are contiguous row-major runs of R (M and L elements, dynamic starts
 // clamped like dynamic_slice). Per element p of R the result is
@@ -108,6 +109,7 @@ namespace refjit {
 struct CotangentShift {
   int32_t swap = -1;                 // the folded swap eqn
   int32_t slice = -1;                // the folded static slice of its old value, or -1
+  int32_t reshape = -1;              // the folded reshape of the added run, or -1
   int32_t zeros = -1;                // the folded broadcast of the zero literal, or -1
   Literal zero;                      // the value the swap writes
   int64_t offset = 0;                // the first element of the swapped-out run that is added (a)

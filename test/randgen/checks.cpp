@@ -12,6 +12,7 @@
 #include "compiler/backend/native.h"
 #include "passes/jvp.h"
 #include "passes/linearize.h"
+#include "passes/range_simplify.h"
 #include "passes/transpose.h"
 #include "passes/trim_rows.h"
 #include "refjit/ir/error.h"
@@ -147,9 +148,10 @@ void check_buffers(const Program& p, const CheckOptions& o, double tol) {
                "buffer-assigned vs every value in its own buffer, value");
 }
 
-// Row trimming (passes/trim_rows.h) with the program's integer array/scalar inputs taken as
-// constants of known range (as jit does with closed-over constants): when it trims, the
-// trimmed program computes exactly what the original does.
+// jit's specialisation passes, row trimming (passes/trim_rows.h) and range simplification
+// (passes/range_simplify.h), with the program's integer array/scalar inputs taken as
+// constants of known range (as jit does with closed-over constants): when they change the
+// program, it computes exactly what the original does.
 void check_trim(const Program& p) {
   Jaxpr j = p.jaxpr;
   j.constvars.clear();
@@ -175,13 +177,14 @@ void check_trim(const Program& p) {
     ranges.push_back(r);
   }
   if (j.constvars.empty()) return;
-  int trimmed = 0;
+  int trimmed = 0, simplified = 0;
   Jaxpr t = trim_untouched_rows(j, ranges, &trimmed);
-  if (trimmed == 0) return;
+  t = simplify_with_ranges(t, ranges, &simplified);
+  if (trimmed == 0 && simplified == 0) return;
   verify(t);
   std::vector<RtValue> args = consts;
   args.insert(args.end(), rest.begin(), rest.end());
-  expect_close(run_observed(t, args), run_observed(j, args), 0, "trimmed vs original, value");
+  expect_close(run_observed(t, args), run_observed(j, args), 0, "specialised vs original, value");
 }
 
 struct AdSetup {

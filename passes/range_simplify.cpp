@@ -1,0 +1,389 @@
+#include "passes/range_simplify.h"
+
+#include <memory>
+#include <unordered_map>
+#include <utility>
+
+#include "passes/inline.h"
+
+namespace refjit {
+namespace {
+
+bool is_zero_literal(const Literal& l) { return is_float(l.dtype) ? l.f == 0.0 : l.i == 0; }
+
+bool same_atom(const Atom& a, const Atom& b) {
+  if (is_var(a) != is_var(b)) return false;
+  return is_var(a) ? as_var(a) == as_var(b) : std::get<Literal>(a) == std::get<Literal>(b);
+}
+
+// Whether integer ranges `a`, `b` decide comparison `p`: its value if so.
+std::optional<bool> decide(Prim p, IntRange a, IntRange b) {
+  switch (p) {
+    case Prim::lt:
+      if (a.hi < b.lo) return true;
+      if (a.lo >= b.hi) return false;
+      return std::nullopt;
+    case Prim::le:
+      if (a.hi <= b.lo) return true;
+      if (a.lo > b.hi) return false;
+      return std::nullopt;
+    case Prim::gt: return decide(Prim::lt, b, a);
+    case Prim::ge: return decide(Prim::le, b, a);
+    case Prim::eq:
+      if (a.lo == a.hi && b.lo == b.hi && a.lo == b.lo) return true;
+      if (a.hi < b.lo || b.hi < a.lo) return false;
+      return std::nullopt;
+    case Prim::ne: {
+      std::optional<bool> e = decide(Prim::eq, a, b);
+      return e ? std::optional<bool>(!*e) : std::nullopt;
+    }
+    default: return std::nullopt;
+  }
+}
+
+class Simplifier {
+ public:
+  Simplifier(Jaxpr& j, IntRanges r) : j_(j), r_(std::move(r)) {}
+
+  int run() {
+    for (size_t i = 0; i < j_.eqns.size(); ++i) {
+      Eqn& e = j_.eqns[i];
+      for (Atom& a : e.ins) a = substituted(a);
+      if (e.prim == Prim::scan) {
+        simplify_scan_body(e);
+        continue;
+      }
+      fold(e);
+    }
+    for (Atom& a : j_.outvars) a = substituted(a);
+    rewrite_split_runs();
+    merge_reads_before_zeroing();
+    remove_dead_eqns();
+    return changes_;
+  }
+
+ private:
+  Atom substituted(const Atom& a) const {
+    if (!is_var(a)) return a;
+    auto it = subst_.find(as_var(a).id);
+    return it == subst_.end() ? a : it->second;
+  }
+
+  std::optional<bool> known(const Atom& a) const {
+    if (const Literal* l = std::get_if<Literal>(&a))
+      return l->dtype == DType::bool_ ? std::optional<bool>(l->i != 0) : std::nullopt;
+    auto it = known_.find(as_var(a).id);
+    return it == known_.end() ? std::nullopt : std::optional<bool>(it->second);
+  }
+
+  // `out` is `x` (same type): later reads of `out` read `x`.
+  bool forward(Var out, const Atom& x) {
+    if (j_.type_of(x) != j_.type_of(out)) return false;
+    subst_[out.id] = x;
+    ++changes_;
+    return true;
+  }
+
+  // `e`'s single result is the constant `b` everywhere.
+  void make_constant(Eqn& e, bool b) {
+    const Var out = e.outs.at(0);
+    known_[out.id] = b;
+    const ArrayType t = j_.type_of(out).array;
+    if (t.shape.empty()) return;  // a scalar comparison costs nothing; readers use `known_`
+    e = Eqn{Prim::broadcast_in_dim,
+            Params{{"shape", IntList(t.shape)},
+                   {"broadcast_dimensions", IntList{}},
+                   {"sharding", NoneParam{}}},
+            {Literal::of_bool(b)},
+            {out}};
+    ++changes_;
+  }
+
+  void fold(Eqn& e) {
+    if (e.outs.size() != 1) return;
+    const Var out = e.outs[0];
+    switch (e.prim) {
+      case Prim::lt:
+      case Prim::le:
+      case Prim::gt:
+      case Prim::ge:
+      case Prim::eq:
+      case Prim::ne: {
+        auto a = range_of(r_, e.ins.at(0)), b = range_of(r_, e.ins.at(1));
+        if (!a || !b) return;
+        if (std::optional<bool> v = decide(e.prim, *a, *b)) make_constant(e, *v);
+        return;
+      }
+      case Prim::and_:
+      case Prim::or_: {
+        if (j_.type_of(out).array.dtype != DType::bool_) return;
+        const bool absorbing = e.prim == Prim::or_;  // x or true = true; x and false = false
+        std::optional<bool> ka = known(e.ins.at(0)), kb = known(e.ins.at(1));
+        if (ka == absorbing || kb == absorbing) return make_constant(e, absorbing);
+        if (ka && kb) return make_constant(e, *ka && *kb);
+        if (ka == !absorbing) forward(out, e.ins[1]);
+        if (kb == !absorbing) forward(out, e.ins[0]);
+        return;
+      }
+      case Prim::not_:
+        if (std::optional<bool> k = known(e.ins.at(0))) make_constant(e, !*k);
+        return;
+      case Prim::select_n: {
+        if (e.ins.size() != 3 || j_.type_of(e.ins[0]).array.dtype != DType::bool_) return;
+        if (std::optional<bool> k = known(e.ins[0])) forward(out, e.ins[*k ? 2 : 1]);
+        return;
+      }
+      case Prim::max:
+      case Prim::min: {
+        auto a = range_of(r_, e.ins.at(0)), b = range_of(r_, e.ins.at(1));
+        if (!a || !b) return;
+        const bool is_max = e.prim == Prim::max;
+        if (is_max ? a->lo >= b->hi : a->hi <= b->lo)
+          forward(out, e.ins[0]);
+        else if (is_max ? b->lo >= a->hi : b->hi <= a->lo)
+          forward(out, e.ins[1]);
+        return;
+      }
+      default: return;
+    }
+  }
+
+  void simplify_scan_body(Eqn& e) {
+    Jaxpr body = *e.params.get<JaxprPtr>("jaxpr");
+    Simplifier inner(body, scan_body_int_ranges(e, r_));
+    if (inner.run() == 0) return;
+    changes_ += inner.changes_;
+    e.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(body)));
+  }
+
+  // Defining eqn of var `a` in this jaxpr, or nullptr.
+  const Eqn* def(const Atom& a) const {
+    if (!is_var(a)) return nullptr;
+    for (const Eqn& e : j_.eqns)
+      for (Var o : e.outs)
+        if (o == as_var(a)) return &e;
+    return nullptr;
+  }
+
+  static bool is_literal_int(const Atom& a, int64_t v) {
+    const Literal* l = std::get_if<Literal>(&a);
+    return l && is_int(l->dtype) && l->i == v;
+  }
+
+  // x for `a` = mul(x, v) or mul(v, x).
+  std::optional<Atom> times(const Atom& a, int64_t v) const {
+    const Eqn* m = def(a);
+    if (!m || m->prim != Prim::mul || m->ins.size() != 2) return std::nullopt;
+    if (is_literal_int(m->ins[1], v)) return m->ins[0];
+    if (is_literal_int(m->ins[0], v)) return m->ins[1];
+    return std::nullopt;
+  }
+
+  // f as a sum of scalars and one iota of length n: collects the scalar terms.
+  bool unit_run_terms(const Atom& f, int64_t n, std::vector<Atom>& scalars, int& iotas) const {
+    const Type t = j_.type_of(f);
+    if (t.array.shape.empty()) {
+      scalars.push_back(f);
+      return true;
+    }
+    const Eqn* d = def(f);
+    if (!d) return false;
+    if (d->prim == Prim::add || d->prim == Prim::add_any)
+      return d->ins.size() == 2 && unit_run_terms(d->ins[0], n, scalars, iotas) &&
+             unit_run_terms(d->ins[1], n, scalars, iotas);
+    if (d->prim == Prim::iota && t.array.shape == Shape{n} &&
+        d->params.get<int64_t>("dimension") == 0) {
+      ++iotas;
+      return true;
+    }
+    if (d->prim == Prim::broadcast_in_dim && d->ins.size() == 1 &&
+        j_.type_of(d->ins[0]).array.shape.empty()) {
+      scalars.push_back(d->ins[0]);
+      return true;
+    }
+    return false;
+  }
+
+  // R[f / W, f - (f / W) * W] with f = W*r + c + iota(n) inside one row: R[r, c:c+n].
+  void rewrite_split_runs() {
+    for (Eqn& e : j_.eqns) {
+      if (e.prim != Prim::get && e.prim != Prim::swap && e.prim != Prim::addupdate) continue;
+      const size_t first = e.prim == Prim::get ? 1 : 2;
+      const Type rt = j_.type_of(e.ins.at(0));
+      const ParamValue* pv = e.params.find("indexer");
+      const Indexer* ix = pv ? std::get_if<Indexer>(pv) : nullptr;
+      if (!rt.is_ref || rt.array.rank() != 2 || !ix || ix->dims.size() != 2 ||
+          e.ins.size() != first + 2)
+        continue;
+      if (ix->dims[0].kind != IndexerDim::Kind::index_array ||
+          ix->dims[1].kind != IndexerDim::Kind::index_array)
+        continue;
+      const int64_t rows = rt.array.shape[0], width = rt.array.shape[1];
+      const Atom row_idx = e.ins[first], col_idx = e.ins[first + 1];
+      const Shape& ishape = j_.type_of(row_idx).array.shape;
+      if (ishape.size() != 1 || j_.type_of(col_idx).array.shape != ishape) continue;
+      const int64_t n = ishape[0];
+      // row = f / W, col = f - row * W.
+      const Eqn* dv = def(row_idx);
+      const Eqn* sb = def(col_idx);
+      if (!dv || dv->prim != Prim::div || !is_literal_int(dv->ins.at(1), width)) continue;
+      const Atom f = dv->ins[0];
+      if (!sb || sb->prim != Prim::sub || !same_atom(sb->ins.at(0), f)) continue;
+      std::optional<Atom> back = times(sb->ins.at(1), width);
+      if (!back || !same_atom(*back, row_idx)) continue;
+      std::vector<Atom> scalars;
+      int iotas = 0;
+      if (!unit_run_terms(f, n, scalars, iotas) || iotas != 1) continue;
+      // One scalar is W*r; at most one more is c.
+      std::optional<Atom> r, c;
+      bool ok = true;
+      for (const Atom& s : scalars) {
+        std::optional<Atom> x = times(s, width);
+        if (x && !r)
+          r = x;
+        else if (!c)
+          c = s;
+        else
+          ok = false;
+      }
+      if (!ok || !r) continue;
+      const Atom col0 = c ? *c : Atom(Literal::of_int(j_.type_of(*r).array.dtype, 0));
+      auto rr = range_of(r_, *r), cr = range_of(r_, col0);
+      if (!rr || !cr || rr->lo < 0 || rr->hi > rows - 1 || cr->lo < 0 || cr->hi > width - n)
+        continue;
+      Indexer window;
+      window.dims.push_back(IndexerDim{IndexerDim::Kind::index, 0, 0, 1, true});
+      window.dims.push_back(IndexerDim{IndexerDim::Kind::slice, 0, n, 1, true});
+      e.params.set("indexer", window);
+      e.ins[first] = *r;
+      e.ins[first + 1] = col0;
+      ++changes_;
+    }
+  }
+
+  int uses_of(Var v) const {
+    int n = 0;
+    for (const Eqn& e : j_.eqns)
+      for (const Atom& a : e.ins) n += is_var(a) && as_var(a) == v;
+    for (const Atom& a : j_.outvars) n += is_var(a) && as_var(a) == v;
+    return n;
+  }
+
+  // The zero a swap writes: a zero literal, or a broadcast of one.
+  std::optional<Literal> zero_written(const Atom& x) const {
+    if (const Literal* l = std::get_if<Literal>(&x))
+      return is_zero_literal(*l) ? *l : std::optional<Literal>();
+    const Eqn* b = def(x);
+    if (!b || b->prim != Prim::broadcast_in_dim || b->ins.size() != 1) return std::nullopt;
+    const Literal* l = std::get_if<Literal>(&b->ins[0]);
+    return l && is_zero_literal(*l) ? std::optional<Literal>(*l) : std::nullopt;
+  }
+
+  // v <- R[w]; ...; _, R[w] <- R[w], zeros  ==>  v, R[w] <- R[w], zeros
+  void merge_reads_before_zeroing() {
+    for (size_t g = 0; g < j_.eqns.size(); ++g) {
+      Eqn& get = j_.eqns[g];
+      if (get.prim != Prim::get || get.outs.size() != 1 || !is_var(get.ins.at(0))) continue;
+      const Var ref = as_var(get.ins[0]);
+      size_t s = g + 1;
+      auto touches = [&](const Eqn& e) {
+        for (const Atom& a : e.ins)
+          if (is_var(a) && as_var(a) == ref) return true;
+        return false;
+      };
+      while (s < j_.eqns.size() && !touches(j_.eqns[s])) ++s;
+      if (s == j_.eqns.size()) continue;
+      Eqn& sw = j_.eqns[s];
+      if (sw.prim != Prim::swap || sw.outs.size() != 1 || sw.ins.size() != get.ins.size() + 1 ||
+          !(sw.params.find("indexer") && get.params.find("indexer") &&
+            *sw.params.find("indexer") == *get.params.find("indexer")) ||
+          uses_of(sw.outs[0]) != 0)
+        continue;
+      bool same = true;
+      for (size_t k = 1; k < get.ins.size(); ++k) same &= same_atom(get.ins[k], sw.ins[k + 1]);
+      std::optional<Literal> zero = zero_written(sw.ins[1]);
+      if (!same || !zero || j_.type_of(sw.ins[1]) != j_.type_of(get.outs[0])) continue;
+      // The zeros, made before the read.
+      const ArrayType vt = j_.type_of(get.outs[0]).array;
+      Atom zeros = *zero;
+      Eqn fill;
+      if (!vt.shape.empty()) {
+        const Var z = j_.new_var(Type(vt));
+        fill = Eqn{Prim::broadcast_in_dim,
+                   Params{{"shape", IntList(vt.shape)},
+                          {"broadcast_dimensions", IntList{}},
+                          {"sharding", NoneParam{}}},
+                   {*zero},
+                   {z}};
+        zeros = z;
+      }
+      Eqn merged = Eqn{Prim::swap, get.params, {}, get.outs};
+      merged.ins.push_back(get.ins[0]);
+      merged.ins.push_back(zeros);
+      for (size_t k = 1; k < get.ins.size(); ++k) merged.ins.push_back(get.ins[k]);
+      j_.eqns.erase(j_.eqns.begin() + static_cast<long>(s));
+      j_.eqns[g] = std::move(merged);
+      if (!vt.shape.empty()) {
+        j_.eqns.insert(j_.eqns.begin() + static_cast<long>(g), std::move(fill));
+        ++g;
+      }
+      ++changes_;
+    }
+  }
+
+  // Eqns with no effect whose results nobody reads.
+  void remove_dead_eqns() {
+    std::vector<int> uses(j_.vars.size(), 0);
+    for (const Eqn& e : j_.eqns)
+      for (const Atom& a : e.ins)
+        if (is_var(a)) ++uses[as_var(a).id];
+    for (const Atom& a : j_.outvars)
+      if (is_var(a)) ++uses[as_var(a).id];
+    std::vector<bool> dead(j_.eqns.size(), false);
+    for (size_t i = j_.eqns.size(); i-- > 0;) {
+      const Eqn& e = j_.eqns[i];
+      switch (e.prim) {
+        case Prim::swap:
+        case Prim::addupdate:
+        case Prim::freeze:
+        case Prim::scan:
+        case Prim::cond:
+        case Prim::jit:
+        case Prim::custom_vjp_call: continue;
+        default: break;
+      }
+      bool unused = true;
+      for (Var o : e.outs) unused &= uses[o.id] == 0;
+      if (!unused) continue;
+      dead[i] = true;
+      for (const Atom& a : e.ins)
+        if (is_var(a)) --uses[as_var(a).id];
+    }
+    std::vector<Eqn> kept;
+    for (size_t i = 0; i < j_.eqns.size(); ++i)
+      if (!dead[i]) kept.push_back(std::move(j_.eqns[i]));
+    j_.eqns = std::move(kept);
+  }
+
+  Jaxpr& j_;
+  IntRanges r_;
+  std::unordered_map<uint32_t, Atom> subst_;
+  std::unordered_map<uint32_t, bool> known_;
+  int changes_ = 0;
+};
+
+}  // namespace
+
+Jaxpr simplify_with_ranges(const Jaxpr& jaxpr,
+                           const std::vector<std::optional<IntRange>>& const_ranges, int* changes) {
+  Jaxpr j = has_jit_eqn(jaxpr) ? inline_jit(jaxpr) : jaxpr;
+  IntRanges r(j.vars.size());
+  for (size_t k = 0; k < j.constvars.size() && k < const_ranges.size(); ++k)
+    r[j.constvars[k].id] = const_ranges[k];
+  analyze_int_ranges(j, r);
+  const int n = Simplifier(j, std::move(r)).run();
+  if (changes) *changes = n;
+  return n > 0 ? std::move(j) : jaxpr;
+}
+
+}  // namespace refjit

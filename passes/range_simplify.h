@@ -1,0 +1,32 @@
+// Range simplification: what the integer ranges (int_ranges.h) decide is folded away. Part of
+// jit's specialisation to constants (compiler/jit.cpp), after row trimming.
+//
+//  - comparisons of integers whose ranges decide them become constants; `and`/`or`/`not` of
+//    constants fold, `select_n` with a constant predicate is its chosen case, and `max`/`min`
+//    whose ranges decide them are the deciding operand;
+//  - a ref access through index arrays that split a run `W*r + c + iota(n)` of the flattened
+//    [D, W] ref into row and column (`R[f / W, f - (f / W) * W]`, as the transpose of a scatter
+//    into a flattened state reads and zeroes its cotangent), with r in [0, D-1] and c in
+//    [0, W-n], is the window `R[r, c:c+n]`: one contiguous run;
+//  - `v <- R[w]` followed by `R[w] <- zeros` (nothing touching R in between) is one
+//    `v, R[w] <- R[w], zeros`, the form the backend lowers as a cotangent shift.
+//
+// Eqns left without readers (and without effects) are removed. The seed's scatter insert mode
+// then differentiates into the same per-step work as its slice modes (docs/backend.md).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "passes/int_ranges.h"
+#include "refjit/ir/jaxpr.h"
+
+namespace refjit {
+
+// `const_ranges`: per constvar of `jaxpr`, the range of its integer elements if known.
+// `changes`, when given, receives the number of rewrites made (0: `jaxpr` is returned as is).
+Jaxpr simplify_with_ranges(const Jaxpr& jaxpr,
+                           const std::vector<std::optional<IntRange>>& const_ranges,
+                           int* changes = nullptr);
+
+}  // namespace refjit
