@@ -113,6 +113,27 @@ TEST(NativeCotangentShift, SideSliceMatchesTheInterpreterOnRandomWindows) {
   check_random_windows(kInsertWithSideSlice, 31);
 }
 
+TEST(NativeCotangentShift, AReshapedRunIsShiftedToo) {
+  // The scatter transpose after range simplification: a 1-D window, its tail reshaped to the
+  // [1, 6] window it is added to.
+  const char* text = R"({ lambda ; r:Ref{f32[4,12]} b:i32[] c:i32[] d:i32[] e:i32[]. let
+    z:f32[7] = broadcast_in_dim[broadcast_dimensions=() shape=(7,) sharding=None] 0.0:f32[]
+    v:f32[7], r[b,c:c+7] <- r[b,c:c+7], z
+    h:f32[1] = slice[limit_indices=(1,) start_indices=(0,) strides=(1,)] v
+    w:f32[6] = slice[limit_indices=(7,) start_indices=(1,) strides=(1,)] v
+    x:f32[1,6] = reshape[dimensions=None new_sizes=(1, 6)] w
+    r[d:d+1,e:e+6] += x
+    s:f32[] = reshape[dimensions=None new_sizes=()] h
+  in (s,) })";
+  CotangentShiftPlan p = plan_of(parse_jaxpr(text));
+  ASSERT_EQ(p.shifts.size(), 1u);
+  EXPECT_EQ(p.shift_of[5], 0);
+  EXPECT_EQ(p.folded_into[4], 5);  // the reshape
+  EXPECT_EQ(p.folded_into[3], 5);  // the slice
+  EXPECT_EQ(p.side_of[2], 0);
+  check_random_windows(text, 41);
+}
+
 TEST(NativeCotangentShift, SideSliceAfterTheAddupdateIsNotPlanned) {
   // Reading the old run after R was updated needs the swapped-out copy.
   const char* late = R"({ lambda ; r:Ref{f32[4,12]} b:i32[] c:i32[] d:i32[] e:i32[]. let
