@@ -57,6 +57,7 @@ class Simplifier {
     }
     for (Atom& a : j_.outvars) a = substituted(a);
     rewrite_split_runs();
+    rewrite_flat_scatters();
     merge_reads_before_zeroing();
     remove_dead_eqns();
     return changes_;
@@ -204,6 +205,32 @@ class Simplifier {
     return false;
   }
 
+  // (r, c) if `f` (i32[n]) is W*r + c + iota(n) with ranges putting every element in row r
+  // of a [rows, W] array: r in [0, rows-1], c in [0, W-n].
+  std::optional<std::pair<Atom, Atom>> run_in_one_row(const Atom& f, int64_t n, int64_t rows,
+                                                      int64_t width) const {
+    std::vector<Atom> scalars;
+    int iotas = 0;
+    if (!unit_run_terms(f, n, scalars, iotas) || iotas != 1) return std::nullopt;
+    // One scalar is W*r; at most one more is c.
+    std::optional<Atom> r, c;
+    for (const Atom& s : scalars) {
+      std::optional<Atom> x = times(s, width);
+      if (x && !r)
+        r = x;
+      else if (!c)
+        c = s;
+      else
+        return std::nullopt;
+    }
+    if (!r) return std::nullopt;
+    const Atom col0 = c ? *c : Atom(Literal::of_int(j_.type_of(*r).array.dtype, 0));
+    auto rr = range_of(r_, *r), cr = range_of(r_, col0);
+    if (!rr || !cr || rr->lo < 0 || rr->hi > rows - 1 || cr->lo < 0 || cr->hi > width - n)
+      return std::nullopt;
+    return std::pair{*r, col0};
+  }
+
   // R[f / W, f - (f / W) * W] with f = W*r + c + iota(n) inside one row: R[r, c:c+n].
   void rewrite_split_runs() {
     for (Eqn& e : j_.eqns) {
@@ -231,34 +258,121 @@ class Simplifier {
       if (!sb || sb->prim != Prim::sub || !same_atom(sb->ins.at(0), f)) continue;
       std::optional<Atom> back = times(sb->ins.at(1), width);
       if (!back || !same_atom(*back, row_idx)) continue;
-      std::vector<Atom> scalars;
-      int iotas = 0;
-      if (!unit_run_terms(f, n, scalars, iotas) || iotas != 1) continue;
-      // One scalar is W*r; at most one more is c.
-      std::optional<Atom> r, c;
-      bool ok = true;
-      for (const Atom& s : scalars) {
-        std::optional<Atom> x = times(s, width);
-        if (x && !r)
-          r = x;
-        else if (!c)
-          c = s;
-        else
-          ok = false;
-      }
-      if (!ok || !r) continue;
-      const Atom col0 = c ? *c : Atom(Literal::of_int(j_.type_of(*r).array.dtype, 0));
-      auto rr = range_of(r_, *r), cr = range_of(r_, col0);
-      if (!rr || !cr || rr->lo < 0 || rr->hi > rows - 1 || cr->lo < 0 || cr->hi > width - n)
-        continue;
+      std::optional<std::pair<Atom, Atom>> rc = run_in_one_row(f, n, rows, width);
+      if (!rc) continue;
       Indexer window;
       window.dims.push_back(IndexerDim{IndexerDim::Kind::index, 0, 0, 1, true});
       window.dims.push_back(IndexerDim{IndexerDim::Kind::slice, 0, n, 1, true});
       e.params.set("indexer", window);
-      e.ins[first] = *r;
-      e.ins[first + 1] = col0;
+      e.ins[first] = rc->first;
+      e.ins[first + 1] = rc->second;
       ++changes_;
     }
+  }
+
+  static bool is_row_major_reshape(const Eqn& e) {
+    if (e.prim != Prim::reshape || e.ins.size() != 1 || e.outs.size() != 1) return false;
+    const ParamValue* d = e.params.find("dimensions");
+    return !d || std::holds_alternative<NoneParam>(*d);
+  }
+
+  Var emit(std::vector<Eqn>& out, Prim p, Params params, std::vector<Atom> ins, ArrayType t) {
+    const Var v = j_.new_var(Type(std::move(t)));
+    out.push_back(Eqn{p, std::move(params), std::move(ins), {v}});
+    return v;
+  }
+
+  Var reshaped(std::vector<Eqn>& out, const Atom& x, Shape shape) {
+    ArrayType t{j_.type_of(x).array.dtype, shape};
+    return emit(out, Prim::reshape,
+                Params{{"new_sizes", IntList(shape)}, {"dimensions", NoneParam{}}}, {x}, t);
+  }
+
+  // The 1-D update `u` (n elements) as a [1, n] row. A concatenate of flattened rows and
+  // scalars is rebuilt as a concatenate of the rows themselves (so slice moves see its
+  // dynamic_slice pieces); anything else is reshaped.
+  Atom as_row(const Atom& u, int64_t n, std::vector<Eqn>& out) {
+    const DType dt = j_.type_of(u).array.dtype;
+    const Eqn* cat = def(u);
+    if (!cat || cat->prim != Prim::concatenate || cat->params.get<int64_t>("dimension") != 0)
+      return reshaped(out, u, {1, n});
+    std::vector<Atom> pieces;
+    for (const Atom& piece : cat->ins) {
+      const int64_t len = j_.type_of(piece).array.shape.at(0);
+      const Eqn* rs = def(piece);
+      const Shape src =
+          rs && is_row_major_reshape(*rs) ? j_.type_of(rs->ins[0]).array.shape : Shape{-1};
+      if (src == Shape{1, len}) {
+        pieces.push_back(rs->ins[0]);
+      } else if (src.empty()) {
+        pieces.push_back(emit(out, Prim::broadcast_in_dim,
+                              Params{{"shape", IntList{1, 1}},
+                                     {"broadcast_dimensions", IntList{}},
+                                     {"sharding", NoneParam{}}},
+                              {rs->ins[0]}, ArrayType{dt, {1, 1}}));
+      } else {
+        pieces.push_back(reshaped(out, piece, {1, len}));
+      }
+    }
+    return emit(out, Prim::concatenate, Params{{"dimension", int64_t{1}}}, pieces,
+                ArrayType{dt, {1, n}});
+  }
+
+  // reshape(scatter(reshape(Y, [D*W]), W*r + c + iota(n), U), [D, W]) with the run inside
+  // row r is dynamic_update_slice(Y, U as a [1, n] row, r, c): every index is in range and
+  // distinct, so nothing is dropped and no update overwrites another.
+  void rewrite_flat_scatters() {
+    std::vector<std::vector<Eqn>> before(j_.eqns.size());
+    bool any = false;
+    for (size_t i = 0; i < j_.eqns.size(); ++i) {
+      const Eqn& e = j_.eqns[i];
+      if (e.prim != Prim::scatter || e.ins.size() != 3 || e.outs.size() != 1 ||
+          e.params.get_or<int64_t>("axis", -1) != 0)
+        continue;
+      const Eqn* flat = def(e.ins[0]);
+      if (!flat || !is_row_major_reshape(*flat)) continue;
+      const Type yt = j_.type_of(flat->ins[0]);
+      if (yt.is_ref || yt.array.rank() != 2) continue;
+      const Shape& ushape = j_.type_of(e.ins[2]).array.shape;
+      if (ushape.size() != 1 || j_.type_of(e.ins[1]).array.shape != ushape) continue;
+      const int64_t n = ushape[0];
+      // Every reader of the result reshapes it back to Y's shape.
+      const Var result = e.outs[0];
+      std::vector<Var> backs;
+      bool ok = true;
+      for (size_t k = i + 1; k < j_.eqns.size() && ok; ++k)
+        for (const Atom& a : j_.eqns[k].ins)
+          if (is_var(a) && as_var(a) == result) {
+            const Eqn& b = j_.eqns[k];
+            if (is_row_major_reshape(b) && j_.type_of(b.outs[0]) == yt)
+              backs.push_back(b.outs[0]);
+            else
+              ok = false;
+          }
+      for (const Atom& a : j_.outvars) ok &= !(is_var(a) && as_var(a) == result);
+      if (!ok || backs.empty()) continue;
+      std::optional<std::pair<Atom, Atom>> rc =
+          run_in_one_row(e.ins[1], n, yt.array.shape[0], yt.array.shape[1]);
+      if (!rc) continue;
+      const Atom y = flat->ins[0], u = e.ins[2];
+      const Atom row = as_row(u, n, before[i]);
+      const Var updated = emit(before[i], Prim::dynamic_update_slice, {},
+                               {y, row, rc->first, rc->second}, yt.array);
+      for (Var b : backs) subst_[b.id] = updated;
+      any = true;
+      ++changes_;
+    }
+    if (!any) return;
+    std::vector<Eqn> eqns;
+    for (size_t i = 0; i < j_.eqns.size(); ++i) {
+      for (Eqn& e : before[i]) eqns.push_back(std::move(e));
+      eqns.push_back(std::move(j_.eqns[i]));
+    }
+    j_.eqns = std::move(eqns);
+    for (Eqn& e : j_.eqns)
+      for (Atom& a : e.ins) a = substituted(a);
+    for (Atom& a : j_.outvars) a = substituted(a);
+    r_.resize(j_.vars.size());
   }
 
   int uses_of(Var v) const {

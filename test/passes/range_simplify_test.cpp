@@ -125,6 +125,40 @@ TEST(RangeSimplify, ASplitRunThatMayCrossARowStaysIndexed) {
   EXPECT_NE(past.find("div"), std::string::npos) << past;
 }
 
+// x.at[r, c:c+3].set(concat(v, x[r, c:c+2])) written as a scatter into the flattened [4, 6] x.
+std::string flat_scatter_program(
+    const std::string& back = "y:f32[4,6] = reshape[dimensions=None new_sizes=(4, 6)] g") {
+  return R"({ lambda r:i32[] c:i32[]; x:f32[4,6] v:f32[]. let
+    i:i32[3] = iota[dimension=0 dtype=int32 shape=(3,) sharding=None]
+    k:i32[3] = add c i
+    m:i32[] = mul r 6:i32[]
+    f:i32[3] = add m k
+    s:f32[1,2] = dynamic_slice[slice_sizes=(1, 2)] x r c
+    t:f32[2] = reshape[dimensions=None new_sizes=(2,)] s
+    w:f32[1] = reshape[dimensions=None new_sizes=(1,)] v
+    u:f32[3] = concatenate[dimension=0] w t
+    l:f32[24] = reshape[dimensions=None new_sizes=(24,)] x
+    g:f32[24] = scatter[axis=0 unique_indices=True] l f u
+    )" + back +
+         R"(
+  in (y,) })";
+}
+
+TEST(RangeSimplify, AScatterOfARunInsideOneRowOfAFlattenedArrayIsADynamicUpdateSlice) {
+  std::vector<RtValue> args = {random_f32({4, 6}, 7), Array::scalar(0.5f)};
+  const std::string out = simplify_and_compare(flat_scatter_program(), {2, 3}, args);
+  EXPECT_EQ(out.find("scatter"), std::string::npos) << out;
+  // The update is rebuilt as a row: the broadcast value next to the dynamic_slice.
+  EXPECT_NE(out.find("f32[1,3] = concatenate[dimension=1]"), std::string::npos) << out;
+  EXPECT_NE(out.find("dynamic_update_slice"), std::string::npos) << out;
+  // A run that may leave the row (c = 4), or a result read flat, keeps the scatter.
+  EXPECT_NE(simplify_and_compare(flat_scatter_program(), {2, 4}, args).find("scatter"),
+            std::string::npos);
+  EXPECT_NE(
+      simplify_and_compare(flat_scatter_program("y:f32[24] = neg g"), {2, 3}, args).find("scatter"),
+      std::string::npos);
+}
+
 TEST(RangeSimplify, AReadIsNotMergedWithAZeroingAfterAnotherWrite) {
   const char* text = R"({ lambda ; a:f32[6] i:i32[]. let
     R:Ref{f32[6]} = new_ref a

@@ -152,7 +152,7 @@ void check_buffers(const Program& p, const CheckOptions& o, double tol) {
 // (passes/range_simplify.h), with the program's integer array/scalar inputs taken as
 // constants of known range (as jit does with closed-over constants): when they change the
 // program, it computes exactly what the original does.
-void check_trim(const Program& p) {
+void check_specialise(const Program& p) {
   Jaxpr j = p.jaxpr;
   j.constvars.clear();
   j.invars.clear();
@@ -425,7 +425,7 @@ void check_seed(uint64_t seed, const CheckOptions& options, Tally& tally) {
     run_check(tally, seed, "roundtrip" + suffix, p, [&] { check_roundtrip(p); });
     if (!run_check(tally, seed, "interpret" + suffix, p, [&] { run_observed(p.jaxpr, p.args); }))
       continue;
-    run_check(tally, seed, "trim" + suffix, p, [&] { check_trim(p); });
+    run_check(tally, seed, "specialise" + suffix, p, [&] { check_specialise(p); });
     if (options.native && v.control)
       run_check(tally, seed, "native" + suffix, p, [&] {
         check_native(p, options, dt == DType::f32 ? kNativeTolF32 : kNativeTolF64);
