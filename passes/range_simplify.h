@@ -8,6 +8,10 @@
 //    [D, W] ref into row and column (`R[f / W, f - (f / W) * W]`, as the transpose of a scatter
 //    into a flattened state reads and zeroes its cotangent), with r in [0, D-1] and c in
 //    [0, W-n], is the window `R[r, c:c+n]`: one contiguous run;
+//  - a scatter of such a run into a flattened [D, W] array whose result is only reshaped back
+//    (`x.at[r, c:c+n].set(u)` written on the flattened state) is a dynamic_update_slice of u
+//    as a [1, n] row at (r, c), a concatenate of flattened pieces rebuilt from the pieces
+//    themselves, which the backend lowers as memmoves (slice moves);
 //  - `v <- R[w]` followed by `R[w] <- zeros` (nothing touching R in between) is one
 //    `v, R[w] <- R[w], zeros`, the form the backend lowers as a cotangent shift.
 //
