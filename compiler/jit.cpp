@@ -15,6 +15,7 @@
 
 #include "compiler/backend/native.h"
 #include "compiler/trace_state.h"
+#include "passes/dce.h"
 #include "passes/inline_zero_consts.h"
 #include "passes/range_simplify.h"
 #include "passes/trim_rows.h"
@@ -121,8 +122,9 @@ std::optional<IntRange> int_range_of_const(const Operand& x, std::string_view na
 
 // The program compiled for `fn`: constants' values are known here (they are fixed for a
 // traced function), so all-zero arrays are folded in, and integer constants' ranges let
-// trim_untouched_rows drop rows of carries and refs no index can reach. The compile cache
-// keys on the resulting program, so functions share code only when it is valid for both.
+// trim_untouched_rows drop rows of carries and refs no index can reach and
+// simplify_with_ranges fold what they decide; then dead code goes. The compile cache keys on
+// the resulting program, so functions share code only when it is valid for both.
 NativeProgram make_native_program(const TracedFunction& fn, std::string_view name) {
   NativeProgram prog;
   prog.traced = fn.jaxpr;
@@ -137,14 +139,10 @@ NativeProgram make_native_program(const TracedFunction& fn, std::string_view nam
     prog.passed[k] = !zero[k];
     if (prog.passed[k]) ranges.push_back(int_range_of_const(fn.consts[k], name));
   }
-  int trimmed = 0, simplified = 0;
-  Jaxpr trim = trim_untouched_rows(compiled, ranges, &trimmed);
-  if (trimmed > 0) compiled = std::move(trim);
-  Jaxpr simple = simplify_with_ranges(compiled, ranges, &simplified);
-  if (simplified > 0) compiled = std::move(simple);
-  prog.compiled = any || trimmed > 0 || simplified > 0
-                      ? std::make_shared<const Jaxpr>(std::move(compiled))
-                      : fn.jaxpr;
+  compiled = trim_untouched_rows(compiled, ranges);
+  compiled = simplify_with_ranges(compiled, ranges);
+  // Results of nested jits nobody reads (a gradient's primal value) are not computed.
+  prog.compiled = std::make_shared<const Jaxpr>(dce(compiled));
   prog.entry = global_entry(*prog.compiled);
   return prog;
 }
