@@ -158,13 +158,18 @@ class Simplifier {
   }
 
   // Defining eqn of var `a` in this jaxpr, or nullptr.
+  // Defining eqn of var `a`, or nullptr. The index is rebuilt after eqns move (stale_defs).
   const Eqn* def(const Atom& a) const {
     if (!is_var(a)) return nullptr;
-    for (const Eqn& e : j_.eqns)
-      for (Var o : e.outs)
-        if (o == as_var(a)) return &e;
-    return nullptr;
+    if (defs_.size() != j_.vars.size()) {
+      defs_.assign(j_.vars.size(), -1);
+      for (size_t i = 0; i < j_.eqns.size(); ++i)
+        for (Var o : j_.eqns[i].outs) defs_[o.id] = static_cast<int32_t>(i);
+    }
+    const int32_t i = defs_.at(as_var(a).id);
+    return i < 0 ? nullptr : &j_.eqns[static_cast<size_t>(i)];
   }
+  void stale_defs() { defs_.clear(); }
 
   static bool is_literal_int(const Atom& a, int64_t v) {
     const Literal* l = std::get_if<Literal>(&a);
@@ -369,6 +374,7 @@ class Simplifier {
       eqns.push_back(std::move(j_.eqns[i]));
     }
     j_.eqns = std::move(eqns);
+    stale_defs();
     for (Eqn& e : j_.eqns)
       for (Atom& a : e.ins) a = substituted(a);
     for (Atom& a : j_.outvars) a = substituted(a);
@@ -436,6 +442,7 @@ class Simplifier {
       merged.ins.push_back(zeros);
       for (size_t k = 1; k < get.ins.size(); ++k) merged.ins.push_back(get.ins[k]);
       j_.eqns.erase(j_.eqns.begin() + static_cast<long>(s));
+      stale_defs();
       j_.eqns[g] = std::move(merged);
       if (!vt.shape.empty()) {
         j_.eqns.insert(j_.eqns.begin() + static_cast<long>(g), std::move(fill));
@@ -477,12 +484,14 @@ class Simplifier {
     for (size_t i = 0; i < j_.eqns.size(); ++i)
       if (!dead[i]) kept.push_back(std::move(j_.eqns[i]));
     j_.eqns = std::move(kept);
+    stale_defs();
   }
 
   Jaxpr& j_;
   IntRanges r_;
   std::unordered_map<uint32_t, Atom> subst_;
   std::unordered_map<uint32_t, bool> known_;
+  mutable std::vector<int32_t> defs_;  // by var id: index of its defining eqn, or -1
   int changes_ = 0;
 };
 
