@@ -58,8 +58,11 @@ bool Accum::view_indexer(Emitter& e, const Indexer& idx, const std::vector<Atom>
                          std::vector<Atom>& out_dyn) const {
   // Supported: one index array on a rank-1 view (a flattened buffer, e.g. a scatter on
   // reshape(carry, [n])). The flat index is clamped into [0, n-1] first, as the view's own
-  // index array would be, so the split indices are in range and name the same entry.
-  if (type_.rank() != 1 || idx.dims.size() != 1 ||
+  // index array would be, so the split indices are in range and name the same entry. A
+  // rank-0 buffer (a [1] view of a scalar, e.g. squeeze's operand aliasing a scalar carry's
+  // cotangent) has no dim to put an index array on: no indexer on it selects the index
+  // array's shape, so the caller copies the single element into a ref of the view's shape.
+  if (type_.rank() != 1 || view_->empty() || idx.dims.size() != 1 ||
       idx.dims[0].kind != IndexerDim::Kind::index_array || dyn.size() != 1)
     return false;
   const Shape& s = *view_;

@@ -77,7 +77,8 @@ class Accum {
   // (row-major, as `reshape`). A view translates its accesses onto the buffer's layout:
   // whole accesses reshape the value, an index array on a rank-1 view becomes one index
   // array per buffer dim (the flat index clamped into range, then split); any other access
-  // first copies the buffer into one of the view's own shape (dense, correct).
+  // (a slice of the flat view, an index array on a rank-0 buffer, ...) first copies the
+  // buffer into one of the view's own shape (dense, correct).
   void alias_of(Emitter& e, Accum& from);
   // Makes `ref`, an internal ref created in the current jaxpr holding a cotangent, the
   // buffer of this accumulator (can_alias): adopted without a copy, as alias_of.

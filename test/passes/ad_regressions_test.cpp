@@ -292,5 +292,45 @@ TEST(AdRegressions, ScanWithOneArrayAsTwoXsAndAsTwoConsts) {
     in (d, e) })")});
 }
 
+// ------------------------------------- a [1] view of a scalar cotangent read through indices
+
+// Seed 5068, reduced: r = squeeze(n) feeds a scan's scalar carry, so n's accumulator takes
+// over the carry cotangent's scalar ref as a reshaped f64[1] view; the gathers of n then add
+// through an index array, which a rank-0 buffer cannot take (it used to emit an addupdate
+// of f64[3] into the Ref{f64[]}). Both orders: the later gather's contribution is pending
+// when the view is made, the earlier one is added into the view.
+const char* kGatherOfSqueezedScalarCarry = R"({ lambda ; a:f64[1] i:i32[3]. let
+    n:f64[1] = sin a
+    g:f64[3] = gather[axis=0] n i
+    r:f64[] = squeeze[dimensions=(0,)] n
+    s:f64[] = scan[
+      _split_transpose=False
+      jaxpr={ lambda ; c:f64[]. let
+          d:f64[] = mul c c
+        in (d,) }
+      length=2
+      linear=(False,)
+      num_carry=1
+      num_consts=0
+      reverse=False
+      unroll=1
+    ] r
+    h:f64[3] = gather[axis=0] n i
+  in (s, g, h) })";
+
+TEST(AdRegressions, GatherFromTheReshapedViewOfAScalarCarryCotangent) {
+  const Jaxpr f = parse(kGatherOfSqueezedScalarCarry);
+  AdCase c{f};
+  c.fixed = {{1, i32a({0, 5, -2}, {3})}};  // all clamp to entry 0
+  check_ad(c);
+  // s = sin^4 a0, g = h = [sin a0] * 3: ds/da0 = 4 sin^3 a0 cos a0, each gather 3 cos a0.
+  const double a0 = 0.4;
+  const std::vector<Array> grad = pullback(f, {f64s({a0}, {1}), i32a({0, 5, -2}, {3})},
+                                           {f64(1.0), f64s({1, 1, 1}, {3}), f64s({1, 1, 1}, {3})});
+  ASSERT_EQ(grad.size(), 1u);
+  const double sa = std::sin(a0), ca = std::cos(a0);
+  EXPECT_NEAR(grad[0].as_double(0), 4 * sa * sa * sa * ca + 6 * ca, 1e-14);
+}
+
 }  // namespace
 }  // namespace refjit
