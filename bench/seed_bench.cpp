@@ -1,7 +1,7 @@
 // refjit_bench_seed: the seed "grad-scan-slice-update-slow" as a benchmark (docs/benchmarks.md).
 //
-//   refjit_bench_seed [--runs N] [--json OUT] [--repeats 1,10] [--max-seconds S]
-//                     [--timeout S] [--no-fork]
+//   refjit_bench_seed [--runs N] [--rounds K] [--json OUT] [--repeats 1,10]
+//                     [--max-seconds S] [--timeout S] [--no-fork]
 //
 // Part 1: loss_fn with the insert modes slice1/slice2/scatter/combo1/combo2 (plus delete_fn),
 //         forward, grad (vjp) and jvp, for each N_ROW_REPEATS.
@@ -11,9 +11,13 @@
 // physical limit, and of the insert-only program of part 2.
 //
 // Every row is a ready function called repeatedly: the first call traces and compiles
-// (reported separately), one more call warms up, then the median of N timed calls. Each row
-// runs in a child process (unless --no-fork), so a crash or a hang in one program is reported
-// as "n/a (reason)" and the others still run; nothing is estimated or filled in.
+// (reported separately), one more call warms up, then the median of N timed calls. The whole
+// list of rows is measured K times in turn (rounds, default 5) and each row reports its median
+// round: on a shared VM the machine is sometimes slower for a few seconds, for the
+// hand-written code as much as for refjit's, and rounds minutes apart keep such a burst from
+// deciding a row. Each measurement runs in a child process (unless --no-fork), so a crash or a
+// hang in one program is reported as "n/a (reason)" and the others still run; nothing is
+// estimated or filled in.
 #include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -61,6 +65,7 @@ struct Options {
   std::string json;
   std::vector<int64_t> repeats{1, 10};
   bool fork = true;
+  int rounds = 5;  // sweeps over all rows; a row reports its median round
 };
 
 // What one measured call returns: the scalar the seed prints (a loss or a gradient) and a
@@ -124,10 +129,6 @@ std::string first_line(const std::string& s) {
 // Runs `measure` in a child process (so that a crash or hang in the program under test only
 // costs its row) and fills the row from what the child reports through a pipe.
 void run_row(Row& row, const std::function<Measurement()>& measure, const Options& o) {
-  auto describe = [&] {
-    return fmt::format("{} {} {} R={}", row.part, row.program, row.variant, row.repeats);
-  };
-  std::fprintf(stderr, "  running %s ...\n", describe().c_str());
   if (!o.fork) {
     try {
       row.m = measure();
@@ -554,7 +555,7 @@ void write_json(const Report& rep, const Options& o, const std::string& path) {
   out << fmt::format("  \"machine\": {{\"cpu\": \"{}\", \"hardware_threads\": {}}},\n",
                      json_escape(cpu_model()), std::thread::hardware_concurrency());
   out << fmt::format("  \"sizes\": {{\"n_steps\": 1000, \"n_rows\": 100, \"n_cols\": 500}},\n");
-  out << fmt::format("  \"runs\": {},\n  \"w\": 2.0,\n", o.runs);
+  out << fmt::format("  \"runs\": {},\n  \"rounds\": {},\n  \"w\": 2.0,\n", o.runs, o.rounds);
   out << "  \"rows\": [\n";
   for (size_t i = 0; i < rep.rows_.size(); ++i) {
     const Row& r = rep.rows_[i];
@@ -614,13 +615,15 @@ Options parse_options(int argc, char** argv) {
       o.timeout_seconds = std::stoi(next());
     } else if (a == "--no-fork") {
       o.fork = false;
+    } else if (a == "--rounds") {
+      o.rounds = std::max(1, std::stoi(next()));
     } else if (a == "--repeats") {
       o.repeats.clear();
       std::stringstream ss(next());
       for (std::string x; std::getline(ss, x, ',');) o.repeats.push_back(std::stoll(x));
     } else if (a == "--help" || a == "-h") {
       fmt::print(
-          "usage: refjit_bench_seed [--runs N] [--json OUT] [--repeats 1,10] "
+          "usage: refjit_bench_seed [--runs N] [--rounds K] [--json OUT] [--repeats 1,10] "
           "[--max-seconds S] [--timeout S] [--no-fork]\n");
       std::exit(0);
     } else {
@@ -630,37 +633,80 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
+// Keeps the CPU busy for `seconds` before the first row: on this VM the first process to run
+// after a pause is measurably slower (clock ramp-up), which would land on whichever row
+// happens to come first.
+void warm_up(double seconds) {
+  const auto until = Clock::now() + std::chrono::duration<double>(seconds);
+  volatile uint64_t x = 1;
+  while (Clock::now() < until)
+    for (int i = 0; i < 100000; ++i) x = x * 6364136223846793005ull + 1;
+}
+
 int run(int argc, char** argv) {
   const Options o = parse_options(argc, argv);
-  std::vector<Row> rows;
+  warm_up(2.0);
+  // Every row with its measurement, measured in rounds below.
+  std::vector<std::pair<Row, std::function<Measurement()>>> pending;
   auto add = [&](std::string part, std::string program, std::string variant, int64_t r,
-                 const std::function<Measurement()>& measure) {
-    Row row{std::move(part), std::move(program), std::move(variant), r, std::nullopt, {}};
-    run_row(row, measure, o);
-    rows.push_back(std::move(row));
+                 std::function<Measurement()> measure) {
+    pending.emplace_back(
+        Row{std::move(part), std::move(program), std::move(variant), r, std::nullopt, {}},
+        std::move(measure));
   };
 
-  fmt::print(stderr, "part 1: loss_fn\n");
   for (int64_t r : o.repeats) {
     const SeedSizes s{.n_row_repeats = r};
-    const ShiftProgram p = make_loss_fn_program(s);
+    auto p = std::make_shared<const ShiftProgram>(make_loss_fn_program(s));
     for (const char* v : {"forward", "grad"})
-      add("loss_fn", "handwritten_slice1", v, r, [&] { return measure_handwritten(p, v, o); });
+      add("loss_fn", "handwritten_slice1", v, r,
+          [p, v, &o] { return measure_handwritten(*p, v, o); });
     for (const auto& mode : kModes)
       for (const char* v : {"forward", "grad", "jvp"})
-        add("loss_fn", mode, v, r, [&] { return measure_loss_fn(p, s, mode, v, o); });
+        add("loss_fn", mode, v, r,
+            [p, s, mode, v, &o] { return measure_loss_fn(*p, s, mode, v, o); });
   }
-  fmt::print(stderr, "part 2: inserts\n");
   const ShiftProgram p2 = make_insert_program(SeedSizes{});
   for (const char* v : {"forward", "grad"})
-    add("insert", "handwritten_insert", v, 1, [&] { return measure_handwritten(p2, v, o); });
+    add("insert", "handwritten_insert", v, 1,
+        [&p2, v, &o] { return measure_handwritten(p2, v, o); });
   for (const auto& fn : kInsertFns)
     for (const char* v : {"forward", "grad"})
-      add("insert", fn, v, 1, [&] { return measure_insert(p2, fn, v, o); });
-  fmt::print(stderr, "part 3: pops\n");
+      add("insert", fn, v, 1, [&p2, fn, v, &o] { return measure_insert(p2, fn, v, o); });
   const PopData pop = make_pop_data(SeedSizes{});
   for (const char* fn : {"slow_pop", "fast_pop"})
-    add("pop", fn, "forward", 1, [&] { return measure_pop(pop, fn, o); });
+    add("pop", fn, "forward", 1, [&pop, fn, &o] { return measure_pop(pop, fn, o); });
+
+  std::vector<std::vector<Measurement>> measured(pending.size());
+  std::vector<std::string> failed(pending.size());
+  for (int round = 1; round <= o.rounds; ++round) {
+    fmt::print(stderr, "round {} of {}\n", round, o.rounds);
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (!failed[i].empty()) continue;
+      Row one = pending[i].first;
+      std::fprintf(stderr, "  running %s %s %s R=%lld ...\n", one.part.c_str(), one.program.c_str(),
+                   one.variant.c_str(), static_cast<long long>(one.repeats));
+      run_row(one, pending[i].second, o);
+      if (one.m)
+        measured[i].push_back(*one.m);
+      else
+        failed[i] = one.na;
+    }
+  }
+  std::vector<Row> rows;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    Row row = pending[i].first;
+    if (!failed[i].empty()) {
+      row.na = failed[i];
+    } else {
+      std::vector<Measurement>& ms = measured[i];
+      std::sort(ms.begin(), ms.end(), [](const Measurement& a, const Measurement& b) {
+        return a.median_ms < b.median_ms;
+      });
+      row.m = ms[ms.size() / 2];
+    }
+    rows.push_back(std::move(row));
+  }
 
   Report rep(std::move(rows));
   // Ratios.
@@ -738,9 +784,9 @@ int run(int argc, char** argv) {
       "refjit seed benchmark (grad-scan-slice-update-slow), {} on {} ({} hardware threads)\n",
       utc_now(), cpu_model(), std::thread::hardware_concurrency());
   fmt::print(
-      "median of up to {} calls of a ready function, w = 2; JAX columns: the seed's own "
-      "numbers (jax 0.4.14, CPU, another machine)\n\n",
-      o.runs);
+      "median of up to {} calls of a ready function (the median of {} rounds), w = 2; JAX "
+      "columns: the seed's own numbers (jax 0.4.14, CPU, another machine)\n\n",
+      o.runs, o.rounds);
   fmt::print("Part 1: loss_fn (N_STEPS=1000, N_ROWS=100, N_COLS=500), R = N_ROW_REPEATS\n");
   print_table(rep, part1, {"forward", "grad", "jvp"}, o.repeats);
   fmt::print("\nPart 2: inserts (N_STEPS=1000, N_ROWS=100, N_COLS=500)\n");
