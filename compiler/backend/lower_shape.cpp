@@ -274,12 +274,27 @@ std::optional<UnitRun> unit_run(LowerCtx& c, const Eqn& e, int64_t dim) {
 }
 
 // Emits `fast()` under `if run.inside` and `general()` in the else branch.
-void if_inside(LowerCtx& c, const UnitRun& run, const std::function<void()>& fast,
-               const std::function<void()>& general) {
-  auto branch = c.b.create<mlir::scf::IfOp>(c.loc, run.inside, /*withElseRegion=*/true);
+Value as_index(LowerCtx& c, Value i64) {
+  return c.b.create<arith::IndexCastOp>(c.loc, c.b.getIndexType(), i64);
+}
+
+// Lowers gather/scatter `e` (`elements` result or update elements along an axis of `dim`):
+// `fast(base)` (base: the run's first index, an index value) when its indices are a unit run
+// found inside [0, dim) at run time, else `general()`; only `general()` when they are not a
+// provable unit run.
+void lower_by_unit_run(LowerCtx& c, const Eqn& e, int64_t dim, int64_t elements,
+                       const std::function<void(Value)>& fast,
+                       const std::function<void()>& general) {
+  std::optional<UnitRun> run;
+  if (elements > 0) run = unit_run(c, e, dim);
+  if (!run) {
+    general();
+    return;
+  }
+  auto branch = c.b.create<mlir::scf::IfOp>(c.loc, run->inside, /*withElseRegion=*/true);
   mlir::OpBuilder::InsertionGuard g(c.b);
   c.b.setInsertionPoint(branch.thenBlock()->getTerminator());
-  fast();
+  fast(as_index(c, run->base));
   c.b.setInsertionPoint(branch.elseBlock()->getTerminator());
   general();
 }
@@ -303,10 +318,6 @@ void move_runs(LowerCtx& c, const Shape& shape, int64_t axis, int64_t n, Value d
   });
 }
 
-Value as_index(LowerCtx& c, Value i64) {
-  return c.b.create<arith::IndexCastOp>(c.loc, c.b.getIndexType(), i64);
-}
-
 // gather x idx (axis a): out[pre, k, post] = x[pre, clamp(idx[k]), post].
 void lower_gather(LowerCtx& c, const Eqn& e) {
   expect_ins(e, 2);
@@ -327,17 +338,11 @@ void lower_gather(LowerCtx& c, const Eqn& e) {
       c.store(c.load(e.ins[0], in), dst, rt.dtype, ivs);
     });
   };
-  std::optional<UnitRun> run;
-  if (rt.num_elements() > 0) run = unit_run(c, e, xt.shape.at(axis));
-  if (!run) {
-    general();
-    return;
-  }
-  if_inside(
-      c, *run,
-      [&] {
-        move_runs(c, rt.shape, axis, it.shape[0], dst, c.index(0), c.buffer(e.ins[0]),
-                  as_index(c, run->base), rt.dtype);
+  lower_by_unit_run(
+      c, e, xt.shape.at(axis), rt.num_elements(),
+      [&](Value base) {
+        move_runs(c, rt.shape, axis, it.shape[0], dst, c.index(0), c.buffer(e.ins[0]), base,
+                  rt.dtype);
       },
       general);
 }
@@ -382,18 +387,11 @@ void lower_scatter(LowerCtx& c, const Eqn& e, bool add) {
       put(c.load(e.ins[2], ivs), out);
     });
   };
-  std::optional<UnitRun> run;
-  if (ut.num_elements() > 0) run = unit_run(c, e, rt.shape.at(axis));
-  if (!run) {
-    general();
-    return;
-  }
   // The run is in range and has no duplicates: a set is a block move, an add a loop
   // without per-element guards.
-  if_inside(
-      c, *run,
-      [&] {
-        Value base = as_index(c, run->base);
+  lower_by_unit_run(
+      c, e, rt.shape.at(axis), ut.num_elements(),
+      [&](Value base) {
         if (!add) {
           move_runs(c, ut.shape, axis, it.shape[0], dst, base, c.buffer(e.ins[2]), c.index(0),
                     rt.dtype);

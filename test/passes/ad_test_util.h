@@ -43,6 +43,12 @@ inline Array random_array(std::mt19937& rng, const ArrayType& t, double lo = -1.
   return a;
 }
 
+// The same from a fresh generator seeded with `seed`.
+inline Array random_array(const ArrayType& t, uint32_t seed) {
+  std::mt19937 rng(seed);
+  return random_array(rng, t);
+}
+
 inline double dot(const Array& a, const Array& b) {
   EXPECT_EQ(a.shape(), b.shape());
   double s = 0;

@@ -10,18 +10,15 @@
 #include "refjit/ir/text.h"
 #include "refjit/ir/verifier.h"
 #include "runtime/interpreter.h"
+#include "test/passes/ad_test_util.h"
 
 namespace refjit {
 namespace {
 
-Jaxpr parse(const std::string& text) { return parse_jaxpr(text, "<test>"); }
+using testing::parse;
 
 Array random_f32(const Shape& shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> v(static_cast<size_t>(ArrayType{DType::f32, shape}.num_elements()));
-  for (float& x : v) x = u(rng);
-  return Array::from_vector<float>(v, shape);
+  return testing::random_array(ArrayType{DType::f32, shape}, seed);
 }
 
 IntRange range_of(const std::vector<int32_t>& v) {
