@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "compiler/backend/native.h"
+#include "compiler/node.h"
 #include "compiler/trace_state.h"
 #include "passes/dce.h"
 #include "passes/inline_zero_consts.h"
@@ -67,8 +68,13 @@ GlobalCache& global_cache() {
   return *c;
 }
 
-std::shared_ptr<CompiledEntry> global_entry(const Jaxpr& jaxpr) {
+// `donated`: per invar, whether the caller gives it up (the code differs, so the key too).
+std::shared_ptr<CompiledEntry> global_entry(const Jaxpr& jaxpr, const std::vector<bool>& donated) {
   std::string key = print_jaxpr(jaxpr);
+  if (std::find(donated.begin(), donated.end(), true) != donated.end()) {
+    key += "\n# donated:";
+    for (bool d : donated) key += d ? " 1" : " 0";
+  }
   GlobalCache& g = global_cache();
   std::lock_guard<std::mutex> lock(g.mu);
   std::shared_ptr<CompiledEntry>& e = g.entries[key];
@@ -89,7 +95,8 @@ namespace detail {
 struct NativeProgram {
   JaxprPtr traced;  // held so the map key (its address) stays unique
   JaxprPtr compiled;
-  std::vector<bool> passed;  // per const of the traced function
+  std::vector<bool> passed;   // per const of the traced function
+  std::vector<bool> donated;  // per invar: the caller gives the array up (donate_argnums)
   std::shared_ptr<CompiledEntry> entry;
 };
 
@@ -125,9 +132,11 @@ std::optional<IntRange> int_range_of_const(const Operand& x, std::string_view na
 // trim_untouched_rows drop rows of carries and refs no index can reach and
 // simplify_with_ranges fold what they decide; then dead code goes. The compile cache keys on
 // the resulting program, so functions share code only when it is valid for both.
-NativeProgram make_native_program(const TracedFunction& fn, std::string_view name) {
+NativeProgram make_native_program(const TracedFunction& fn, std::string_view name,
+                                  const std::vector<bool>& donated) {
   NativeProgram prog;
   prog.traced = fn.jaxpr;
+  prog.donated = donated;
   std::vector<bool> zero(fn.consts.size());
   bool any = false;
   for (size_t k = 0; k < fn.consts.size(); ++k)
@@ -143,7 +152,7 @@ NativeProgram make_native_program(const TracedFunction& fn, std::string_view nam
   compiled = simplify_with_ranges(compiled, ranges);
   // Results of nested jits nobody reads (a gradient's primal value) are not computed.
   prog.compiled = std::make_shared<const Jaxpr>(dce(compiled));
-  prog.entry = global_entry(*prog.compiled);
+  prog.entry = global_entry(*prog.compiled, prog.donated);
   return prog;
 }
 
@@ -201,11 +210,13 @@ CompileStageTimings last_compile_timings(const JitState& state) {
 
 namespace {
 
-std::shared_ptr<const CompiledFunction> compile_tier(JitState& state, const Jaxpr& jaxpr,
+std::shared_ptr<const CompiledFunction> compile_tier(JitState& state, const NativeProgram& prog,
                                                      int opt_level, double trace_ms) {
   CompileOptions options;
   options.opt_level = opt_level;
-  auto f = std::make_shared<const CompiledFunction>(compile_native(jaxpr, options));
+  if (std::find(prog.donated.begin(), prog.donated.end(), true) != prog.donated.end())
+    options.plan = default_buffer_plan(*prog.compiled, BufferOptions{.donated = prog.donated});
+  auto f = std::make_shared<const CompiledFunction>(compile_native(*prog.compiled, options));
   ++g_native_compiles;
   const CompileTimings& t = f->timings();
   std::lock_guard<std::mutex> lock(state.mu);
@@ -221,19 +232,19 @@ std::shared_ptr<const CompiledFunction> compile_tier(JitState& state, const Jaxp
 }
 
 // The code to run for this call, compiling a tier if the policy asks for one.
-std::shared_ptr<const CompiledFunction> select_code(JitState& state, CompiledEntry& entry,
-                                                    const Jaxpr& jaxpr, Tier tier,
-                                                    double trace_ms) {
+std::shared_ptr<const CompiledFunction> select_code(JitState& state, const NativeProgram& prog,
+                                                    Tier tier, double trace_ms) {
+  CompiledEntry& entry = *prog.entry;
   int64_t calls = ++entry.calls;
   bool want_optimized =
       tier == Tier::optimized || (tier == Tier::adaptive && calls >= kHotCallThreshold);
   std::lock_guard<std::mutex> lock(entry.mu);
   if (entry.optimized && tier != Tier::fast) return entry.optimized;
   if (want_optimized) {
-    entry.optimized = compile_tier(state, jaxpr, 3, trace_ms);
+    entry.optimized = compile_tier(state, prog, 3, trace_ms);
     return entry.optimized;
   }
-  if (!entry.fast) entry.fast = compile_tier(state, jaxpr, 0, trace_ms);
+  if (!entry.fast) entry.fast = compile_tier(state, prog, 0, trace_ms);
   return entry.fast;
 }
 
@@ -241,7 +252,7 @@ std::shared_ptr<const CompiledFunction> select_code(JitState& state, CompiledEnt
 
 std::vector<Operand> run_native(JitState& state, const std::string& name, Tier tier,
                                 const TracedFunction& fn, std::span<const Operand> args,
-                                double trace_ms) {
+                                double trace_ms, const std::vector<bool>& donated) {
   check_ref_aliasing(args, fn.consts, fmt::format("jit function `{}`", name));
   if (args.size() != fn.jaxpr->invars.size())
     throw Error(fmt::format("jit function `{}` takes {} arguments but {} were given", name,
@@ -253,23 +264,56 @@ std::vector<Operand> run_native(JitState& state, const std::string& name, Tier t
     if (it != state.by_jaxpr.end()) prog = it->second;
   }
   if (!prog) {
-    prog = std::make_shared<const NativeProgram>(make_native_program(fn, name));
+    prog = std::make_shared<const NativeProgram>(make_native_program(fn, name, donated));
     std::lock_guard<std::mutex> lock(state.mu);
     state.by_jaxpr.emplace(fn.jaxpr.get(), prog);
   }
-  std::shared_ptr<const CompiledFunction> code =
-      select_code(state, *prog->entry, *prog->compiled, tier, trace_ms);
+  std::shared_ptr<const CompiledFunction> code = select_code(state, *prog, tier, trace_ms);
 
   std::vector<RtValue> rt;
   rt.reserve(fn.consts.size() + args.size());
   for (size_t k = 0; k < fn.consts.size(); ++k)
     if (prog->passed[k]) rt.push_back(to_runtime(fn.consts[k], name));
-  for (const Operand& x : args) rt.push_back(to_runtime(x, name));
-  std::vector<RtValue> results = (*code)(rt);
+  for (size_t i = 0; i < args.size(); ++i)
+    rt.push_back(i < donated.size() && donated[i] ? take_donated(args[i], name)
+                                                  : to_runtime(args[i], name));
+  std::vector<RtValue> results = (*code)(std::move(rt));
   std::vector<Operand> out;
   out.reserve(results.size());
   for (RtValue& r : results) out.push_back(from_runtime(std::move(r)));
   return out;
+}
+
+std::vector<bool> donated_leaves(const std::vector<int>& donate_argnums,
+                                 const std::vector<size_t>& sizes, std::span<const Operand> flat,
+                                 const std::string& name) {
+  if (donate_argnums.empty()) return {};
+  std::vector<bool> donated(flat.size(), false);
+  for (int a : donate_argnums) {
+    if (a < 0 || static_cast<size_t>(a) >= sizes.size())
+      throw Error(
+          fmt::format("jit function `{}`: donate_argnums names argument {} but the "
+                      "function was called with {} arguments",
+                      name, a, sizes.size()));
+    size_t first = 0;
+    for (int k = 0; k < a; ++k) first += sizes[static_cast<size_t>(k)];
+    for (size_t i = first; i < first + sizes[static_cast<size_t>(a)]; ++i) {
+      if (std::holds_alternative<Ref>(flat[i]))
+        throw Error(
+            fmt::format("jit function `{}`: argument {} is donated but holds a ref; "
+                        "refs are updated in place already, donate only arrays",
+                        name, a));
+      donated[i] = true;
+    }
+  }
+  return donated;
+}
+
+void retire_donated(std::span<const Operand> flat, const std::vector<bool>& donated,
+                    const std::string& name) {
+  for (size_t i = 0; i < flat.size() && i < donated.size(); ++i)
+    if (donated[i] && std::get<Value>(flat[i]).node()->donated_to.empty())
+      take_donated(flat[i], name);
 }
 
 }  // namespace detail

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "refjit/array.h"
 #include "refjit/ir/jaxpr.h"
@@ -10,15 +11,23 @@
 namespace refjit::detail {
 
 struct Node {
-  Type type;              // array type, or Type::ref(inner) for a ref
-  bool weak = false;      // a C++ scalar: takes the dtype of the array it meets
-  Array array;            // concrete array contents (trace_id == 0, !type.is_ref)
+  Type type;          // array type, or Type::ref(inner) for a ref
+  bool weak = false;  // a C++ scalar: takes the dtype of the array it meets
+  // Concrete array contents (trace_id == 0, !type.is_ref). Mutable only for donation
+  // (take_donated moves it out of the otherwise immutable node).
+  mutable Array array;
   RefBufferPtr buffer;    // concrete ref storage (trace_id == 0, type.is_ref)
   uint64_t trace_id = 0;  // nonzero: a variable of that trace
   Var var;
+  // Non-empty: the array was donated to this jit function (JitOptions::donate_argnums) and
+  // now belongs to that call's results; `array` is empty and every use is an error.
+  mutable std::string donated_to;
 
   bool concrete() const { return trace_id == 0; }
 };
+
+// Throws if `n`'s array was donated to a jit call (JitOptions::donate_argnums).
+void check_not_donated(const Node& n);
 
 inline NodePtr concrete_array_node(Array a, bool weak = false) {
   auto n = std::make_shared<Node>();

@@ -107,7 +107,30 @@ RtValue to_runtime(const Operand& x, std::string_view what) {
     if (n.buffer->frozen()) throw_frozen(n.type);
     return n.buffer;
   }
+  check_not_donated(n);
   return n.array;
+}
+
+void check_not_donated(const Node& n) {
+  if (!n.donated_to.empty())
+    throw Error(
+        fmt::format("this {} was donated to jit function `{}` (donate_argnums) and its "
+                    "array now belongs to that call's result; use the result, or do "
+                    "not donate a value you still need",
+                    n.type.str(), n.donated_to));
+}
+
+RtValue take_donated(const Operand& x, std::string_view fn) {
+  const Node& n = *node_of(x);
+  if (n.type.is_ref)
+    throw Error(
+        fmt::format("jit function `{}`: a donated argument is a {}; refs are updated in "
+                    "place already, donate only arrays",
+                    fn, n.type.str()));
+  RtValue v = to_runtime(x, fn);
+  n.array = Array();  // the result may now own the storage alone
+  n.donated_to = std::string(fn);
+  return v;
 }
 
 Operand from_runtime(RtValue v) {

@@ -74,5 +74,8 @@ class TraceScope {
 // Operand <-> runtime value, for concrete operands (throws for traced ones, naming `what`).
 RtValue to_runtime(const Operand& x, std::string_view what);
 Operand from_runtime(RtValue v);
+// A donated argument of jit function `fn` (JitOptions::donate_argnums): its array, moved out
+// of the Value, which from now on refuses every use. Throws for a ref or a traced value.
+RtValue take_donated(const Operand& x, std::string_view fn);
 
 }  // namespace refjit::detail

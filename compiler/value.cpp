@@ -46,12 +46,15 @@ Array Value::array() const {
                     "make_jaxpr) and has no contents yet; return it from the traced "
                     "function to get a concrete result",
                     type().str()));
+  detail::check_not_donated(*node_);
   return node_->array;
 }
 
 double Value::item() const { return array().as_double(0); }
 
 std::string Value::str() const {
+  if (is_concrete() && !node_->donated_to.empty())
+    return fmt::format("<{} donated to jit function `{}`>", type().str(), node_->donated_to);
   if (is_concrete()) return node_->array.str();
   return fmt::format("Traced<{}>", type().str());
 }

@@ -643,7 +643,19 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
       Value arg = entry->getArgument(i);
       if (B.home >= 0 && B.origin == BufferOrigin::input && !jaxpr.type_of(v).is_ref) {
         Value home = lc.view_as(outs.at(B.home), B.type);
-        lc.copy(arg, home, B.type);
+        // The runtime passes one array for both when the caller's donated array became
+        // the output's storage (CompiledFunction taking its arguments): nothing to copy.
+        Value from = lc.b.create<mlir::memref::ExtractAlignedPointerAsIndexOp>(lc.loc, arg);
+        Value to =
+            lc.b.create<mlir::memref::ExtractAlignedPointerAsIndexOp>(lc.loc, outs.at(B.home));
+        Value differ =
+            lc.b.create<mlir::arith::CmpIOp>(lc.loc, mlir::arith::CmpIPredicate::ne, from, to);
+        auto branch = lc.b.create<mlir::scf::IfOp>(lc.loc, differ, /*withElseRegion=*/false);
+        {
+          mlir::OpBuilder::InsertionGuard guard(lc.b);
+          lc.b.setInsertionPoint(branch.thenBlock()->getTerminator());
+          lc.copy(arg, home, B.type);
+        }
         lc.set_buffer_memory(b, home);
         lc.bind_var(v, home);
         continue;

@@ -91,7 +91,22 @@ struct Lowered {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   bool has_workspace = false;
   int64_t workspace_bytes = 0;
+  std::vector<int> output_donor;  // per output: the argument it is computed in place of, or -1
 };
+
+// Per output of `jaxpr`: the argument position (constvars then invars) of the donated input
+// array the plan returns in place as that output (its home), or -1.
+std::vector<int> output_donors(const Jaxpr& jaxpr, const BufferPlan& plan) {
+  std::vector<int> donor(jaxpr.outvars.size(), -1);
+  if (!plan.assignment || plan.naive || plan.assignment->jaxprs.empty()) return donor;
+  for (const Buffer& b : plan.assignment->jaxprs.front().buffers)
+    if (b.origin == BufferOrigin::input && b.home >= 0 &&
+        static_cast<size_t>(b.home) < donor.size() &&
+        static_cast<size_t>(b.index) < jaxpr.invars.size() &&
+        !jaxpr.type_of(jaxpr.invars[b.index]).is_ref)
+      donor[b.home] = static_cast<int>(jaxpr.constvars.size()) + b.index;
+  return donor;
+}
 
 Lowered build(const Jaxpr& jaxpr, const CompileOptions& options, CompileTimings& timings) {
   auto t0 = Clock::now();
@@ -110,6 +125,7 @@ Lowered build(const Jaxpr& jaxpr, const CompileOptions& options, CompileTimings&
   l.ctx->loadDialect<mlir::LLVM::LLVMDialect>();
   l.module = backend::build_module(*l.ctx, jaxpr, plan, l.workspace_bytes);
   l.has_workspace = plan.use_workspace;
+  l.output_donor = output_donors(jaxpr, plan);
   DiagnosticCollector diags(*l.ctx);
   if (mlir::failed(mlir::verify(*l.module)))
     throw Error("native backend: internal error, the generated MLIR does not verify:\n" +
@@ -260,6 +276,7 @@ struct CompiledFunction::Impl {
   CompileTimings timings;
   bool has_workspace = false;
   int64_t workspace_bytes = 0;
+  std::vector<int> output_donor;  // Lowered::output_donor
   // Idle workspaces; a call takes one (or makes one) and gives it back, so sequential
   // calls reuse the same, already faulted-in, pages.
   mutable std::mutex pool_mu;
@@ -301,6 +318,15 @@ int CompiledFunction::workspaces_allocated() const {
 }
 
 std::vector<RtValue> CompiledFunction::operator()(const std::vector<RtValue>& args) const {
+  std::vector<RtValue> mine = args;  // shares the arrays' storage: nothing is taken over
+  return call(mine, false);
+}
+
+std::vector<RtValue> CompiledFunction::operator()(std::vector<RtValue>&& args) const {
+  return call(args, true);
+}
+
+std::vector<RtValue> CompiledFunction::call(std::vector<RtValue>& args, bool take) const {
   const Impl& f = *impl_;
   if (args.size() != f.in_types.size())
     throw Error(
@@ -346,8 +372,13 @@ std::vector<RtValue> CompiledFunction::operator()(const std::vector<RtValue>& ar
   }
   std::vector<RtValue> outs;
   outs.reserve(f.out_types.size());
-  for (const ArrayType& t : f.out_types) {
-    Array a(t);
+  for (size_t j = 0; j < f.out_types.size(); ++j) {
+    const ArrayType& t = f.out_types[j];
+    // A donated input the plan returns in place, held by nobody else: the output takes its
+    // storage, and the code's entry copy into the output sees one pointer and skips itself.
+    const int d = j < f.output_donor.size() ? f.output_donor[j] : -1;
+    Array* donor = take && d >= 0 ? std::get_if<Array>(&args[static_cast<size_t>(d)]) : nullptr;
+    Array a = donor && donor->type() == t && donor->unique() ? std::move(*donor) : Array(t);
     descs.push_back(descriptor(a.mutable_data(), t.shape));
     outs.emplace_back(std::move(a));
   }
@@ -377,6 +408,7 @@ CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& option
   Lowered l = build(jaxpr, options, impl->timings);
   impl->has_workspace = l.has_workspace;
   impl->workspace_bytes = l.workspace_bytes;
+  impl->output_donor = l.output_donor;
   lower_to_llvm_dialect(l, options, impl->timings);
 
   auto tm = backend::make_target_machine("host", options.opt_level);

@@ -52,6 +52,10 @@ class CompiledFunction {
   // updated in place (their storage keeps its address). Throws refjit::Error on a wrong
   // argument count or type, naming the position.
   std::vector<RtValue> operator()(const std::vector<RtValue>& consts_then_args) const;
+  // The same, taking the values over: an array argument that the buffer plan returns in
+  // place (a donated input, BufferOptions::donated) becomes that result's storage when no
+  // other Array shares it, instead of being copied into a fresh result.
+  std::vector<RtValue> operator()(std::vector<RtValue>&& consts_then_args) const;
   const CompileTimings& timings() const;
   // Bytes of the workspace one call uses for intermediates (0: none, or a plan without a
   // workspace). Workspaces are pooled per CompiledFunction and reused across calls.
@@ -60,6 +64,7 @@ class CompiledFunction {
   int workspaces_allocated() const;
 
  private:
+  std::vector<RtValue> call(std::vector<RtValue>& args, bool take) const;
   std::unique_ptr<Impl> impl_;
 };
 

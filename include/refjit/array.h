@@ -41,6 +41,8 @@ class Array {
   const std::byte* data() const { return data_; }
   // Unshares the storage first if another Array shares it.
   std::byte* mutable_data();
+  // Whether no other Array shares this one's storage (mutable_data() would not copy).
+  bool unique() const { return storage_.use_count() <= 1; }
 
   template <class T>
   std::span<const T> values() const {

@@ -46,6 +46,11 @@ struct JitOptions {
   Backend backend = Backend::automatic;
   Tier tier = Tier::adaptive;
   std::string name = "jit";
+  // Positions of arguments the caller gives up (JAX's donate_argnums): their arrays may
+  // become the storage of results, so a state updated and returned needs no copy. After a
+  // top-level call a donated Value is unusable (every use throws, naming this function);
+  // inside another trace donation is ignored. Only arrays can be donated, not refs.
+  std::vector<int> donate_argnums = {};
 };
 
 // Wall time of each stage of the most recent compilation, in milliseconds.
@@ -80,9 +85,19 @@ std::shared_ptr<JitState> make_jit_state();
 // Whether a call with these options runs natively (reads REFJIT_BACKEND for automatic).
 bool use_native(Backend backend);
 // Runs `fn` natively on `args` (outside any trace): compiles or reuses compiled code.
+// `donated` (per flat argument, may be empty): arrays the caller gives up; they are taken out
+// of their Values (take_donated) and may become results' storage.
 std::vector<Operand> run_native(JitState& state, const std::string& name, Tier tier,
                                 const TracedFunction& fn, std::span<const Operand> args,
-                                double trace_ms);
+                                double trace_ms, const std::vector<bool>& donated = {});
+// Per flat argument: whether it belongs to a donated argument (argument i has sizes[i]
+// leaves); checks the positions and that no ref is donated. Empty if nothing is donated.
+std::vector<bool> donated_leaves(const std::vector<int>& donate_argnums,
+                                 const std::vector<size_t>& sizes, std::span<const Operand> flat,
+                                 const std::string& name);
+// Marks the donated flat arguments' Values as donated (after a call that did not take them).
+void retire_donated(std::span<const Operand> flat, const std::vector<bool>& donated,
+                    const std::string& name);
 int compile_count(const JitState& state);
 CompileStageTimings last_compile_timings(const JitState& state);
 }  // namespace detail
@@ -139,14 +154,25 @@ class Jitted {
   template <class... A>
   auto operator()(const A&... args) const {
     std::vector<Operand> flat;
-    (tree::flatten_arg(args, flat), ...);
+    std::vector<size_t> sizes;
+    auto flatten = [&](const auto& arg) {
+      const size_t before = flat.size();
+      tree::flatten_arg(arg, flat);
+      sizes.push_back(flat.size() - before);
+    };
+    (flatten(args), ...);
     check_ref_aliasing(flat, {}, "jit function `" + name_ + "`");
     double trace_ms = 0;
     TracedFunction traced = lookup_or_trace(flat, trace_ms, args...);
+    const bool top = !is_tracing();
+    const std::vector<bool> donated =
+        top ? detail::donated_leaves(options_.donate_argnums, sizes, flat, name_)
+            : std::vector<bool>{};
     std::vector<Operand> outs =
-        !is_tracing() && detail::use_native(options_.backend)
-            ? detail::run_native(*native_, name_, options_.tier, traced, flat, trace_ms)
+        top && detail::use_native(options_.backend)
+            ? detail::run_native(*native_, name_, options_.tier, traced, flat, trace_ms, donated)
             : bind_jaxpr(name_, traced, flat);
+    if (!donated.empty()) detail::retire_donated(flat, donated, name_);
     using R = decltype(std::apply(*f_, std::declval<std::tuple<tree::traced_t<A>...>&>()));
     if constexpr (std::is_void_v<R>) {
       return;
