@@ -68,6 +68,7 @@ Atom Trace::lift(const Operand& x) {
       if (n.buffer->frozen()) throw_frozen(n.type);
       key = {n.buffer.get(), 0, 0};
     } else {
+      check_not_donated(n);
       if (n.array.rank() == 0) return literal_of(n.array);
       key = {&n, 0, 0};
     }

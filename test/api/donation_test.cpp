@@ -45,6 +45,11 @@ TEST(Donation, ADonatedStateBecomesTheResultWithoutACopy) {
   EXPECT_NE(msg.find("donated to jit function `double_row`"), std::string::npos) << msg;
   EXPECT_NE(error_of([&] { step(state, Value(int32_t{0}), Value(1.0f)); }).find("donated"),
             std::string::npos);
+  // Nor can a trace capture it.
+  EXPECT_NE(error_of([&] {
+              make_jaxpr([&](Value x) { return x + state; })(Value(1.0f));
+            }).find("donated"),
+            std::string::npos);
   // Chained steps keep reusing the same storage.
   Value after = step(next, Value(int32_t{0}), Value(1.0f));
   EXPECT_EQ(after.array().data(), before);
