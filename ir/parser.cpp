@@ -1,14 +1,20 @@
 // parse_jaxpr: reads the jaxpr text format (docs/ir.md), ours or as JAX prints it.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <optional>
+#include <set>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "ir/jax_rewrites.h"
 #include "ir/lexer.h"
 #include "ir/text_params.h"
 #include "refjit/ir/builder.h"
@@ -46,7 +52,9 @@ struct Scope {
 
 // A param value as written, before it is converted to the kind its param expects.
 struct Value {
-  enum class Kind { none, boolean, integer, real, word, tuple, list, jaxpr };
+  // record: a Python object's repr, `Name(field=value, ...)`; `word` is Name and each item's
+  // `field` its field name.
+  enum class Kind { none, boolean, integer, real, word, tuple, list, jaxpr, record };
   Kind kind = Kind::none;
   const Token* tok = nullptr;  // first token, for error positions
   bool b = false;
@@ -54,6 +62,7 @@ struct Value {
   double d = 0.0;
   std::string word;
   std::vector<Value> items;
+  std::string field;  // the field name of a record's item
   JaxprPtr jaxpr;
 };
 
@@ -82,6 +91,9 @@ std::string_view kind_text(ParamKind k) {
     case ParamKind::jaxpr: return "a jaxpr { lambda ... }";
     case ParamKind::jaxprs: return "a parenthesized list of jaxprs";
     case ParamKind::indexer: return "an indexer";
+    case ParamKind::number_or_none: return "a number or None";
+    case ParamKind::gather_dims: return "GatherDimensionNumbers(offset_dims=(...), ...)";
+    case ParamKind::scatter_dims: return "ScatterDimensionNumbers(update_window_dims=(...), ...)";
   }
   return "a value";
 }
@@ -92,6 +104,7 @@ class Parser {
       : toks_(text::tokenize(source)), file_(std::move(file)) {}
 
   Jaxpr parse() {
+    parse_shared_jaxprs();
     Jaxpr j = parse_jaxpr(0);
     if (!peek().is(Tok::end))
       fail(peek(), fmt::format("expected end of input after the jaxpr's closing '}}', found {}",
@@ -147,6 +160,56 @@ class Parser {
   }
 
   // ---- jaxprs and binders -----------------------------------------------------------------
+
+  // JAX prints a sub-jaxpr used twice, or longer than ten equations, once before the program:
+  // `let NAME = { lambda ... } in`, and refers to it as `jaxpr=NAME`. Each definition is kept
+  // as one shared Jaxpr, so every use refers to the same object.
+  void parse_shared_jaxprs() {
+    // JAX prints them in the order it found them, so one may use a later one: record where
+    // each starts first, then parse each on first use.
+    while (peek().is_ident("let") && peek(1).is(Tok::ident) && peek(2).is(Tok::equal)) {
+      next();
+      const Token& name = next();
+      next();  // =
+      if (shared_at_.count(std::string(name.text)))
+        fail(name, fmt::format("shared jaxpr {} is defined twice", text::describe(name)));
+      shared_at_[std::string(name.text)] = pos_;
+      skip_braced();
+      expect_keyword("in", "after a shared jaxpr 'let NAME = { lambda ... }'");
+    }
+    size_t after = pos_;
+    for (const auto& [name, at] : shared_at_) shared_jaxpr(name);
+    pos_ = after;
+  }
+
+  // Skips a `{ ... }` group at the current token.
+  void skip_braced() {
+    expect(Tok::lbrace, "'{' to start a jaxpr");
+    for (int depth = 1; depth > 0;) {
+      const Token& t = next();
+      if (t.is(Tok::end)) fail(t, "end of input inside a shared jaxpr; a '}' is missing");
+      if (t.is(Tok::lbrace)) ++depth;
+      if (t.is(Tok::rbrace)) --depth;
+    }
+  }
+
+  // The shared jaxpr `name`, parsed on first use; nullptr when no `let` defines it.
+  JaxprPtr shared_jaxpr(const std::string& name) {
+    if (auto it = shared_.find(name); it != shared_.end()) return it->second;
+    auto at = shared_at_.find(name);
+    if (at == shared_at_.end()) return nullptr;
+    if (!parsing_shared_.insert(name).second)
+      fail(toks_[at->second], fmt::format("shared jaxpr '{}' refers to itself", name));
+    if (parsing_shared_.size() > kMaxDepth)
+      fail(toks_[at->second], "shared jaxprs refer to each other too deeply");
+    size_t saved = pos_;
+    pos_ = at->second;
+    auto j = std::make_shared<const Jaxpr>(parse_jaxpr(1));
+    pos_ = saved;
+    parsing_shared_.erase(name);
+    shared_[name] = j;
+    return j;
+  }
 
   Jaxpr parse_jaxpr(int depth) {
     if (depth > kMaxDepth) fail(peek(), "jaxprs are nested too deeply");
@@ -406,6 +469,12 @@ class Parser {
     if (!pt.is(Tok::ident))
       fail(pt, fmt::format("expected a primitive name, found {}", text::describe(pt)));
     std::optional<Prim> prim = prim_from_name(pt.text);
+    if (const text::JaxRewrite* rw = text::find_jax_rewrite(pt.text);
+        rw && (!prim || jax_form_follows(*rw))) {
+      next();
+      parse_rewrite(s, pt, *rw, std::move(outs), depth);
+      return;
+    }
     if (!prim)
       fail(pt, fmt::format("unknown primitive {} (docs/primitives.md lists refjit's "
                            "primitives)",
@@ -423,8 +492,66 @@ class Parser {
     }
     Params params;
     if (peek().is(Tok::lbracket)) parse_params(*prim, params, depth);
+    std::vector<Atom> atoms = parse_operands(s);
+    if (*prim == Prim::broadcast_in_dim) fill_hidden_broadcast_params(s, params, atoms, outs);
+    if (is_broadcasting_binary(*prim)) broadcast_size1_dims(s, atoms);
+    emit(s, pt, *prim, std::move(atoms), std::move(params), outs);
+  }
 
-    // Operands run until the next equation (a binder, `name[`), ';' or `in (`.
+  // At `name[`: is this JAX's form of the primitive, read by `rw` (its first param is one
+  // that only the rewrite knows)? A primitive written without params is refjit's own form.
+  bool jax_form_follows(const text::JaxRewrite& rw) const {
+    if (!peek(1).is(Tok::lbracket) || !peek(2).is(Tok::ident) || !peek(3).is(Tok::equal))
+      return false;
+    std::string_view first = peek(2).text;
+    for (const auto& spec : rw.params)
+      if (spec.name == first) return true;
+    return std::find(rw.ignored.begin(), rw.ignored.end(), first) != rw.ignored.end();
+  }
+
+  // outs = jax_prim[params] operands, read through its rewrite (ir/jax_rewrites.h).
+  void parse_rewrite(Scope& s, const Token& at, const text::JaxRewrite& rw,
+                     std::vector<Binder> outs, int depth) {
+    Params params;
+    if (peek().is(Tok::lbracket)) parse_params_with(rw.name, rw.params, rw.ignored, params, depth);
+    std::vector<Atom> atoms = parse_operands(s);
+    std::vector<Type> out_types;
+    for (const Binder& b : outs) out_types.push_back(b.type);
+    text::RewriteArgs args{s.builder, std::move(atoms), params, out_types};
+    std::vector<Atom> results;
+    try {
+      results = rw.expand(args);
+    } catch (const RefError& e) {
+      throw RefError(e.code(), loc(at) + "error: " + e.what());
+    } catch (const TypeError& e) {
+      throw TypeError(loc(at) + "error: " + e.what());
+    }
+    if (results.size() != outs.size())
+      throw TypeError(loc(at) + fmt::format("error: {} produces {} value(s) but {} binder(s) are "
+                                            "written",
+                                            rw.name, results.size(), outs.size()));
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const Binder& b = outs[k];
+      Type t = s.builder.type_of(results[k]);
+      if (!(t == b.type))
+        throw TypeError(loc(*b.tok) + fmt::format("error: binder '{}' is written {} but {} "
+                                                  "produces {}",
+                                                  b.name, b.type.str(), rw.name, t.str()));
+      Var v =
+          is_var(results[k]) ? as_var(results[k]) : s.builder.add_eqn1(Prim::copy, {results[k]});
+      if (b.dropped) {
+        s.last_dropped = v;
+      } else {
+        // The binder names the rewrite's result (for the CLI's `NAME = VALUE`, and tests).
+        std::string& name = s.builder.jaxpr().vars[v.id].name;
+        if (name.empty()) name = b.name;
+        declare(s, b, v);
+      }
+    }
+  }
+
+  // Operands run until the next equation (a binder, `name[`), ';' or `in (`.
+  std::vector<Atom> parse_operands(Scope& s) {
     std::vector<const Token*> toks;
     std::vector<std::optional<Atom>> ins;
     std::optional<DType> hint;
@@ -460,9 +587,60 @@ class Parser {
     std::vector<Atom> atoms;
     for (size_t k = 0; k < ins.size(); ++k)
       atoms.push_back(ins[k] ? *ins[k] : Atom(bare_literal(*toks[k], hint)));
+    return atoms;
+  }
 
-    if (*prim == Prim::broadcast_in_dim) fill_hidden_broadcast_params(s, params, atoms, outs);
-    emit(s, pt, *prim, std::move(atoms), std::move(params), outs);
+  // JAX's binary operations broadcast dims of size 1 implicitly (f32[3,1] * f32[1,4] is
+  // f32[3,4]). refjit's IR keeps broadcasts explicit, so every later rule (types, JVP,
+  // transpose, lowering) sees equal shapes: the parser inserts a broadcast_in_dim for each
+  // operand whose shape differs from the common one. Scalars are left alone (the binary rules
+  // accept them); shapes that cannot broadcast are left for the type rule to report.
+  void broadcast_size1_dims(Scope& s, std::vector<Atom>& atoms) {
+    if (atoms.size() != 2) return;
+    const Jaxpr& j = s.builder.jaxpr();
+    Type tx = j.type_of(atoms[0]), ty = j.type_of(atoms[1]);
+    if (tx.is_ref || ty.is_ref) return;
+    const Shape& x = tx.shape();
+    const Shape& y = ty.shape();
+    if (x == y || x.empty() || y.empty() || x.size() != y.size()) return;
+    Shape common(x.size());
+    for (size_t k = 0; k < x.size(); ++k) {
+      if (x[k] != y[k] && x[k] != 1 && y[k] != 1) return;
+      common[k] = x[k] == 1 ? y[k] : x[k];
+    }
+    for (Atom& a : atoms) {
+      const Shape& from = j.type_of(a).shape();
+      if (from == common) continue;
+      IntList dims(common.size());
+      for (size_t k = 0; k < dims.size(); ++k) dims[k] = static_cast<int64_t>(k);
+      a = s.builder.add_eqn1(
+          Prim::broadcast_in_dim, {a},
+          Params{{"broadcast_dimensions", dims}, {"shape", IntList(common.begin(), common.end())}});
+    }
+  }
+
+  static bool is_broadcasting_binary(Prim p) {
+    switch (p) {
+      case Prim::add:
+      case Prim::add_any:
+      case Prim::sub:
+      case Prim::mul:
+      case Prim::div:
+      case Prim::max:
+      case Prim::min:
+      case Prim::pow:
+      case Prim::eq:
+      case Prim::ne:
+      case Prim::lt:
+      case Prim::le:
+      case Prim::gt:
+      case Prim::ge:
+      case Prim::and_:
+      case Prim::or_:
+      case Prim::rem:
+      case Prim::atan2: return true;
+      default: return false;
+    }
   }
 
   // JAX hides broadcast_in_dim's shape (the binder's) and an empty broadcast_dimensions.
@@ -682,6 +860,35 @@ class Parser {
 
   // ---- params -----------------------------------------------------------------------------
 
+  // params of a JAX rewrite: its own specs, and names it ignores.
+  void parse_params_with(std::string_view prim, const std::vector<text::ParamSpec>& specs,
+                         const std::vector<std::string_view>& ignored, Params& params, int depth) {
+    expect(Tok::lbracket, "'['");
+    while (!peek().is(Tok::rbracket)) {
+      const Token& nt = peek();
+      if (!nt.is(Tok::ident) || !peek(1).is(Tok::equal))
+        fail(nt, fmt::format("expected a param 'name=value' or ']', found {}", text::describe(nt)));
+      next();
+      next();  // =
+      if (nt.text == "sharding" || nt.text == "out_sharding" ||
+          std::find(ignored.begin(), ignored.end(), nt.text) != ignored.end()) {
+        skip_value();
+        continue;
+      }
+      auto spec = std::find_if(specs.begin(), specs.end(),
+                               [&](const text::ParamSpec& sp) { return sp.name == nt.text; });
+      if (spec == specs.end()) {
+        std::vector<std::string_view> names;
+        for (const auto& sp : specs) names.push_back(sp.name);
+        fail(nt, fmt::format("JAX's '{}' has no param {} that refjit knows (it reads: {})", prim,
+                             text::describe(nt), fmt::join(names, ", ")));
+      }
+      if (params.has(nt.text)) fail(nt, fmt::format("param {} is given twice", text::describe(nt)));
+      params.set(std::string(nt.text), parse_param(*spec, depth));
+    }
+    next();
+  }
+
   void parse_params(Prim prim, Params& params, int depth) {
     expect(Tok::lbracket, "'['");
     while (!peek().is(Tok::rbracket)) {
@@ -788,16 +995,77 @@ class Parser {
       next();
       if (t.text == "None") {
         v.kind = Value::Kind::none;
-      } else if (t.text == "True" || t.text == "False") {
+        return v;
+      }
+      if (t.text == "True" || t.text == "False") {
         v.kind = Value::Kind::boolean;
         v.b = t.text == "True";
-      } else {
-        v.kind = Value::Kind::word;
-        v.word = std::string(t.text);
+        return v;
+      }
+      v.kind = Value::Kind::word;
+      v.word = std::string(t.text);
+      // Dotted names: enum reprs such as GatherScatterMode.CLIP, NumPy's np.int64.
+      while (peek().is(Tok::dot) && peek(1).is(Tok::ident) &&
+             peek().offset == prev().end_offset()) {
+        next();
+        v.word += "." + std::string(next().text);
+      }
+      if (peek().is(Tok::lparen) && peek().offset == prev().end_offset()) {
+        if (v.word.starts_with("np.") || v.word.starts_with("numpy."))
+          return numpy_scalar(v, depth);
+        return record(std::move(v), depth);
+      }
+      if (JaxprPtr shared = shared_jaxpr(v.word)) {
+        v.kind = Value::Kind::jaxpr;
+        v.jaxpr = std::move(shared);
       }
       return v;
     }
     fail(t, fmt::format("expected a param value, found {}", text::describe(t)));
+  }
+
+  // np.int64(1), np.float32(0.5), np.True_ ...: NumPy scalars print as their constructor
+  // call; the value inside is what counts.
+  Value numpy_scalar(const Value& ctor, int depth) {
+    next();  // (
+    Value inner = parse_value(depth + 1);
+    if (inner.kind != Value::Kind::integer && inner.kind != Value::Kind::real &&
+        inner.kind != Value::Kind::boolean)
+      fail(*ctor.tok, fmt::format("expected a number inside {}(...)", ctor.word));
+    expect(Tok::rparen, fmt::format("')' to close {}(...)", ctor.word));
+    inner.tok = ctor.tok;
+    return inner;
+  }
+
+  // Name(field=value, ...): the repr of a Python object such as GatherDimensionNumbers.
+  Value record(Value v, int depth) {
+    next();  // (
+    v.kind = Value::Kind::record;
+    while (!peek().is(Tok::rparen)) {
+      const Token& f = peek();
+      if (!f.is(Tok::ident) || !peek(1).is(Tok::equal))
+        fail(f, fmt::format("expected 'field=value' inside {}(...), found {}", v.word,
+                            text::describe(f)));
+      next();
+      next();  // =
+      Value item = parse_value(depth + 1);
+      item.field = std::string(f.text);
+      v.items.push_back(std::move(item));
+      if (peek().is(Tok::comma)) {
+        next();
+      } else if (!peek().is(Tok::rparen)) {
+        fail(peek(), fmt::format("expected ',' or ')' in {}(...), found {}", v.word,
+                                 text::describe(peek())));
+      }
+    }
+    next();
+    return v;
+  }
+
+  [[noreturn]] void unknown_shared(const text::ParamSpec& spec, const Value& v) const {
+    fail(*v.tok, fmt::format("param '{}' names the jaxpr '{}', but no 'let {} = {{ lambda ... }} "
+                             "in' before the program defines it",
+                             spec.name, v.word, v.word));
   }
 
   [[noreturn]] void bad_value(const text::ParamSpec& spec, const Value& v) const {
@@ -872,15 +1140,47 @@ class Parser {
         return dd;
       }
       case ParamKind::jaxpr:
+        if (v.kind == Value::Kind::word) unknown_shared(spec, v);
         if (v.kind != Value::Kind::jaxpr) bad_value(spec, v);
         return v.jaxpr;
       case ParamKind::jaxprs: {
         if (v.kind != Value::Kind::tuple) bad_value(spec, v);
         JaxprList out;
         for (const Value& x : v.items) {
+          if (x.kind == Value::Kind::word) unknown_shared(spec, x);
           if (x.kind != Value::Kind::jaxpr) bad_value(spec, x);
           out.push_back(x.jaxpr);
         }
+        return out;
+      }
+      case ParamKind::number_or_none:
+        if (none) return NoneParam{};
+        if (v.kind == Value::Kind::integer) return static_cast<double>(v.i);
+        if (v.kind == Value::Kind::real) return v.d;
+        if (v.kind == Value::Kind::word && (v.word == "nan" || v.word == "inf"))
+          return v.word == "nan" ? NAN : INFINITY;
+        if (v.kind == Value::Kind::boolean) return v.b ? 1.0 : 0.0;
+        bad_value(spec, v);
+      case ParamKind::gather_dims:
+      case ParamKind::scatter_dims: {
+        std::span<const std::string_view> fields = spec.kind == ParamKind::gather_dims
+                                                       ? std::span(text::kGatherDimsFields)
+                                                       : std::span(text::kScatterDimsFields);
+        if (v.kind != Value::Kind::record) bad_value(spec, v);
+        IntListList out(fields.size());
+        std::vector<bool> seen(fields.size());
+        for (const Value& item : v.items) {
+          auto it = std::find(fields.begin(), fields.end(), item.field);
+          if (it == fields.end())
+            fail(*item.tok, fmt::format("{}(...) has no field '{}' (its fields: {})", v.word,
+                                        item.field, fmt::join(fields, ", ")));
+          size_t k = static_cast<size_t>(it - fields.begin());
+          out[k] = ints_of(spec, item);
+          seen[k] = true;
+        }
+        for (size_t k = 0; k < fields.size(); ++k)
+          if (!seen[k] && k < 3)  // the batching dims are optional (older JAX lacks them)
+            fail(*v.tok, fmt::format("{}(...) is missing its field '{}'", v.word, fields[k]));
         return out;
       }
       case ParamKind::name:
@@ -892,6 +1192,10 @@ class Parser {
   std::vector<Token> toks_;
   size_t pos_ = 0;
   std::string file_;
+  // `let NAME = { ... } in` definitions: where each starts, and each once parsed.
+  std::map<std::string, size_t> shared_at_;
+  std::unordered_map<std::string, JaxprPtr> shared_;
+  std::set<std::string> parsing_shared_;
 };
 
 }  // namespace

@@ -2,9 +2,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
+#include <deque>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/text_params.h"
@@ -47,6 +50,12 @@ std::string double_text(double v) {
 class Printer {
  public:
   std::string run(const Jaxpr& top) {
+    find_shared(top);
+    for (const auto& [j, name] : shared_order_) {
+      out_ += "let " + name + " = ";
+      print_jaxpr(*j, 0);
+      out_ += " in\n";
+    }
     print_jaxpr(top, 0);
     return std::move(out_);
   }
@@ -79,6 +88,58 @@ class Printer {
     std::string name = bind(n, v);
     const Type& t = v.id < n.jaxpr.vars.size() ? n.jaxpr.vars[v.id].type : Type{};
     return name + ":" + t.str();
+  }
+
+  // JAX's rule: a sub-jaxpr used more than once, or longer than ten equations, is printed
+  // once before the program as `let NAME = { ... } in` and referred to by NAME. NAME is the
+  // `name` of the first jit calling it (without <>), else "jaxpr", numbered when repeated.
+  void find_shared(const Jaxpr& top) {
+    std::unordered_map<const Jaxpr*, int> uses;
+    std::unordered_map<const Jaxpr*, std::string> names;
+    std::vector<const Jaxpr*> order;
+    std::deque<const Jaxpr*> todo{&top};
+    while (!todo.empty()) {
+      const Jaxpr* j = todo.front();
+      todo.pop_front();
+      if (uses[j]++ == 0) order.push_back(j);
+      if (j != &top && j->eqns.size() > 10) ++uses[j];
+      for (const Eqn& e : j->eqns) {
+        std::string name = e.params.get_or<std::string>("name", "");
+        std::erase(name, '<');
+        std::erase(name, '>');
+        for (const auto& [_, v] : e.params.entries()) {
+          auto visit = [&](const JaxprPtr& sub) {
+            if (!sub) return;
+            todo.push_back(sub.get());
+            if (!name.empty()) names.emplace(sub.get(), name);
+          };
+          if (const auto* sub = std::get_if<JaxprPtr>(&v)) visit(*sub);
+          if (const auto* subs = std::get_if<JaxprList>(&v))
+            for (const JaxprPtr& sub : *subs) visit(sub);
+        }
+      }
+    }
+    std::unordered_map<std::string, int> taken;
+    for (const Jaxpr* j : order) {
+      if (uses[j] < 2) continue;
+      auto it = names.find(j);
+      std::string name = it == names.end() ? "jaxpr" : it->second;
+      if (int count = taken[name]; count > 0) {
+        ++taken[name];
+        name += std::to_string(count);
+      }
+      ++taken[name];
+      shared_name_[j] = name;
+      shared_order_.emplace_back(j, name);
+    }
+  }
+
+  void print_jaxpr_or_name(const Jaxpr& j, int indent) {
+    if (auto it = shared_name_.find(&j); it != shared_name_.end()) {
+      out_ += it->second;
+    } else {
+      print_jaxpr(j, indent);
+    }
   }
 
   void print_jaxpr(const Jaxpr& j, int indent) {
@@ -161,9 +222,12 @@ class Printer {
     auto params = printed_params(e);
     if (params.empty()) return;
     bool nested = false;
+    // Shared jaxprs print as their name and do not count.
+    auto inline_jaxpr = [&](const JaxprPtr& j) { return j && !shared_name_.count(j.get()); };
     for (const auto* p : params) {
-      nested |= std::holds_alternative<JaxprPtr>(p->second) ||
-                std::holds_alternative<JaxprList>(p->second);
+      if (const auto* j = std::get_if<JaxprPtr>(&p->second)) nested |= inline_jaxpr(*j);
+      if (const auto* js = std::get_if<JaxprList>(&p->second))
+        nested |= std::any_of(js->begin(), js->end(), inline_jaxpr);
     }
     out_ += '[';
     for (size_t k = 0; k < params.size(); ++k) {
@@ -221,7 +285,7 @@ class Printer {
             out_ += indexer_text(n, x, {}, {});
           } else if constexpr (std::is_same_v<T, JaxprPtr>) {
             if (x) {
-              print_jaxpr(*x, indent);
+              print_jaxpr_or_name(*x, indent);
             } else {
               out_ += "None";
             }
@@ -231,7 +295,7 @@ class Printer {
               out_ += '\n';
               out_.append(indent + 2, ' ');
               if (j) {
-                print_jaxpr(*j, indent + 2);
+                print_jaxpr_or_name(*j, indent + 2);
               } else {
                 out_ += "None";
               }
@@ -329,6 +393,8 @@ class Printer {
 
   std::string out_;
   uint64_t counter_ = 0;
+  std::unordered_map<const Jaxpr*, std::string> shared_name_;
+  std::vector<std::pair<const Jaxpr*, std::string>> shared_order_;
 };
 
 }  // namespace

@@ -28,7 +28,18 @@ enum class ParamKind : uint8_t {
   jaxpr,          // JaxprPtr
   jaxprs,         // JaxprList
   indexer,        // Indexer (ref primitives; written in brackets, never as a param)
+  // Read only by JAX rewrites (ir/jax_rewrites.h):
+  number_or_none,  // double or NoneParam: a gather's fill_value
+  gather_dims,     // IntListList, GatherDimensionNumbers(...)'s fields in kGatherDimsFields order
+  scatter_dims,    // IntListList, ScatterDimensionNumbers(...)'s fields in kScatterDimsFields order
 };
+
+inline constexpr std::string_view kGatherDimsFields[] = {"offset_dims", "collapsed_slice_dims",
+                                                         "start_index_map", "operand_batching_dims",
+                                                         "start_indices_batching_dims"};
+inline constexpr std::string_view kScatterDimsFields[] = {
+    "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
+    "operand_batching_dims", "scatter_indices_batching_dims"};
 
 struct ParamSpec {
   std::string_view name;

@@ -48,6 +48,13 @@ std::vector<Type> convert_element_type_rule(std::span<const Type> in, const Para
   return one(ArrayType{c.dtype_param("new_dtype"), x.shape});
 }
 
+// x:F[s] -> bool[s], F a float dtype.
+std::vector<Type> is_finite_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::is_finite, in, params);
+  c.expect_count(1);
+  return one(ArrayType{DType::bool_, c.array_of(0, DTypeClass::floating).shape});
+}
+
 // The shape of a binary op's result: equal shapes, or one side a scalar that is broadcast.
 Shape binary_shape(const Checker& c, const ArrayType& x, const ArrayType& y) {
   if (x.dtype != y.dtype)
@@ -129,6 +136,19 @@ void register_elementwise_type_rules(TypeRuleTable& t) {
   set(Prim::floor, unary<Prim::floor, kFloat>);
   set(Prim::ceil, unary<Prim::ceil, kFloat>);
   set(Prim::round, round_rule);
+  set(Prim::asin, unary<Prim::asin, kFloat>);
+  set(Prim::acos, unary<Prim::acos, kFloat>);
+  set(Prim::atan, unary<Prim::atan, kFloat>);
+  set(Prim::sinh, unary<Prim::sinh, kFloat>);
+  set(Prim::cosh, unary<Prim::cosh, kFloat>);
+  set(Prim::asinh, unary<Prim::asinh, kFloat>);
+  set(Prim::acosh, unary<Prim::acosh, kFloat>);
+  set(Prim::atanh, unary<Prim::atanh, kFloat>);
+  set(Prim::erf, unary<Prim::erf, kFloat>);
+  set(Prim::erfc, unary<Prim::erfc, kFloat>);
+  set(Prim::cbrt, unary<Prim::cbrt, kFloat>);
+  set(Prim::exp2, unary<Prim::exp2, kFloat>);
+  set(Prim::is_finite, is_finite_rule);
   set(Prim::not_, unary<Prim::not_, kBoolInt>);
   set(Prim::integer_pow, integer_pow_rule);
   set(Prim::convert_element_type, convert_element_type_rule);
@@ -143,6 +163,8 @@ void register_elementwise_type_rules(TypeRuleTable& t) {
   set(Prim::max, binary<Prim::max, kNum>);
   set(Prim::min, binary<Prim::min, kNum>);
   set(Prim::pow, binary<Prim::pow, kFloat>);
+  set(Prim::rem, binary<Prim::rem, kNum>);
+  set(Prim::atan2, binary<Prim::atan2, kFloat>);
   set(Prim::eq, binary<Prim::eq, kAny, true>);
   set(Prim::ne, binary<Prim::ne, kAny, true>);
   set(Prim::lt, binary<Prim::lt, kAny, true>);

@@ -15,11 +15,14 @@ Table make_table() {
 #include "refjit/ir/primitives.def"
 #undef PRIM
   for (Prim p :
-       {Prim::neg,         Prim::exp,  Prim::log,     Prim::log1p,    Prim::expm1, Prim::sin,
-        Prim::cos,         Prim::tan,  Prim::tanh,    Prim::logistic, Prim::sqrt,  Prim::rsqrt,
-        Prim::abs,         Prim::sign, Prim::floor,   Prim::ceil,     Prim::round, Prim::not_,
-        Prim::integer_pow, Prim::add,  Prim::add_any, Prim::sub,      Prim::mul,   Prim::div,
-        Prim::max,         Prim::min,  Prim::pow,     Prim::and_,     Prim::or_,   Prim::select_n})
+       {Prim::neg,         Prim::exp,   Prim::log,     Prim::log1p,    Prim::expm1, Prim::sin,
+        Prim::cos,         Prim::tan,   Prim::tanh,    Prim::logistic, Prim::sqrt,  Prim::rsqrt,
+        Prim::abs,         Prim::sign,  Prim::floor,   Prim::ceil,     Prim::round, Prim::not_,
+        Prim::integer_pow, Prim::add,   Prim::add_any, Prim::sub,      Prim::mul,   Prim::div,
+        Prim::max,         Prim::min,   Prim::pow,     Prim::and_,     Prim::or_,   Prim::select_n,
+        Prim::asin,        Prim::acos,  Prim::atan,    Prim::sinh,     Prim::cosh,  Prim::asinh,
+        Prim::acosh,       Prim::atanh, Prim::erf,     Prim::erfc,     Prim::cbrt,  Prim::exp2,
+        Prim::rem,         Prim::atan2})
     t.set(p, B::elementwise);
   // Values are immutable, so an identity is a second name for the same bytes.
   for (Prim p : {Prim::reshape, Prim::squeeze, Prim::expand_dims, Prim::copy, Prim::stop_gradient})

@@ -62,9 +62,46 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
   unary(t, Prim::rsqrt,
         [d](Emitter& e, Atom x, Atom y) { return e.mul(e.scalar(d(e, y), -0.5), e.div(y, x)); });
   unary(t, Prim::abs, [](Emitter& e, Atom x, Atom) { return e.unary(Prim::sign, x); });
+  // 1 / sqrt(1 - x^2), -1 / sqrt(1 - x^2), 1 / (1 + x^2)
+  auto one_minus_sq = [d](Emitter& e, Atom x) {
+    return e.sub(e.scalar(d(e, x), 1.0), e.mul(x, x));
+  };
+  unary(t, Prim::asin, [one_minus_sq](Emitter& e, Atom x, Atom) {
+    return e.unary(Prim::rsqrt, one_minus_sq(e, x));
+  });
+  unary(t, Prim::acos, [one_minus_sq](Emitter& e, Atom x, Atom) {
+    return e.neg(e.unary(Prim::rsqrt, one_minus_sq(e, x)));
+  });
+  unary(t, Prim::atan, [d](Emitter& e, Atom x, Atom) {
+    return e.div(e.scalar(d(e, x), 1.0), e.add(e.scalar(d(e, x), 1.0), e.mul(x, x)));
+  });
+  unary(t, Prim::sinh, [](Emitter& e, Atom x, Atom) { return e.unary(Prim::cosh, x); });
+  unary(t, Prim::cosh, [](Emitter& e, Atom x, Atom) { return e.unary(Prim::sinh, x); });
+  // 1 / sqrt(x^2 + 1), 1 / (sqrt(x - 1) sqrt(x + 1)), 1 / (1 - x^2)
+  unary(t, Prim::asinh, [d](Emitter& e, Atom x, Atom) {
+    return e.unary(Prim::rsqrt, e.add(e.mul(x, x), e.scalar(d(e, x), 1.0)));
+  });
+  unary(t, Prim::acosh, [d](Emitter& e, Atom x, Atom) {
+    Atom one = e.scalar(d(e, x), 1.0);
+    return e.mul(e.unary(Prim::rsqrt, e.sub(x, one)), e.unary(Prim::rsqrt, e.add(x, one)));
+  });
+  unary(t, Prim::atanh, [d, one_minus_sq](Emitter& e, Atom x, Atom) {
+    return e.div(e.scalar(d(e, x), 1.0), one_minus_sq(e, x));
+  });
+  // erf' = 2/sqrt(pi) exp(-x^2); erfc' = -erf'
+  auto erf_slope = [d](Emitter& e, Atom x) {
+    return e.mul(e.scalar(d(e, x), 1.1283791670955126), e.unary(Prim::exp, e.neg(e.mul(x, x))));
+  };
+  unary(t, Prim::erf, [erf_slope](Emitter& e, Atom x, Atom) { return erf_slope(e, x); });
+  unary(t, Prim::erfc, [erf_slope](Emitter& e, Atom x, Atom) { return e.neg(erf_slope(e, x)); });
+  // cbrt' = 1 / (3 y^2); exp2' = ln 2 * y
+  unary(t, Prim::cbrt,
+        [d](Emitter& e, Atom, Atom y) { return e.div(e.scalar(d(e, y), 1.0 / 3.0), e.mul(y, y)); });
+  unary(t, Prim::exp2,
+        [d](Emitter& e, Atom, Atom y) { return e.mul(y, e.scalar(d(e, y), 0.6931471805599453)); });
   for (Prim p : {Prim::sign, Prim::floor, Prim::ceil, Prim::round, Prim::not_, Prim::stop_gradient,
                  Prim::eq, Prim::ne, Prim::lt, Prim::le, Prim::gt, Prim::ge, Prim::and_, Prim::or_,
-                 Prim::iota, Prim::argmax})
+                 Prim::iota, Prim::argmax, Prim::is_finite})
     zero_rule(t, p);
   t.set(Prim::integer_pow, {[d](JvpCtx& c, JvpArgs& a) -> Tangents {
           if (!a.tangents[0]) return {std::nullopt};
@@ -147,6 +184,30 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
             Atom f = c.p.mul(out, c.p.unary(Prim::log, x));
             r = add_tangents(c.t, r, c.t.mul(to_out_shape(c.t, *a.tangents[1], a), f));
           }
+          return {r};
+        }});
+  // rem(x, y) = x - y * trunc(x / y): d/dx = 1, d/dy = -trunc(x / y).
+  t.set(Prim::rem, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
+          MaybeAtom r;
+          if (a.tangents[0]) r = to_out_shape(c.t, *a.tangents[0], a);
+          if (a.tangents[1]) {
+            Atom q = c.p.div(a.primals[0], a.primals[1]);
+            Atom trunc =
+                c.p.mul(c.p.unary(Prim::sign, q), c.p.unary(Prim::floor, c.p.unary(Prim::abs, q)));
+            r = add_tangents(c.t, r, c.t.mul(to_out_shape(c.t, *a.tangents[1], a), c.p.neg(trunc)));
+          }
+          return {r};
+        }});
+  // atan2(x, y): d/dx = y / (x^2 + y^2), d/dy = -x / (x^2 + y^2).
+  t.set(Prim::atan2, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
+          Atom x = a.primals[0], y = a.primals[1];
+          MaybeAtom r;
+          if (!a.tangents[0] && !a.tangents[1]) return {r};
+          Atom norm = c.p.add(c.p.mul(x, x), c.p.mul(y, y));
+          if (a.tangents[0]) r = c.t.mul(to_out_shape(c.t, *a.tangents[0], a), c.p.div(y, norm));
+          if (a.tangents[1])
+            r = add_tangents(
+                c.t, r, c.t.mul(to_out_shape(c.t, *a.tangents[1], a), c.p.neg(c.p.div(x, norm))));
           return {r};
         }});
   t.set(Prim::select_n, {[](JvpCtx& c, JvpArgs& a) -> Tangents {

@@ -101,6 +101,18 @@ REFJIT_FLOAT_UNARY(Sqrt, std::sqrt(x))
 REFJIT_FLOAT_UNARY(Rsqrt, T(1) / std::sqrt(x))
 REFJIT_FLOAT_UNARY(Floor, std::floor(x))
 REFJIT_FLOAT_UNARY(Ceil, std::ceil(x))
+REFJIT_FLOAT_UNARY(Asin, std::asin(x))
+REFJIT_FLOAT_UNARY(Acos, std::acos(x))
+REFJIT_FLOAT_UNARY(Atan, std::atan(x))
+REFJIT_FLOAT_UNARY(Sinh, std::sinh(x))
+REFJIT_FLOAT_UNARY(Cosh, std::cosh(x))
+REFJIT_FLOAT_UNARY(Asinh, std::asinh(x))
+REFJIT_FLOAT_UNARY(Acosh, std::acosh(x))
+REFJIT_FLOAT_UNARY(Atanh, std::atanh(x))
+REFJIT_FLOAT_UNARY(Erf, std::erf(x))
+REFJIT_FLOAT_UNARY(Erfc, std::erfc(x))
+REFJIT_FLOAT_UNARY(Cbrt, std::cbrt(x))
+REFJIT_FLOAT_UNARY(Exp2, std::exp2(x))
 #undef REFJIT_FLOAT_UNARY
 
 struct Neg {
@@ -256,6 +268,24 @@ std::vector<RtValue> eval_convert(const EvalContext&, const Eqn& e, std::span<co
   return {out};
 }
 
+std::vector<RtValue> eval_is_finite(const EvalContext&, const Eqn& e,
+                                    std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& x = array_in(e, ins, 0);
+  Array out(ArrayType{DType::bool_, x.shape()});
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsFloat<T>) {
+      auto xs = x.values<T>();
+      auto os = out.mutable_values<bool>();
+      for (size_t i = 0; i < xs.size(); ++i) os[i] = std::isfinite(xs[i]);
+    } else {
+      bad_dtype(e, 0, x.dtype(), kFloats);
+    }
+  });
+  return {out};
+}
+
 // ---- binary ----
 
 template <class Op>
@@ -335,6 +365,18 @@ REFJIT_BINARY(Min, kIsNumber<T>, kNumbers, false, {
   return a < b ? a : b;
 })
 REFJIT_BINARY(Pow, kIsFloat<T>, kFloats, false, { return static_cast<T>(std::pow(a, b)); })
+// The remainder of truncating division, with the dividend's sign (C's fmod and %); for ints
+// x rem 0 = x and INT_MIN rem -1 = 0, as XLA defines them.
+REFJIT_BINARY(Rem, kIsNumber<T>, kNumbers, false, {
+  if constexpr (kIsInt<T>) {
+    if (b == 0) return a;
+    if (b == -1) return T(0);
+    return static_cast<T>(a % b);
+  } else {
+    return static_cast<T>(std::fmod(a, b));
+  }
+})
+REFJIT_BINARY(Atan2, kIsFloat<T>, kFloats, false, { return static_cast<T>(std::atan2(a, b)); })
 REFJIT_BINARY(Eq, true, kAny, true, { return a == b; })
 REFJIT_BINARY(Ne, true, kAny, true, { return a != b; })
 REFJIT_BINARY(Lt, true, kAny, true, { return a < b; })
@@ -406,6 +448,19 @@ void register_elementwise_eval_rules(EvalRuleTable& t) {
   t.set(Prim::floor, &eval_unary<Floor>);
   t.set(Prim::ceil, &eval_unary<Ceil>);
   t.set(Prim::round, &eval_unary<Round>);
+  t.set(Prim::asin, &eval_unary<Asin>);
+  t.set(Prim::acos, &eval_unary<Acos>);
+  t.set(Prim::atan, &eval_unary<Atan>);
+  t.set(Prim::sinh, &eval_unary<Sinh>);
+  t.set(Prim::cosh, &eval_unary<Cosh>);
+  t.set(Prim::asinh, &eval_unary<Asinh>);
+  t.set(Prim::acosh, &eval_unary<Acosh>);
+  t.set(Prim::atanh, &eval_unary<Atanh>);
+  t.set(Prim::erf, &eval_unary<Erf>);
+  t.set(Prim::erfc, &eval_unary<Erfc>);
+  t.set(Prim::cbrt, &eval_unary<Cbrt>);
+  t.set(Prim::exp2, &eval_unary<Exp2>);
+  t.set(Prim::is_finite, &eval_is_finite);
   t.set(Prim::not_, &eval_unary<Not>);
   t.set(Prim::integer_pow, &eval_unary<IntegerPow>);
   t.set(Prim::convert_element_type, &eval_convert);
@@ -419,6 +474,8 @@ void register_elementwise_eval_rules(EvalRuleTable& t) {
   t.set(Prim::max, &eval_binary<Max>);
   t.set(Prim::min, &eval_binary<Min>);
   t.set(Prim::pow, &eval_binary<Pow>);
+  t.set(Prim::rem, &eval_binary<Rem>);
+  t.set(Prim::atan2, &eval_binary<Atan2>);
   t.set(Prim::eq, &eval_binary<Eq>);
   t.set(Prim::ne, &eval_binary<Ne>);
   t.set(Prim::lt, &eval_binary<Lt>);

@@ -165,6 +165,26 @@ void register_elementwise_lowerings(LowerTable& t) {
   set_ew(t, Prim::expm1, libm_unary("expm1"));
   set_ew(t, Prim::tan, libm_unary("tan"));
   set_ew(t, Prim::tanh, libm_unary("tanh"));
+  for (auto [p, name] : {std::pair{Prim::asin, "asin"},
+                         {Prim::acos, "acos"},
+                         {Prim::atan, "atan"},
+                         {Prim::sinh, "sinh"},
+                         {Prim::cosh, "cosh"},
+                         {Prim::asinh, "asinh"},
+                         {Prim::acosh, "acosh"},
+                         {Prim::atanh, "atanh"},
+                         {Prim::erf, "erf"},
+                         {Prim::erfc, "erfc"},
+                         {Prim::cbrt, "cbrt"},
+                         {Prim::exp2, "exp2"}})
+    set_ew(t, p, libm_unary(name));
+  set_ew(t, Prim::is_finite,
+         [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
+           // |x| < inf is false for inf and NaN (an ordered comparison).
+           Value a = c.b.create<math::AbsFOp>(c.loc, x[0]);
+           return c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::OLT, a,
+                                            c.constant(d, std::numeric_limits<double>::infinity()));
+         });
   set_ew(t, Prim::rsqrt,
          [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
            Value s = c.b.create<math::SqrtOp>(c.loc, x[0]);
@@ -246,6 +266,20 @@ void register_elementwise_lowerings(LowerTable& t) {
   });
   set_ew(t, Prim::pow, [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
     return c.b.create<math::PowFOp>(c.loc, x[0], x[1]);
+  });
+  set_ew(t, Prim::atan2, libm_unary("atan2"));
+  set_ew(t, Prim::rem, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
+    if (is_float(d)) return c.call_libm(d == DType::f32 ? "fmodf" : "fmod", x);
+    // XLA: x rem 0 = x, x rem -1 = 0 (also for INT_MIN, where remsi would trap).
+    auto& b = c.b;
+    Value y0 = b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::eq, x[1], c.int_constant(d, 0));
+    Value ym1 =
+        b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::eq, x[1], c.int_constant(d, -1));
+    Value bad = b.create<arith::OrIOp>(c.loc, y0, ym1);
+    Value safe_y = b.create<arith::SelectOp>(c.loc, bad, c.int_constant(d, 1), x[1]);
+    Value r = b.create<arith::RemSIOp>(c.loc, x[0], safe_y);
+    r = b.create<arith::SelectOp>(c.loc, ym1, c.int_constant(d, 0), r);
+    return b.create<arith::SelectOp>(c.loc, y0, x[0], r);
   });
   set_ew(t, Prim::and_, [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
     return c.b.create<arith::AndIOp>(c.loc, x[0], x[1]);

@@ -1,0 +1,539 @@
+#include "ir/jax_rewrites.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "refjit/ir/error.h"
+
+namespace refjit::text {
+
+namespace {
+
+using K = ParamKind;
+
+[[noreturn]] void fail(std::string_view prim, const std::string& message) {
+  throw TypeError(fmt::format("{}: {}", prim, message));
+}
+
+void expect_operands(const RewriteArgs& a, std::string_view prim, size_t n) {
+  if (a.ins.size() != n)
+    fail(prim, fmt::format("expects {} operand(s), found {}", n, a.ins.size()));
+}
+
+const ArrayType& array_of(const RewriteArgs& a, std::string_view prim, size_t k) {
+  static thread_local Type t;
+  t = a.b.type_of(a.ins.at(k));
+  if (t.is_ref) fail(prim, fmt::format("operand {} is a ref; expected an array", k));
+  return t.array;
+}
+
+const ParamValue kNone = NoneParam{};
+
+IntList iota_list(int64_t n, int64_t from = 0) {
+  IntList v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
+
+// ---- small emitters ---------------------------------------------------------------------
+
+struct Emit {
+  JaxprBuilder& b;
+
+  ArrayType type(const Atom& x) const { return b.type_of(x).array; }
+  Atom op(Prim p, std::vector<Atom> ins, Params params = {}) {
+    return b.add_eqn1(p, std::move(ins), std::move(params));
+  }
+  Atom reshape(const Atom& x, const Shape& to) {
+    if (type(x).shape == to) return x;
+    return op(Prim::reshape, {x},
+              Params{{"dimensions", NoneParam{}}, {"new_sizes", IntList(to.begin(), to.end())}});
+  }
+  Atom transpose(const Atom& x, const IntList& perm) {
+    if (perm == iota_list(static_cast<int64_t>(perm.size()))) return x;
+    return op(Prim::transpose, {x}, Params{{"permutation", perm}});
+  }
+  Atom broadcast(const Atom& x, const Shape& shape, const IntList& dims) {
+    if (type(x).shape == shape) return x;
+    return op(
+        Prim::broadcast_in_dim, {x},
+        Params{{"broadcast_dimensions", dims}, {"shape", IntList(shape.begin(), shape.end())}});
+  }
+  Atom slice(const Atom& x, const IntList& start, const IntList& limit) {
+    return op(Prim::slice, {x},
+              Params{{"limit_indices", limit}, {"start_indices", start}, {"strides", NoneParam{}}});
+  }
+  Atom scalar(DType d, double v) const { return Literal::of(d, v); }
+};
+
+// ---- simple rewrites --------------------------------------------------------------------
+
+std::vector<Atom> square(RewriteArgs& a) {
+  expect_operands(a, "square", 1);
+  Emit e{a.b};
+  return {e.op(Prim::integer_pow, {a.ins[0]}, Params{{"y", int64_t{2}}})};
+}
+
+// clamp lo x hi = min(max(x, lo), hi); lo and hi are scalars or x's shape.
+std::vector<Atom> clamp(RewriteArgs& a) {
+  expect_operands(a, "clamp", 3);
+  Emit e{a.b};
+  return {e.op(Prim::min, {e.op(Prim::max, {a.ins[1], a.ins[0]}), a.ins[2]})};
+}
+
+// split[axis sizes] x: consecutive slices along axis.
+std::vector<Atom> split(RewriteArgs& a) {
+  expect_operands(a, "split", 1);
+  const ArrayType x = array_of(a, "split", 0);
+  int64_t axis = a.params.get<int64_t>("axis");
+  const IntList& sizes = a.params.get<IntList>("sizes");
+  if (axis < 0 || axis >= x.rank())
+    fail("split", fmt::format("axis {} is out of range for {}", axis, x.str()));
+  int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+  if (total != x.shape[axis])
+    fail("split", fmt::format("sizes {} add up to {} but dimension {} of {} is {}",
+                              fmt::join(sizes, ", "), total, axis, x.str(), x.shape[axis]));
+  Emit e{a.b};
+  std::vector<Atom> outs;
+  int64_t at = 0;
+  for (int64_t n : sizes) {
+    if (n < 0) fail("split", "sizes must be >= 0");
+    IntList start(x.rank(), 0), limit(x.shape.begin(), x.shape.end());
+    start[axis] = at;
+    limit[axis] = at + n;
+    outs.push_back(e.slice(a.ins[0], start, limit));
+    at += n;
+  }
+  return outs;
+}
+
+// stack[axis] x0 x1 ...: each gets a new dim of size 1 at axis, then they are concatenated.
+std::vector<Atom> stack(RewriteArgs& a) {
+  if (a.ins.empty()) fail("stack", "expects at least one operand");
+  int64_t axis = a.params.get<int64_t>("axis");
+  Emit e{a.b};
+  std::vector<Atom> parts;
+  for (size_t k = 0; k < a.ins.size(); ++k) {
+    const ArrayType x = array_of(a, "stack", k);
+    if (axis < 0 || axis > x.rank())
+      fail("stack", fmt::format("axis {} is out of range for {}", axis, x.str()));
+    parts.push_back(e.op(Prim::expand_dims, {a.ins[k]}, Params{{"dimensions", IntList{axis}}}));
+  }
+  if (parts.size() == 1) return parts;
+  return {e.op(Prim::concatenate, parts, Params{{"dimension", axis}})};
+}
+
+// rev[dimensions] x: each listed dim reversed, as a gather with the indices n-1, ..., 0 (so its
+// transpose is a sparse scatter-add, like any gather's).
+std::vector<Atom> rev(RewriteArgs& a) {
+  expect_operands(a, "rev", 1);
+  const ArrayType x = array_of(a, "rev", 0);
+  Emit e{a.b};
+  Atom out = a.ins[0];
+  for (int64_t d : a.params.get<IntList>("dimensions")) {
+    if (d < 0 || d >= x.rank())
+      fail("rev", fmt::format("dimension {} is out of range for {}", d, x.str()));
+    int64_t n = x.shape[d];
+    if (n <= 1) continue;
+    Atom up = e.op(Prim::iota, {},
+                   Params{{"dimension", int64_t{0}}, {"dtype", DType::i32}, {"shape", IntList{n}}});
+    Atom down = e.op(Prim::sub, {e.scalar(DType::i32, static_cast<double>(n - 1)), up});
+    out = e.op(Prim::gather, {out, down}, Params{{"axis", d}});
+  }
+  return {out};
+}
+
+// unstack[axis] x: one array per index along axis, without that dim.
+std::vector<Atom> unstack(RewriteArgs& a) {
+  expect_operands(a, "unstack", 1);
+  const ArrayType x = array_of(a, "unstack", 0);
+  int64_t axis = a.params.get<int64_t>("axis");
+  if (axis < 0 || axis >= x.rank())
+    fail("unstack", fmt::format("axis {} is out of range for {}", axis, x.str()));
+  Emit e{a.b};
+  std::vector<Atom> outs;
+  for (int64_t i = 0; i < x.shape[axis]; ++i) {
+    IntList start(x.rank(), 0), limit(x.shape.begin(), x.shape.end());
+    start[axis] = i;
+    limit[axis] = i + 1;
+    outs.push_back(e.op(Prim::squeeze, {e.slice(a.ins[0], start, limit)},
+                        Params{{"dimensions", IntList{axis}}}));
+  }
+  return outs;
+}
+
+// reshape[dimensions=(...) new_sizes]: JAX's reshape may transpose first; refjit's IR keeps
+// the transpose a separate eqn.
+std::vector<Atom> reshape(RewriteArgs& a) {
+  expect_operands(a, "reshape", 1);
+  Emit e{a.b};
+  Atom x = a.ins[0];
+  if (const auto* dims =
+          std::get_if<IntList>(a.params.find("dimensions") ? a.params.find("dimensions") : &kNone))
+    x = e.transpose(x, *dims);
+  const IntList& sizes = a.params.get<IntList>("new_sizes");
+  return {e.op(Prim::reshape, {x}, Params{{"dimensions", NoneParam{}}, {"new_sizes", sizes}})};
+}
+
+// argmin[axes index_dtype] x = argmax of x with its order reversed: -x for floats (a NaN stays
+// NaN, which both count as the extreme), bitwise not for ints and bools (no overflow at the
+// minimum), so the first minimal index wins as in JAX.
+std::vector<Atom> argmin(RewriteArgs& a) {
+  expect_operands(a, "argmin", 1);
+  const ArrayType x = array_of(a, "argmin", 0);
+  Emit e{a.b};
+  Atom flipped = e.op(is_float(x.dtype) ? Prim::neg : Prim::not_, {a.ins[0]});
+  return {e.op(Prim::argmax, {flipped},
+               Params{{"axes", a.params.get<IntList>("axes")},
+                      {"index_dtype", a.params.get<DType>("index_dtype")}})};
+}
+
+// empty / empty2: an array whose contents do not matter (JAX uses it for the residuals a
+// cond branch does not compute). refjit fills it with zeros, so programs stay deterministic.
+std::vector<Atom> empty(RewriteArgs& a) {
+  if (!a.ins.empty()) fail("empty", "takes no operands");
+  if (a.out_types.size() != 1 || a.out_types[0].is_ref) fail("empty", "binds exactly one array");
+  const ArrayType& t = a.out_types[0].array;
+  Emit e{a.b};
+  return {e.op(Prim::broadcast_in_dim, {e.scalar(t.dtype, 0.0)},
+               Params{{"broadcast_dimensions", IntList{}},
+                      {"shape", IntList(t.shape.begin(), t.shape.end())}})};
+}
+
+// custom_jvp_call: the JVP rule is a Python function, printed by name only, so refjit runs
+// and differentiates call_jaxpr itself (a jit of it). For the functions jax.nn defines this
+// way (relu, silu, logsumexp, ...) that gives JAX's derivative except at kinks.
+std::vector<Atom> custom_jvp_call(RewriteArgs& a) {
+  const JaxprPtr& body = a.params.get<JaxprPtr>("call_jaxpr");
+  if (!body) fail("custom_jvp_call", "call_jaxpr is None");
+  if (!body->constvars.empty())
+    fail("custom_jvp_call", "a call_jaxpr with constvars cannot be called");
+  Params p{{"jaxpr", body}, {"name", a.params.get_or<std::string>("name", "custom_jvp")}};
+  std::vector<Var> outs = a.b.add_eqn(Prim::jit, a.ins, std::move(p));
+  return {outs.begin(), outs.end()};
+}
+
+// ---- gather and scatter -----------------------------------------------------------------
+//
+// JAX prints `x[idx]`, `take`, `take_along_axis` and `.at[...]` updates as XLA's general
+// gather / scatter. refjit reads the ones that index whole elements: every indexed operand dim
+// is collapsed (a slice of size 1) and every other dim is taken whole. Such a gather is NumPy
+// advanced indexing on the indexed dims, which refjit computes with its one-axis gather:
+//   1. operand batching dims become one more index column (an iota over the batch);
+//   2. with several index columns, the indexed dims move to the front and are flattened into
+//      one, and the columns combine into one linear index;
+//   3. refjit's gather / scatter runs on that axis; the result's dims are then put where the
+//      dimension numbers place them.
+// Out-of-range indices follow the mode: CLIP and PROMISE_IN_BOUNDS clamp (a gather) or drop
+// (a scatter, except CLIP, which clamps), FILL_OR_DROP gives fill_value (a gather) or drops (a
+// scatter). Windowed gathers (slices longer than 1 on an indexed dim) are not read.
+
+enum class Mode { clip, fill_or_drop, promise_in_bounds };
+
+Mode mode_of(const Params& p, std::string_view prim) {
+  std::string m = p.get_or<std::string>("mode", "GatherScatterMode.FILL_OR_DROP");
+  if (auto dot = m.rfind('.'); dot != std::string::npos) m = m.substr(dot + 1);
+  if (m == "CLIP") return Mode::clip;
+  if (m == "FILL_OR_DROP") return Mode::fill_or_drop;
+  if (m == "PROMISE_IN_BOUNDS" || m == "ONE_HOT") return Mode::promise_in_bounds;
+  fail(prim, fmt::format("unknown mode '{}' (expected GatherScatterMode.CLIP, FILL_OR_DROP or "
+                         "PROMISE_IN_BOUNDS)",
+                         m));
+}
+
+bool contains(const IntList& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// The indexed dims of the operand and one index column for each, with shape `batch`.
+struct IndexColumns {
+  IntList dims;             // operand dims, in column order
+  std::vector<Atom> cols;   // integer arrays of shape `batch`
+  std::vector<Atom> valid;  // bool arrays: the column is in range (before clamping)
+  Shape batch;              // the indices' batch shape (all dims but the last)
+};
+
+IndexColumns index_columns(Emit& e, std::string_view prim, const ArrayType& x, const Atom& idx,
+                           const IntList& index_map, const IntList& operand_batching,
+                           const IntList& indices_batching, bool clamp, bool need_valid) {
+  const ArrayType it = e.type(idx);
+  if (!is_int(it.dtype))
+    fail(prim, fmt::format("indices have type {}; expected integers", it.str()));
+  if (it.rank() < 1) fail(prim, "indices must have at least one dimension (the index vector)");
+  IndexColumns ic;
+  ic.batch.assign(it.shape.begin(), it.shape.end() - 1);
+  const int64_t nb = static_cast<int64_t>(ic.batch.size());
+  if (it.shape.back() != static_cast<int64_t>(index_map.size()))
+    fail(prim, fmt::format("the index vector has {} entries but {} operand dims are indexed",
+                           it.shape.back(), index_map.size()));
+  if (operand_batching.size() != indices_batching.size())
+    fail(prim, "operand and indices batching dims differ in number");
+  DType d = it.dtype;
+  for (size_t c = 0; c < index_map.size(); ++c) {
+    int64_t dim = index_map[c];
+    if (dim < 0 || dim >= x.rank()) fail(prim, fmt::format("indexed dim {} is out of range", dim));
+    IntList start(it.rank(), 0), limit(it.shape.begin(), it.shape.end());
+    start.back() = static_cast<int64_t>(c);
+    limit.back() = static_cast<int64_t>(c) + 1;
+    Atom col = e.reshape(e.slice(idx, start, limit), ic.batch);
+    Atom hi = e.scalar(d, static_cast<double>(x.shape[dim] - 1));
+    if (need_valid)
+      ic.valid.push_back(
+          e.op(Prim::and_, {e.op(Prim::ge, {col, e.scalar(d, 0)}), e.op(Prim::le, {col, hi})}));
+    if (clamp) col = e.op(Prim::min, {e.op(Prim::max, {col, e.scalar(d, 0)}), hi});
+    ic.dims.push_back(dim);
+    ic.cols.push_back(col);
+  }
+  for (size_t k = 0; k < operand_batching.size(); ++k) {
+    int64_t ib = indices_batching[k];
+    if (ib < 0 || ib >= nb) fail(prim, fmt::format("indices batching dim {} is out of range", ib));
+    ic.dims.push_back(operand_batching[k]);
+    ic.cols.push_back(e.op(Prim::iota, {},
+                           Params{{"dimension", ib},
+                                  {"dtype", d},
+                                  {"shape", IntList(ic.batch.begin(), ic.batch.end())}}));
+  }
+  return ic;
+}
+
+// The operand with the indexed dims moved to the front and flattened into one; returns the
+// permutation used.
+IntList front_permutation(const ArrayType& x, const IntList& dims) {
+  IntList perm = dims;
+  for (int64_t k = 0; k < x.rank(); ++k)
+    if (!contains(dims, k)) perm.push_back(k);
+  return perm;
+}
+
+// One linear index over the indexed dims (row-major in column order).
+Atom linear_index(Emit& e, const ArrayType& x, const IndexColumns& ic) {
+  Atom lin = ic.cols.back();
+  int64_t stride = x.shape[ic.dims.back()];
+  DType d = e.type(lin).dtype;
+  for (size_t c = ic.cols.size() - 1; c-- > 0;) {
+    lin = e.op(Prim::add,
+               {lin, e.op(Prim::mul, {ic.cols[c], e.scalar(d, static_cast<double>(stride))})});
+    stride *= x.shape[ic.dims[c]];
+  }
+  return lin;
+}
+
+Atom all_of(Emit& e, const std::vector<Atom>& bools) {
+  Atom r = bools.front();
+  for (size_t k = 1; k < bools.size(); ++k) r = e.op(Prim::and_, {r, bools[k]});
+  return r;
+}
+
+double default_fill(DType d) {
+  if (is_float(d)) return std::numeric_limits<double>::quiet_NaN();
+  if (d == DType::i32) return std::numeric_limits<int32_t>::min();
+  if (d == DType::i64) return static_cast<double>(std::numeric_limits<int64_t>::min());
+  return 1.0;  // bool: True
+}
+
+void check_whole_elements(std::string_view prim, const ArrayType& x, const IntList& indexed,
+                          const IntList& slice_sizes) {
+  if (static_cast<int64_t>(slice_sizes.size()) != x.rank())
+    fail(prim, fmt::format("slice_sizes has {} entries for an operand of rank {}",
+                           slice_sizes.size(), x.rank()));
+  for (int64_t k = 0; k < x.rank(); ++k) {
+    int64_t want = contains(indexed, k) ? 1 : x.shape[k];
+    if (slice_sizes[k] != want)
+      fail(prim, fmt::format("slice_sizes {} take a window of {} along dim {}; refjit reads "
+                             "gathers of whole elements (size 1 on indexed dims, the full "
+                             "dimension elsewhere); use dynamic_slice for windows",
+                             fmt::join(slice_sizes, ", "), slice_sizes[k], k));
+  }
+}
+
+std::vector<Atom> gather(RewriteArgs& a) {
+  constexpr std::string_view prim = "gather";
+  expect_operands(a, prim, 2);
+  const ArrayType x = array_of(a, prim, 0);
+  const IntListList& dn = a.params.get<IntListList>("dimension_numbers");
+  const IntList &offset_dims = dn[0], &collapsed = dn[1], &index_map = dn[2],
+                &operand_batching = dn[3], &indices_batching = dn[4];
+  Mode mode = mode_of(a.params, prim);
+  Emit e{a.b};
+  IndexColumns ic = index_columns(e, prim, x, a.ins[1], index_map, operand_batching,
+                                  indices_batching, true, mode == Mode::fill_or_drop);
+  for (int64_t d : ic.dims)
+    if (!contains(collapsed, d) && !contains(operand_batching, d))
+      fail(prim, fmt::format("indexed dim {} is not collapsed; refjit reads gathers of whole "
+                             "elements (x[idx], take, take_along_axis); write a window as "
+                             "dynamic_slice",
+                             d));
+  check_whole_elements(prim, x, ic.dims, a.params.get<IntList>("slice_sizes"));
+
+  // refjit's gather on one axis: result = x's front dims + batch + x's back dims.
+  const int64_t nb = static_cast<int64_t>(ic.batch.size());
+  Atom g;
+  IntList rest;  // x's dims kept whole, in order (the offset dims)
+  int64_t axis;
+  if (ic.cols.size() == 1) {
+    axis = ic.dims[0];
+    g = e.op(Prim::gather, {a.ins[0], ic.cols[0]}, Params{{"axis", axis}});
+    for (int64_t k = 0; k < x.rank(); ++k)
+      if (k != axis) rest.push_back(k);
+  } else {
+    IntList perm = front_permutation(x, ic.dims);
+    Shape flat{1};
+    for (int64_t d : ic.dims) flat[0] *= x.shape[d];
+    for (size_t k = ic.dims.size(); k < perm.size(); ++k) {
+      flat.push_back(x.shape[perm[k]]);
+      rest.push_back(perm[k]);
+    }
+    Atom xf = e.reshape(e.transpose(a.ins[0], perm), flat);
+    axis = 0;
+    g = e.op(Prim::gather, {xf, linear_index(e, x, ic)}, Params{{"axis", int64_t{0}}});
+  }
+  // Dims of g: rest[0:axis], batch, rest[axis:]. JAX's result: offset dims (rest, in order) at
+  // `offset_dims`, batch dims (in order) elsewhere.
+  const int64_t out_rank = nb + static_cast<int64_t>(rest.size());
+  if (static_cast<int64_t>(offset_dims.size()) != static_cast<int64_t>(rest.size()))
+    fail(prim, fmt::format("offset_dims has {} entries but {} operand dims are kept whole",
+                           offset_dims.size(), rest.size()));
+  IntList perm(out_rank), batch_pos;
+  int64_t next_batch = 0, next_rest = 0;
+  for (int64_t p = 0; p < out_rank; ++p) {
+    if (contains(offset_dims, p)) {
+      int64_t r = next_rest++;
+      perm[p] = r < axis ? r : r + nb;
+    } else {
+      batch_pos.push_back(p);
+      perm[p] = axis + next_batch++;
+    }
+  }
+  Atom out = e.transpose(g, perm);
+  if (mode == Mode::fill_or_drop) {
+    double fill = a.params.get_or<double>("fill_value", default_fill(x.dtype));
+    const Shape& os = e.type(out).shape;
+    Atom ok = e.broadcast(all_of(e, ic.valid), os, batch_pos);
+    Atom filled = e.broadcast(e.scalar(x.dtype, fill), os, {});
+    out = e.op(Prim::select_n, {ok, filled, out});
+  }
+  return {out};
+}
+
+// scatter, scatter-add: x with updates written (added) at the indexed elements.
+std::vector<Atom> scatter_like(RewriteArgs& a, std::string_view prim, Prim refjit_prim) {
+  expect_operands(a, prim, 3);
+  const ArrayType x = array_of(a, prim, 0);
+  const ArrayType u = array_of(a, prim, 2);
+  const IntListList& dn = a.params.get<IntListList>("dimension_numbers");
+  const IntList &window_dims = dn[0], &inserted = dn[1], &index_map = dn[2],
+                &operand_batching = dn[3], &indices_batching = dn[4];
+  Mode mode = mode_of(a.params, prim);
+  Emit e{a.b};
+  IndexColumns ic = index_columns(e, prim, x, a.ins[1], index_map, operand_batching,
+                                  indices_batching, mode == Mode::clip, mode != Mode::clip);
+  for (int64_t d : ic.dims)
+    if (!contains(inserted, d) && !contains(operand_batching, d))
+      fail(prim, fmt::format("indexed dim {} is not an inserted window dim; refjit reads "
+                             "scatters of whole elements (x.at[idx]); write a window as "
+                             "dynamic_update_slice",
+                             d));
+  IntList perm = front_permutation(x, ic.dims);
+  IntList rest(perm.begin() + static_cast<int64_t>(ic.dims.size()), perm.end());
+  const int64_t nb = static_cast<int64_t>(ic.batch.size());
+  if (static_cast<int64_t>(window_dims.size()) != static_cast<int64_t>(rest.size()) ||
+      u.rank() != nb + static_cast<int64_t>(rest.size()))
+    fail(prim, fmt::format("updates {} do not match the indices' batch shape and the operand's "
+                           "whole dims",
+                           u.str()));
+  for (size_t k = 0; k < rest.size(); ++k)
+    if (u.shape[window_dims[k]] != x.shape[rest[k]])
+      fail(prim, fmt::format("update window dim {} has size {} but operand dim {} has {}; refjit "
+                             "reads scatters of whole elements",
+                             window_dims[k], u.shape[window_dims[k]], rest[k], x.shape[rest[k]]));
+  // Updates in refjit's order: batch dims, then the window dims.
+  IntList uperm;
+  for (int64_t p = 0; p < u.rank(); ++p)
+    if (!contains(window_dims, p)) uperm.push_back(p);
+  for (int64_t w : window_dims) uperm.push_back(w);
+  Atom uu = e.transpose(a.ins[2], uperm);
+
+  Atom lin;
+  int64_t n = 1;
+  for (int64_t d : ic.dims) n *= x.shape[d];
+  lin = ic.cols.size() == 1 ? ic.cols[0] : linear_index(e, x, ic);
+  if (mode != Mode::clip) {
+    // Dropped: a linear index past the end, which refjit's scatter drops.
+    DType d = e.type(lin).dtype;
+    Atom past = e.broadcast(e.scalar(d, static_cast<double>(n)), ic.batch, {});
+    lin = e.op(Prim::select_n, {all_of(e, ic.valid), past, lin});
+  }
+  Params p{{"axis", int64_t{0}}};
+  if (refjit_prim == Prim::scatter)
+    p.set("unique_indices", a.params.get_or<bool>("unique_indices", false));
+  if (ic.cols.size() == 1) {
+    int64_t axis = ic.dims[0];
+    // refjit's updates: x's dims before axis, batch, x's dims after axis.
+    IntList uperm2;
+    for (int64_t k = 0; k < axis; ++k) uperm2.push_back(nb + k);
+    for (int64_t k = 0; k < nb; ++k) uperm2.push_back(k);
+    for (int64_t k = axis; k < static_cast<int64_t>(rest.size()); ++k) uperm2.push_back(nb + k);
+    p.set("axis", axis);
+    return {e.op(refjit_prim, {a.ins[0], lin, e.transpose(uu, uperm2)}, std::move(p))};
+  }
+  Shape flat{n};
+  for (int64_t r : rest) flat.push_back(x.shape[r]);
+  Atom xf = e.reshape(e.transpose(a.ins[0], perm), flat);
+  Atom out = e.op(refjit_prim, {xf, lin, uu}, std::move(p));
+  Shape front;
+  for (int64_t k : perm) front.push_back(x.shape[k]);
+  IntList inverse(perm.size());
+  for (size_t k = 0; k < perm.size(); ++k) inverse[perm[k]] = static_cast<int64_t>(k);
+  return {e.transpose(e.reshape(out, front), inverse)};
+}
+
+const std::vector<std::string_view> kGatherIgnored = {"indices_are_sorted", "unique_indices"};
+const std::vector<std::string_view> kScatterIgnored = {"indices_are_sorted", "update_consts",
+                                                       "update_jaxpr"};
+
+std::vector<JaxRewrite> make_rewrites() {
+  std::vector<JaxRewrite> r;
+  r.push_back({"square", {}, {}, square});
+  r.push_back({"clamp", {}, {}, clamp});
+  r.push_back({"split", {{"axis", K::integer}, {"sizes", K::ints}}, {}, split});
+  r.push_back({"stack", {{"axis", K::integer}}, {}, stack});
+  r.push_back({"unstack", {{"axis", K::integer}}, {}, unstack});
+  r.push_back({"rev", {{"dimensions", K::ints}}, {}, rev});
+  r.push_back({"argmin", {{"axes", K::ints}, {"index_dtype", K::dtype}}, {}, argmin});
+  r.push_back({"reshape", {{"dimensions", K::ints_or_none}, {"new_sizes", K::ints}}, {}, reshape});
+  r.push_back({"empty", {}, {"dtype", "memory_space"}, empty});
+  r.push_back({"empty2", {}, {"dtype", "memory_space"}, empty});
+  r.push_back({"custom_jvp_call",
+               {{"call_jaxpr", K::jaxpr}, {"name", K::name}},
+               {"jvp", "jvp_jaxpr_fun", "jvp_jaxpr_thunk", "num_consts", "symbolic_zeros"},
+               custom_jvp_call});
+  r.push_back({"gather",
+               {{"dimension_numbers", K::gather_dims},
+                {"fill_value", K::number_or_none},
+                {"mode", K::word_or_none},
+                {"slice_sizes", K::ints}},
+               kGatherIgnored,
+               gather});
+  std::vector<ParamSpec> scatter_params = {{"dimension_numbers", K::scatter_dims},
+                                           {"mode", K::word_or_none},
+                                           {"unique_indices", K::boolean}};
+  r.push_back({"scatter", scatter_params, kScatterIgnored,
+               [](RewriteArgs& a) { return scatter_like(a, "scatter", Prim::scatter); }});
+  r.push_back({"scatter-add", scatter_params, kScatterIgnored,
+               [](RewriteArgs& a) { return scatter_like(a, "scatter-add", Prim::scatter_add); }});
+  return r;
+}
+
+}  // namespace
+
+const JaxRewrite* find_jax_rewrite(std::string_view name) {
+  static const std::vector<JaxRewrite> rewrites = make_rewrites();
+  for (const JaxRewrite& r : rewrites)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+}  // namespace refjit::text

@@ -1,0 +1,501 @@
+#!/usr/bin/env python3
+"""Writes refjit's JAX differential-test corpus (test/jax_corpus/cases/).
+
+Needs JAX (pip install jax jaxlib into a venv); the checked-in corpus does not, so
+scripts/test.sh runs it without JAX (test/jax_corpus/run_corpus.py).
+
+For each program below this writes, into cases/:
+  NAME.jaxpr        jax.make_jaxpr(f) at the example arguments
+  NAME.grad.jaxpr   jax.make_jaxpr(jax.grad(f, argnums=float args)) when f returns a float scalar
+  NAME.jvp.jaxpr    jax.make_jaxpr of (primals, tangents) -> jax.jvp(f, primals, tangents)
+and one line in cases/manifest.json with the argument values (refjit's CLI value syntax) and
+JAX's results for each of the three programs. Regenerate with
+  scripts/jax_corpus.sh generate
+"""
+import json
+import os
+import sys
+from functools import partial
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+jax.config.update("jax_enable_x64", False)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CASES = os.path.join(HERE, "cases")
+
+PROGRAMS = []
+
+
+def program(*args, grad=True, jvp=True, tol=1e-5, tags=()):
+    """Registers f with its example arguments (numpy arrays or scalars)."""
+
+    def register(f):
+        PROGRAMS.append(dict(name=f.__name__, fn=f, args=args, grad=grad, jvp=jvp, tol=tol,
+                             tags=tags))
+        return f
+
+    return register
+
+
+rng = np.random.default_rng(1234)
+
+
+def f32(*shape, lo=-1.0, hi=1.0):
+    return rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def i32(*shape, lo=0, hi=10):
+    return rng.integers(lo, hi, size=shape).astype(np.int32)
+
+
+# --- elementwise -----------------------------------------------------------------------------
+
+
+@program(f32(8))
+def sin_cos_chain(x):
+    return jnp.sum(jnp.sin(x) * jnp.cos(x) + x)
+
+
+@program(f32(6, lo=0.1, hi=2.0))
+def exp_log_sqrt(x):
+    return jnp.sum(jnp.exp(x) + jnp.log(x) + jnp.sqrt(x) + lax.rsqrt(x))
+
+
+@program(f32(6))
+def tanh_logistic(x):
+    return jnp.sum(jnp.tanh(x) * jax.nn.sigmoid(x))
+
+
+@program(f32(5), f32(5))
+def max_min_where(x, y):
+    return jnp.sum(jnp.where(x > y, jnp.maximum(x, y), jnp.minimum(x, y) * 2.0))
+
+
+@program(f32(5))
+def square_and_pow(x):
+    return jnp.sum(jnp.square(x) + x ** 3 + jnp.abs(x) ** 1.5)
+
+
+@program(f32(7, lo=-3, hi=3))
+def clip_values(x):
+    return jnp.sum(jnp.clip(x, -1.0, 1.0) * x)
+
+
+@program(f32(6, lo=-3, hi=3), f32(6, lo=0.5, hi=2))
+def rem_mod(x, y):
+    return jnp.sum(lax.rem(x, y) + jnp.mod(x, y))
+
+
+@program(f32(6, lo=-3, hi=3), jvp=False)
+def rounding(x):
+    return jnp.sum(jnp.floor(x) + jnp.ceil(x) + jnp.round(x) + jnp.sign(x)) + jnp.sum(x)
+
+
+@program(f32(6, lo=-0.5, hi=0.5))
+def log1p_expm1(x):
+    return jnp.sum(jnp.log1p(x) * jnp.expm1(x))
+
+
+@program(f32(6), f32(6))
+def atan2_hyperbolic(x, y):
+    return jnp.sum(jnp.arctan2(x, y) + jnp.sinh(x) + jnp.cosh(y) + jnp.arcsinh(x))
+
+
+@program(f32(6, lo=-0.9, hi=0.9), tol=1e-4)
+def inverse_trig(x):
+    return jnp.sum(jnp.arcsin(x) + jnp.arccos(x) + jnp.arctan(x) + jnp.arctanh(x) + jnp.tan(x))
+
+
+@program(f32(6, lo=-2, hi=2), tol=1e-4)
+def erf_family(x):
+    return jnp.sum(jax.scipy.special.erf(x) + jax.scipy.special.erfc(x))
+
+
+@program(f32(6, lo=0.5, hi=4), tol=1e-4)
+def cbrt_and_exp2(x):
+    return jnp.sum(jnp.cbrt(x) + jnp.exp2(x) + jnp.log2(x) + jnp.log10(x))
+
+
+@program(f32(6))
+def isfinite_select(x):
+    y = jnp.log(x)
+    return jnp.sum(jnp.where(jnp.isfinite(y), y, 0.0))
+
+
+# --- broadcasting and reductions -------------------------------------------------------------
+
+
+@program(f32(3), f32(4))
+def outer_product(x, y):
+    return jnp.sum(jnp.sin(x[:, None] * y[None, :]))
+
+
+@program(f32(4, 5))
+def softmax_rows(x):
+    return jnp.sum(jax.nn.softmax(x, axis=-1) * jnp.arange(5.0))
+
+
+@program(f32(4, 6), f32(6), f32(6))
+def layer_norm(x, g, b):
+    mu = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.var(x, axis=-1, keepdims=True)
+    y = (x - mu) / jnp.sqrt(var + 1e-5) * g + b
+    return jnp.sum(y * y)
+
+
+@program(f32(3, 4))
+def logsumexp_rows(x):
+    return jnp.sum(jax.nn.logsumexp(x, axis=1))
+
+
+@program(f32(3, 4), grad=False)
+def reductions(x):
+    return (jnp.sum(x, axis=0), jnp.max(x, axis=1), jnp.min(x), jnp.prod(x, axis=1),
+            jnp.argmax(x, axis=1), jnp.argmin(x, axis=0))
+
+
+@program(f32(3, 4, lo=0.5, hi=1.5))
+def prod_reduce(x):
+    return jnp.sum(jnp.prod(x, axis=1))
+
+
+@program(f32(6))
+def cumulative(x):
+    return jnp.sum(jnp.cumsum(x) * jnp.cumprod(x) + lax.cummax(x) - lax.cummin(x))
+
+
+@program(f32(4, 3), f32(4, 3))
+def cross_entropy(logits, labels):
+    return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * jax.nn.softmax(labels), axis=-1))
+
+
+# --- linear algebra --------------------------------------------------------------------------
+
+
+@program(f32(4, 5), f32(5, 3))
+def matmul(a, b):
+    return jnp.sum(jnp.tanh(a @ b))
+
+
+@program(f32(2, 3, 4), f32(2, 4, 5))
+def batched_matmul(a, b):
+    return jnp.sum(jnp.einsum("bij,bjk->bik", a, b) ** 2)
+
+
+@program(f32(8, 6), f32(6, 4), f32(4), f32(4, 3))
+def mlp(x, w1, b1, w2):
+    h = jax.nn.relu(x @ w1 + b1)
+    return jnp.mean((h @ w2) ** 2)
+
+
+@program(f32(2, 5, 4), f32(4, 4), f32(4, 4), f32(4, 4))
+def attention(x, wq, wk, wv):
+    q, k, v = x @ wq, x @ wk, x @ wv
+    s = jnp.einsum("bqd,bkd->bqk", q, k) / 2.0
+    return jnp.sum(jax.nn.softmax(s, axis=-1) @ v)
+
+
+# --- shapes ----------------------------------------------------------------------------------
+
+
+@program(f32(3, 4), f32(2, 4))
+def concat_split_flip(x, y):
+    z = jnp.concatenate([x, y], axis=0)
+    a, b = jnp.split(z, [2], axis=0)
+    return jnp.sum(jnp.flip(a, axis=1) * a[:, ::-1]) + jnp.sum(b[1:, 1:3] ** 2)
+
+
+@program(f32(3, 4))
+def transpose_reshape_pad(x):
+    y = jnp.pad(x.T.reshape(2, 6), ((1, 0), (0, 2)))
+    return jnp.sum(y * jnp.arange(24.0).reshape(3, 8))
+
+
+@program(f32(4), f32(4))
+def stack_roll(x, y):
+    s = jnp.stack([x, y])
+    return jnp.sum(jnp.roll(s, 1, axis=1) * s)
+
+
+@program(f32(10), grad=True)
+def strided_slices(x):
+    return jnp.sum(x[1:8:3] * x[::4][:3]) + x[-1]
+
+
+# --- indexing: gather / scatter --------------------------------------------------------------
+
+
+@program(f32(6, 3), np.array([4, 0, 5, 4], dtype=np.int32))
+def take_rows(x, idx):
+    return jnp.sum(jnp.sin(x[idx]))
+
+
+@program(f32(8), np.array([1, 3, 3, 7], dtype=np.int32), f32(4))
+def scatter_add_dup(x, idx, v):
+    return jnp.sum(x.at[idx].add(v * v) ** 2)
+
+
+@program(f32(8), np.array([1, 3, 6], dtype=np.int32), f32(3))
+def scatter_set(x, idx, v):
+    return jnp.sum(x.at[idx].set(v) * jnp.arange(8.0))
+
+
+@program(f32(5, 4), np.int32(2))
+def dynamic_row(x, i):
+    return jnp.sum(x[i] * 3.0)
+
+
+@program(f32(5, 4), np.array([[0, 1], [4, 3], [2, 2]], dtype=np.int32))
+def gather_points(x, ij):
+    return jnp.sum(x[ij[:, 0], ij[:, 1]] ** 2)
+
+
+@program(f32(4, 5), np.array([[1], [0], [4], [2]], dtype=np.int32))
+def take_along(x, idx):
+    return jnp.sum(jnp.take_along_axis(x, idx, axis=1) ** 2)
+
+
+@program(f32(8), np.array([0, 2, 2, 5], dtype=np.int32), f32(4, lo=0.5, hi=2.0), grad=False, jvp=False)
+def scatter_mul_minmax(x, idx, v):
+    return jnp.sum(x.at[idx].mul(v) + x.at[idx].max(v) + x.at[idx].min(v))
+
+
+@program(f32(6), np.array([1, 9, -2], dtype=np.int32))
+def take_out_of_bounds(x, idx):
+    return jnp.sum(jnp.take(x, idx, mode="fill", fill_value=-1.0) * 2.0) + jnp.sum(
+        jnp.take(x, idx, mode="clip"))
+
+
+# --- control flow ----------------------------------------------------------------------------
+
+
+@program(f32(5), f32(3))
+def scan_cumulative(xs, c0):
+    def step(c, x):
+        c = jnp.tanh(c * x + 0.5)
+        return c, jnp.sum(c)
+
+    c, ys = lax.scan(step, c0, xs)
+    return jnp.sum(c) + jnp.sum(ys)
+
+
+@program(f32(6, 4), f32(4, 4), f32(4))
+def rnn_scan(xs, w, h0):
+    def step(h, x):
+        h = jnp.tanh(w @ h + x)
+        return h, h
+
+    h, hs = lax.scan(step, h0, xs)
+    return jnp.sum(hs ** 2)
+
+
+@program(f32(4))
+def fori_loop_sum(x):
+    return jnp.sum(lax.fori_loop(0, 5, lambda i, c: c * 0.9 + jnp.sin(c) * i, x))
+
+
+@program(f32(3), grad=False, jvp=True)
+def while_loop_halving(x):
+    def cond(c):
+        return c[1] < 6
+
+    def body(c):
+        return c[0] * 0.5 + 1.0, c[1] + 1
+
+    return lax.while_loop(cond, body, (x, 0))[0]
+
+
+@program(np.float32(0.7), f32(3))
+def cond_branches(p, x):
+    return lax.cond(p > 0.5, lambda x: jnp.sum(jnp.sin(x)), lambda x: jnp.sum(x * x), x * p)
+
+
+@program(np.int32(2), f32(4))
+def switch_branches(i, x):
+    return lax.switch(i, [lambda x: jnp.sum(x), lambda x: jnp.sum(x * x), lambda x: jnp.sum(jnp.cos(x))], x)
+
+
+# --- refs ------------------------------------------------------------------------------------
+
+
+@program(f32(4))
+def ref_plumbing(x):
+    r = jax.new_ref(x)
+    r[...] = r[...] * 2.0 + jnp.sin(r[...])
+    r[1] = r[2] * 3.0
+    return jnp.sum(jax.freeze(r))
+
+
+@program(f32(6), f32(3))
+def ref_scan_accumulate(xs, w):
+    acc = jax.new_ref(jnp.zeros(3, jnp.float32))
+
+    def step(c, x):
+        acc[...] += w * x
+        return c + x, None
+
+    c, _ = lax.scan(step, 0.0, xs)
+    return jnp.sum(acc[...] ** 2) + c
+
+
+# --- sorting ---------------------------------------------------------------------------------
+
+
+@program(f32(7))
+def sort_values(x):
+    return jnp.sum(jnp.sort(x) * jnp.arange(7.0))
+
+
+@program(f32(7), grad=False)
+def argsort_topk(x):
+    v, i = lax.top_k(x, 3)
+    return jnp.argsort(x), v, i
+
+
+# --- the seed: grad of a scan updating its carry with dynamic_update_slice -------------------
+
+SEED_ROWS, SEED_COLS, SEED_STEPS = 4, 5, 6
+
+
+def _seed_insert(state, row, col, value):
+    update = jnp.concatenate([jnp.array([[value]]),
+                              lax.dynamic_slice(state, (row, col), (1, SEED_COLS))], axis=-1)
+    return lax.dynamic_update_slice(state, update, (row, col))
+
+
+def _seed_delete(state, row, col):
+    update = lax.dynamic_slice(state, (row, col + 1), (1, SEED_COLS))
+    return lax.dynamic_update_slice(state, update, (row, col))
+
+
+@program(np.float32(1.3), f32(SEED_ROWS, SEED_COLS * 2, lo=0, hi=1), f32(SEED_ROWS, SEED_COLS),
+         i32(SEED_STEPS, 2, hi=SEED_ROWS), i32(SEED_STEPS, 2, hi=SEED_COLS),
+         f32(SEED_STEPS, lo=0.5, hi=1.5), tol=1e-4)
+def seed_slice1_loss(w, init_state, target, rows, cols, values):
+    def step(state, inputs):
+        (ir, dr), (ic, dc), v = inputs
+        state = _seed_insert(state, ir, ic, v)
+        return _seed_delete(state, dr, dc), None
+
+    state, _ = lax.scan(step, init_state, ((rows[:, 0], rows[:, 1]), (cols[:, 0], cols[:, 1]), values ** w))
+    return ((target - state[:SEED_ROWS, :SEED_COLS]) ** 2).mean()
+
+
+@program(np.float32(1.3), f32(SEED_ROWS, SEED_COLS * 2, lo=0, hi=1), f32(SEED_ROWS, SEED_COLS),
+         i32(SEED_STEPS, hi=SEED_ROWS), i32(SEED_STEPS, hi=SEED_COLS), f32(SEED_STEPS, lo=0.5, hi=1.5),
+         tol=1e-4)
+def seed_scatter_loss(w, init_state, target, rows, cols, values):
+    def step(state, inputs):
+        r, c, v = inputs
+        indices = c + np.arange(SEED_COLS + 1, dtype=np.int32)
+        vals = jnp.r_[v, lax.dynamic_slice(state, (r, c), (1, SEED_COLS)).ravel()]
+        return state.at[r, indices].set(vals, indices_are_sorted=True, unique_indices=True), None
+
+    state, _ = lax.scan(step, init_state, (rows, cols, values ** w))
+    return ((target - state[:SEED_ROWS, :SEED_COLS]) ** 2).mean()
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def value_text(v):
+    """An argument or result in refjit's CLI value syntax."""
+    a = np.asarray(v)
+
+    def scalar(x):
+        if a.dtype == np.bool_:
+            return "true" if x else "false"
+        if np.issubdtype(a.dtype, np.integer):
+            return str(int(x))
+        x = float(x)
+        if np.isnan(x):
+            return "nan"
+        if np.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        return repr(float(np.float32(x))) if a.dtype == np.float32 else repr(x)
+
+    def rec(x):
+        if x.ndim == 0:
+            return scalar(x[()])
+        return "[" + ", ".join(rec(x[i]) for i in range(x.shape[0])) + "]"
+
+    return rec(a)
+
+
+def flat_results(out):
+    # Integer outputs have float0 tangents, which a jaxpr does not return.
+    return [value_text(leaf) for leaf in jax.tree_util.tree_leaves(out)
+            if np.asarray(leaf).dtype != jax.dtypes.float0]
+
+
+def float_argnums(args):
+    return tuple(i for i, a in enumerate(args) if np.issubdtype(np.asarray(a).dtype, np.floating))
+
+
+def is_float_scalar(out):
+    leaves = jax.tree_util.tree_leaves(out)
+    return len(leaves) == 1 and np.shape(leaves[0]) == () and np.issubdtype(
+        np.asarray(leaves[0]).dtype, np.floating)
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text.rstrip("\n") + "\n")
+
+
+def write_jaxpr(filename, closed):
+    """Writes a ClosedJaxpr's text; returns its constants' values, which the text names as
+    constvars without printing them (refjit run takes them first, one per constvar)."""
+    write(os.path.join(CASES, filename), str(closed))
+    return [value_text(c) for c in closed.consts]
+
+
+def main():
+    os.makedirs(CASES, exist_ok=True)
+    manifest = []
+    only = set(sys.argv[1:])
+    for p in PROGRAMS:
+        if only and p["name"] not in only:
+            continue
+        f, args, name = p["fn"], p["args"], p["name"]
+        args = [np.asarray(a) for a in args]
+        entry = dict(name=name, tol=p["tol"], args=[value_text(a) for a in args])
+        entry["consts"] = write_jaxpr(name + ".jaxpr", jax.make_jaxpr(f)(*args))
+        out = jax.jit(f)(*args)
+        entry["outputs"] = flat_results(out)
+        wrt = float_argnums(args)
+        if p["grad"] and is_float_scalar(out) and wrt:
+            g = jax.grad(f, argnums=wrt)
+            entry["grad_consts"] = write_jaxpr(name + ".grad.jaxpr", jax.make_jaxpr(g)(*args))
+            entry["grad_wrt"] = list(wrt)
+            entry["grad"] = flat_results(jax.jit(g)(*args))
+        if p["jvp"] and wrt:
+            tangents = [np.asarray(f32(*np.shape(args[i]))) if i in wrt else None for i in range(len(args))]
+
+            def jvp_of(*primals_and_tangents):
+                primals = primals_and_tangents[:len(args)]
+                ts = list(primals_and_tangents[len(args):])
+                full = [ts.pop(0) if i in wrt else np.zeros(np.shape(a), jax.dtypes.float0)
+                        for i, a in enumerate(args)]
+                return jax.jvp(f, tuple(primals), tuple(full))
+
+            targs = [tangents[i] for i in wrt]
+            entry["jvp_consts"] = write_jaxpr(name + ".jvp.jaxpr",
+                                              jax.make_jaxpr(jvp_of)(*args, *targs))
+            entry["jvp_args"] = [value_text(t) for t in targs]
+            entry["jvp"] = flat_results(jax.jit(jvp_of)(*args, *targs))
+        manifest.append(entry)
+        print(f"wrote {name}", file=sys.stderr)
+    if only:
+        return
+    with open(os.path.join(CASES, "manifest.json"), "w") as fh:
+        fh.write("[\n" + ",\n".join(json.dumps(e) for e in manifest) + "\n]\n")
+
+
+if __name__ == "__main__":
+    main()
