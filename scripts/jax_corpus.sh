@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The JAX differential corpus (test/jax_corpus/, docs/testing.md "The JAX corpus").
+#   scripts/jax_corpus.sh run        runs refjit on the checked-in corpus (no JAX needed; ctest
+#                                    runs the same as the test `jax_corpus`)
+#   scripts/jax_corpus.sh generate   regenerates the corpus with JAX from PyPI, installed into
+#                                    .venv-jax (a test-generation dependency, never a run-time one)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-}" in
+  run)
+    cmake --preset release >/dev/null
+    cmake --build --preset release --target refjit_cli
+    python3 test/jax_corpus/run_corpus.py build/release/bin/refjit "${@:2}"
+    ;;
+  generate)
+    if [ ! -x .venv-jax/bin/python ]; then
+      python3 -m venv .venv-jax
+      .venv-jax/bin/pip install -q jax jaxlib numpy
+    fi
+    .venv-jax/bin/python test/jax_corpus/generate.py "${@:2}"
+    ;;
+  *)
+    echo "usage: scripts/jax_corpus.sh run [-v] | generate [NAME...]" >&2
+    exit 2
+    ;;
+esac
