@@ -209,15 +209,22 @@ std::vector<Atom> empty(RewriteArgs& a) {
 // custom_jvp_call: the JVP rule is a Python function, printed by name only, so refjit runs
 // and differentiates call_jaxpr itself (a jit of it). For the functions jax.nn defines this
 // way (relu, silu, logsumexp, ...) that gives JAX's derivative except at kinks.
-std::vector<Atom> custom_jvp_call(RewriteArgs& a) {
+std::vector<Atom> call_as_jit(RewriteArgs& a, std::string_view prim) {
   const JaxprPtr& body = a.params.get<JaxprPtr>("call_jaxpr");
-  if (!body) fail("custom_jvp_call", "call_jaxpr is None");
-  if (!body->constvars.empty())
-    fail("custom_jvp_call", "a call_jaxpr with constvars cannot be called");
-  Params p{{"jaxpr", body}, {"name", a.params.get_or<std::string>("name", "custom_jvp")}};
+  if (!body) fail(prim, "call_jaxpr is None");
+  if (!body->constvars.empty()) fail(prim, "a call_jaxpr with constvars cannot be called");
+  Params p{{"jaxpr", body}, {"name", a.params.get_or<std::string>("name", std::string(prim))}};
   std::vector<Var> outs = a.b.add_eqn(Prim::jit, a.ins, std::move(p));
   return {outs.begin(), outs.end()};
 }
+
+std::vector<Atom> custom_jvp_call(RewriteArgs& a) { return call_as_jit(a, "custom_jvp_call"); }
+
+// custom_vjp_call as JAX prints it: `fwd=f bwd=g` name Python functions whose bodies are not in
+// the text. refjit runs call_jaxpr (the primal, exact) and differentiates call_jaxpr itself:
+// the gradient is the primal's true derivative, not the custom rule's. refjit's own
+// custom_vjp_call (fwd_jaxpr / bwd_jaxpr in the text) keeps its rules.
+std::vector<Atom> custom_vjp_call(RewriteArgs& a) { return call_as_jit(a, "custom_vjp_call"); }
 
 // ---- gather and scatter -----------------------------------------------------------------
 //
@@ -652,6 +659,10 @@ std::vector<JaxRewrite> make_rewrites() {
                {{"call_jaxpr", K::jaxpr}, {"name", K::name}},
                {"jvp", "jvp_jaxpr_fun", "jvp_jaxpr_thunk", "num_consts", "symbolic_zeros"},
                custom_jvp_call});
+  r.push_back({"custom_vjp_call",
+               {{"call_jaxpr", K::jaxpr}, {"name", K::name}},
+               {"fwd", "bwd", "num_consts", "out_trees", "symbolic_zeros"},
+               custom_vjp_call});
   r.push_back({"gather",
                {{"dimension_numbers", K::gather_dims},
                 {"fill_value", K::number_or_none},

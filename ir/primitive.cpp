@@ -28,7 +28,8 @@ RefEffect effect_of(Prim p) {
 }
 
 bool has_subjaxprs(Prim p) {
-  return p == Prim::jit || p == Prim::scan || p == Prim::cond || p == Prim::custom_vjp_call;
+  return p == Prim::jit || p == Prim::scan || p == Prim::cond || p == Prim::while_ ||
+         p == Prim::custom_vjp_call;
 }
 
 std::array<PrimInfo, kNumPrims> make_registry() {

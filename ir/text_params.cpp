@@ -54,6 +54,10 @@ RuleTable<SpecList> make_specs() {
                    {"reverse", K::boolean},
                    {"unroll", K::integer}});
   set(Prim::cond, {{"branches", K::jaxprs}});
+  set(Prim::while_, {{"body_jaxpr", K::jaxpr},
+                     {"body_nconsts", K::integer},
+                     {"cond_jaxpr", K::jaxpr},
+                     {"cond_nconsts", K::integer}});
   set(Prim::custom_vjp_call, {{"bwd_jaxpr", K::jaxpr},
                               {"call_jaxpr", K::jaxpr},
                               {"fwd_jaxpr", K::jaxpr},

@@ -75,6 +75,51 @@ std::vector<Type> jit_rule(std::span<const Type> in, const Params& params) {
   return body.out_types();
 }
 
+// while: cond_consts, body_consts, carry -> carry. cond_jaxpr maps (cond_consts, carry) to a
+// bool[]; body_jaxpr maps (body_consts, carry) to the next carry. Refs may be consts.
+std::vector<Type> while_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::while_, in, params);
+  const Jaxpr& cond = c.jaxpr_param("cond_jaxpr");
+  const Jaxpr& body = c.jaxpr_param("body_jaxpr");
+  int64_t cond_n = c.int_param("cond_nconsts");
+  int64_t body_n = c.int_param("body_nconsts");
+  if (cond_n < 0 || body_n < 0 || static_cast<size_t>(cond_n + body_n) > in.size())
+    c.fail("cond_nconsts={} and body_nconsts={} do not fit the {} operands", cond_n, body_n,
+           in.size());
+  check_no_constvars(c, cond, "the while condition");
+  check_no_constvars(c, body, "the while body");
+  const size_t nc = static_cast<size_t>(cond_n), nb = static_cast<size_t>(body_n);
+  std::vector<Type> carry(in.begin() + static_cast<long>(nc + nb), in.end());
+  for (size_t k = 0; k < carry.size(); ++k)
+    if (carry[k].is_ref)
+      c.fail_ref("E9",
+                 "operand {} ({}) is a carry but refs cannot be while carries; pass the ref "
+                 "as a const (closed over) instead",
+                 nc + nb + k, carry[k].str());
+  auto expect_inputs = [&](const Jaxpr& j, size_t first, size_t n, std::string_view what) {
+    std::vector<Type> want(in.begin() + static_cast<long>(first),
+                           in.begin() + static_cast<long>(first + n));
+    want.insert(want.end(), carry.begin(), carry.end());
+    std::vector<Type> got = j.in_types();
+    if (got.size() != want.size())
+      c.fail("{} takes {} inputs but gets {} ({} consts and {} carries)", what, got.size(),
+             want.size(), n, carry.size());
+    for (size_t k = 0; k < want.size(); ++k)
+      if (got[k] != want[k])
+        c.fail("{}'s input {} has type {} but gets {}", what, k, got[k].str(), want[k].str());
+  };
+  expect_inputs(cond, 0, nc, "the while condition");
+  expect_inputs(body, nc, nb, "the while body");
+  std::vector<Type> pred = cond.out_types();
+  if (pred.size() != 1 || pred[0] != Type(ArrayType{DType::bool_, {}}))
+    c.fail("the while condition must return one bool[], not ({})", types_text(pred));
+  std::vector<Type> next = body.out_types();
+  if (next != carry)
+    c.fail("the while body returns ({}) but the carry is ({}); a carry keeps its type",
+           types_text(next), types_text(carry));
+  return carry;
+}
+
 std::vector<Type> scan_rule(std::span<const Type> in, const Params& params) {
   Checker c(Prim::scan, in, params);
   const Jaxpr& body = c.jaxpr_param("jaxpr");
@@ -221,6 +266,7 @@ void register_structured_type_rules(TypeRuleTable& t) {
   auto set = [&t](Prim p, TypeRule r) { t[static_cast<int>(p)] = r; };
   set(Prim::jit, jit_rule);
   set(Prim::scan, scan_rule);
+  set(Prim::while_, while_rule);
   set(Prim::cond, cond_rule);
   set(Prim::custom_vjp_call, custom_vjp_call_rule);
 }

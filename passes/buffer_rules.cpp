@@ -31,7 +31,8 @@ Table make_table() {
   for (Prim p : {Prim::dynamic_update_slice, Prim::scatter, Prim::scatter_add}) t.set(p, B::update);
   for (Prim p : {Prim::new_ref, Prim::get, Prim::swap, Prim::addupdate, Prim::freeze})
     t.set(p, B::ref_op);
-  for (Prim p : {Prim::jit, Prim::scan, Prim::cond, Prim::custom_vjp_call}) t.set(p, B::structured);
+  for (Prim p : {Prim::jit, Prim::scan, Prim::cond, Prim::while_, Prim::custom_vjp_call})
+    t.set(p, B::structured);
   return t;
 }
 

@@ -225,6 +225,78 @@ Tangents scan_rule(JvpCtx& c, JvpArgs& a) {
   return ts;
 }
 
+// while: like scan's carries, a carry whose tangent becomes nonzero in the body is
+// differentiated from the start (a fixpoint). The JVP loop carries (primals, tangents); its
+// condition reads only the primals (extra, unused inputs for the tangents). Reverse mode
+// (linearize, hence grad and vjp) is refused as in JAX: the number of iterations is known only
+// at run time, so there is no static tape; scan or fori_loop with static bounds differentiate.
+Tangents while_rule(JvpCtx& c, JvpArgs& a) {
+  const Jaxpr& cond = *a.eqn.params.get<JaxprPtr>("cond_jaxpr");
+  const Jaxpr& body = *a.eqn.params.get<JaxprPtr>("body_jaxpr");
+  const size_t nc = static_cast<size_t>(a.eqn.params.get<int64_t>("cond_nconsts"));
+  const size_t nb = static_cast<size_t>(a.eqn.params.get<int64_t>("body_nconsts"));
+  const size_t nin = a.primals.size(), ncar = nin - nc - nb;
+  // nz over the body's inputs: body consts, then carries.
+  std::vector<bool> nz(nb + ncar);
+  for (size_t i = 0; i < nb + ncar; ++i) nz[i] = a.tangents[nc + i].has_value();
+  JvpResult r;
+  for (;;) {
+    std::vector<bool> inst(ncar);
+    for (size_t i = 0; i < ncar; ++i) inst[i] = nz[nb + i];
+    r = jvp_jaxpr_general(body, nz, inst, c.for_linearize);
+    bool changed = false;
+    for (size_t i = 0; i < ncar; ++i)
+      if (r.nonzero_out[i] && !nz[nb + i]) nz[nb + i] = changed = true;
+    if (!changed) break;
+  }
+  size_t n_bt = 0, n_ct = 0;
+  for (size_t i = 0; i < nb; ++i) n_bt += nz[i];
+  for (size_t i = 0; i < ncar; ++i) n_ct += nz[nb + i];
+  if (n_bt + n_ct == 0) {
+    std::vector<Var> outs = c.p.emit(Prim::while_, a.primals, a.eqn.params);
+    a.primal_outs.assign(outs.begin(), outs.end());
+    return Tangents(ncar);
+  }
+  if (c.for_linearize)
+    throw Error(
+        "reverse-mode differentiation of a while loop is not supported: its number of "
+        "iterations is known only at run time; write the loop as scan or fori_loop with static "
+        "bounds, or use forward mode (jvp)");
+  // Body binders: (body consts, carries, body const tangents, carry tangents) -> reorder to
+  // (body consts, body const tangents, carries, carry tangents).
+  Jaxpr jb = std::move(r.jaxpr);
+  std::vector<Var> prim_in(jb.invars.begin(), jb.invars.begin() + static_cast<long>(nb + ncar));
+  std::vector<Var> tan_in(jb.invars.begin() + static_cast<long>(nb + ncar), jb.invars.end());
+  jb.invars.assign(prim_in.begin(), prim_in.begin() + static_cast<long>(nb));
+  jb.invars.insert(jb.invars.end(), tan_in.begin(), tan_in.begin() + static_cast<long>(n_bt));
+  jb.invars.insert(jb.invars.end(), prim_in.begin() + static_cast<long>(nb), prim_in.end());
+  jb.invars.insert(jb.invars.end(), tan_in.begin() + static_cast<long>(n_bt), tan_in.end());
+  // The condition takes the carry tangents too, and ignores them.
+  Jaxpr jc = cond;
+  for (size_t i = 0; i < ncar; ++i)
+    if (nz[nb + i]) jc.invars.push_back(jc.new_var(jc.type_of(cond.invars[nc + i])));
+
+  std::vector<Atom> ins(a.primals.begin(), a.primals.begin() + static_cast<long>(nc + nb));
+  for (size_t i = 0; i < nb; ++i)
+    if (nz[i]) ins.push_back(*a.tangents[nc + i]);
+  ins.insert(ins.end(), a.primals.begin() + static_cast<long>(nc + nb), a.primals.end());
+  for (size_t i = 0; i < ncar; ++i)
+    if (nz[nb + i])
+      ins.push_back(
+          instantiate(c.t, a.tangents[nc + nb + i], c.p.array_type_of(a.primals[nc + nb + i])));
+  Params params = a.eqn.params;
+  params.set("cond_jaxpr", std::make_shared<const Jaxpr>(std::move(jc)));
+  params.set("body_jaxpr", std::make_shared<const Jaxpr>(std::move(jb)));
+  params.set("body_nconsts", static_cast<int64_t>(nb + n_bt));
+  std::vector<Var> outs = c.t.emit(Prim::while_, ins, std::move(params));
+  a.primal_outs.assign(outs.begin(), outs.begin() + static_cast<long>(ncar));
+  Tangents ts(ncar);
+  size_t k = ncar;
+  for (size_t i = 0; i < ncar; ++i)
+    if (nz[nb + i]) ts[i] = Atom(outs[k++]);
+  return ts;
+}
+
 // The forward map of a staged custom_vjp_call: (residuals, slots) -> output tangents. bwd is
 // linear in its cotangents, so its transpose (residuals non-linear) is the linear map whose
 // transpose bwd is: with a correct bwd it is the JVP, so running the linear jaxpr forward
@@ -333,6 +405,7 @@ void register_control_jvp_rules(JvpRuleTable& t) {
   t.set(Prim::jit, {jit_rule, true});
   t.set(Prim::cond, {cond_rule, true});
   t.set(Prim::scan, {scan_rule, true});
+  t.set(Prim::while_, {while_rule, true});
   t.set(Prim::custom_vjp_call, {custom_vjp_rule, true});
 }
 

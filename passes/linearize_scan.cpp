@@ -37,7 +37,8 @@ struct ScanSplit {
 namespace {
 
 bool structured(Prim p) {
-  return p == Prim::scan || p == Prim::cond || p == Prim::jit || p == Prim::custom_vjp_call;
+  return p == Prim::scan || p == Prim::cond || p == Prim::while_ || p == Prim::jit ||
+         p == Prim::custom_vjp_call;
 }
 
 bool any_unknown(const Eqn& q, const std::function<bool(const Atom&)>& is_unk) {

@@ -469,6 +469,7 @@ class Simplifier {
         case Prim::freeze:
         case Prim::scan:
         case Prim::cond:
+        case Prim::while_:
         case Prim::jit:
         case Prim::custom_vjp_call: continue;
         default: break;

@@ -43,6 +43,29 @@ std::vector<RtValue> eval_cond(const EvalContext& cx, const Eqn& e, std::span<co
                  fmt::format("cond branch {}", which));
 }
 
+// while: runs body_jaxpr on (body consts, carry) as long as cond_jaxpr on (cond consts, carry)
+// is true. Refs among the consts are passed by reference to both.
+std::vector<RtValue> eval_while(const EvalContext& cx, const Eqn& e, std::span<const RtValue> ins) {
+  const Jaxpr& cond = sub_jaxpr(e, "cond_jaxpr");
+  const Jaxpr& body = sub_jaxpr(e, "body_jaxpr");
+  const int64_t nc = e.params.get<int64_t>("cond_nconsts");
+  const int64_t nb = e.params.get<int64_t>("body_nconsts");
+  if (nc < 0 || nb < 0 || nc + nb > static_cast<int64_t>(ins.size()))
+    eval_fail(e, fmt::format("cond_nconsts={} body_nconsts={} do not fit {} operands", nc, nb,
+                             ins.size()));
+  std::vector<RtValue> carry(ins.begin() + nc + nb, ins.end());
+  for (;;) {
+    std::vector<RtValue> cargs(ins.begin(), ins.begin() + nc);
+    cargs.insert(cargs.end(), carry.begin(), carry.end());
+    std::vector<RtValue> pred = cx.call(e, cond, cargs, "while condition");
+    if (pred.size() != 1) eval_fail(e, "the condition must return one value");
+    if (!int_scalar_in(e, pred, 0)) return carry;
+    std::vector<RtValue> bargs(ins.begin() + nc, ins.begin() + nc + nb);
+    bargs.insert(bargs.end(), carry.begin(), carry.end());
+    carry = cx.call(e, body, bargs, "while body");
+  }
+}
+
 // Row `i` of a stacked array (leading dim dropped), and the offsets of that row.
 std::vector<int64_t> row_offsets(const Shape& shape, int64_t i) {
   const int64_t row = shape.empty() ? 0 : num_elements(shape) / std::max<int64_t>(shape[0], 1);
@@ -137,6 +160,7 @@ void register_structured_eval_rules(EvalRuleTable& t) {
   t.set(Prim::jit, &eval_jit);
   t.set(Prim::scan, &eval_scan);
   t.set(Prim::cond, &eval_cond);
+  t.set(Prim::while_, &eval_while);
   t.set(Prim::custom_vjp_call, &eval_custom_vjp_call);
 }
 

@@ -19,6 +19,20 @@ std::vector<Value> operand_buffers(LowerCtx& c, const Eqn& e, size_t first, size
   return v;
 }
 
+// Copies new carry values into the carry buffers. A new carry may alias an old carry buffer
+// (a body returning its carry, or swapping two): those go through fresh buffers first.
+void store_carries(LowerCtx& c, const Eqn& e, std::vector<Value> next,
+                   const std::vector<Value>& carry) {
+  for (size_t k = 0; k < carry.size(); ++k) {
+    if (c.owned_by_current_scope(next[k])) continue;
+    ArrayType at = c.type_of(e.outs[k]).array;
+    Value tmp = c.alloc(at);
+    c.copy(next[k], tmp, at);
+    next[k] = tmp;
+  }
+  for (size_t k = 0; k < carry.size(); ++k) c.copy(next[k], carry[k], c.type_of(e.outs[k]).array);
+}
+
 void lower_call(LowerCtx& c, const Eqn& e, const char* param) {
   const JaxprPtr& body = e.params.get<JaxprPtr>(param);
   if (!body) fail_eqn(e, fmt::format("param {} holds no jaxpr", param));
@@ -110,18 +124,51 @@ void lower_scan(LowerCtx& c, const Eqn& e) {
     if (outs.size() != nk + ny) fail_eqn(e, "the body's outputs do not match");
     for (size_t j = 0; j < ny; ++j)
       c.copy(outs[nk + j], c.row_view(ys[j], t), body.type_of(body.outvars[nk + j]).array);
-    // New carries may alias old carry buffers (a body returning its carry, or swapping
-    // two): stage those through fresh buffers before overwriting any carry.
-    std::vector<Value> next(outs.begin(), outs.begin() + nk);
-    for (size_t k = 0; k < nk; ++k) {
-      if (c.owned_by_current_scope(next[k])) continue;
-      ArrayType at = c.type_of(e.outs[k]).array;
-      Value tmp = c.alloc(at);
-      c.copy(next[k], tmp, at);
-      next[k] = tmp;
-    }
-    for (size_t k = 0; k < nk; ++k) c.copy(next[k], carry[k], c.type_of(e.outs[k]).array);
+    store_carries(c, e, std::vector<Value>(outs.begin(), outs.begin() + nk), carry);
   });
+}
+
+// while: an scf.while whose carries live in the result buffers; the condition and the body
+// are lowered inline (the buffer plan keeps the loop's results fresh and plans no sub-jaxpr).
+void lower_while(LowerCtx& c, const Eqn& e) {
+  const Jaxpr& cond = *e.params.get<JaxprPtr>("cond_jaxpr");
+  const Jaxpr& body = *e.params.get<JaxprPtr>("body_jaxpr");
+  size_t nc = static_cast<size_t>(e.params.get<int64_t>("cond_nconsts"));
+  size_t nb = static_cast<size_t>(e.params.get<int64_t>("body_nconsts"));
+  if (e.ins.size() < nc + nb || e.outs.size() != e.ins.size() - nc - nb)
+    fail_eqn(e, "operand counts do not match");
+  std::vector<Value> cond_args = operand_buffers(c, e, 0, nc);
+  std::vector<Value> body_args = operand_buffers(c, e, nc, nb);
+  std::vector<Value> carry;
+  for (size_t k = 0; k < e.outs.size(); ++k) {
+    Value buf = c.result_buffer(e.outs[k]);
+    c.copy(c.buffer(e.ins[nc + nb + k]), buf, c.type_of(e.outs[k]).array);
+    carry.push_back(buf);
+  }
+  cond_args.insert(cond_args.end(), carry.begin(), carry.end());
+  body_args.insert(body_args.end(), carry.begin(), carry.end());
+
+  auto loop = c.b.create<mlir::scf::WhileOp>(c.loc, mlir::TypeRange{}, mlir::ValueRange{});
+  mlir::OpBuilder::InsertionGuard guard(c.b);
+  c.enter_loop();
+  c.b.createBlock(&loop.getBefore());
+  Value go;
+  c.with_scope([&] {
+    std::vector<Value> outs = c.lower_inline(cond, cond_args);
+    if (outs.size() != 1) fail_eqn(e, "the condition must return one value");
+    go = c.b.create<mlir::memref::LoadOp>(c.loc, outs[0], mlir::ValueRange{});
+    if (go.getType() != c.b.getI1Type())  // bools are stored as bytes holding 0 or 1
+      go = c.b.create<mlir::arith::TruncIOp>(c.loc, c.b.getI1Type(), go);
+  });
+  c.b.create<mlir::scf::ConditionOp>(c.loc, go, mlir::ValueRange{});
+  c.b.createBlock(&loop.getAfter());
+  c.with_scope([&] {
+    std::vector<Value> outs = c.lower_inline(body, body_args);
+    if (outs.size() != carry.size()) fail_eqn(e, "the body's outputs do not match");
+    store_carries(c, e, outs, carry);
+  });
+  c.b.create<mlir::scf::YieldOp>(c.loc);
+  c.exit_loop();
 }
 
 void lower_cond(LowerCtx& c, const Eqn& e) {
@@ -173,6 +220,7 @@ void register_control_lowerings(LowerTable& t) {
   t.set(Prim::custom_vjp_call, [](LowerCtx& c, const Eqn& e) { lower_call(c, e, "call_jaxpr"); });
   t.set(Prim::scan, &lower_scan);
   t.set(Prim::cond, &lower_cond);
+  t.set(Prim::while_, &lower_while);
 }
 
 }  // namespace refjit::backend

@@ -320,6 +320,59 @@ def switch_branches(i, x):
     return lax.switch(i, [lambda x: jnp.sum(x), lambda x: jnp.sum(x * x), lambda x: jnp.sum(jnp.cos(x))], x)
 
 
+@program(f32(3), np.int32(4), grad=False)
+def fori_loop_dynamic_bound(x, n):
+    return jnp.sum(lax.fori_loop(0, n, lambda i, c: jnp.sin(c) + c * 0.5, x))
+
+
+@program(f32(3), grad=False)
+def while_loop_with_ref(x):
+    acc = jax.new_ref(jnp.zeros(3, jnp.float32))
+
+    def body(i):
+        acc[...] += x * i.astype(jnp.float32)
+        return i + 1
+
+    lax.while_loop(lambda i: i < 4, body, 0)
+    return jnp.sum(jax.freeze(acc) ** 2)
+
+
+# --- custom rules and jax.nn --------------------------------------------------------------
+
+
+@jax.custom_vjp
+def _clip_gradient(x):
+    return jnp.tanh(x)
+
+
+def _clip_gradient_fwd(x):
+    return jnp.tanh(x), x
+
+
+def _clip_gradient_bwd(x, g):
+    return (g * (1.0 - jnp.tanh(x) ** 2),)  # the true derivative, so refjit's agrees
+
+
+_clip_gradient.defvjp(_clip_gradient_fwd, _clip_gradient_bwd)
+
+
+@program(f32(5), jvp=False)  # JAX has no forward mode for custom_vjp functions
+def custom_vjp_tanh(x):
+    return jnp.sum(_clip_gradient(x) * x)
+
+
+@program(f32(6, lo=-3, hi=3), tol=1e-4)
+def nn_activations(x):
+    return jnp.sum(jax.nn.gelu(x) + jax.nn.silu(x) + jax.nn.softplus(x) + jax.nn.elu(x) +
+                   jax.nn.leaky_relu(x) + jax.nn.log_sigmoid(x))
+
+
+@program(f32(4, 6), np.array([1, 0, 5, 3], dtype=np.int32))
+def one_hot_nll(logits, labels):
+    onehot = jax.nn.one_hot(labels, 6)
+    return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * onehot, axis=-1))
+
+
 # --- refs ------------------------------------------------------------------------------------
 
 
@@ -491,9 +544,14 @@ def main():
             entry["jvp"] = flat_results(jax.jit(jvp_of)(*args, *targs))
         manifest.append(entry)
         print(f"wrote {name}", file=sys.stderr)
-    if only:
-        return
-    with open(os.path.join(CASES, "manifest.json"), "w") as fh:
+    path = os.path.join(CASES, "manifest.json")
+    if only and os.path.exists(path):
+        # Regenerating some programs: keep the other programs' entries, in definition order.
+        old = {e["name"]: e for e in json.load(open(path))}
+        old.update({e["name"]: e for e in manifest})
+        order = [p["name"] for p in PROGRAMS]
+        manifest = [old[n] for n in order if n in old]
+    with open(path, "w") as fh:
         fh.write("[\n" + ",\n".join(json.dumps(e) for e in manifest) + "\n]\n")
 
 
