@@ -194,6 +194,34 @@ std::vector<Atom> argmin(RewriteArgs& a) {
                       {"index_dtype", a.params.get<DType>("index_dtype")}})};
 }
 
+// top_k[axis k] x: the k largest along `axis` and their indices, largest first (ties: the lower
+// index first). A stable ascending sort of x's order reversed (-x for floats, bitwise not for
+// ints), carrying an iota; then the first k of each lane.
+std::vector<Atom> top_k(RewriteArgs& a) {
+  expect_operands(a, "top_k", 1);
+  const ArrayType x = array_of(a, "top_k", 0);
+  int64_t axis = a.params.get_or<int64_t>("axis", x.rank() - 1);
+  int64_t k = a.params.get<int64_t>("k");
+  if (axis < 0 || axis >= x.rank())
+    fail("top_k", fmt::format("axis {} is out of range for {}", axis, x.str()));
+  if (k < 0 || k > x.shape[axis])
+    fail("top_k",
+         fmt::format("k={} is more than the {} elements along axis {}", k, x.shape[axis], axis));
+  Emit e{a.b};
+  Prim flip = is_float(x.dtype) ? Prim::neg : Prim::not_;
+  Atom keys = e.op(flip, {a.ins[0]});
+  Atom iota = e.op(Prim::iota, {},
+                   Params{{"dimension", axis},
+                          {"dtype", DType::i32},
+                          {"shape", IntList(x.shape.begin(), x.shape.end())}});
+  std::vector<Var> sorted =
+      a.b.add_eqn(Prim::sort, {keys, iota},
+                  Params{{"dimension", axis}, {"is_stable", true}, {"num_keys", int64_t{1}}});
+  IntList start(x.rank(), 0), limit(x.shape.begin(), x.shape.end());
+  limit[axis] = k;
+  return {e.op(flip, {e.slice(sorted[0], start, limit)}), e.slice(sorted[1], start, limit)};
+}
+
 // empty / empty2: an array whose contents do not matter (JAX uses it for the residuals a
 // cond branch does not compute). refjit fills it with zeros, so programs stay deterministic.
 std::vector<Atom> empty(RewriteArgs& a) {
@@ -651,6 +679,7 @@ std::vector<JaxRewrite> make_rewrites() {
   r.push_back({"stack", {{"axis", K::integer}}, {}, stack});
   r.push_back({"unstack", {{"axis", K::integer}}, {}, unstack});
   r.push_back({"rev", {{"dimensions", K::ints}}, {}, rev});
+  r.push_back({"top_k", {{"axis", K::integer}, {"k", K::integer}}, {}, top_k});
   r.push_back({"argmin", {{"axes", K::ints}, {"index_dtype", K::dtype}}, {}, argmin});
   r.push_back({"reshape", {{"dimensions", K::ints_or_none}, {"new_sizes", K::ints}}, {}, reshape});
   r.push_back({"empty", {}, {"dtype", "memory_space"}, empty});

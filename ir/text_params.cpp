@@ -32,6 +32,7 @@ RuleTable<SpecList> make_specs() {
   set(Prim::dynamic_slice, {{"slice_sizes", K::ints}});
   set(Prim::iota, {{"dimension", K::integer}, {"dtype", K::dtype}, {"shape", K::ints}});
   set(Prim::gather, {{"axis", K::integer}});
+  set(Prim::sort, {{"dimension", K::integer}, {"is_stable", K::boolean}, {"num_keys", K::integer}});
   set(Prim::scatter, {{"axis", K::integer}, {"unique_indices", K::boolean}});
   set(Prim::scatter_add, {{"axis", K::integer}});
   set(Prim::reduce_sum, {{"axes", K::ints}});

@@ -290,6 +290,26 @@ std::vector<Type> scatter_rule(std::span<const Type> in, const Params& params) {
   return one(x);
 }
 
+// sort: operands of one shape, sorted together along `dimension` by the first num_keys.
+std::vector<Type> sort_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::sort, in, params);
+  c.expect_at_least(1);
+  const ArrayType& x = c.array(0);
+  c.check_axis(c.int_param("dimension"), x.rank(), "dimension");
+  int64_t num_keys = c.int_param("num_keys");
+  if (num_keys < 1 || num_keys > static_cast<int64_t>(in.size()))
+    c.fail("num_keys={} must be between 1 and the number of operands, {}", num_keys, in.size());
+  std::vector<Type> out;
+  for (size_t k = 0; k < in.size(); ++k) {
+    const ArrayType& a = c.array(k);
+    if (a.shape != x.shape)
+      c.fail("operand {} has type {} but operand 0 has type {}; sorted operands share a shape", k,
+             a.str(), x.str());
+    out.push_back(a);
+  }
+  return out;
+}
+
 }  // namespace
 
 void register_shape_type_rules(TypeRuleTable& t) {
@@ -306,6 +326,7 @@ void register_shape_type_rules(TypeRuleTable& t) {
   set(Prim::dynamic_update_slice, dynamic_update_slice_rule);
   set(Prim::iota, iota_rule);
   set(Prim::gather, gather_rule);
+  set(Prim::sort, sort_rule);
   set(Prim::scatter, scatter_rule<Prim::scatter>);
   set(Prim::scatter_add, scatter_rule<Prim::scatter_add>);
 }

@@ -38,6 +38,52 @@ void register_shape_jvp_rules(JvpRuleTable& t) {
   linear_in(t, Prim::dynamic_update_slice, {0, 1});
   linear_in(t, Prim::scatter, {0, 2});
   linear_in(t, Prim::scatter_add, {0, 2});
+  // sort: the tangents follow the primals' permutation. The primal sort gets one more operand,
+  // an iota along the dimension, whose sorted copy is the permutation; each tangent is then
+  // gathered through the flat positions it gives (the gather's transpose is a scatter-add).
+  t.set(Prim::sort,
+        {[](JvpCtx& c, JvpArgs& a) -> Tangents {
+           const size_t n = a.primals.size();
+           bool any = false;
+           for (const auto& tg : a.tangents) any |= tg.has_value();
+           if (!any) {
+             std::vector<Var> outs = c.p.emit(Prim::sort, a.primals, a.eqn.params);
+             a.primal_outs.assign(outs.begin(), outs.end());
+             return Tangents(n);
+           }
+           const ArrayType xt = c.p.array_type_of(a.primals[0]);
+           const int64_t dim = a.eqn.params.get<int64_t>("dimension");
+           const IntList shape(xt.shape.begin(), xt.shape.end());
+           auto iota = [&](int64_t d) {
+             return c.p.emit1(Prim::iota, {},
+                              Params{{"dimension", d}, {"dtype", DType::i32}, {"shape", shape}});
+           };
+           std::vector<Atom> ins = a.primals;
+           ins.push_back(iota(dim));
+           std::vector<Var> outs = c.p.emit(Prim::sort, ins, a.eqn.params);
+           a.primal_outs.assign(outs.begin(), outs.begin() + static_cast<long>(n));
+           // Flat source position of each sorted element: perm * stride(dim) + the other dims'.
+           std::vector<int64_t> strides(static_cast<size_t>(xt.rank()), 1);
+           for (int64_t d = xt.rank() - 1; d > 0; --d) strides[d - 1] = strides[d] * xt.shape[d];
+           auto scaled = [&](Atom x, int64_t d) {
+             return strides[d] == 1
+                        ? x
+                        : c.p.mul(x, c.p.scalar(DType::i32, static_cast<double>(strides[d])));
+           };
+           Atom flat = scaled(outs[n], dim);
+           for (int64_t d = 0; d < xt.rank(); ++d)
+             if (d != dim) flat = c.p.add(flat, scaled(iota(d), d));
+           Tangents ts(n);
+           for (size_t i = 0; i < n; ++i) {
+             if (!a.tangents[i]) continue;
+             Atom tf = c.t.emit1(
+                 Prim::reshape, {*a.tangents[i]},
+                 Params{{"dimensions", NoneParam{}}, {"new_sizes", IntList{xt.num_elements()}}});
+             ts[i] = c.t.emit1(Prim::gather, {tf, flat}, Params{{"axis", int64_t{0}}});
+           }
+           return ts;
+         },
+         true});
   // concatenate: every operand is linear.
   t.set(Prim::concatenate, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
           bool any = false;

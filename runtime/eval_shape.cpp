@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "refjit/ir/error.h"
 #include "runtime/eval_rules.h"
@@ -332,6 +333,57 @@ AxisIndexing axis_indexing(const Eqn& e, const Array& x, const Array& idx, bool 
   return r;
 }
 
+// sort: every lane along `dimension` is ordered by the first num_keys operands
+// (lexicographically, stable); the other operands follow the same permutation. Floats use
+// JAX's total order: -0.0 equals 0.0, NaNs are equal to each other and after everything.
+bool sort_less(const Array& k, int64_t a, int64_t b) {
+  if (is_float(k.dtype())) {
+    double x = k.as_double(a), y = k.as_double(b);
+    return (!std::isnan(x) && std::isnan(y)) || x < y;
+  }
+  return k.as_int(a) < k.as_int(b);
+}
+
+std::vector<RtValue> eval_sort(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1, true);
+  const Array& x0 = array_in(e, ins, 0);
+  const int64_t dim = e.params.get<int64_t>("dimension");
+  const size_t num_keys = static_cast<size_t>(e.params.get<int64_t>("num_keys"));
+  if (dim < 0 || dim >= x0.rank()) eval_fail(e, fmt::format("dimension {} is out of range", dim));
+  std::vector<const Array*> xs;
+  for (size_t k = 0; k < ins.size(); ++k) {
+    xs.push_back(&array_in(e, ins, k));
+    if (xs.back()->shape() != x0.shape()) eval_fail(e, "operands differ in shape");
+  }
+  if (num_keys < 1 || num_keys > xs.size()) eval_fail(e, "num_keys is out of range");
+  const Shape& shape = x0.shape();
+  const int64_t n = shape[dim];
+  const int64_t stride = row_major_strides(shape)[dim];
+  Shape lanes = shape;
+  lanes[dim] = 1;
+  std::vector<int64_t> src;  // source offset of each result element
+  src.resize(static_cast<size_t>(x0.size()));
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  const std::vector<int64_t> strides = row_major_strides(shape);
+  for_each_index(lanes, [&](const std::vector<int64_t>& o) {
+    int64_t base = 0;
+    for (size_t d = 0; d < o.size(); ++d) base += o[d] * strides[d];
+    for (int64_t i = 0; i < n; ++i) order[i] = base + i * stride;
+    // Stable: equal keys keep their order (offsets grow along the lane).
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      for (size_t k = 0; k < num_keys; ++k) {
+        if (sort_less(*xs[k], a, b)) return true;
+        if (sort_less(*xs[k], b, a)) return false;
+      }
+      return a < b;
+    });
+    for (int64_t i = 0; i < n; ++i) src[base + i * stride] = order[i];
+  });
+  std::vector<RtValue> out;
+  for (const Array* x : xs) out.push_back(take_elements(*x, shape, src));
+  return out;
+}
+
 std::vector<RtValue> eval_gather(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
   expect_operands(e, ins, 2);
   const Array& x = array_in(e, ins, 0);
@@ -379,6 +431,7 @@ void register_shape_eval_rules(EvalRuleTable& t) {
   t.set(Prim::dynamic_update_slice, &eval_dynamic_update_slice);
   t.set(Prim::iota, &eval_iota);
   t.set(Prim::gather, &eval_gather);
+  t.set(Prim::sort, &eval_sort);
   t.set(Prim::scatter, &eval_scatter<false>);
   t.set(Prim::scatter_add, &eval_scatter<true>);
 }

@@ -406,6 +406,89 @@ void lower_scatter(LowerCtx& c, const Eqn& e, bool add) {
       general);
 }
 
+// JAX's sort order on one key: floats treat -0.0 as 0.0 and put NaNs (all equal) last.
+Value sort_key_less(LowerCtx& c, DType d, Value x, Value y) {
+  namespace arith = mlir::arith;
+  if (is_float(d)) {
+    Value x_num = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::ORD, x, x);
+    Value y_nan = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::UNO, y, y);
+    Value lt = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::OLT, x, y);
+    return c.b.create<arith::OrIOp>(c.loc, c.b.create<arith::AndIOp>(c.loc, x_num, y_nan), lt);
+  }
+  auto pred = d == DType::bool_ ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt;
+  return c.b.create<arith::CmpIOp>(c.loc, pred, x, y);
+}
+
+// sort: the operands are copied into the results, then each lane along `dimension` is
+// insertion-sorted there, all operands moving together. Stable; O(n^2) comparisons in the
+// worst case, which suits the short lanes jnp.sort / argsort / top_k meet in practice.
+void lower_sort(LowerCtx& c, const Eqn& e) {
+  namespace arith = mlir::arith;
+  const int64_t dim = e.params.get<int64_t>("dimension");
+  const size_t num_keys = static_cast<size_t>(e.params.get<int64_t>("num_keys"));
+  const ArrayType xt = c.type_of(e.ins.at(0)).array;
+  std::vector<Value> bufs;
+  std::vector<DType> dtypes;
+  for (size_t k = 0; k < e.ins.size(); ++k) {
+    ArrayType t = c.type_of(e.outs.at(k)).array;
+    Value buf = c.result_buffer(e.outs[k]);
+    if (!c.shares_buffer(e.ins[k], e.outs[k])) c.copy(c.buffer(e.ins[k]), buf, t);
+    bufs.push_back(buf);
+    dtypes.push_back(t.dtype);
+  }
+  const int64_t n = xt.shape[dim];
+  if (n <= 1) return;
+  Shape lanes = xt.shape;
+  lanes[dim] = 1;
+  c.loop_nest(lanes, [&](LowerCtx::Ivs ivs) {
+    auto at = [&](Value i) {
+      std::vector<Value> idx(ivs.begin(), ivs.end());
+      idx[dim] = i;
+      return idx;
+    };
+    // Whether the element at a sorts before the one at b (keys compared in order).
+    auto less = [&](const std::vector<Value>& a, const std::vector<Value>& b) {
+      Value r;
+      for (size_t k = num_keys; k-- > 0;) {
+        Value x = c.load_mem(bufs[k], dtypes[k], a), y = c.load_mem(bufs[k], dtypes[k], b);
+        Value lt = sort_key_less(c, dtypes[k], x, y);
+        if (!r) {
+          r = lt;
+          continue;
+        }
+        Value gt = sort_key_less(c, dtypes[k], y, x);
+        Value not_gt = c.b.create<arith::XOrIOp>(c.loc, gt, c.constant(DType::bool_, 1));
+        r = c.b.create<arith::OrIOp>(c.loc, lt, c.b.create<arith::AndIOp>(c.loc, not_gt, r));
+      }
+      return r;
+    };
+    mlir::OpBuilder::InsertionGuard guard(c.b);
+    auto outer = c.b.create<mlir::scf::ForOp>(c.loc, c.index(1), c.index(n), c.index(1));
+    c.b.setInsertionPoint(outer.getBody()->getTerminator());
+    mlir::Type index_type = c.b.getIndexType();
+    // Move element i down while it sorts before its left neighbour.
+    auto loop = c.b.create<mlir::scf::WhileOp>(c.loc, mlir::TypeRange{index_type},
+                                               mlir::ValueRange{outer.getInductionVar()});
+    mlir::Block* before = c.b.createBlock(&loop.getBefore(), {}, {index_type}, {c.loc});
+    Value j = before->getArgument(0);
+    Value positive = c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sgt, j, c.index(0));
+    Value left = c.b.create<arith::SelectOp>(
+        c.loc, positive, c.b.create<arith::SubIOp>(c.loc, j, c.index(1)), c.index(0));
+    Value go = c.b.create<arith::AndIOp>(c.loc, positive, less(at(j), at(left)));
+    c.b.create<mlir::scf::ConditionOp>(c.loc, go, mlir::ValueRange{j});
+    mlir::Block* after = c.b.createBlock(&loop.getAfter(), {}, {index_type}, {c.loc});
+    Value jj = after->getArgument(0);
+    Value jl = c.b.create<arith::SubIOp>(c.loc, jj, c.index(1));
+    for (Value buf : bufs) {
+      Value x = c.b.create<mlir::memref::LoadOp>(c.loc, buf, at(jj));
+      Value y = c.b.create<mlir::memref::LoadOp>(c.loc, buf, at(jl));
+      c.b.create<mlir::memref::StoreOp>(c.loc, x, buf, at(jl));
+      c.b.create<mlir::memref::StoreOp>(c.loc, y, buf, at(jj));
+    }
+    c.b.create<mlir::scf::YieldOp>(c.loc, mlir::ValueRange{jl});
+  });
+}
+
 }  // namespace
 
 void register_shape_lowerings(LowerTable& t) {
@@ -421,6 +504,7 @@ void register_shape_lowerings(LowerTable& t) {
   t.set(Prim::iota, &lower_iota);
   t.set(Prim::pad, &lower_pad);
   t.set(Prim::gather, &lower_gather);
+  t.set(Prim::sort, &lower_sort);
   t.set(Prim::scatter, [](LowerCtx& c, const Eqn& e) { lower_scatter(c, e, false); });
   t.set(Prim::scatter_add, [](LowerCtx& c, const Eqn& e) { lower_scatter(c, e, true); });
 }
