@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <ostream>
 
 #include "compiler/node.h"
@@ -23,12 +24,13 @@ Value::Value(NodePtr node) : node_(std::move(node)) {
 
 NodePtr Value::scalar_node(DType d, double f, int64_t i) {
   Array a(ArrayType{d, {}});
-  switch (d) {
-    case DType::f32:
-    case DType::f64: a.set_from_double(0, f); break;
-    case DType::i32: a.mutable_values<int32_t>()[0] = static_cast<int32_t>(i); break;
-    case DType::i64: a.mutable_values<int64_t>()[0] = i; break;
-    case DType::bool_: a.set_from_double(0, i != 0 ? 1.0 : 0.0); break;
+  if (is_float(d)) {
+    a.set_from_double(0, f);
+  } else if (d == DType::bool_) {
+    a.set_from_double(0, i != 0 ? 1.0 : 0.0);
+  } else {
+    // The integer's low bits, as the dtype holds it (little-endian, like every CPU here).
+    std::memcpy(a.mutable_data(), &i, static_cast<size_t>(byte_size(d)));
   }
   return detail::concrete_array_node(std::move(a), /*weak=*/true);
 }

@@ -2,27 +2,34 @@
 
 namespace refjit {
 
-std::string_view short_name(DType d) {
+namespace {
+
+struct Names {
+  std::string_view short_name, long_name;
+};
+
+constexpr Names names(DType d) {
   switch (d) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::bool_: return "bool";
+    case DType::f32: return {"f32", "float32"};
+    case DType::f64: return {"f64", "float64"};
+    case DType::i32: return {"i32", "int32"};
+    case DType::i64: return {"i64", "int64"};
+    case DType::bool_: return {"bool", "bool"};
+    case DType::i8: return {"i8", "int8"};
+    case DType::i16: return {"i16", "int16"};
+    case DType::u8: return {"u8", "uint8"};
+    case DType::u16: return {"u16", "uint16"};
+    case DType::u32: return {"u32", "uint32"};
+    case DType::u64: return {"u64", "uint64"};
   }
-  return "?";
+  return {"?", "?"};
 }
 
-std::string_view long_name(DType d) {
-  switch (d) {
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::i32: return "int32";
-    case DType::i64: return "int64";
-    case DType::bool_: return "bool";
-  }
-  return "?";
-}
+}  // namespace
+
+std::string_view short_name(DType d) { return names(d).short_name; }
+
+std::string_view long_name(DType d) { return names(d).long_name; }
 
 std::optional<DType> parse_dtype(std::string_view name) {
   for (DType d : kAllDTypes) {

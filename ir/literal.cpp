@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -9,20 +10,28 @@ namespace refjit {
 
 namespace {
 
-// Float -> int with XLA's semantics: truncate, NaN -> 0, saturate out of range.
+// The range of an integer dtype, as doubles.
+double int_lo(DType d) { return is_unsigned(d) ? 0.0 : -std::ldexp(1.0, bit_width(d) - 1); }
+double int_hi(DType d) {
+  return std::ldexp(1.0, is_unsigned(d) ? bit_width(d) : bit_width(d) - 1);  // exclusive
+}
+
+// Float -> int with XLA's semantics: truncate, NaN -> 0, saturate out of range. The result is
+// the value's bit pattern as int64_t (uint64 values past INT64_MAX wrap).
 int64_t saturating_cast(double v, DType d) {
   if (std::isnan(v)) return 0;
-  double lo = d == DType::i32 ? std::numeric_limits<int32_t>::min()
-                              : static_cast<double>(std::numeric_limits<int64_t>::min());
-  double hi = d == DType::i32 ? std::numeric_limits<int32_t>::max()
-                              : static_cast<double>(std::numeric_limits<int64_t>::max());
-  if (v <= lo)
-    return d == DType::i32 ? std::numeric_limits<int32_t>::min()
-                           : std::numeric_limits<int64_t>::min();
-  if (v >= hi)
-    return d == DType::i32 ? std::numeric_limits<int32_t>::max()
-                           : std::numeric_limits<int64_t>::max();
-  return static_cast<int64_t>(std::trunc(v));
+  const int bits = bit_width(d);
+  if (v <= int_lo(d)) return is_unsigned(d) ? 0 : -(int64_t{1} << (bits - 1));
+  if (v >= int_hi(d)) {
+    if (is_unsigned(d))
+      return bits == 64 ? static_cast<int64_t>(~uint64_t{0})
+                        : static_cast<int64_t>((uint64_t{1} << bits) - 1);
+    return static_cast<int64_t>((uint64_t{1} << (bits - 1)) - 1);
+  }
+  double t = std::trunc(v);
+  if (is_unsigned(d) && t >= std::ldexp(1.0, 63))
+    return static_cast<int64_t>(static_cast<uint64_t>(t));
+  return static_cast<int64_t>(t);
 }
 
 }  // namespace
@@ -31,11 +40,28 @@ Literal Literal::of(DType d, double v) {
   switch (d) {
     case DType::f32: return of_float(d, static_cast<double>(static_cast<float>(v)));
     case DType::f64: return of_float(d, v);
-    case DType::i32:
-    case DType::i64: return of_int(d, saturating_cast(v, d));
     case DType::bool_: return of_bool(v != 0.0);
+    default: return of_int(d, saturating_cast(v, d));
   }
-  return {};
+}
+
+std::optional<Literal> Literal::parse_int(DType d, std::string_view text) {
+  if (!is_int(d) || text.empty()) return std::nullopt;
+  const char* end = text.data() + text.size();
+  const int bits = bit_width(d);
+  if (is_unsigned(d)) {
+    uint64_t v = 0;
+    auto [p, ec] = std::from_chars(text.data(), end, v);
+    if (ec != std::errc() || p != end) return std::nullopt;
+    if (bits < 64 && v >= (uint64_t{1} << bits)) return std::nullopt;
+    return of_int(d, static_cast<int64_t>(v));
+  }
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc() || p != end) return std::nullopt;
+  if (bits < 64 && (v < -(int64_t{1} << (bits - 1)) || v >= (int64_t{1} << (bits - 1))))
+    return std::nullopt;
+  return of_int(d, v);
 }
 
 bool Literal::operator==(const Literal& o) const {
@@ -46,6 +72,7 @@ bool Literal::operator==(const Literal& o) const {
 
 std::string Literal::value_text() const {
   if (dtype == DType::bool_) return i ? "True" : "False";
+  if (dtype == DType::u64) return fmt::format("{}", static_cast<uint64_t>(i));
   if (is_int(dtype)) return fmt::format("{}", i);
   if (std::isnan(f)) return "nan";
   if (std::isinf(f)) return f > 0 ? "inf" : "-inf";

@@ -356,10 +356,9 @@ class Parser {
     }
     if (is_int(d)) {
       if (!v.is(Tok::integer)) bad("an integer");
-      int64_t x = integer_of(v);
-      if (d == DType::i32 && (x < INT32_MIN || x > INT32_MAX))
-        fail(v, fmt::format("{} is out of range for i32", x));
-      return Literal::of_int(d, x);
+      std::optional<Literal> x = Literal::parse_int(d, v.text);
+      if (!x) fail(v, fmt::format("{} is out of range for {}", v.text, short_name(d)));
+      return *x;
     }
     if (v.is(Tok::integer) || v.is(Tok::real)) return Literal::of(d, real_of(v));
     if (v.is_ident("inf")) return Literal::of(d, INFINITY);

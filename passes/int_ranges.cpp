@@ -97,11 +97,14 @@ std::optional<IntRange> result_range(const Eqn& e, const IntRanges& r) {
   }
 }
 
+// Ranges are tracked for i32 and i64 (index arithmetic); other integer dtypes stay unknown.
+bool tracked(DType d) { return d == DType::i32 || d == DType::i64; }
+
 }  // namespace
 
 std::optional<IntRange> range_of(const IntRanges& r, const Atom& a) {
   if (const Literal* l = std::get_if<Literal>(&a))
-    return is_int(l->dtype) ? std::optional<IntRange>(IntRange{l->i, l->i}) : std::nullopt;
+    return tracked(l->dtype) ? std::optional<IntRange>(IntRange{l->i, l->i}) : std::nullopt;
   return r.at(as_var(a).id);
 }
 
@@ -129,7 +132,7 @@ void analyze_int_ranges(const Jaxpr& j, IntRanges& r) {
     }
     if (e.outs.size() != 1) continue;
     const Type& t = j.type_of(e.outs[0]);
-    if (t.is_ref || !is_int(t.array.dtype)) continue;
+    if (t.is_ref || !tracked(t.array.dtype)) continue;
     // A range the result's dtype cannot hold means the arithmetic may wrap: unknown.
     std::optional<IntRange> out = result_range(e, r);
     const int64_t max = t.array.dtype == DType::i32 ? INT32_MAX : kRangeLimit;

@@ -9,32 +9,20 @@
 
 #include "refjit/ir/error.h"
 #include "refjit/ir/literal.h"
+#include "runtime/dtype_dispatch.h"
 
 namespace refjit {
 
 namespace {
 
 template <class T>
-constexpr DType dtype_of();
-template <>
-constexpr DType dtype_of<float>() {
-  return DType::f32;
-}
-template <>
-constexpr DType dtype_of<double>() {
-  return DType::f64;
-}
-template <>
-constexpr DType dtype_of<int32_t>() {
-  return DType::i32;
-}
-template <>
-constexpr DType dtype_of<int64_t>() {
-  return DType::i64;
-}
-template <>
-constexpr DType dtype_of<bool>() {
-  return DType::bool_;
+constexpr DType dtype_of() {
+  DType d = DType::bool_;
+  for (DType c : kAllDTypes)
+    visit_dtype(c, [&](auto tag) {
+      if constexpr (std::is_same_v<typename decltype(tag)::type, T>) d = c;
+    });
+  return d;
 }
 
 // 64-byte aligned storage, so compiled code can use aligned vector loads.
@@ -82,6 +70,12 @@ template Array Array::from_vector<double>(const std::vector<double>&, Shape);
 template Array Array::from_vector<int32_t>(const std::vector<int32_t>&, Shape);
 template Array Array::from_vector<int64_t>(const std::vector<int64_t>&, Shape);
 template Array Array::from_vector<bool>(const std::vector<bool>&, Shape);
+template Array Array::from_vector<int8_t>(const std::vector<int8_t>&, Shape);
+template Array Array::from_vector<int16_t>(const std::vector<int16_t>&, Shape);
+template Array Array::from_vector<uint8_t>(const std::vector<uint8_t>&, Shape);
+template Array Array::from_vector<uint16_t>(const std::vector<uint16_t>&, Shape);
+template Array Array::from_vector<uint32_t>(const std::vector<uint32_t>&, Shape);
+template Array Array::from_vector<uint64_t>(const std::vector<uint64_t>&, Shape);
 
 Array Array::full(ArrayType type, double v) {
   Array a(std::move(type));
@@ -110,37 +104,47 @@ template void Array::check_dtype_of<double>() const;
 template void Array::check_dtype_of<int32_t>() const;
 template void Array::check_dtype_of<int64_t>() const;
 template void Array::check_dtype_of<bool>() const;
+template void Array::check_dtype_of<int8_t>() const;
+template void Array::check_dtype_of<int16_t>() const;
+template void Array::check_dtype_of<uint8_t>() const;
+template void Array::check_dtype_of<uint16_t>() const;
+template void Array::check_dtype_of<uint32_t>() const;
+template void Array::check_dtype_of<uint64_t>() const;
 
 double Array::as_double(int64_t i) const {
-  switch (type_.dtype) {
-    case DType::f32: return reinterpret_cast<const float*>(data_)[i];
-    case DType::f64: return reinterpret_cast<const double*>(data_)[i];
-    case DType::i32: return reinterpret_cast<const int32_t*>(data_)[i];
-    case DType::i64: return static_cast<double>(reinterpret_cast<const int64_t*>(data_)[i]);
-    case DType::bool_: return data_[i] != std::byte{0} ? 1.0 : 0.0;
-  }
-  return 0;
+  return visit_dtype(type_.dtype, [&](auto tag) -> double {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsBool<T>)
+      return data_[i] != std::byte{0} ? 1.0 : 0.0;
+    else
+      return static_cast<double>(reinterpret_cast<const T*>(data_)[i]);
+  });
 }
 
 int64_t Array::as_int(int64_t i) const {
-  switch (type_.dtype) {
-    case DType::i32: return reinterpret_cast<const int32_t*>(data_)[i];
-    case DType::i64: return reinterpret_cast<const int64_t*>(data_)[i];
-    case DType::bool_: return data_[i] != std::byte{0} ? 1 : 0;
-    default: return Literal::of(DType::i64, as_double(i)).i;
-  }
+  return visit_dtype(type_.dtype, [&](auto tag) -> int64_t {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsBool<T>)
+      return data_[i] != std::byte{0} ? 1 : 0;
+    else if constexpr (kIsInt<T>)
+      return static_cast<int64_t>(reinterpret_cast<const T*>(data_)[i]);  // uint64: bits
+    else
+      return Literal::of(DType::i64, as_double(i)).i;
+  });
 }
 
 void Array::set_from_double(int64_t i, double v) {
   std::byte* p = mutable_data();
   Literal l = Literal::of(type_.dtype, v);
-  switch (type_.dtype) {
-    case DType::f32: reinterpret_cast<float*>(p)[i] = static_cast<float>(l.f); break;
-    case DType::f64: reinterpret_cast<double*>(p)[i] = l.f; break;
-    case DType::i32: reinterpret_cast<int32_t*>(p)[i] = static_cast<int32_t>(l.i); break;
-    case DType::i64: reinterpret_cast<int64_t*>(p)[i] = l.i; break;
-    case DType::bool_: p[i] = std::byte{static_cast<uint8_t>(l.i)}; break;
-  }
+  visit_dtype(type_.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsBool<T>)
+      p[i] = std::byte{static_cast<uint8_t>(l.i)};
+    else if constexpr (kIsInt<T>)
+      reinterpret_cast<T*>(p)[i] = static_cast<T>(l.i);
+    else
+      reinterpret_cast<T*>(p)[i] = static_cast<T>(l.f);
+  });
 }
 
 Array Array::clone() const { return Array(type_, data_); }
@@ -172,9 +176,9 @@ namespace {
 std::string element_text(const Array& a, int64_t i) {
   switch (a.dtype()) {
     case DType::bool_: return a.as_int(i) ? "true" : "false";
-    case DType::i32:
-    case DType::i64: return fmt::format("{}", a.as_int(i));
-    default: {
+    case DType::u64: return fmt::format("{}", static_cast<uint64_t>(a.as_int(i)));
+    case DType::f32:
+    case DType::f64: {
       double v = a.as_double(i);
       if (std::isnan(v)) return "nan";
       if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -185,6 +189,7 @@ std::string element_text(const Array& a, int64_t i) {
       if (s.find_first_of(".e") == std::string::npos) s += ".0";
       return s;
     }
+    default: return fmt::format("{}", a.as_int(i));
   }
 }
 

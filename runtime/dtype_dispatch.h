@@ -1,5 +1,5 @@
 // Calls a generic callable with the C++ element type of a DType, so eval rules can be written
-// once as templates over float/double/int32_t/int64_t/bool.
+// once as templates over the element types (float, double, the fixed-width integers, bool).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,12 @@ decltype(auto) visit_dtype(DType d, F&& f) {
     case DType::f64: return f(ElemTag<double>{});
     case DType::i32: return f(ElemTag<int32_t>{});
     case DType::i64: return f(ElemTag<int64_t>{});
+    case DType::i8: return f(ElemTag<int8_t>{});
+    case DType::i16: return f(ElemTag<int16_t>{});
+    case DType::u8: return f(ElemTag<uint8_t>{});
+    case DType::u16: return f(ElemTag<uint16_t>{});
+    case DType::u32: return f(ElemTag<uint32_t>{});
+    case DType::u64: return f(ElemTag<uint64_t>{});
     case DType::bool_: break;
   }
   return f(ElemTag<bool>{});
@@ -29,19 +35,10 @@ decltype(auto) visit_dtype(DType d, F&& f) {
 template <class T>
 inline constexpr bool kIsFloat = std::is_same_v<T, float> || std::is_same_v<T, double>;
 template <class T>
-inline constexpr bool kIsInt = std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
+inline constexpr bool kIsBool = std::is_same_v<T, bool>;
+template <class T>
+inline constexpr bool kIsInt = std::is_integral_v<T> && !kIsBool<T>;
 template <class T>
 inline constexpr bool kIsNumber = kIsFloat<T> || kIsInt<T>;
-template <class T>
-inline constexpr bool kIsBool = std::is_same_v<T, bool>;
-
-template <class T>
-constexpr DType dtype_for() {
-  if constexpr (std::is_same_v<T, float>) return DType::f32;
-  if constexpr (std::is_same_v<T, double>) return DType::f64;
-  if constexpr (std::is_same_v<T, int32_t>) return DType::i32;
-  if constexpr (std::is_same_v<T, int64_t>) return DType::i64;
-  return DType::bool_;
-}
 
 }  // namespace refjit

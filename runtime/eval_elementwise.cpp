@@ -17,20 +17,21 @@ namespace refjit {
 
 namespace {
 
+// Two's-complement arithmetic that wraps instead of overflowing: computed in an unsigned type
+// at least as wide as `unsigned` (narrower types would be promoted to signed int).
+template <class T>
+using WrapType = std::common_type_t<std::make_unsigned_t<T>, unsigned>;
 template <class T>
 T wrap_add(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  return static_cast<T>(static_cast<WrapType<T>>(a) + static_cast<WrapType<T>>(b));
 }
 template <class T>
 T wrap_sub(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+  return static_cast<T>(static_cast<WrapType<T>>(a) - static_cast<WrapType<T>>(b));
 }
 template <class T>
 T wrap_mul(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  return static_cast<T>(static_cast<WrapType<T>>(a) * static_cast<WrapType<T>>(b));
 }
 
 template <class T>
@@ -134,10 +135,13 @@ struct Abs {
   static constexpr std::string_view kAllowed = kNumbers;
   template <class T>
   T operator()(T x) const {
-    if constexpr (kIsInt<T>)
-      return x < 0 ? wrap_sub(T(0), x) : x;  // INT_MIN stays INT_MIN
-    else
+    if constexpr (kIsFloat<T>) {
       return std::fabs(x);
+    } else if constexpr (std::is_signed_v<T>) {
+      return x < 0 ? wrap_sub(T(0), x) : x;  // INT_MIN stays INT_MIN
+    } else {
+      return x;  // unsigned
+    }
   }
 };
 
@@ -151,7 +155,10 @@ struct Sign {
       if (std::isnan(x)) return x;
       return x > 0 ? T(1) : (x < 0 ? T(-1) : x);  // keeps the sign of zero
     } else {
-      return static_cast<T>((x > 0) - (x < 0));
+      if constexpr (std::is_signed_v<T>)
+        return static_cast<T>((x > 0) - (x < 0));
+      else
+        return static_cast<T>(x > 0);
     }
   }
 };
@@ -345,8 +352,9 @@ REFJIT_BINARY(Sub, kIsNumber<T>, kNumbers, false, {
 REFJIT_BINARY(Mul, kIsNumber<T>, kNumbers, false, { return mul(a, b); })
 REFJIT_BINARY(Div, kIsNumber<T>, kNumbers, false, {
   if constexpr (kIsInt<T>) {
-    if (b == 0) return T(-1);  // XLA: all bits set
-    if (b == -1 && a == std::numeric_limits<T>::min()) return a;
+    if (b == 0) return static_cast<T>(-1);  // XLA: all bits set
+    if constexpr (std::is_signed_v<T>)
+      if (b == -1 && a == std::numeric_limits<T>::min()) return a;
     return static_cast<T>(a / b);
   } else {
     return a / b;
@@ -370,7 +378,8 @@ REFJIT_BINARY(Pow, kIsFloat<T>, kFloats, false, { return static_cast<T>(std::pow
 REFJIT_BINARY(Rem, kIsNumber<T>, kNumbers, false, {
   if constexpr (kIsInt<T>) {
     if (b == 0) return a;
-    if (b == -1) return T(0);
+    if constexpr (std::is_signed_v<T>)
+      if (b == -1) return T(0);
     return static_cast<T>(a % b);
   } else {
     return static_cast<T>(std::fmod(a, b));

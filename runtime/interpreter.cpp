@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "refjit/ir/error.h"
+#include "runtime/dtype_dispatch.h"
 #include "runtime/eval_rules.h"
 
 namespace refjit {
@@ -12,14 +13,13 @@ namespace refjit {
 namespace {
 
 Array literal_array(const Literal& l) {
-  switch (l.dtype) {
-    case DType::f32: return Array::scalar<float>(static_cast<float>(l.f));
-    case DType::f64: return Array::scalar<double>(l.f);
-    case DType::i32: return Array::scalar<int32_t>(static_cast<int32_t>(l.i));
-    case DType::i64: return Array::scalar<int64_t>(l.i);
-    case DType::bool_: break;
-  }
-  return Array::scalar<bool>(l.i != 0);
+  return visit_dtype(l.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsFloat<T>)
+      return Array::scalar<T>(static_cast<T>(l.f));
+    else
+      return Array::scalar<T>(static_cast<T>(l.i));
+  });
 }
 
 std::string value_type_text(const RtValue& v) {

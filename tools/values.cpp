@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 namespace refjit::cli {
@@ -163,16 +164,13 @@ class ValueParser {
     if (is_int(d)) {
       if (!is_integer_number(w))
         fail(fmt::format("{} is not an integer, which {} needs", where, type_.str()));
-      errno = 0;
-      long long v = std::strtoll(w.c_str(), nullptr, 10);
-      bool fits =
-          errno != ERANGE && (d == DType::i64 || (v >= std::numeric_limits<int32_t>::min() &&
-                                                  v <= std::numeric_limits<int32_t>::max()));
-      if (!fits) fail(fmt::format("{} does not fit in {}", where, dtype_name()));
-      if (d == DType::i32)
-        result_.mutable_values<int32_t>()[index_++] = static_cast<int32_t>(v);
-      else
-        result_.mutable_values<int64_t>()[index_++] = static_cast<int64_t>(v);
+      std::string_view digits = w;
+      if (digits.starts_with('+')) digits.remove_prefix(1);
+      std::optional<Literal> v = Literal::parse_int(d, digits);
+      if (!v) fail(fmt::format("{} does not fit in {}", where, dtype_name()));
+      // The value's low bytes are the element (little-endian).
+      std::memcpy(result_.mutable_data() + index_++ * byte_size(d), &v->i,
+                  static_cast<size_t>(byte_size(d)));
       return;
     }
     // Floats: decimal numbers (integers included), nan, inf, -inf.

@@ -98,6 +98,12 @@ std::string c_type(DType d) {
     case DType::i32: return "int32_t";
     case DType::i64: return "int64_t";
     case DType::bool_: return "bool";
+    case DType::i8: return "int8_t";
+    case DType::i16: return "int16_t";
+    case DType::u8: return "uint8_t";
+    case DType::u16: return "uint16_t";
+    case DType::u32: return "uint32_t";
+    case DType::u64: return "uint64_t";
   }
   return "?";
 }
@@ -334,14 +340,9 @@ std::string make_header(const AotOptions& o, const std::vector<CEntry>& entries,
 // ---- The wrapper in LLVM IR ----------------------------------------------------------------
 
 llvm::Type* scalar_llvm_type(llvm::LLVMContext& c, DType d) {
-  switch (d) {
-    case DType::f32: return llvm::Type::getFloatTy(c);
-    case DType::f64: return llvm::Type::getDoubleTy(c);
-    case DType::i32: return llvm::Type::getInt32Ty(c);
-    case DType::i64: return llvm::Type::getInt64Ty(c);
-    case DType::bool_: return llvm::Type::getInt1Ty(c);
-  }
-  return nullptr;
+  if (d == DType::f32) return llvm::Type::getFloatTy(c);
+  if (d == DType::f64) return llvm::Type::getDoubleTy(c);
+  return llvm::Type::getIntNTy(c, static_cast<unsigned>(bit_width(d)));
 }
 
 void add_wrapper(llvm::Module& m, const CEntry& e, const ResidualStruct* rs, bool has_workspace) {

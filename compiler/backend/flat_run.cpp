@@ -107,8 +107,7 @@ bool lower_with_flat_run(LowerCtx& c, const Eqn& e, size_t first, const FlatRunF
     for (size_t d = 0; d < shape.size(); ++d) {
       stride /= shape[d];
       Value v = c.load(idx[d], {c.index(j)});
-      if (c.type_of(idx[d]).array.dtype == DType::i32)
-        v = c.b.create<arith::ExtSIOp>(c.loc, c.b.getI64Type(), v);
+      v = c.index_to_i64(v, c.type_of(idx[d]).array.dtype);
       v = c.b.create<arith::MulIOp>(c.loc, v, c.int_constant(DType::i64, stride));
       f = c.b.create<arith::AddIOp>(c.loc, f, v);
     }

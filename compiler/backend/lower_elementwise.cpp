@@ -59,13 +59,18 @@ ElemFn libm_unary(std::string name) {
   };
 }
 
-// XLA integer division: x/0 = -1, INT_MIN/-1 = INT_MIN, else truncating.
+// XLA integer division: x/0 = -1 (all bits set), INT_MIN/-1 = INT_MIN, else truncating.
 Value int_div(LowerCtx& c, DType d, Value x, Value y) {
   auto& b = c.b;
-  int bits = d == DType::i32 ? 32 : 64;
   Value zero = c.int_constant(d, 0), one = c.int_constant(d, 1), m1 = c.int_constant(d, -1);
+  if (is_unsigned(d)) {
+    Value y0 = b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::eq, y, zero);
+    Value q = b.create<arith::DivUIOp>(c.loc, x, b.create<arith::SelectOp>(c.loc, y0, one, y));
+    return b.create<arith::SelectOp>(c.loc, y0, m1, q);
+  }
+  const int bits = bit_width(d);
   Value imin = c.int_constant(
-      d, bits == 32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min());
+      d, bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (bits - 1)));
   Value y0 = b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::eq, y, zero);
   Value ovf = b.create<arith::AndIOp>(
       c.loc, b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::eq, x, imin),
@@ -80,7 +85,7 @@ Value int_div(LowerCtx& c, DType d, Value x, Value y) {
 Value compare(LowerCtx& c, DType d, Value x, Value y, arith::CmpFPredicate fp,
               arith::CmpIPredicate sp, arith::CmpIPredicate up) {
   if (is_float(d)) return c.b.create<arith::CmpFOp>(c.loc, fp, x, y);
-  return c.b.create<arith::CmpIOp>(c.loc, d == DType::bool_ ? up : sp, x, y);
+  return c.b.create<arith::CmpIOp>(c.loc, d == DType::bool_ || is_unsigned(d) ? up : sp, x, y);
 }
 
 void set_compare(LowerTable& t, Prim p, arith::CmpFPredicate fp, arith::CmpIPredicate sp,
@@ -126,22 +131,31 @@ Value convert_element(LowerCtx& c, Value x, DType from, DType to) {
     return b.create<arith::TruncFOp>(loc, tt, x);
   }
   if (is_int(from) && is_int(to)) {
-    if (to == DType::i64) return b.create<arith::ExtSIOp>(loc, tt, x);
-    return b.create<arith::TruncIOp>(loc, tt, x);
+    // Widening extends by the source's signedness; narrowing keeps the low bits (wraps).
+    if (bit_width(to) > bit_width(from)) {
+      if (is_unsigned(from)) return b.create<arith::ExtUIOp>(loc, tt, x);
+      return b.create<arith::ExtSIOp>(loc, tt, x);
+    }
+    if (bit_width(to) < bit_width(from)) return b.create<arith::TruncIOp>(loc, tt, x);
+    return x;  // same width, other signedness: the same bits
   }
-  if (is_int(from)) return b.create<arith::SIToFPOp>(loc, tt, x);
-  // float -> int. fptosi is poison out of range; the selects never pick it there.
-  int bits = to == DType::i32 ? 32 : 64;
-  double limit = std::ldexp(1.0, bits - 1);
-  Value r = b.create<arith::FPToSIOp>(loc, tt, x);
-  Value imax = c.int_constant(
-      to, bits == 32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max());
-  Value imin = c.int_constant(
-      to, bits == 32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min());
-  Value too_big =
-      b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGE, x, c.constant(from, limit));
+  if (is_int(from)) {
+    if (is_unsigned(from)) return b.create<arith::UIToFPOp>(loc, tt, x);
+    return b.create<arith::SIToFPOp>(loc, tt, x);
+  }
+  // float -> int. fptosi/fptoui are poison out of range; the selects never pick it there.
+  const int bits = bit_width(to);
+  const bool u = is_unsigned(to);
+  double lo = u ? 0.0 : -std::ldexp(1.0, bits - 1);
+  double hi = std::ldexp(1.0, u ? bits : bits - 1);  // exclusive
+  Value r = u ? Value(b.create<arith::FPToUIOp>(loc, tt, x))
+              : Value(b.create<arith::FPToSIOp>(loc, tt, x));
+  // The dtype's largest and smallest values (int_constant keeps the low bits).
+  Value imax = c.int_constant(to, u ? -1 : static_cast<int64_t>((uint64_t{1} << (bits - 1)) - 1));
+  Value imin = c.int_constant(to, u ? 0 : static_cast<int64_t>(uint64_t{1} << (bits - 1)));
+  Value too_big = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGE, x, c.constant(from, hi));
   Value too_small =
-      b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLT, x, c.constant(from, -limit));
+      b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLT, x, c.constant(from, lo));
   Value nan = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UNO, x, x);
   r = b.create<arith::SelectOp>(loc, too_big, imax, r);
   r = b.create<arith::SelectOp>(loc, too_small, imin, r);
@@ -198,6 +212,7 @@ void register_elementwise_lowerings(LowerTable& t) {
          });
   set_ew(t, Prim::abs, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
     if (is_float(d)) return c.b.create<math::AbsFOp>(c.loc, x[0]);
+    if (is_unsigned(d)) return x[0];
     return c.b.create<math::AbsIOp>(c.loc, x[0]);
   });
   set_ew(t, Prim::sign, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
@@ -258,8 +273,16 @@ void register_elementwise_lowerings(LowerTable& t) {
   set_ew(t, Prim::add_any, float_or_int<arith::AddFOp, arith::AddIOp>());
   set_ew(t, Prim::sub, float_or_int<arith::SubFOp, arith::SubIOp>());
   set_ew(t, Prim::mul, float_or_int<arith::MulFOp, arith::MulIOp>());
-  set_ew(t, Prim::max, float_or_int<arith::MaximumFOp, arith::MaxSIOp>());
-  set_ew(t, Prim::min, float_or_int<arith::MinimumFOp, arith::MinSIOp>());
+  set_ew(t, Prim::max, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
+    if (is_float(d)) return c.b.create<arith::MaximumFOp>(c.loc, x[0], x[1]);
+    if (is_unsigned(d)) return c.b.create<arith::MaxUIOp>(c.loc, x[0], x[1]);
+    return c.b.create<arith::MaxSIOp>(c.loc, x[0], x[1]);
+  });
+  set_ew(t, Prim::min, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
+    if (is_float(d)) return c.b.create<arith::MinimumFOp>(c.loc, x[0], x[1]);
+    if (is_unsigned(d)) return c.b.create<arith::MinUIOp>(c.loc, x[0], x[1]);
+    return c.b.create<arith::MinSIOp>(c.loc, x[0], x[1]);
+  });
   set_ew(t, Prim::div, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
     if (is_float(d)) return c.b.create<arith::DivFOp>(c.loc, x[0], x[1]);
     return int_div(c, d, x[0], x[1]);
@@ -270,8 +293,15 @@ void register_elementwise_lowerings(LowerTable& t) {
   set_ew(t, Prim::atan2, libm_unary("atan2"));
   set_ew(t, Prim::rem, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
     if (is_float(d)) return c.call_libm(d == DType::f32 ? "fmodf" : "fmod", x);
-    // XLA: x rem 0 = x, x rem -1 = 0 (also for INT_MIN, where remsi would trap).
     auto& b = c.b;
+    if (is_unsigned(d)) {  // x rem 0 = x
+      Value y0 =
+          b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::eq, x[1], c.int_constant(d, 0));
+      Value r = b.create<arith::RemUIOp>(
+          c.loc, x[0], b.create<arith::SelectOp>(c.loc, y0, c.int_constant(d, 1), x[1]));
+      return b.create<arith::SelectOp>(c.loc, y0, x[0], r);
+    }
+    // XLA: x rem 0 = x, x rem -1 = 0 (also for INT_MIN, where remsi would trap).
     Value y0 = b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::eq, x[1], c.int_constant(d, 0));
     Value ym1 =
         b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::eq, x[1], c.int_constant(d, -1));

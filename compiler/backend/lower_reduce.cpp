@@ -20,17 +20,21 @@ enum class Reducer { sum, max, min };
 
 Value identity(LowerCtx& c, DType d, Reducer r) {
   double inf = std::numeric_limits<double>::infinity();
-  bool i32 = d == DType::i32;
+  // The dtype's extreme values (int_constant keeps the low bits: all ones is -1 or UINT_MAX).
+  const int bits = bit_width(d);
+  const int64_t all_ones = -1;
+  const int64_t smin =
+      bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (bits - 1));
+  const int64_t smax =
+      bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (bits - 1)) - 1;
   switch (r) {
     case Reducer::sum: return c.constant(d, 0);
     case Reducer::max:
       if (is_float(d)) return c.constant(d, -inf);
-      return c.int_constant(
-          d, i32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min());
+      return c.int_constant(d, is_unsigned(d) ? 0 : smin);
     case Reducer::min:
       if (is_float(d)) return c.constant(d, inf);
-      return c.int_constant(
-          d, i32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max());
+      return c.int_constant(d, is_unsigned(d) ? all_ones : smax);
   }
   return {};
 }
@@ -42,11 +46,13 @@ Value combine(LowerCtx& c, DType d, Reducer r, Value a, Value b) {
       return f ? Value(c.b.create<arith::AddFOp>(c.loc, a, b))
                : Value(c.b.create<arith::AddIOp>(c.loc, a, b));
     case Reducer::max:  // NaN propagates
-      return f ? Value(c.b.create<arith::MaximumFOp>(c.loc, a, b))
-               : Value(c.b.create<arith::MaxSIOp>(c.loc, a, b));
+      if (f) return c.b.create<arith::MaximumFOp>(c.loc, a, b);
+      if (is_unsigned(d)) return c.b.create<arith::MaxUIOp>(c.loc, a, b);
+      return c.b.create<arith::MaxSIOp>(c.loc, a, b);
     case Reducer::min:
-      return f ? Value(c.b.create<arith::MinimumFOp>(c.loc, a, b))
-               : Value(c.b.create<arith::MinSIOp>(c.loc, a, b));
+      if (f) return c.b.create<arith::MinimumFOp>(c.loc, a, b);
+      if (is_unsigned(d)) return c.b.create<arith::MinUIOp>(c.loc, a, b);
+      return c.b.create<arith::MinSIOp>(c.loc, a, b);
   }
   return {};
 }
@@ -101,8 +107,8 @@ void lower_argmax(LowerCtx& c, const Eqn& e) {
         Value bnum = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::ORD, cur[0], cur[0]);
         take = c.b.create<arith::OrIOp>(c.loc, gt, c.b.create<arith::AndIOp>(c.loc, xnan, bnum));
       } else {
-        auto pred =
-            xt.dtype == DType::bool_ ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt;
+        auto pred = xt.dtype == DType::bool_ || is_unsigned(xt.dtype) ? arith::CmpIPredicate::ugt
+                                                                      : arith::CmpIPredicate::sgt;
         take = c.b.create<arith::CmpIOp>(c.loc, pred, x, cur[0]);
       }
       return std::vector<Value>{c.b.create<arith::SelectOp>(c.loc, take, x, cur[0]),

@@ -83,8 +83,7 @@ class IndexMap {
           for (size_t j = 0; j < at.shape.size(); ++j)
             ai.push_back(at.shape[j] == 1 ? c_.index(0) : v.at(apos + lead + j));
           Value raw = c_.load(*dyn_atom_[d], ai);
-          if (at.dtype == DType::i32)
-            raw = c_.b.create<arith::ExtSIOp>(c_.loc, c_.b.getI64Type(), raw);
+          raw = c_.index_to_i64(raw, at.dtype);
           out.push_back(c_.clamp_to_index(raw, 0, ref_.shape[d] - 1));
           break;
         }

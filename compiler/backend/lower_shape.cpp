@@ -257,13 +257,12 @@ struct UnitRun {
 };
 std::optional<UnitRun> unit_run(LowerCtx& c, const Eqn& e, int64_t dim) {
   ArrayType it = c.type_of(e.ins[1]).array;
-  if (it.rank() != 1 || it.shape[0] < 1 || (it.dtype != DType::i32 && it.dtype != DType::i64))
-    return std::nullopt;
+  if (it.rank() != 1 || it.shape[0] < 1 || !is_int(it.dtype)) return std::nullopt;
   if (!is_unit_run(c.jaxpr_of_frame(), e.ins[1])) return std::nullopt;
   const int64_t n = it.shape[0];
   if (n > dim) return std::nullopt;  // never inside: the general code alone
   Value base = c.load(e.ins[1], {c.index(0)});
-  if (it.dtype == DType::i32) base = c.b.create<arith::ExtSIOp>(c.loc, c.b.getI64Type(), base);
+  base = c.index_to_i64(base, it.dtype);
   Value inside =
       c.b.create<arith::AndIOp>(c.loc,
                                 c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sge, base,
@@ -331,7 +330,7 @@ void lower_gather(LowerCtx& c, const Eqn& e) {
     c.loop_nest(rt.shape, [&](Ivs ivs) {
       std::vector<Value> ii(ivs.begin() + axis, ivs.begin() + axis + k);
       Value raw = c.load(e.ins[1], ii);
-      if (it.dtype == DType::i32) raw = c.b.create<arith::ExtSIOp>(c.loc, c.b.getI64Type(), raw);
+      raw = c.index_to_i64(raw, it.dtype);
       std::vector<Value> in(ivs.begin(), ivs.begin() + axis);
       in.push_back(c.clamp_to_index(raw, 0, xt.shape.at(axis) - 1));
       in.insert(in.end(), ivs.begin() + axis + k, ivs.end());
@@ -371,7 +370,7 @@ void lower_scatter(LowerCtx& c, const Eqn& e, bool add) {
     c.loop_nest(ut.shape, [&](Ivs ivs) {
       std::vector<Value> ii(ivs.begin() + axis, ivs.begin() + axis + k);
       Value raw = c.load(e.ins[1], ii);
-      if (it.dtype == DType::i32) raw = c.b.create<arith::ExtSIOp>(c.loc, c.b.getI64Type(), raw);
+      raw = c.index_to_i64(raw, it.dtype);
       Value ok = c.b.create<arith::AndIOp>(
           c.loc,
           c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sge, raw,
@@ -415,7 +414,8 @@ Value sort_key_less(LowerCtx& c, DType d, Value x, Value y) {
     Value lt = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::OLT, x, y);
     return c.b.create<arith::OrIOp>(c.loc, c.b.create<arith::AndIOp>(c.loc, x_num, y_nan), lt);
   }
-  auto pred = d == DType::bool_ ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt;
+  auto pred =
+      d == DType::bool_ || is_unsigned(d) ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt;
   return c.b.create<arith::CmpIOp>(c.loc, pred, x, y);
 }
 

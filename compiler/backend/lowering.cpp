@@ -36,14 +36,10 @@ const LowerTable& lower_table() {
 // ---------------------------------------------------------------- types and constants
 
 mlir::Type LowerCtx::elem_type(DType d) {
-  switch (d) {
-    case DType::f32: return b.getF32Type();
-    case DType::f64: return b.getF64Type();
-    case DType::i32: return b.getI32Type();
-    case DType::i64: return b.getI64Type();
-    case DType::bool_: return b.getI1Type();
-  }
-  return {};
+  // Integers are signless in MLIR: the operations choose signed or unsigned semantics.
+  if (d == DType::f32) return b.getF32Type();
+  if (d == DType::f64) return b.getF64Type();
+  return b.getIntegerType(static_cast<unsigned>(bit_width(d)));
 }
 
 mlir::Type LowerCtx::storage_type(DType d) {
@@ -62,7 +58,10 @@ Value LowerCtx::constant(DType d, double v) {
 }
 
 Value LowerCtx::int_constant(DType d, int64_t v) {
-  return b.create<mlir::arith::ConstantOp>(loc, b.getIntegerAttr(elem_type(d), v));
+  // v's low bits (a uint64 value is its bit pattern; narrower ints wrap as the dtype does).
+  unsigned bits = static_cast<unsigned>(bit_width(d));
+  llvm::APInt value(64, static_cast<uint64_t>(v));
+  return b.create<mlir::arith::ConstantOp>(loc, b.getIntegerAttr(elem_type(d), value.trunc(bits)));
 }
 
 Value LowerCtx::literal(const Literal& l) {
@@ -262,10 +261,13 @@ void LowerCtx::store(Value v, Value memref, DType d, mlir::ValueRange idx) {
 }
 
 Value LowerCtx::load_index_scalar(const Atom& a) {
-  Value v = load(a, {});
-  DType d = type_of(a).dtype();
-  if (d == DType::i64) return v;
-  if (d == DType::bool_) return b.create<mlir::arith::ExtUIOp>(loc, b.getI64Type(), v);
+  return index_to_i64(load(a, {}), type_of(a).dtype());
+}
+
+Value LowerCtx::index_to_i64(Value v, DType d) {
+  if (bit_width(d) == 64) return v;
+  if (d == DType::bool_ || is_unsigned(d))
+    return b.create<mlir::arith::ExtUIOp>(loc, b.getI64Type(), v);
   return b.create<mlir::arith::ExtSIOp>(loc, b.getI64Type(), v);
 }
 

@@ -95,6 +95,8 @@ class LowerCtx {
   void store(mlir::Value v, mlir::Value memref, DType d, mlir::ValueRange idx);
   // A scalar int operand as i64 (for dynamic indices).
   mlir::Value load_index_scalar(const Atom& a);
+  // An integer element of dtype d widened to i64 (sign- or zero-extended by its dtype).
+  mlir::Value index_to_i64(mlir::Value v, DType d);
   // clamp(v, lo, hi) on i64, returned as index.
   mlir::Value clamp_to_index(mlir::Value i64, int64_t lo, int64_t hi);
 

@@ -1,6 +1,7 @@
 // Differential tests (native vs interpreter) of the elementwise primitives.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <limits>
 
 #include "test_util.h"
@@ -60,8 +61,9 @@ std::string many_text(const std::vector<std::string>& prims, const std::vector<A
 TEST(NativeElementwise, FloatUnaryMathMatchesInterpreter) {
   // Positive operands for log/sqrt/rsqrt/log1p; the rest also see negative ones.
   std::vector<std::string> positive{"log", "log1p", "sqrt", "rsqrt"};
-  std::vector<std::string> any{"neg",      "exp", "expm1", "sin",   "cos",  "tan",  "tanh",
-                               "logistic", "abs", "sign",  "floor", "ceil", "round"};
+  std::vector<std::string> any{"neg",      "exp",  "expm1", "sin",   "cos",  "tan",   "tanh",
+                               "logistic", "abs",  "sign",  "floor", "ceil", "round", "atan",
+                               "sinh",     "cosh", "asinh", "erf",   "erfc", "cbrt",  "exp2"};
   for (DType d : {DType::f32, DType::f64})
     for (const Shape& s : kShapes) {
       ArrayType t = at(d, s);
@@ -70,6 +72,14 @@ TEST(NativeElementwise, FloatUnaryMathMatchesInterpreter) {
       check_text(many_text(any, {t}, t), {x}, rtol);
       for (int64_t i = 0; i < x.size(); ++i) x.set_from_double(i, std::abs(x.as_double(i)) + 0.01);
       check_text(many_text(positive, {t}, t), {x}, rtol);
+      // asin/acos/atanh on (-1, 1); acosh on [1, inf); is_finite on inf, nan and numbers.
+      Array u = random_array(t, 8);
+      for (int64_t i = 0; i < u.size(); ++i) u.set_from_double(i, u.as_double(i) / 3.5);
+      check_text(many_text({"asin", "acos", "atanh"}, {t}, t), {u}, rtol);
+      for (int64_t i = 0; i < u.size(); ++i) u.set_from_double(i, std::abs(u.as_double(i)) + 1.0);
+      check_text(many_text({"acosh"}, {t}, t), {u}, rtol);
+      for (int64_t i = 0; i < u.size(); i += 3) u.set_from_double(i, i % 2 ? NAN : INFINITY);
+      check_text(unary_text("is_finite", t, at(DType::bool_, s)), {u});
     }
 }
 
@@ -81,10 +91,11 @@ TEST(NativeElementwise, RoundHalfToEvenAndAwayFromZero) {
 }
 
 TEST(NativeElementwise, IntAndBoolUnaryMatchInterpreter) {
-  for (DType d : {DType::i32, DType::i64})
-    for (const Shape& s : kShapes)
-      check_text(many_text({"neg", "abs", "sign", "not"}, {at(d, s)}, at(d, s)),
-                 {random_array(at(d, s), 3)});
+  for (DType d : kAllDTypes)
+    if (is_int(d))
+      for (const Shape& s : kShapes)
+        check_text(many_text({"neg", "abs", "sign", "not"}, {at(d, s)}, at(d, s)),
+                   {random_array(at(d, s), 3)});
   check_text(unary_text("not", at(DType::bool_, {6}), at(DType::bool_, {6})),
              {random_array(at(DType::bool_, {6}), 1)});
   // INT_MIN wraps under neg and abs.
@@ -122,7 +133,7 @@ TEST(NativeElementwise, ConvertElementTypeFollowsXla) {
 }
 
 TEST(NativeElementwise, BinaryOpsMatchInterpreterForAllDTypes) {
-  std::vector<std::string> numeric{"add", "add_any", "sub", "mul", "div", "max", "min"};
+  std::vector<std::string> numeric{"add", "add_any", "sub", "mul", "div", "rem", "max", "min"};
   std::vector<std::string> compares{"eq", "ne", "lt", "le", "gt", "ge"};
   for (DType d : kAllDTypes)
     for (const Shape& s : kShapes) {
@@ -136,6 +147,7 @@ TEST(NativeElementwise, BinaryOpsMatchInterpreterForAllDTypes) {
         for (int64_t i = 0; i < px.size(); ++i)
           px.set_from_double(i, std::abs(px.as_double(i)) + 0.1);
         check_text(many_text({"pow"}, {t, t}, t), {px, y}, 1e-6);
+        check_text(many_text({"atan2"}, {t, t}, t), {x, y}, 1e-6);
       }
     }
 }
@@ -169,6 +181,38 @@ TEST(NativeElementwise, IntDivisionByZeroAndOverflowFollowXla) {
     EXPECT_EQ(q.as_int(5), -4);
     check_text(binary_text("div", t, t, t), {x, y});
   }
+}
+
+TEST(NativeElementwise, NarrowAndUnsignedIntsWrapAndFollowXla) {
+  // u8: 200 + 100 wraps to 44; 3 - 5 wraps to 254; x / 0 is all ones (255); x rem 0 is x;
+  // unsigned comparisons and max see 254 as large.
+  Array a = Array::from_vector<uint8_t>({200, 3, 7, 254, 0, 9}, {6});
+  Array b = Array::from_vector<uint8_t>({100, 5, 0, 1, 0, 4}, {6});
+  ArrayType t = a.type();
+  auto run = [&](const char* prim) {
+    auto out = compile_native(parse_jaxpr(binary_text(prim, t, t, t)))({a, b});
+    return testing::as_array(out[0]);
+  };
+  EXPECT_EQ(run("add").as_int(0), 44);
+  EXPECT_EQ(run("sub").as_int(1), 254);
+  EXPECT_EQ(run("div").as_int(2), 255);
+  EXPECT_EQ(run("rem").as_int(2), 7);
+  EXPECT_EQ(run("max").as_int(3), 254);
+  EXPECT_EQ(run("div").as_int(5), 2);
+  for (const char* p : {"add", "sub", "mul", "div", "rem", "max", "min"})
+    check_text(binary_text(p, t, t, t), {a, b});
+  check_text(binary_text("lt", t, t, at(DType::bool_, {6})), {a, b});
+  // i8: -128 / -1 stays -128, -128 rem -1 is 0; u64 values past INT64_MAX stay unsigned.
+  Array m = Array::from_vector<int8_t>({-128, -128, 100, -7}, {4});
+  Array n = Array::from_vector<int8_t>({-1, -1, 100, 2}, {4});
+  ArrayType i8 = m.type();
+  for (const char* p : {"div", "rem", "mul", "add"}) check_text(binary_text(p, i8, i8, i8), {m, n});
+  Array big = Array::from_vector<uint64_t>({~uint64_t{0}, uint64_t{1} << 63, 5}, {3});
+  ArrayType u64 = big.type();
+  check_text(binary_text("gt", u64, u64, at(DType::bool_, {3})), {big, big.reshaped({3})});
+  check_text(unary_text("convert_element_type", u64, at(DType::f64, {3}),
+                        "new_dtype=float64 weak_type=False"),
+             {big});
 }
 
 TEST(NativeElementwise, FloatMaxMinPropagateNaN) {

@@ -26,9 +26,11 @@ inline Array random_array(const ArrayType& t, uint32_t seed) {
       case DType::f64:
         a.set_from_double(i, std::uniform_real_distribution<double>(-3, 3)(rng));
         break;
-      case DType::i32:
-      case DType::i64: a.set_from_double(i, std::uniform_int_distribution<int>(-9, 9)(rng)); break;
       case DType::bool_: a.set_from_double(i, rng() & 1); break;
+      default:  // ints; unsigned ones get 0..9
+        a.set_from_double(
+            i, std::uniform_int_distribution<int>(is_unsigned(t.dtype) ? 0 : -9, 9)(rng));
+        break;
     }
   }
   return a;

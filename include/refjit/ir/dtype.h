@@ -7,14 +7,15 @@
 
 namespace refjit {
 
-enum class DType : uint8_t { f32, f64, i32, i64, bool_ };
+enum class DType : uint8_t { f32, f64, i32, i64, bool_, i8, i16, u8, u16, u32, u64 };
 
-inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::i32, DType::i64,
-                                       DType::bool_};
+inline constexpr DType kAllDTypes[] = {DType::f32,   DType::f64, DType::i32, DType::i64,
+                                       DType::bool_, DType::i8,  DType::i16, DType::u8,
+                                       DType::u16,   DType::u32, DType::u64};
 
-// Short name used in jaxpr text: "f32", "i32", "bool".
+// Short name used in jaxpr text: "f32", "i32", "u8", "bool".
 std::string_view short_name(DType d);
-// Long name used in params and error messages: "float32", "int32", "bool".
+// Long name used in params and error messages: "float32", "int32", "uint8", "bool".
 std::string_view long_name(DType d);
 // Accepts either spelling ("f32" or "float32"); nullopt if unknown.
 std::optional<DType> parse_dtype(std::string_view name);
@@ -26,11 +27,25 @@ constexpr int64_t byte_size(DType d) {
     case DType::i32: return 4;
     case DType::i64: return 8;
     case DType::bool_: return 1;
+    case DType::i8: return 1;
+    case DType::i16: return 2;
+    case DType::u8: return 1;
+    case DType::u16: return 2;
+    case DType::u32: return 4;
+    case DType::u64: return 8;
   }
   return 0;
 }
+constexpr int bit_width(DType d) {
+  return d == DType::bool_ ? 1 : static_cast<int>(byte_size(d) * 8);
+}
 constexpr bool is_float(DType d) { return d == DType::f32 || d == DType::f64; }
-constexpr bool is_int(DType d) { return d == DType::i32 || d == DType::i64; }
+constexpr bool is_unsigned(DType d) {
+  return d == DType::u8 || d == DType::u16 || d == DType::u32 || d == DType::u64;
+}
+// Any integer dtype, signed or unsigned (not bool).
+constexpr bool is_int(DType d) { return !is_float(d) && d != DType::bool_; }
+constexpr bool is_signed_int(DType d) { return is_int(d) && !is_unsigned(d); }
 constexpr bool is_bool(DType d) { return d == DType::bool_; }
 
 }  // namespace refjit
