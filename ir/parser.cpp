@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/jax_rewrites.h"
@@ -40,6 +41,7 @@ struct Binder {
   std::string name;  // "_" when dropped
   bool dropped = false;
   Type type;
+  bool key = false;  // written key<fry>[s]: held as u32[s..., 2]
 };
 
 // The variables visible in one jaxpr; sub-jaxprs get a fresh scope.
@@ -47,7 +49,8 @@ struct Scope {
   JaxprBuilder builder;
   std::unordered_map<std::string, Var> vars;
   std::unordered_map<std::string, const Token*> bound_at;
-  std::optional<Var> last_dropped;  // what `_` means in `in (_, c)`, as JAX prints it
+  std::optional<Var> last_dropped;    // what `_` means in `in (_, c)`, as JAX prints it
+  std::unordered_set<uint32_t> keys;  // vars written with a key<fry> type
 };
 
 // A param value as written, before it is converted to the kind its param expects.
@@ -244,11 +247,13 @@ class Parser {
       fail(t, fmt::format("expected {}, found {}", what, text::describe(t)));
     next();
     next();  // :
-    Binder b{&t, std::string(t.text), t.text == "_", parse_type()};
+    bool key = peek().is_ident("key");
+    Binder b{&t, std::string(t.text), t.text == "_", parse_type(), key};
     return b;
   }
 
   void declare(Scope& s, const Binder& b, Var v) {
+    if (b.key) s.keys.insert(v.id);
     if (b.dropped) {
       s.builder.jaxpr().vars[v.id].dropped = true;
       s.last_dropped = v;
@@ -273,7 +278,34 @@ class Parser {
     return parse_array_type();
   }
 
+  // JAX's typed PRNG keys, `key<fry>[s]`: refjit holds a threefry key as its two uint32 words,
+  // u32[s..., 2] (ir/jax_rewrites.cpp reads the random_* primitives on that layout).
+  ArrayType parse_key_type() {
+    const Token& k = next();  // key
+    if (!peek().is(Tok::other) || peek().text != "<" || !peek(1).is(Tok::ident) ||
+        !peek(2).is(Tok::other) || peek(2).text != ">")
+      fail(k, "expected a key type such as key<fry>[]");
+    const Token& impl = peek(1);
+    if (impl.text != "fry")
+      fail(impl, fmt::format("PRNG implementation '{}' is not supported; refjit has threefry "
+                             "keys (key<fry>), JAX's default",
+                             impl.text));
+    next();
+    next();
+    next();
+    ArrayType a{DType::u32, {}};
+    expect(Tok::lbracket, "'[' after key<fry>");
+    while (!peek().is(Tok::rbracket)) {
+      a.shape.push_back(expect_nonneg_int("a dimension size"));
+      if (peek().is(Tok::comma)) next();
+    }
+    next();
+    a.shape.push_back(2);
+    return a;
+  }
+
   ArrayType parse_array_type() {
+    if (peek().is_ident("key") && peek(1).is(Tok::other)) return parse_key_type();
     const Token& t = peek();
     if (!t.is(Tok::ident))
       fail(t, fmt::format("expected a type such as f32[3] or Ref{{f32[3]}}, found {}",
@@ -494,7 +526,44 @@ class Parser {
     std::vector<Atom> atoms = parse_operands(s);
     if (*prim == Prim::broadcast_in_dim) fill_hidden_broadcast_params(s, params, atoms, outs);
     if (is_broadcasting_binary(*prim)) broadcast_size1_dims(s, atoms);
+    if (!atoms.empty() && is_var(atoms[0]) && s.keys.count(as_var(atoms[0]).id))
+      adapt_to_key_layout(pt, *prim, params);
     emit(s, pt, *prim, std::move(atoms), std::move(params), outs);
+  }
+
+  // Shape primitives on key arrays name only the key dims; the u32 words are one more dim at
+  // the end, taken whole.
+  void adapt_to_key_layout(const Token& at, Prim prim, Params& params) {
+    auto append = [&](const char* name, int64_t v) {
+      IntList l = params.get<IntList>(name);
+      l.push_back(v);
+      params.set(name, l);
+    };
+    switch (prim) {
+      case Prim::slice:
+        append("start_indices", 0);
+        append("limit_indices", 2);
+        if (params.get_or<IntList>("strides", {}).size()) append("strides", 1);
+        return;
+      case Prim::reshape: append("new_sizes", 2); return;
+      case Prim::broadcast_in_dim: {
+        IntList shape = params.get<IntList>("shape");
+        append("broadcast_dimensions", static_cast<int64_t>(shape.size()) - 1);
+        return;  // shape came from the binder, which already has the words
+      }
+      case Prim::squeeze:
+      case Prim::expand_dims:
+      case Prim::concatenate:
+      case Prim::jit:
+      case Prim::scan:
+      case Prim::cond:
+      case Prim::copy: return;
+      default:
+        fail(at, fmt::format("'{}' on a PRNG key array is not supported; refjit reads slice, "
+                             "squeeze, expand_dims, reshape, broadcast_in_dim and concatenate "
+                             "of keys",
+                             prim_name(prim)));
+    }
   }
 
   // At `name[`: is this JAX's form of the primitive, read by `rw` (its first param is one
@@ -637,7 +706,11 @@ class Parser {
       case Prim::and_:
       case Prim::or_:
       case Prim::rem:
-      case Prim::atan2: return true;
+      case Prim::atan2:
+      case Prim::xor_:
+      case Prim::shift_left:
+      case Prim::shift_right_logical:
+      case Prim::shift_right_arithmetic: return true;
       default: return false;
     }
   }

@@ -55,6 +55,20 @@ std::vector<Type> is_finite_rule(std::span<const Type> in, const Params& params)
   return one(ArrayType{DType::bool_, c.array_of(0, DTypeClass::floating).shape});
 }
 
+// x:T[s] -> new_dtype[s], T and new_dtype of the same width: the same bits read as new_dtype.
+std::vector<Type> bitcast_convert_type_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::bitcast_convert_type, in, params);
+  c.expect_count(1);
+  const ArrayType& x = c.array(0);
+  DType to = c.dtype_param("new_dtype");
+  if (byte_size(to) != byte_size(x.dtype) || is_bool(to) || is_bool(x.dtype))
+    c.fail(
+        "operand 0 has type {} but new_dtype={} has another width; refjit bitcasts between "
+        "dtypes of the same width (not bool)",
+        x.str(), long_name(to));
+  return one(ArrayType{to, x.shape});
+}
+
 // The shape of a binary op's result: equal shapes, or one side a scalar that is broadcast.
 Shape binary_shape(const Checker& c, const ArrayType& x, const ArrayType& y) {
   if (x.dtype != y.dtype)
@@ -149,6 +163,9 @@ void register_elementwise_type_rules(TypeRuleTable& t) {
   set(Prim::cbrt, unary<Prim::cbrt, kFloat>);
   set(Prim::exp2, unary<Prim::exp2, kFloat>);
   set(Prim::is_finite, is_finite_rule);
+  set(Prim::erf_inv, unary<Prim::erf_inv, kFloat>);
+  set(Prim::population_count, unary<Prim::population_count, DTypeClass::integer>);
+  set(Prim::bitcast_convert_type, bitcast_convert_type_rule);
   set(Prim::not_, unary<Prim::not_, kBoolInt>);
   set(Prim::integer_pow, integer_pow_rule);
   set(Prim::convert_element_type, convert_element_type_rule);
@@ -173,6 +190,10 @@ void register_elementwise_type_rules(TypeRuleTable& t) {
   set(Prim::ge, binary<Prim::ge, kAny, true>);
   set(Prim::and_, binary<Prim::and_, kBoolInt>);
   set(Prim::or_, binary<Prim::or_, kBoolInt>);
+  set(Prim::xor_, binary<Prim::xor_, kBoolInt>);
+  set(Prim::shift_left, binary<Prim::shift_left, DTypeClass::integer>);
+  set(Prim::shift_right_logical, binary<Prim::shift_right_logical, DTypeClass::integer>);
+  set(Prim::shift_right_arithmetic, binary<Prim::shift_right_arithmetic, DTypeClass::integer>);
   set(Prim::select_n, select_n_rule);
 }
 

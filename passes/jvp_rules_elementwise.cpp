@@ -97,11 +97,35 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
   // cbrt' = 1 / (3 y^2); exp2' = ln 2 * y
   unary(t, Prim::cbrt,
         [d](Emitter& e, Atom, Atom y) { return e.div(e.scalar(d(e, y), 1.0 / 3.0), e.mul(y, y)); });
+  // erf_inv' = sqrt(pi)/2 exp(y^2)
+  unary(t, Prim::erf_inv, [d](Emitter& e, Atom, Atom y) {
+    return e.mul(e.scalar(d(e, y), 0.88622692545275801), e.unary(Prim::exp, e.mul(y, y)));
+  });
   unary(t, Prim::exp2,
         [d](Emitter& e, Atom, Atom y) { return e.mul(y, e.scalar(d(e, y), 0.6931471805599453)); });
-  for (Prim p : {Prim::sign, Prim::floor, Prim::ceil, Prim::round, Prim::not_, Prim::stop_gradient,
-                 Prim::eq, Prim::ne, Prim::lt, Prim::le, Prim::gt, Prim::ge, Prim::and_, Prim::or_,
-                 Prim::iota, Prim::argmax, Prim::is_finite})
+  for (Prim p : {Prim::sign,
+                 Prim::floor,
+                 Prim::ceil,
+                 Prim::round,
+                 Prim::not_,
+                 Prim::stop_gradient,
+                 Prim::eq,
+                 Prim::ne,
+                 Prim::lt,
+                 Prim::le,
+                 Prim::gt,
+                 Prim::ge,
+                 Prim::and_,
+                 Prim::or_,
+                 Prim::iota,
+                 Prim::argmax,
+                 Prim::is_finite,
+                 Prim::population_count,
+                 Prim::bitcast_convert_type,
+                 Prim::xor_,
+                 Prim::shift_left,
+                 Prim::shift_right_logical,
+                 Prim::shift_right_arithmetic})
     zero_rule(t, p);
   t.set(Prim::integer_pow, {[d](JvpCtx& c, JvpArgs& a) -> Tangents {
           if (!a.tangents[0]) return {std::nullopt};

@@ -3,9 +3,11 @@
 // follows XLA where C++ has undefined behaviour (division by zero, INT_MIN / -1).
 #include <fmt/format.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numbers>
 #include <type_traits>
 
 #include "refjit/ir/error.h"
@@ -42,9 +44,10 @@ T mul(T a, T b) {
     return a * b;
 }
 
-constexpr std::string_view kNumbers = "float32, float64, int32, int64";
+constexpr std::string_view kNumbers = "floats and integers";
 constexpr std::string_view kFloats = "float32, float64";
-constexpr std::string_view kBoolOrInt = "bool, int32, int64";
+constexpr std::string_view kInts = "integers";
+constexpr std::string_view kBoolOrInt = "bool and integers";
 constexpr std::string_view kAny = "any dtype";
 
 // ---- unary ----
@@ -115,6 +118,17 @@ REFJIT_FLOAT_UNARY(Erfc, std::erfc(x))
 REFJIT_FLOAT_UNARY(Cbrt, std::cbrt(x))
 REFJIT_FLOAT_UNARY(Exp2, std::exp2(x))
 #undef REFJIT_FLOAT_UNARY
+
+#define REFJIT_FLOAT_UNARY_DEF(Name, expr)                \
+  struct Name {                                           \
+    template <class T>                                    \
+    static constexpr bool ok = kIsFloat<T>;               \
+    static constexpr std::string_view kAllowed = kFloats; \
+    template <class T>                                    \
+    T operator()(T x) const {                             \
+      return expr;                                        \
+    }                                                     \
+  };
 
 struct Neg {
   template <class T>
@@ -293,6 +307,48 @@ std::vector<RtValue> eval_is_finite(const EvalContext&, const Eqn& e,
   return {out};
 }
 
+// erf_inv: Winitzki's closed form (about 2e-3 relative error) refined by Newton steps in
+// double, on erf for |x| <= 0.5 and on erfc = 1 - |x| beyond (no cancellation in the tails);
+// exact to rounding for f32 and f64. +-1 give +-inf, |x| > 1 and NaN give NaN.
+double erf_inv(double x) {
+  if (std::isnan(x) || x < -1 || x > 1) return std::numeric_limits<double>::quiet_NaN();
+  if (x == 1 || x == -1) return x * std::numeric_limits<double>::infinity();
+  if (x == 0) return x;
+  const double a = std::fabs(x), k = 0.147, two_over_sqrt_pi = 1.1283791670955126;
+  const double ln = std::log((1.0 - a) * (1.0 + a));
+  const double t = 2.0 / (std::numbers::pi * k) + ln / 2.0;
+  double y = std::sqrt(std::sqrt(t * t - ln / k) - t);
+  for (int step = 0; step < 4; ++step) {
+    double slope = two_over_sqrt_pi * std::exp(-y * y);
+    if (slope == 0) break;
+    double miss = a <= 0.5 ? std::erf(y) - a : (1.0 - a) - std::erfc(y);
+    y -= miss / slope;
+  }
+  return std::copysign(y, x);
+}
+
+REFJIT_FLOAT_UNARY_DEF(ErfInv, static_cast<T>(erf_inv(static_cast<double>(x))))
+
+struct PopulationCount {
+  template <class T>
+  static constexpr bool ok = kIsInt<T>;
+  static constexpr std::string_view kAllowed = kInts;
+  template <class T>
+  T operator()(T x) const {
+    return static_cast<T>(std::popcount(static_cast<std::make_unsigned_t<T>>(x)));
+  }
+};
+
+std::vector<RtValue> eval_bitcast_convert(const EvalContext&, const Eqn& e,
+                                          std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& x = array_in(e, ins, 0);
+  DType to = e.params.get<DType>("new_dtype");
+  if (byte_size(to) != byte_size(x.dtype()))
+    eval_fail(e, fmt::format("cannot bitcast {} to {}", x.type().str(), long_name(to)));
+  return {Array(ArrayType{to, x.shape()}, x.data())};
+}
+
 // ---- binary ----
 
 template <class Op>
@@ -404,6 +460,35 @@ REFJIT_BINARY(Or, kIsInt<T> || kIsBool<T>, kBoolOrInt, false, {
   else
     return static_cast<T>(a | b);
 })
+REFJIT_BINARY(Xor, kIsInt<T> || kIsBool<T>, kBoolOrInt, false, {
+  if constexpr (kIsBool<T>)
+    return a != b;
+  else
+    return static_cast<T>(a ^ b);
+})
+// Shifts as XLA defines them: the amount is read as unsigned; amounts of the bit width or
+// more give 0, or for an arithmetic right shift the sign (0 or -1).
+template <class T>
+bool shift_out(T b) {
+  return static_cast<std::make_unsigned_t<T>>(b) >= sizeof(T) * 8;
+}
+REFJIT_BINARY(ShiftLeft, kIsInt<T>, kInts, false, {
+  using U = std::make_unsigned_t<T>;
+  if (shift_out(b)) return T(0);
+  return static_cast<T>(static_cast<U>(static_cast<WrapType<T>>(a) << static_cast<U>(b)));
+})
+REFJIT_BINARY(ShiftRightLogical, kIsInt<T>, kInts, false, {
+  using U = std::make_unsigned_t<T>;
+  if (shift_out(b)) return T(0);
+  return static_cast<T>(static_cast<U>(a) >> static_cast<U>(b));
+})
+REFJIT_BINARY(ShiftRightArithmetic, kIsInt<T>, kInts, false, {
+  using S = std::make_signed_t<T>;
+  using U = std::make_unsigned_t<T>;
+  S s = static_cast<S>(a);
+  if (shift_out(b)) return static_cast<T>(s < 0 ? S(-1) : S(0));
+  return static_cast<T>(static_cast<S>(s >> static_cast<U>(b)));
+})
 #undef REFJIT_BINARY
 
 // ---- select_n ----
@@ -470,6 +555,9 @@ void register_elementwise_eval_rules(EvalRuleTable& t) {
   t.set(Prim::cbrt, &eval_unary<Cbrt>);
   t.set(Prim::exp2, &eval_unary<Exp2>);
   t.set(Prim::is_finite, &eval_is_finite);
+  t.set(Prim::erf_inv, &eval_unary<ErfInv>);
+  t.set(Prim::population_count, &eval_unary<PopulationCount>);
+  t.set(Prim::bitcast_convert_type, &eval_bitcast_convert);
   t.set(Prim::not_, &eval_unary<Not>);
   t.set(Prim::integer_pow, &eval_unary<IntegerPow>);
   t.set(Prim::convert_element_type, &eval_convert);
@@ -493,6 +581,10 @@ void register_elementwise_eval_rules(EvalRuleTable& t) {
   t.set(Prim::ge, &eval_binary<Ge>);
   t.set(Prim::and_, &eval_binary<And>);
   t.set(Prim::or_, &eval_binary<Or>);
+  t.set(Prim::xor_, &eval_binary<Xor>);
+  t.set(Prim::shift_left, &eval_binary<ShiftLeft>);
+  t.set(Prim::shift_right_logical, &eval_binary<ShiftRightLogical>);
+  t.set(Prim::shift_right_arithmetic, &eval_binary<ShiftRightArithmetic>);
   t.set(Prim::select_n, &eval_select_n);
 }
 

@@ -2,6 +2,7 @@
 // operand at the same index (scalar operands are broadcast), computing with arith/math.
 #include <cmath>
 #include <limits>
+#include <numbers>
 
 #include "compiler/backend/fusion.h"
 #include "compiler/backend/lowering.h"
@@ -93,6 +94,44 @@ void set_compare(LowerTable& t, Prim p, arith::CmpFPredicate fp, arith::CmpIPred
   set_ew(t, p, [=](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) {
     return compare(c, d, x[0], x[1], fp, sp, up);
   });
+}
+
+// erf_inv as the interpreter computes it (runtime/eval_elementwise.cpp): Winitzki's closed form
+// refined by four Newton steps in f64, on erf for |x| <= 0.5 and on erfc beyond.
+Value lower_erf_inv(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& xs) {
+  auto& b = c.b;
+  auto loc = c.loc;
+  const DType f = DType::f64;
+  Value x = d == f ? xs[0] : Value(b.create<arith::ExtFOp>(loc, b.getF64Type(), xs[0]));
+  auto k = [&](double v) { return c.constant(f, v); };
+  auto mul = [&](Value p, Value q) { return Value(b.create<arith::MulFOp>(loc, p, q)); };
+  auto sub = [&](Value p, Value q) { return Value(b.create<arith::SubFOp>(loc, p, q)); };
+  Value a = b.create<math::AbsFOp>(loc, x);
+  Value ln = b.create<math::LogOp>(loc, mul(sub(k(1), a), b.create<arith::AddFOp>(loc, k(1), a)));
+  Value t = b.create<arith::AddFOp>(loc, k(2.0 / (std::numbers::pi * 0.147)), mul(ln, k(0.5)));
+  Value y = b.create<math::SqrtOp>(
+      loc, sub(b.create<math::SqrtOp>(loc, sub(mul(t, t), mul(ln, k(1.0 / 0.147)))), t));
+  Value central = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLE, a, k(0.5));
+  for (int step = 0; step < 4; ++step) {
+    Value slope = mul(k(1.1283791670955126),
+                      b.create<math::ExpOp>(loc, b.create<arith::NegFOp>(loc, mul(y, y))));
+    Value miss_erf = sub(c.call_libm("erf", {y}), a);
+    Value miss_erfc = sub(sub(k(1), a), c.call_libm("erfc", {y}));
+    Value miss = b.create<arith::SelectOp>(loc, central, miss_erf, miss_erfc);
+    Value next = sub(y, b.create<arith::DivFOp>(loc, miss, slope));
+    // A vanishing slope (|x| within rounding of 1) keeps the estimate.
+    Value flat = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ, slope, k(0));
+    y = b.create<arith::SelectOp>(loc, flat, y, next);
+  }
+  y = b.create<math::CopySignOp>(loc, y, x);
+  // Exact ends: 0 -> 0 (keeping its sign), +-1 -> +-inf; NaN and |x| > 1 -> NaN.
+  Value zero = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ, a, k(0));
+  y = b.create<arith::SelectOp>(loc, zero, x, y);
+  Value one = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ, a, k(1));
+  y = b.create<arith::SelectOp>(loc, one, mul(x, k(std::numeric_limits<double>::infinity())), y);
+  Value bad = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UGT, a, k(1));  // or NaN
+  y = b.create<arith::SelectOp>(loc, bad, k(std::numeric_limits<double>::quiet_NaN()), y);
+  return d == f ? y : Value(b.create<arith::TruncFOp>(loc, b.getF32Type(), y));
 }
 
 }  // namespace
@@ -192,6 +231,16 @@ void register_elementwise_lowerings(LowerTable& t) {
                          {Prim::cbrt, "cbrt"},
                          {Prim::exp2, "exp2"}})
     set_ew(t, p, libm_unary(name));
+  set_ew(t, Prim::population_count,
+         [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
+           return c.b.create<math::CtPopOp>(c.loc, x[0]);
+         });
+  set_ew(t, Prim::bitcast_convert_type,
+         [](LowerCtx& c, const Eqn& e, DType, const std::vector<Value>& x) -> Value {
+           return c.b.create<arith::BitcastOp>(c.loc, c.elem_type(e.params.get<DType>("new_dtype")),
+                                               x[0]);
+         });
+  set_ew(t, Prim::erf_inv, lower_erf_inv);
   set_ew(t, Prim::is_finite,
          [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
            // |x| < inf is false for inf and NaN (an ordered comparison).
@@ -311,6 +360,27 @@ void register_elementwise_lowerings(LowerTable& t) {
     r = b.create<arith::SelectOp>(c.loc, ym1, c.int_constant(d, 0), r);
     return b.create<arith::SelectOp>(c.loc, y0, x[0], r);
   });
+  set_ew(t, Prim::xor_, [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
+    return c.b.create<arith::XOrIOp>(c.loc, x[0], x[1]);
+  });
+  // Shifts: amounts read as unsigned; the bit width or more shifts everything out (XLA).
+  auto shift = [](Prim p) {
+    return [p](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
+      auto& b = c.b;
+      const int bits = bit_width(d);
+      Value out_of_range =
+          b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::uge, x[1], c.int_constant(d, bits));
+      Value amount =
+          b.create<arith::SelectOp>(c.loc, out_of_range, c.int_constant(d, bits - 1), x[1]);
+      if (p == Prim::shift_right_arithmetic)  // shifting by bits-1 leaves the sign everywhere
+        return b.create<arith::ShRSIOp>(c.loc, x[0], amount);
+      Value r = p == Prim::shift_left ? Value(b.create<arith::ShLIOp>(c.loc, x[0], amount))
+                                      : Value(b.create<arith::ShRUIOp>(c.loc, x[0], amount));
+      return b.create<arith::SelectOp>(c.loc, out_of_range, c.int_constant(d, 0), r);
+    };
+  };
+  for (Prim p : {Prim::shift_left, Prim::shift_right_logical, Prim::shift_right_arithmetic})
+    set_ew(t, p, shift(p));
   set_ew(t, Prim::and_, [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
     return c.b.create<arith::AndIOp>(c.loc, x[0], x[1]);
   });

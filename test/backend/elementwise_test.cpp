@@ -215,6 +215,54 @@ TEST(NativeElementwise, NarrowAndUnsignedIntsWrapAndFollowXla) {
              {big});
 }
 
+TEST(NativeElementwise, BitwiseAndShiftsFollowXla) {
+  for (DType d : kAllDTypes) {
+    if (!is_int(d)) continue;
+    ArrayType t = at(d, {8});
+    Array x = random_array(t, 21);
+    Array y(t);  // shift amounts: in range, the bit width, past it, and -1 (huge as unsigned)
+    int64_t amounts[] = {0, 1, 3, bit_width(d) - 1, bit_width(d), bit_width(d) + 5, 2, -1};
+    for (int i = 0; i < 8; ++i)
+      y.set_from_double(i,
+                        is_unsigned(d) && amounts[i] < 0 ? 255.0 : static_cast<double>(amounts[i]));
+    check_text(many_text({"xor", "shift_left", "shift_right_logical", "shift_right_arithmetic"},
+                         {t, t}, t),
+               {x, y});
+    check_text(unary_text("population_count", t, t), {x});
+  }
+  // Exact values on i8: -128 >> 9 arithmetic is -1, logical is 0; 1 << 8 is 0.
+  Array a = Array::from_vector<int8_t>({-128, -128, 1, 6}, {4});
+  Array b = Array::from_vector<int8_t>({9, 9, 8, 1}, {4});
+  auto run = [&](const char* prim) {
+    ArrayType t = a.type();
+    return testing::as_array(compile_native(parse_jaxpr(binary_text(prim, t, t, t)))({a, b})[0]);
+  };
+  EXPECT_EQ(run("shift_right_arithmetic").as_int(0), -1);
+  EXPECT_EQ(run("shift_right_logical").as_int(1), 0);
+  EXPECT_EQ(run("shift_left").as_int(2), 0);
+  EXPECT_EQ(run("xor").as_int(3), 7);
+}
+
+TEST(NativeElementwise, ErfInvInvertsErfAndBitcastKeepsTheBits) {
+  for (DType d : {DType::f32, DType::f64}) {
+    Array x(at(d, {9}));
+    double xs[] = {-1.0, -0.999999, -0.7, -0.1, 0.0, 0.3, 0.5, 0.9999, 1.0};
+    for (int i = 0; i < 9; ++i) x.set_from_double(i, xs[i]);
+    check_text(unary_text("erf_inv", x.type(), x.type()), {x}, d == DType::f32 ? 1e-6 : 1e-13);
+    Array y = testing::as_array(
+        interpret(parse_jaxpr(unary_text("erf_inv", x.type(), x.type())), {x})[0]);
+    EXPECT_EQ(y.as_double(0), -INFINITY);
+    EXPECT_EQ(y.as_double(8), INFINITY);
+    for (int i = 1; i < 8; ++i) EXPECT_NEAR(std::erf(y.as_double(i)), xs[i], 1e-6) << xs[i];
+  }
+  Array f = Array::from_vector<float>({1.0f, -2.0f, 0.0f}, {3});
+  ArrayType u = at(DType::u32, {3});
+  std::string text = unary_text("bitcast_convert_type", f.type(), u, "new_dtype=uint32");
+  check_text(text, {f});
+  Array bits = testing::as_array(compile_native(parse_jaxpr(text))({f})[0]);
+  EXPECT_EQ(bits.as_int(0), 1065353216);
+}
+
 TEST(NativeElementwise, FloatMaxMinPropagateNaN) {
   Array x = Array::from_vector<float>({std::nanf(""), 1, 2}, {3});
   Array y = Array::from_vector<float>({0, std::nanf(""), 3}, {3});

@@ -410,6 +410,32 @@ def argsort_topk(x):
     return jnp.argsort(x), v, i
 
 
+# --- random numbers (threefry) ---------------------------------------------------------
+
+_KEY = np.asarray(jax.random.key_data(jax.random.PRNGKey(42)))
+
+
+@program(_KEY, f32(2, 3), tol=1e-5)
+def random_normal_noise(key, x):
+    k1, k2 = jax.random.split(jax.random.wrap_key_data(key))
+    noise = jax.random.normal(k1, x.shape) * 0.1 + jax.random.uniform(k2, x.shape)
+    return jnp.sum((x + noise) ** 2)
+
+
+@program(np.int32(7), grad=False)
+def random_from_seed(seed):
+    key = jax.random.fold_in(jax.random.key(seed), 3)
+    a, b = jax.random.split(key)
+    return (jax.random.randint(a, (5,), 0, 10), jax.random.bits(b, (3,), dtype=jnp.uint8),
+            jax.random.bernoulli(a, 0.3, (4,)), jax.random.permutation(b, 6))
+
+
+@program(_KEY, f32(8), tol=1e-5)
+def random_dropout(key, x):
+    keep = jax.random.bernoulli(jax.random.wrap_key_data(key), 0.7, x.shape)
+    return jnp.sum(jnp.where(keep, x / 0.7, 0.0) ** 2)
+
+
 # --- the seed: grad of a scan updating its carry with dynamic_update_slice -------------------
 
 SEED_ROWS, SEED_COLS, SEED_STEPS = 4, 5, 6
