@@ -234,6 +234,27 @@ std::vector<Atom> empty(RewriteArgs& a) {
                       {"shape", IntList(t.shape.begin(), t.shape.end())}})};
 }
 
+// empty_ref: a new ref whose contents do not matter until written; refjit zero-fills it
+// (deterministic, like empty). free_ref: the ref's storage is released when nothing uses it,
+// so the eqn itself has nothing to do.
+std::vector<Atom> empty_ref(RewriteArgs& a) {
+  if (!a.ins.empty()) fail("empty_ref", "takes no operands");
+  if (a.out_types.size() != 1 || !a.out_types[0].is_ref)
+    fail("empty_ref", "binds exactly one ref, written r:Ref{f32[3]}");
+  const ArrayType& t = a.out_types[0].array;
+  Emit e{a.b};
+  Atom zeros = e.op(Prim::broadcast_in_dim, {e.scalar(t.dtype, 0.0)},
+                    Params{{"broadcast_dimensions", IntList{}},
+                           {"shape", IntList(t.shape.begin(), t.shape.end())}});
+  return {e.op(Prim::new_ref, {zeros})};
+}
+
+std::vector<Atom> free_ref(RewriteArgs& a) {
+  if (a.ins.size() != 1 || !a.b.type_of(a.ins[0]).is_ref) fail("free_ref", "takes one ref");
+  if (!a.out_types.empty()) fail("free_ref", "binds no values");
+  return {};
+}
+
 // custom_jvp_call: the JVP rule is a Python function, printed by name only, so refjit runs
 // and differentiates call_jaxpr itself (a jit of it). For the functions jax.nn defines this
 // way (relu, silu, logsumexp, ...) that gives JAX's derivative except at kinks.
@@ -854,6 +875,8 @@ std::vector<JaxRewrite> make_rewrites() {
   r.push_back({"argmin", {{"axes", K::ints}, {"index_dtype", K::dtype}}, {}, argmin});
   r.push_back({"reshape", {{"dimensions", K::ints_or_none}, {"new_sizes", K::ints}}, {}, reshape});
   r.push_back({"empty", {}, {"dtype", "memory_space"}, empty});
+  r.push_back({"empty_ref", {}, {"memory_space", "ty"}, empty_ref});
+  r.push_back({"free_ref", {}, {}, free_ref});
   r.push_back({"empty2", {}, {"dtype", "memory_space"}, empty});
   r.push_back({"custom_jvp_call",
                {{"call_jaxpr", K::jaxpr}, {"name", K::name}},
@@ -877,6 +900,12 @@ std::vector<JaxRewrite> make_rewrites() {
                [](RewriteArgs& a) { return scatter_like(a, "scatter", Prim::scatter); }});
   r.push_back({"scatter-add", scatter_params, kScatterIgnored,
                [](RewriteArgs& a) { return scatter_like(a, "scatter-add", Prim::scatter_add); }});
+  r.push_back({"scatter-mul", scatter_params, kScatterIgnored,
+               [](RewriteArgs& a) { return scatter_like(a, "scatter-mul", Prim::scatter_mul); }});
+  r.push_back({"scatter-min", scatter_params, kScatterIgnored,
+               [](RewriteArgs& a) { return scatter_like(a, "scatter-min", Prim::scatter_min); }});
+  r.push_back({"scatter-max", scatter_params, kScatterIgnored,
+               [](RewriteArgs& a) { return scatter_like(a, "scatter-max", Prim::scatter_max); }});
   return r;
 }
 

@@ -642,6 +642,11 @@ class Parser {
       if (!t.is(Tok::ident)) break;
       const Token& u = peek(1);
       if (u.is(Tok::colon) || u.is(Tok::lbracket) || (t.text == "in" && u.is(Tok::lparen))) break;
+      // An unbound name of a primitive starts the next eqn, one without outputs or params
+      // (`free_ref c`), which JAX separates by a line break only.
+      if (!s.vars.count(std::string(t.text)) &&
+          (prim_from_name(t.text) || text::find_jax_rewrite(t.text)))
+        break;
       toks.push_back(&next());
       if (t.text == "True" || t.text == "False") {
         ins.push_back(std::nullopt);

@@ -55,6 +55,7 @@ std::string_view prim_name(Prim p) { return kNames[static_cast<int>(p)]; }
 std::optional<Prim> prim_from_name(std::string_view name) {
   if (name == "mutable_array") return Prim::new_ref;
   if (name == "pjit" || name == "closed_call") return Prim::jit;
+  if (name == "copy_p") return Prim::copy;
   for (int i = 0; i < kNumPrims; ++i)
     if (kNames[i] == name) return static_cast<Prim>(i);
   return std::nullopt;

@@ -36,6 +36,9 @@ RuleTable<SpecList> make_specs() {
   set(Prim::sort, {{"dimension", K::integer}, {"is_stable", K::boolean}, {"num_keys", K::integer}});
   set(Prim::scatter, {{"axis", K::integer}, {"unique_indices", K::boolean}});
   set(Prim::scatter_add, {{"axis", K::integer}});
+  set(Prim::scatter_mul, {{"axis", K::integer}});
+  set(Prim::scatter_min, {{"axis", K::integer}});
+  set(Prim::scatter_max, {{"axis", K::integer}});
   set(Prim::reduce_sum, {{"axes", K::ints}});
   set(Prim::reduce_max, {{"axes", K::ints}});
   set(Prim::reduce_min, {{"axes", K::ints}});

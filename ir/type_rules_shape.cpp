@@ -277,7 +277,7 @@ template <Prim P>
 std::vector<Type> scatter_rule(std::span<const Type> in, const Params& params) {
   Checker c(P, in, params);
   c.expect_count(3);
-  const ArrayType& x = c.array_of(0, P == Prim::scatter_add ? DTypeClass::number : DTypeClass::any);
+  const ArrayType& x = c.array_of(0, P == Prim::scatter ? DTypeClass::any : DTypeClass::number);
   int64_t axis = c.int_param("axis");
   const ArrayType& idx = indices_operand(c, x, axis);
   ArrayType expected{x.dtype, gathered_shape(x, idx, axis)};
@@ -329,6 +329,9 @@ void register_shape_type_rules(TypeRuleTable& t) {
   set(Prim::sort, sort_rule);
   set(Prim::scatter, scatter_rule<Prim::scatter>);
   set(Prim::scatter_add, scatter_rule<Prim::scatter_add>);
+  set(Prim::scatter_mul, scatter_rule<Prim::scatter_mul>);
+  set(Prim::scatter_min, scatter_rule<Prim::scatter_min>);
+  set(Prim::scatter_max, scatter_rule<Prim::scatter_max>);
 }
 
 }  // namespace refjit

@@ -69,7 +69,9 @@ Table make_table() {
   for (Prim p : {Prim::reshape, Prim::squeeze, Prim::expand_dims, Prim::copy, Prim::stop_gradient})
     t.set(p, B::view);
   for (Prim p : {Prim::slice, Prim::dynamic_slice, Prim::gather}) t.set(p, B::read);
-  for (Prim p : {Prim::dynamic_update_slice, Prim::scatter, Prim::scatter_add}) t.set(p, B::update);
+  for (Prim p : {Prim::dynamic_update_slice, Prim::scatter, Prim::scatter_add, Prim::scatter_mul,
+                 Prim::scatter_min, Prim::scatter_max})
+    t.set(p, B::update);
   for (Prim p : {Prim::new_ref, Prim::get, Prim::swap, Prim::addupdate, Prim::freeze})
     t.set(p, B::ref_op);
   for (Prim p : {Prim::jit, Prim::scan, Prim::cond, Prim::while_, Prim::custom_vjp_call})

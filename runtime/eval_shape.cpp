@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "refjit/ir/error.h"
+#include "runtime/dtype_dispatch.h"
 #include "runtime/eval_rules.h"
 #include "runtime/flat_index.h"
 
@@ -391,7 +393,41 @@ std::vector<RtValue> eval_gather(const EvalContext&, const Eqn& e, std::span<con
   return {take_elements(x, g.shape, g.offsets)};
 }
 
-template <bool kAdd>
+// How a scatter combines an update with the element it lands on.
+enum class ScatterCombine { set, add, mul, min, max };
+
+// dst[offsets[i]] = combine(dst[offsets[i]], src[i]), in order (duplicates compose).
+void combine_elements(Array& dst, std::span<const int64_t> offsets, const Array& src,
+                      ScatterCombine how) {
+  visit_dtype(dst.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsNumber<T>) {
+      auto d = dst.mutable_values<T>();
+      auto s = src.values<T>();
+      for (size_t i = 0; i < offsets.size(); ++i) {
+        T& o = d[offsets[i]];
+        T u = s[i];
+        if constexpr (kIsFloat<T>)
+          if ((how == ScatterCombine::min || how == ScatterCombine::max) &&
+              (std::isnan(o) || std::isnan(u))) {
+            o = std::numeric_limits<T>::quiet_NaN();
+            continue;
+          }
+        if (how == ScatterCombine::mul) {
+          if constexpr (kIsInt<T>)  // wraps
+            o = static_cast<T>(static_cast<uint64_t>(o) * static_cast<uint64_t>(u));
+          else
+            o = o * u;
+        } else if (how == ScatterCombine::min)
+          o = u < o ? u : o;
+        else
+          o = u > o ? u : o;
+      }
+    }
+  });
+}
+
+template <ScatterCombine kHow>
 std::vector<RtValue> eval_scatter(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
   expect_operands(e, ins, 3);
   const Array& x = array_in(e, ins, 0);
@@ -409,10 +445,12 @@ std::vector<RtValue> eval_scatter(const EvalContext&, const Eqn& e, std::span<co
   }
   Array kept = take_elements(u, {static_cast<int64_t>(src.size())}, src);
   Array out = x.clone();
-  if constexpr (kAdd)
+  if constexpr (kHow == ScatterCombine::add)
     add_elements(out, dst, kept);
-  else
+  else if constexpr (kHow == ScatterCombine::set)
     put_elements(out, dst, kept);
+  else
+    combine_elements(out, dst, kept, kHow);
   return {out};
 }
 
@@ -432,8 +470,11 @@ void register_shape_eval_rules(EvalRuleTable& t) {
   t.set(Prim::iota, &eval_iota);
   t.set(Prim::gather, &eval_gather);
   t.set(Prim::sort, &eval_sort);
-  t.set(Prim::scatter, &eval_scatter<false>);
-  t.set(Prim::scatter_add, &eval_scatter<true>);
+  t.set(Prim::scatter, &eval_scatter<ScatterCombine::set>);
+  t.set(Prim::scatter_add, &eval_scatter<ScatterCombine::add>);
+  t.set(Prim::scatter_mul, &eval_scatter<ScatterCombine::mul>);
+  t.set(Prim::scatter_min, &eval_scatter<ScatterCombine::min>);
+  t.set(Prim::scatter_max, &eval_scatter<ScatterCombine::max>);
 }
 
 }  // namespace refjit

@@ -348,7 +348,9 @@ void lower_gather(LowerCtx& c, const Eqn& e) {
 
 // scatter / scatter-add: result = x, then for each update element (row-major order, so the
 // last duplicate wins) write or add it at idx; out-of-range indices are dropped.
-void lower_scatter(LowerCtx& c, const Eqn& e, bool add) {
+// scatter's combine; `set` stores the update, the others combine it with what is there.
+void lower_scatter(LowerCtx& c, const Eqn& e, Prim how) {
+  const bool add = how != Prim::scatter;  // every kind but set reads the old element
   expect_ins(e, 3);
   ArrayType rt = c.type_of(e.outs[0]).array;
   ArrayType it = c.type_of(e.ins[1]).array;
@@ -361,8 +363,11 @@ void lower_scatter(LowerCtx& c, const Eqn& e, bool add) {
   auto put = [&](Value u, const std::vector<Value>& out) {
     if (add) {
       Value old = c.load_mem(dst, rt.dtype, out);
-      u = is_float(rt.dtype) ? Value(c.b.create<arith::AddFOp>(c.loc, old, u))
-                             : Value(c.b.create<arith::AddIOp>(c.loc, old, u));
+      const ElemFn* combine = elementwise_rule(how == Prim::scatter_add   ? Prim::add
+                                               : how == Prim::scatter_mul ? Prim::mul
+                                               : how == Prim::scatter_min ? Prim::min
+                                                                          : Prim::max);
+      u = (*combine)(c, e, rt.dtype, {old, u});
     }
     c.store(u, dst, rt.dtype, out);
   };
@@ -505,8 +510,9 @@ void register_shape_lowerings(LowerTable& t) {
   t.set(Prim::pad, &lower_pad);
   t.set(Prim::gather, &lower_gather);
   t.set(Prim::sort, &lower_sort);
-  t.set(Prim::scatter, [](LowerCtx& c, const Eqn& e) { lower_scatter(c, e, false); });
-  t.set(Prim::scatter_add, [](LowerCtx& c, const Eqn& e) { lower_scatter(c, e, true); });
+  for (Prim p :
+       {Prim::scatter, Prim::scatter_add, Prim::scatter_mul, Prim::scatter_min, Prim::scatter_max})
+    t.set(p, [p](LowerCtx& c, const Eqn& e) { lower_scatter(c, e, p); });
 }
 
 }  // namespace refjit::backend

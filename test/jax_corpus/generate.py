@@ -396,6 +396,20 @@ def ref_scan_accumulate(xs, w):
     return jnp.sum(acc[...] ** 2) + c
 
 
+@jax.jit
+def _through_empty_ref(x):
+    r = jax.empty_ref(jax.ShapeDtypeStruct(x.shape, x.dtype))
+    r[...] = jnp.sin(x) * 2.0
+    y = r[...] + 1.0
+    jax.free_ref(r)
+    return y
+
+
+@program(f32(3), grad=False)  # JAX cannot differentiate through empty_ref yet
+def empty_ref_scratch(x):
+    return jnp.sum(_through_empty_ref(x) * x)
+
+
 # --- sorting ---------------------------------------------------------------------------------
 
 
