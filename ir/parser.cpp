@@ -49,7 +49,7 @@ struct Scope {
   JaxprBuilder builder;
   std::unordered_map<std::string, Var> vars;
   std::unordered_map<std::string, const Token*> bound_at;
-  std::optional<Var> last_dropped;    // what `_` means in `in (_, c)`, as JAX prints it
+  std::vector<Var> dropped;  // binders written `_`, in order: what `_` means in `in (_, c)`
   std::unordered_set<uint32_t> keys;  // vars written with a key<fry> type
 };
 
@@ -256,7 +256,7 @@ class Parser {
     if (b.key) s.keys.insert(v.id);
     if (b.dropped) {
       s.builder.jaxpr().vars[v.id].dropped = true;
-      s.last_dropped = v;
+      s.dropped.push_back(v);
       return;
     }
     if (auto it = s.bound_at.find(b.name); it != s.bound_at.end())
@@ -331,18 +331,28 @@ class Parser {
     return a;
   }
 
+  // JAX prints an output that is a dropped binder as `_`. With m such outputs they are taken
+  // to be the last m binders written `_`, in order (a jit whose caller drops two results prints
+  // `in (_, _)`); a single one is the most recent.
   std::vector<Atom> parse_outvars(Scope& s) {
     expect(Tok::lparen, "'(' to start the outputs after 'in'");
+    size_t underscores = 0;
+    for (size_t k = 0; !peek(k).is(Tok::rparen) && !peek(k).is(Tok::end); ++k)
+      underscores += peek(k).is_ident("_");
+    size_t next_dropped = s.dropped.size() - std::min(underscores, s.dropped.size());
     std::vector<Atom> outs;
+    pending_underscores_ = {};
+    pending_underscores_.dropped = s.dropped;
     while (!peek().is(Tok::rparen)) {
       const Token& t = peek();
       if (t.is_ident("_")) {
         next();
-        if (!s.last_dropped)
+        if (s.dropped.empty())
           fail(t,
                "output '_' names no dropped binder; only a binder written '_' can be returned "
                "as '_'");
-        outs.push_back(*s.last_dropped);
+        pending_underscores_.positions.push_back(outs.size());
+        outs.push_back(s.dropped[std::min(next_dropped++, s.dropped.size() - 1)]);
       } else {
         outs.push_back(parse_value_atom(s, std::nullopt, "an output variable or literal"));
       }
@@ -424,8 +434,14 @@ class Parser {
   }
 
   Var lookup(Scope& s, const Token& t) const {
-    if (t.text == "_")
-      fail(t, "'_' is a dropped binder and cannot be read; give the binder a name");
+    if (t.text == "_") {
+      // JAX prints dead code inside a sub-jaxpr whose results its caller drops with `_` for
+      // both the binders and their uses (`_:f32[2] = mul _ _`). Nothing reads those values, so
+      // a use of `_` stands for the most recent `_` binder.
+      if (s.dropped.empty())
+        fail(t, "'_' is a dropped binder and cannot be read; give the binder a name");
+      return s.dropped.back();
+    }
     auto it = s.vars.find(std::string(t.text));
     if (it == s.vars.end())
       fail(t, fmt::format("undefined variable {}; variables must be bound before they are used "
@@ -523,6 +539,7 @@ class Parser {
     }
     Params params;
     if (peek().is(Tok::lbracket)) parse_params(*prim, params, depth);
+    if (*prim == Prim::jit) retype_underscore_outputs(params, outs);
     std::vector<Atom> atoms = parse_operands(s);
     if (*prim == Prim::broadcast_in_dim) fill_hidden_broadcast_params(s, params, atoms, outs);
     if (is_broadcasting_binary(*prim)) broadcast_size1_dims(s, atoms);
@@ -564,6 +581,25 @@ class Parser {
                              "of keys",
                              prim_name(prim)));
     }
+  }
+
+  // A jit body whose outputs JAX printed as `_` (its caller drops them): pick for each the
+  // latest `_` binder of the type the caller's binder has, so the types agree (the values are
+  // never read).
+  void retype_underscore_outputs(Params& params, const std::vector<Binder>& outs) {
+    const JaxprPtr* body = std::get_if<JaxprPtr>(params.find("jaxpr"));
+    if (!body || !*body) return;
+    auto it = underscore_outputs_.find(body->get());
+    if (it == underscore_outputs_.end() || (*body)->outvars.size() != outs.size()) return;
+    Jaxpr fixed = **body;
+    for (size_t p : it->second.positions) {
+      for (auto d = it->second.dropped.rbegin(); d != it->second.dropped.rend(); ++d)
+        if (fixed.type_of(*d) == outs[p].type) {
+          fixed.outvars[p] = *d;
+          break;
+        }
+    }
+    params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(fixed)));
   }
 
   // At `name[`: is this JAX's form of the primitive, read by `rw` (its first param is one
@@ -608,7 +644,7 @@ class Parser {
       Var v =
           is_var(results[k]) ? as_var(results[k]) : s.builder.add_eqn1(Prim::copy, {results[k]});
       if (b.dropped) {
-        s.last_dropped = v;
+        s.dropped.push_back(v);
       } else {
         // The binder names the rewrite's result (for the CLI's `NAME = VALUE`, and tests).
         std::string& name = s.builder.jaxpr().vars[v.id].name;
@@ -1039,6 +1075,8 @@ class Parser {
     if (t.is(Tok::lbrace)) {
       v.kind = Value::Kind::jaxpr;
       v.jaxpr = std::make_shared<const Jaxpr>(parse_jaxpr(depth + 1));
+      if (!pending_underscores_.positions.empty())
+        underscore_outputs_[v.jaxpr.get()] = std::move(pending_underscores_);
       return v;
     }
     if (t.is(Tok::lparen) || t.is(Tok::lbracket)) {
@@ -1273,6 +1311,13 @@ class Parser {
   std::map<std::string, size_t> shared_at_;
   std::unordered_map<std::string, JaxprPtr> shared_;
   std::set<std::string> parsing_shared_;
+  // Outputs written `_` of each parsed sub-jaxpr, and that jaxpr's `_` binders.
+  struct UnderscoreOutputs {
+    std::vector<size_t> positions;
+    std::vector<Var> dropped;
+  };
+  UnderscoreOutputs pending_underscores_;  // of the jaxpr whose outputs were parsed last
+  std::unordered_map<const Jaxpr*, UnderscoreOutputs> underscore_outputs_;
 };
 
 }  // namespace

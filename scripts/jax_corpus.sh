@@ -4,8 +4,18 @@
 #                                    runs the same as the test `jax_corpus`)
 #   scripts/jax_corpus.sh generate   regenerates the corpus with JAX from PyPI, installed into
 #                                    .venv-jax (a test-generation dependency, never a run-time one)
+#   scripts/jax_corpus.sh random COUNT [SEED]
+#                                    COUNT random jax.numpy programs (JAX writes them, with their
+#                                    gradient and JVP programs), then refjit against JAX's numbers
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ensure_jax() {
+  if [ ! -x .venv-jax/bin/python ]; then
+    python3 -m venv .venv-jax
+    .venv-jax/bin/pip install -q jax jaxlib numpy
+  fi
+}
+
 case "${1:-}" in
   run)
     cmake --preset release >/dev/null
@@ -13,14 +23,23 @@ case "${1:-}" in
     python3 test/jax_corpus/run_corpus.py build/release/bin/refjit "${@:2}"
     ;;
   generate)
-    if [ ! -x .venv-jax/bin/python ]; then
-      python3 -m venv .venv-jax
-      .venv-jax/bin/pip install -q jax jaxlib numpy
-    fi
+    ensure_jax
     .venv-jax/bin/python test/jax_corpus/generate.py "${@:2}"
     ;;
+  random)
+    count=${2:?usage: scripts/jax_corpus.sh random COUNT [SEED]}
+    seed=${3:-$RANDOM}
+    ensure_jax
+    cmake --preset release >/dev/null
+    cmake --build --preset release --target refjit_cli
+    out=$(mktemp -d)
+    trap 'rm -rf "$out"' EXIT
+    .venv-jax/bin/python test/jax_corpus/random_programs.py "$count" "$seed" "$out"
+    echo "seed $seed"
+    python3 test/jax_corpus/run_corpus.py build/release/bin/refjit --cases "$out"
+    ;;
   *)
-    echo "usage: scripts/jax_corpus.sh run [-v] | generate [NAME...]" >&2
+    echo "usage: scripts/jax_corpus.sh run [-v] | generate [NAME...] | random COUNT [SEED]" >&2
     exit 2
     ;;
 esac

@@ -541,11 +541,46 @@ def write(path, text):
         f.write(text.rstrip("\n") + "\n")
 
 
-def write_jaxpr(filename, closed):
+def write_jaxpr(cases_dir, filename, closed):
     """Writes a ClosedJaxpr's text; returns its constants' values, which the text names as
     constvars without printing them (refjit run takes them first, one per constvar)."""
-    write(os.path.join(CASES, filename), str(closed))
+    write(os.path.join(cases_dir, filename), str(closed))
     return [value_text(c) for c in closed.consts]
+
+
+def write_case(cases_dir, name, f, args, grad=True, jvp=True, tol=1e-5):
+    """Writes NAME.jaxpr (and .grad/.jvp) into cases_dir; returns its manifest entry."""
+    args = [np.asarray(a) for a in args]
+    entry = dict(name=name, tol=tol, args=[value_text(a) for a in args])
+    entry["consts"] = write_jaxpr(cases_dir, name + ".jaxpr", jax.make_jaxpr(f)(*args))
+    out = jax.jit(f)(*args)
+    entry["outputs"] = flat_results(out)
+    wrt = float_argnums(args)
+    if grad and is_float_scalar(out) and wrt:
+        g = jax.grad(f, argnums=wrt)
+        entry["grad_consts"] = write_jaxpr(cases_dir, name + ".grad.jaxpr", jax.make_jaxpr(g)(*args))
+        entry["grad_wrt"] = list(wrt)
+        entry["grad"] = flat_results(jax.jit(g)(*args))
+    if jvp and wrt:
+        targs = [np.asarray(f32(*np.shape(args[i]))) for i in wrt]
+
+        def jvp_of(*primals_and_tangents):
+            primals = primals_and_tangents[:len(args)]
+            ts = list(primals_and_tangents[len(args):])
+            full = [ts.pop(0) if i in wrt else np.zeros(np.shape(a), jax.dtypes.float0)
+                    for i, a in enumerate(args)]
+            return jax.jvp(f, tuple(primals), tuple(full))
+
+        entry["jvp_consts"] = write_jaxpr(cases_dir, name + ".jvp.jaxpr",
+                                          jax.make_jaxpr(jvp_of)(*args, *targs))
+        entry["jvp_args"] = [value_text(t) for t in targs]
+        entry["jvp"] = flat_results(jax.jit(jvp_of)(*args, *targs))
+    return entry
+
+
+def write_manifest(cases_dir, manifest):
+    with open(os.path.join(cases_dir, "manifest.json"), "w") as fh:
+        fh.write("[\n" + ",\n".join(json.dumps(e) for e in manifest) + "\n]\n")
 
 
 def main():
@@ -555,35 +590,9 @@ def main():
     for p in PROGRAMS:
         if only and p["name"] not in only:
             continue
-        f, args, name = p["fn"], p["args"], p["name"]
-        args = [np.asarray(a) for a in args]
-        entry = dict(name=name, tol=p["tol"], args=[value_text(a) for a in args])
-        entry["consts"] = write_jaxpr(name + ".jaxpr", jax.make_jaxpr(f)(*args))
-        out = jax.jit(f)(*args)
-        entry["outputs"] = flat_results(out)
-        wrt = float_argnums(args)
-        if p["grad"] and is_float_scalar(out) and wrt:
-            g = jax.grad(f, argnums=wrt)
-            entry["grad_consts"] = write_jaxpr(name + ".grad.jaxpr", jax.make_jaxpr(g)(*args))
-            entry["grad_wrt"] = list(wrt)
-            entry["grad"] = flat_results(jax.jit(g)(*args))
-        if p["jvp"] and wrt:
-            tangents = [np.asarray(f32(*np.shape(args[i]))) if i in wrt else None for i in range(len(args))]
-
-            def jvp_of(*primals_and_tangents):
-                primals = primals_and_tangents[:len(args)]
-                ts = list(primals_and_tangents[len(args):])
-                full = [ts.pop(0) if i in wrt else np.zeros(np.shape(a), jax.dtypes.float0)
-                        for i, a in enumerate(args)]
-                return jax.jvp(f, tuple(primals), tuple(full))
-
-            targs = [tangents[i] for i in wrt]
-            entry["jvp_consts"] = write_jaxpr(name + ".jvp.jaxpr",
-                                              jax.make_jaxpr(jvp_of)(*args, *targs))
-            entry["jvp_args"] = [value_text(t) for t in targs]
-            entry["jvp"] = flat_results(jax.jit(jvp_of)(*args, *targs))
-        manifest.append(entry)
-        print(f"wrote {name}", file=sys.stderr)
+        manifest.append(write_case(CASES, p["name"], p["fn"], p["args"], p["grad"], p["jvp"],
+                                   p["tol"]))
+        print(f"wrote {p['name']}", file=sys.stderr)
     path = os.path.join(CASES, "manifest.json")
     if only and os.path.exists(path):
         # Regenerating some programs: keep the other programs' entries, in definition order.
@@ -591,8 +600,7 @@ def main():
         old.update({e["name"]: e for e in manifest})
         order = [p["name"] for p in PROGRAMS]
         manifest = [old[n] for n in order if n in old]
-    with open(path, "w") as fh:
-        fh.write("[\n" + ",\n".join(json.dumps(e) for e in manifest) + "\n]\n")
+    write_manifest(CASES, manifest)
 
 
 if __name__ == "__main__":
