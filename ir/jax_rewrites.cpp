@@ -741,16 +741,22 @@ const ArrayType& scalar_key(const RewriteArgs& a, std::string_view prim) {
   return k;
 }
 
-std::vector<Atom> random_bits(RewriteArgs& a) {
-  constexpr std::string_view prim = "random_bits";
+// The hash of the counters of `shape` under the one key operand: what random_bits and
+// random_split draw from.
+std::pair<Atom, Atom> hashed_counters(RewriteArgs& a, Emit& e, std::string_view prim,
+                                      const IntList& shape) {
   expect_operands(a, prim, 1);
   scalar_key(a, prim);
+  auto [hi, lo] = counters(e, prim, shape);
+  return threefry2x32(e, key_word(e, a.ins[0], 0), key_word(e, a.ins[0], 1), hi, lo);
+}
+
+std::vector<Atom> random_bits(RewriteArgs& a) {
+  constexpr std::string_view prim = "random_bits";
   int64_t width = a.params.get<int64_t>("bit_width");
   const IntList& shape = a.params.get<IntList>("shape");
   Emit e{a.b};
-  auto [hi, lo] = counters(e, prim, shape);
-  auto [b1, b2] = threefry2x32(e, key_word(e, a.ins[0], 0), key_word(e, a.ins[0], 1), hi, lo);
-  Shape s(shape.begin(), shape.end());
+  auto [b1, b2] = hashed_counters(a, e, prim, shape);
   auto convert = [&](Atom x, DType d) {
     return e.op(Prim::convert_element_type, {x}, Params{{"new_dtype", d}, {"weak_type", false}});
   };
@@ -768,13 +774,9 @@ std::vector<Atom> random_bits(RewriteArgs& a) {
 
 // random_split[shape] key: a new key per element, the hash of its counter (JAX's fold-like split).
 std::vector<Atom> random_split(RewriteArgs& a) {
-  constexpr std::string_view prim = "random_split";
-  expect_operands(a, prim, 1);
-  scalar_key(a, prim);
   const IntList& shape = a.params.get<IntList>("shape");
   Emit e{a.b};
-  auto [hi, lo] = counters(e, prim, shape);
-  auto [b1, b2] = threefry2x32(e, key_word(e, a.ins[0], 0), key_word(e, a.ins[0], 1), hi, lo);
+  auto [b1, b2] = hashed_counters(a, e, "random_split", shape);
   int64_t rank = static_cast<int64_t>(shape.size());
   Atom w1 = e.op(Prim::expand_dims, {b1}, Params{{"dimensions", IntList{rank}}});
   Atom w2 = e.op(Prim::expand_dims, {b2}, Params{{"dimensions", IntList{rank}}});

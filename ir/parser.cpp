@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -973,9 +974,12 @@ class Parser {
 
   // ---- params -----------------------------------------------------------------------------
 
-  // params of a JAX rewrite: its own specs, and names it ignores.
-  void parse_params_with(std::string_view prim, const std::vector<text::ParamSpec>& specs,
-                         const std::vector<std::string_view>& ignored, Params& params, int depth) {
+  // `[name=value ...]`: each value is skipped when `ignored(name)`, else read as `spec_of(name)`
+  // says; a name with no spec is an error worded by `unknown(name token)`.
+  void parse_param_list(Params& params, int depth,
+                        const std::function<bool(std::string_view)>& ignored,
+                        const std::function<const text::ParamSpec*(std::string_view)>& spec_of,
+                        const std::function<std::string(const Token&)>& unknown) {
     expect(Tok::lbracket, "'['");
     while (!peek().is(Tok::rbracket)) {
       const Token& nt = peek();
@@ -983,43 +987,48 @@ class Parser {
         fail(nt, fmt::format("expected a param 'name=value' or ']', found {}", text::describe(nt)));
       next();
       next();  // =
-      if (nt.text == "sharding" || nt.text == "out_sharding" ||
-          std::find(ignored.begin(), ignored.end(), nt.text) != ignored.end()) {
+      if (ignored(nt.text)) {
         skip_value();
         continue;
       }
-      auto spec = std::find_if(specs.begin(), specs.end(),
-                               [&](const text::ParamSpec& sp) { return sp.name == nt.text; });
-      if (spec == specs.end()) {
-        std::vector<std::string_view> names;
-        for (const auto& sp : specs) names.push_back(sp.name);
-        fail(nt, fmt::format("JAX's '{}' has no param {} that refjit knows (it reads: {})", prim,
-                             text::describe(nt), fmt::join(names, ", ")));
-      }
+      const text::ParamSpec* spec = spec_of(nt.text);
+      if (!spec) fail(nt, unknown(nt));
       if (params.has(nt.text)) fail(nt, fmt::format("param {} is given twice", text::describe(nt)));
       params.set(std::string(nt.text), parse_param(*spec, depth));
     }
     next();
   }
 
+  // params of a JAX rewrite: its own specs, and names it ignores.
+  void parse_params_with(std::string_view prim, const std::vector<text::ParamSpec>& specs,
+                         const std::vector<std::string_view>& ignored, Params& params, int depth) {
+    parse_param_list(
+        params, depth,
+        [&](std::string_view n) {
+          return n == "sharding" || n == "out_sharding" ||
+                 std::find(ignored.begin(), ignored.end(), n) != ignored.end();
+        },
+        [&](std::string_view n) -> const text::ParamSpec* {
+          auto it = std::find_if(specs.begin(), specs.end(),
+                                 [&](const text::ParamSpec& sp) { return sp.name == n; });
+          return it == specs.end() ? nullptr : &*it;
+        },
+        [&](const Token& nt) {
+          std::vector<std::string_view> names;
+          for (const auto& sp : specs) names.push_back(sp.name);
+          return fmt::format("JAX's '{}' has no param {} that refjit knows (it reads: {})", prim,
+                             text::describe(nt), fmt::join(names, ", "));
+        });
+  }
+
   void parse_params(Prim prim, Params& params, int depth) {
-    expect(Tok::lbracket, "'['");
-    while (!peek().is(Tok::rbracket)) {
-      const Token& nt = peek();
-      if (!nt.is(Tok::ident) || !peek(1).is(Tok::equal))
-        fail(nt, fmt::format("expected a param 'name=value' or ']', found {}", text::describe(nt)));
-      next();
-      next();  // =
-      if (text::is_ignored_param(prim, nt.text)) {
-        skip_value();
-        continue;
-      }
-      const text::ParamSpec* spec = text::find_param_spec(prim, nt.text);
-      if (!spec || spec->kind == ParamKind::indexer) fail(nt, unknown_param_message(prim, nt));
-      if (params.has(nt.text)) fail(nt, fmt::format("param {} is given twice", text::describe(nt)));
-      params.set(std::string(nt.text), parse_param(*spec, depth));
-    }
-    next();
+    parse_param_list(
+        params, depth, [&](std::string_view n) { return text::is_ignored_param(prim, n); },
+        [&](std::string_view n) -> const text::ParamSpec* {
+          const text::ParamSpec* spec = text::find_param_spec(prim, n);
+          return spec && spec->kind != ParamKind::indexer ? spec : nullptr;
+        },
+        [&](const Token& nt) { return unknown_param_message(prim, nt); });
   }
 
   std::string unknown_param_message(Prim prim, const Token& nt) const {

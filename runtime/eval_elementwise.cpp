@@ -117,18 +117,6 @@ REFJIT_FLOAT_UNARY(Erf, std::erf(x))
 REFJIT_FLOAT_UNARY(Erfc, std::erfc(x))
 REFJIT_FLOAT_UNARY(Cbrt, std::cbrt(x))
 REFJIT_FLOAT_UNARY(Exp2, std::exp2(x))
-#undef REFJIT_FLOAT_UNARY
-
-#define REFJIT_FLOAT_UNARY_DEF(Name, expr)                \
-  struct Name {                                           \
-    template <class T>                                    \
-    static constexpr bool ok = kIsFloat<T>;               \
-    static constexpr std::string_view kAllowed = kFloats; \
-    template <class T>                                    \
-    T operator()(T x) const {                             \
-      return expr;                                        \
-    }                                                     \
-  };
 
 struct Neg {
   template <class T>
@@ -327,7 +315,8 @@ double erf_inv(double x) {
   return std::copysign(y, x);
 }
 
-REFJIT_FLOAT_UNARY_DEF(ErfInv, static_cast<T>(erf_inv(static_cast<double>(x))))
+REFJIT_FLOAT_UNARY(ErfInv, static_cast<T>(erf_inv(static_cast<double>(x))))
+#undef REFJIT_FLOAT_UNARY
 
 struct PopulationCount {
   template <class T>
