@@ -860,6 +860,7 @@ std::vector<JaxRewrite> make_rewrites() {
   r.push_back(reduction("reduce_prod", Prim::mul, 1.0));
   r.push_back(reduction("reduce_and", Prim::and_, 1.0));
   r.push_back(reduction("reduce_or", Prim::or_, 0.0));
+  r.push_back(reduction("reduce_xor", Prim::xor_, 0.0));
   r.push_back({"clamp", {}, {}, clamp});
   r.push_back({"split", {{"axis", K::integer}, {"sizes", K::ints}}, {}, split});
   r.push_back({"stack", {{"axis", K::integer}}, {}, stack});

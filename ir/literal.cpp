@@ -21,7 +21,8 @@ double int_hi(DType d) {
 int64_t saturating_cast(double v, DType d) {
   if (std::isnan(v)) return 0;
   const int bits = bit_width(d);
-  if (v <= int_lo(d)) return is_unsigned(d) ? 0 : -(int64_t{1} << (bits - 1));
+  // The signed minimum -2^(bits-1): all bits from bits-1 up set (two's complement).
+  if (v <= int_lo(d)) return is_unsigned(d) ? 0 : static_cast<int64_t>(~uint64_t{0} << (bits - 1));
   if (v >= int_hi(d)) {
     if (is_unsigned(d))
       return bits == 64 ? static_cast<int64_t>(~uint64_t{0})

@@ -719,8 +719,7 @@ class Parser {
       common[k] = x[k] == 1 ? y[k] : x[k];
     }
     for (Atom& a : atoms) {
-      const Shape& from = j.type_of(a).shape();
-      if (from == common) continue;
+      if (j.type_of(a).shape() == common) continue;
       IntList dims(common.size());
       for (size_t k = 0; k < dims.size(); ++k) dims[k] = static_cast<int64_t>(k);
       a = s.builder.add_eqn1(
@@ -750,6 +749,7 @@ class Parser {
       case Prim::rem:
       case Prim::atan2:
       case Prim::xor_:
+      case Prim::nextafter:
       case Prim::shift_left:
       case Prim::shift_right_logical:
       case Prim::shift_right_arithmetic: return true;

@@ -164,6 +164,8 @@ void register_elementwise_type_rules(TypeRuleTable& t) {
   set(Prim::exp2, unary<Prim::exp2, kFloat>);
   set(Prim::is_finite, is_finite_rule);
   set(Prim::erf_inv, unary<Prim::erf_inv, kFloat>);
+  set(Prim::lgamma, unary<Prim::lgamma, kFloat>);
+  set(Prim::digamma, unary<Prim::digamma, kFloat>);
   set(Prim::population_count, unary<Prim::population_count, DTypeClass::integer>);
   set(Prim::bitcast_convert_type, bitcast_convert_type_rule);
   set(Prim::not_, unary<Prim::not_, kBoolInt>);
@@ -182,6 +184,7 @@ void register_elementwise_type_rules(TypeRuleTable& t) {
   set(Prim::pow, binary<Prim::pow, kFloat>);
   set(Prim::rem, binary<Prim::rem, kNum>);
   set(Prim::atan2, binary<Prim::atan2, kFloat>);
+  set(Prim::nextafter, binary<Prim::nextafter, kFloat>);
   set(Prim::eq, binary<Prim::eq, kAny, true>);
   set(Prim::ne, binary<Prim::ne, kAny, true>);
   set(Prim::lt, binary<Prim::lt, kAny, true>);

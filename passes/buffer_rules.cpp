@@ -63,7 +63,10 @@ Table make_table() {
                  Prim::xor_,
                  Prim::shift_left,
                  Prim::shift_right_logical,
-                 Prim::shift_right_arithmetic})
+                 Prim::shift_right_arithmetic,
+                 Prim::lgamma,
+                 Prim::digamma,
+                 Prim::nextafter})
     t.set(p, B::elementwise);
   // Values are immutable, so an identity is a second name for the same bytes.
   for (Prim p : {Prim::reshape, Prim::squeeze, Prim::expand_dims, Prim::copy, Prim::stop_gradient})

@@ -97,6 +97,7 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
   // cbrt' = 1 / (3 y^2); exp2' = ln 2 * y
   unary(t, Prim::cbrt,
         [d](Emitter& e, Atom, Atom y) { return e.div(e.scalar(d(e, y), 1.0 / 3.0), e.mul(y, y)); });
+  unary(t, Prim::lgamma, [](Emitter& e, Atom x, Atom) { return e.unary(Prim::digamma, x); });
   // erf_inv' = sqrt(pi)/2 exp(y^2)
   unary(t, Prim::erf_inv, [d](Emitter& e, Atom, Atom y) {
     return e.mul(e.scalar(d(e, y), 0.88622692545275801), e.unary(Prim::exp, e.mul(y, y)));
@@ -123,6 +124,7 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
                  Prim::population_count,
                  Prim::bitcast_convert_type,
                  Prim::xor_,
+                 Prim::nextafter,
                  Prim::shift_left,
                  Prim::shift_right_logical,
                  Prim::shift_right_arithmetic})

@@ -315,6 +315,28 @@ double erf_inv(double x) {
   return std::copysign(y, x);
 }
 
+// digamma (psi), the derivative of lgamma: the reflection psi(x) = psi(1-x) - pi/tan(pi x) for
+// x < 0.5, the recurrence psi(x) = psi(x+1) - 1/x up to 6, then the asymptotic series. Poles
+// (0, -1, -2, ...) give NaN, as in JAX.
+double digamma(double x) {
+  if (std::isnan(x) || (x <= 0 && std::floor(x) == x))
+    return std::numeric_limits<double>::quiet_NaN();
+  double r = 0;
+  if (x < 0.5) {
+    r = -std::numbers::pi / std::tan(std::numbers::pi * x);
+    x = 1 - x;
+  }
+  for (int k = 0; k < 6 && x < 6; ++k) {
+    r -= 1 / x;
+    x += 1;
+  }
+  double z = 1 / (x * x);
+  double series = z * (1.0 / 12 - z * (1.0 / 120 - z * (1.0 / 252 - z * (1.0 / 240 - z / 132))));
+  return r + std::log(x) - 0.5 / x - series;
+}
+
+REFJIT_FLOAT_UNARY(Lgamma, static_cast<T>(std::lgamma(x)))
+REFJIT_FLOAT_UNARY(Digamma, static_cast<T>(digamma(static_cast<double>(x))))
 REFJIT_FLOAT_UNARY(ErfInv, static_cast<T>(erf_inv(static_cast<double>(x))))
 #undef REFJIT_FLOAT_UNARY
 
@@ -430,6 +452,7 @@ REFJIT_BINARY(Rem, kIsNumber<T>, kNumbers, false, {
     return static_cast<T>(std::fmod(a, b));
   }
 })
+REFJIT_BINARY(Nextafter, kIsFloat<T>, kFloats, false, { return std::nextafter(a, b); })
 REFJIT_BINARY(Atan2, kIsFloat<T>, kFloats, false, { return static_cast<T>(std::atan2(a, b)); })
 REFJIT_BINARY(Eq, true, kAny, true, { return a == b; })
 REFJIT_BINARY(Ne, true, kAny, true, { return a != b; })
@@ -545,6 +568,8 @@ void register_elementwise_eval_rules(EvalRuleTable& t) {
   t.set(Prim::exp2, &eval_unary<Exp2>);
   t.set(Prim::is_finite, &eval_is_finite);
   t.set(Prim::erf_inv, &eval_unary<ErfInv>);
+  t.set(Prim::lgamma, &eval_unary<Lgamma>);
+  t.set(Prim::digamma, &eval_unary<Digamma>);
   t.set(Prim::population_count, &eval_unary<PopulationCount>);
   t.set(Prim::bitcast_convert_type, &eval_bitcast_convert);
   t.set(Prim::not_, &eval_unary<Not>);
@@ -562,6 +587,7 @@ void register_elementwise_eval_rules(EvalRuleTable& t) {
   t.set(Prim::pow, &eval_binary<Pow>);
   t.set(Prim::rem, &eval_binary<Rem>);
   t.set(Prim::atan2, &eval_binary<Atan2>);
+  t.set(Prim::nextafter, &eval_binary<Nextafter>);
   t.set(Prim::eq, &eval_binary<Eq>);
   t.set(Prim::ne, &eval_binary<Ne>);
   t.set(Prim::lt, &eval_binary<Lt>);

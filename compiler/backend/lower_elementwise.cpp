@@ -134,6 +134,48 @@ Value lower_erf_inv(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& 
   return d == f ? y : Value(b.create<arith::TruncFOp>(loc, b.getF32Type(), y));
 }
 
+// digamma as the interpreter computes it (runtime/eval_elementwise.cpp), in f64: reflection
+// below 0.5, six guarded recurrence steps, the asymptotic series; NaN at the poles.
+Value lower_digamma(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& xs) {
+  auto& b = c.b;
+  auto loc = c.loc;
+  const DType f = DType::f64;
+  auto k = [&](double v) { return c.constant(f, v); };
+  auto add = [&](Value p, Value q) { return Value(b.create<arith::AddFOp>(loc, p, q)); };
+  auto sub = [&](Value p, Value q) { return Value(b.create<arith::SubFOp>(loc, p, q)); };
+  auto mul = [&](Value p, Value q) { return Value(b.create<arith::MulFOp>(loc, p, q)); };
+  auto div = [&](Value p, Value q) { return Value(b.create<arith::DivFOp>(loc, p, q)); };
+  auto lt = [&](Value p, Value q) {
+    return Value(b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLT, p, q));
+  };
+  auto sel = [&](Value p, Value t, Value e) {
+    return Value(b.create<arith::SelectOp>(loc, p, t, e));
+  };
+  Value x0 = d == f ? xs[0] : Value(b.create<arith::ExtFOp>(loc, b.getF64Type(), xs[0]));
+  const double pi = std::numbers::pi;
+  Value reflect = lt(x0, k(0.5));
+  Value r = sel(reflect, div(k(-pi), c.call_libm("tan", {mul(k(pi), x0)})), k(0));
+  Value x = sel(reflect, sub(k(1), x0), x0);
+  for (int step = 0; step < 6; ++step) {
+    Value small = lt(x, k(6));
+    r = sel(small, sub(r, div(k(1), x)), r);
+    x = sel(small, add(x, k(1)), x);
+  }
+  Value z = div(k(1), mul(x, x));
+  Value series = mul(
+      z,
+      sub(k(1.0 / 12),
+          mul(z, sub(k(1.0 / 120),
+                     mul(z, sub(k(1.0 / 252), mul(z, sub(k(1.0 / 240), mul(z, k(1.0 / 132))))))))));
+  Value y = sub(sub(add(r, b.create<math::LogOp>(loc, x)), div(k(0.5), x)), series);
+  Value pole = b.create<arith::AndIOp>(
+      loc, b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLE, x0, k(0)),
+      b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, x0),
+                              x0));
+  y = sel(pole, k(std::numeric_limits<double>::quiet_NaN()), y);
+  return d == f ? y : Value(b.create<arith::TruncFOp>(loc, b.getF32Type(), y));
+}
+
 }  // namespace
 
 const ElemFn* elementwise_rule(Prim p) {
@@ -241,6 +283,9 @@ void register_elementwise_lowerings(LowerTable& t) {
                                                x[0]);
          });
   set_ew(t, Prim::erf_inv, lower_erf_inv);
+  set_ew(t, Prim::lgamma, libm_unary("lgamma"));
+  set_ew(t, Prim::nextafter, libm_unary("nextafter"));
+  set_ew(t, Prim::digamma, lower_digamma);
   set_ew(t, Prim::is_finite,
          [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
            // |x| < inf is false for inf and NaN (an ordered comparison).

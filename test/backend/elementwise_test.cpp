@@ -243,6 +243,22 @@ TEST(NativeElementwise, BitwiseAndShiftsFollowXla) {
   EXPECT_EQ(run("xor").as_int(3), 7);
 }
 
+TEST(NativeElementwise, LgammaDigammaNextafterMatchTheInterpreter) {
+  for (DType d : {DType::f32, DType::f64}) {
+    Array x(at(d, {8}));
+    double xs[] = {0.5, 1.0, 2.5, 7.3, 30.0, -0.5, -2.7, -3.0};  // -3 is a pole of digamma
+    for (int i = 0; i < 8; ++i) x.set_from_double(i, xs[i]);
+    check_text(many_text({"lgamma", "digamma"}, {x.type()}, x.type()), {x},
+               d == DType::f32 ? 2e-6 : 1e-12);
+    Array y = testing::as_array(
+        interpret(parse_jaxpr(unary_text("digamma", x.type(), x.type())), {x})[0]);
+    EXPECT_NEAR(y.as_double(1), -0.57721566490153286, 1e-6);  // -Euler's gamma
+    EXPECT_TRUE(std::isnan(y.as_double(7)));
+    check_text(binary_text("nextafter", x.type(), x.type(), x.type()),
+               {x, random_array(x.type(), 3)});
+  }
+}
+
 TEST(NativeElementwise, ErfInvInvertsErfAndBitcastKeepsTheBits) {
   for (DType d : {DType::f32, DType::f64}) {
     Array x(at(d, {9}));

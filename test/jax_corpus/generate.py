@@ -116,6 +116,13 @@ def erf_family(x):
     return jnp.sum(jax.scipy.special.erf(x) + jax.scipy.special.erfc(x))
 
 
+@program(f32(6, lo=0.2, hi=6), tol=1e-4)
+def gamma_functions(x):
+    step = jnp.nextafter(jax.lax.stop_gradient(x), 10.0) - jax.lax.stop_gradient(x)
+    return jnp.sum(jax.scipy.special.gammaln(x) * jax.scipy.special.digamma(x + 1.0)) + jnp.sum(
+        step * 1e6)
+
+
 @program(f32(6, lo=0.5, hi=4), tol=1e-4)
 def cbrt_and_exp2(x):
     return jnp.sum(jnp.cbrt(x) + jnp.exp2(x) + jnp.log2(x) + jnp.log10(x))

@@ -115,7 +115,7 @@ KNOWN_HEADER = """\
 def short_reason(reason):
     """refjit's error without its file position and hints."""
     r = re.sub(r"^exit \d+: ", "", reason)
-    r = re.sub(r"^\S+:\d+:\d+: error: ", "", r)
+    r = re.sub(r"^\S+?(:\d+:\d+)?: error: ", "", r)
     return re.sub(r" \((docs/primitives.md|refjit has) [^)]*\)", "", r)
 
 
