@@ -65,9 +65,10 @@ RtValue make_value(const Type& t, uint64_t salt) {
     switch (t.dtype()) {
       case DType::f32:
       case DType::f64: a.set_from_double(i, static_cast<double>(h % 17) * 0.25 - 2.0); break;
-      case DType::i32:
-      case DType::i64: a.set_from_double(i, static_cast<double>(h % 7) - 2.0); break;
       case DType::bool_: a.set_from_double(i, static_cast<double>(h % 2)); break;
+      default:  // integers; unsigned ones wrap -2 and -1 to their largest values
+        a.set_from_double(i, static_cast<double>(h % 7) - 2.0);
+        break;
     }
   }
   if (t.is_ref) return std::make_shared<RefBuffer>(a);

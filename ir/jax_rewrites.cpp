@@ -26,9 +26,8 @@ void expect_operands(const RewriteArgs& a, std::string_view prim, size_t n) {
     fail(prim, fmt::format("expects {} operand(s), found {}", n, a.ins.size()));
 }
 
-const ArrayType& array_of(const RewriteArgs& a, std::string_view prim, size_t k) {
-  static thread_local Type t;
-  t = a.b.type_of(a.ins.at(k));
+ArrayType array_of(const RewriteArgs& a, std::string_view prim, size_t k) {
+  Type t = a.b.type_of(a.ins.at(k));
   if (t.is_ref) fail(prim, fmt::format("operand {} is a ref; expected an array", k));
   return t.array;
 }
@@ -732,8 +731,8 @@ std::pair<Atom, Atom> counters(Emit& e, std::string_view prim, const IntList& sh
   return {hi, lo};
 }
 
-const ArrayType& scalar_key(const RewriteArgs& a, std::string_view prim) {
-  const ArrayType& k = array_of(a, prim, 0);
+ArrayType scalar_key(const RewriteArgs& a, std::string_view prim) {
+  ArrayType k = array_of(a, prim, 0);
   if (k.dtype != DType::u32 || k.shape != Shape{2})
     fail(prim, fmt::format("operand 0 has type {}; expected one threefry key (key<fry>[] or "
                            "u32[2]); batched keys are not supported",

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <deque>
 #include <span>
@@ -45,6 +46,19 @@ std::string double_text(double v) {
   std::string s = fmt::format("{}", v);
   if (s.find_first_of(".eE") == std::string::npos) s += ".0";
   return s;
+}
+
+// A jit's name as a `let` name that reads back as one identifier: characters other than
+// letters, digits and '_' become '_' ("jaxpr" when nothing usable is left).
+std::string identifier(std::string name) {
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') ch = '_';
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) || name == "_")
+    return "jaxpr";
+  // Words the grammar reads otherwise where a name would stand.
+  for (const char* word : {"None", "True", "False", "let", "in", "lambda", "inf", "nan"})
+    if (name == word) return name + "_";
+  return name;
 }
 
 class Printer {
@@ -123,7 +137,7 @@ class Printer {
     for (const Jaxpr* j : order) {
       if (uses[j] < 2) continue;
       auto it = names.find(j);
-      std::string name = it == names.end() ? "jaxpr" : it->second;
+      std::string name = it == names.end() ? "jaxpr" : identifier(it->second);
       if (int count = taken[name]; count > 0) {
         ++taken[name];
         name += std::to_string(count);
