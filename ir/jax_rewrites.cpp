@@ -405,6 +405,16 @@ void check_whole_elements(std::string_view prim, const ArrayType& x, const IntLi
   }
 }
 
+// Every indexed dim must be one the result drops (collapsed for a gather, inserted for a
+// scatter) or a batching dim: refjit reads accesses of whole elements only.
+void check_indexed_dims_dropped(std::string_view prim, const IntList& indexed,
+                                const IntList& dropped, const IntList& batching,
+                                std::string_view what) {
+  for (int64_t d : indexed)
+    if (!contains(dropped, d) && !contains(batching, d))
+      fail(prim, fmt::format("indexed dim {} is not {}", d, what));
+}
+
 std::vector<Atom> gather(RewriteArgs& a) {
   constexpr std::string_view prim = "gather";
   expect_operands(a, prim, 2);
@@ -416,12 +426,9 @@ std::vector<Atom> gather(RewriteArgs& a) {
   Emit e{a.b};
   IndexColumns ic = index_columns(e, prim, x, a.ins[1], index_map, operand_batching,
                                   indices_batching, true, mode == Mode::fill_or_drop);
-  for (int64_t d : ic.dims)
-    if (!contains(collapsed, d) && !contains(operand_batching, d))
-      fail(prim, fmt::format("indexed dim {} is not collapsed; refjit reads gathers of whole "
-                             "elements (x[idx], take, take_along_axis); write a window as "
-                             "dynamic_slice",
-                             d));
+  check_indexed_dims_dropped(prim, ic.dims, collapsed, operand_batching,
+                             "collapsed; refjit reads gathers of whole elements (x[idx], take, "
+                             "take_along_axis); write a window as dynamic_slice");
   check_whole_elements(prim, x, ic.dims, a.params.get<IntList>("slice_sizes"));
 
   // refjit's gather on one axis: result = x's front dims + batch + x's back dims.
@@ -486,12 +493,9 @@ std::vector<Atom> scatter_like(RewriteArgs& a, std::string_view prim, Prim refji
   Emit e{a.b};
   IndexColumns ic = index_columns(e, prim, x, a.ins[1], index_map, operand_batching,
                                   indices_batching, mode == Mode::clip, mode != Mode::clip);
-  for (int64_t d : ic.dims)
-    if (!contains(inserted, d) && !contains(operand_batching, d))
-      fail(prim, fmt::format("indexed dim {} is not an inserted window dim; refjit reads "
-                             "scatters of whole elements (x.at[idx]); write a window as "
-                             "dynamic_update_slice",
-                             d));
+  check_indexed_dims_dropped(prim, ic.dims, inserted, operand_batching,
+                             "an inserted window dim; refjit reads scatters of whole elements "
+                             "(x.at[idx]); write a window as dynamic_update_slice");
   IntList perm = front_permutation(x, ic.dims);
   IntList rest(perm.begin() + static_cast<int64_t>(ic.dims.size()), perm.end());
   const int64_t nb = static_cast<int64_t>(ic.batch.size());
