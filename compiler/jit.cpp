@@ -16,10 +16,7 @@
 #include "compiler/backend/native.h"
 #include "compiler/node.h"
 #include "compiler/trace_state.h"
-#include "passes/dce.h"
-#include "passes/inline_zero_consts.h"
-#include "passes/range_simplify.h"
-#include "passes/trim_rows.h"
+#include "passes/pipeline.h"
 #include "refjit/ir/text.h"
 
 namespace refjit {
@@ -90,13 +87,12 @@ int native_compile_count() { return g_native_compiles.load(); }
 
 namespace detail {
 
-// What runs natively for one traced function: its jaxpr specialised to its constants
-// (make_native_program), and which of the traced function's consts are still passed.
+// What runs natively for one traced function: its jaxpr through the pipeline's passes up to
+// the lowering (make_native_program), specialised to its constants.
 struct NativeProgram {
   JaxprPtr traced;  // held so the map key (its address) stays unique
-  JaxprPtr compiled;
-  std::vector<bool> passed;   // per const of the traced function
-  std::vector<bool> donated;  // per invar: the caller gives the array up (donate_argnums)
+  PlannedProgram planned;
+  PipelineOptions options;  // what the pipeline was told (constants, donated inputs)
   std::shared_ptr<CompiledEntry> entry;
 };
 
@@ -112,7 +108,7 @@ bool is_zero_array_const(const Operand& x, std::string_view name) {
   return std::all_of(p, p + a->byte_size(), [](std::byte b) { return b == std::byte{0}; });
 }
 
-// The range of an integer array constant's elements (for trim_untouched_rows).
+// The range of an integer array constant's elements (for the trim-rows pass).
 std::optional<IntRange> int_range_of_const(const Operand& x, std::string_view name) {
   if (!std::holds_alternative<Value>(x)) return std::nullopt;
   RtValue v = to_runtime(x, name);
@@ -127,32 +123,22 @@ std::optional<IntRange> int_range_of_const(const Operand& x, std::string_view na
   return r;
 }
 
-// The program compiled for `fn`: constants' values are known here (they are fixed for a
-// traced function), so all-zero arrays are folded in, and integer constants' ranges let
-// trim_untouched_rows drop rows of carries and refs no index can reach and
-// simplify_with_ranges fold what they decide; then dead code goes. The compile cache keys on
-// the resulting program, so functions share code only when it is valid for both.
+// The program compiled for `fn`: the pipeline's passes up to the lowering, told what the
+// constants are (they are fixed for a traced function): all-zero arrays are folded in, and
+// integer constants' ranges let trim-rows and simplify-ranges work. The compile cache keys
+// on the resulting program, so functions share code only when it is valid for both.
 NativeProgram make_native_program(const TracedFunction& fn, std::string_view name,
                                   const std::vector<bool>& donated) {
   NativeProgram prog;
   prog.traced = fn.jaxpr;
-  prog.donated = donated;
-  std::vector<bool> zero(fn.consts.size());
-  bool any = false;
-  for (size_t k = 0; k < fn.consts.size(); ++k)
-    any |= zero[k] = is_zero_array_const(fn.consts[k], name);
-  Jaxpr compiled = any ? inline_zero_consts(*fn.jaxpr, zero) : *fn.jaxpr;
-  prog.passed.resize(zero.size());
-  std::vector<std::optional<IntRange>> ranges;
-  for (size_t k = 0; k < zero.size(); ++k) {
-    prog.passed[k] = !zero[k];
-    if (prog.passed[k]) ranges.push_back(int_range_of_const(fn.consts[k], name));
+  prog.options.buffers.donated = donated;
+  KnownConsts& known = prog.options.consts;
+  for (const Operand& c : fn.consts) {
+    known.zero.push_back(is_zero_array_const(c, name));
+    known.int_range.push_back(int_range_of_const(c, name));
   }
-  compiled = trim_untouched_rows(compiled, ranges);
-  compiled = simplify_with_ranges(compiled, ranges);
-  // Results of nested jits nobody reads (a gradient's primal value) are not computed.
-  prog.compiled = std::make_shared<const Jaxpr>(dce(compiled));
-  prog.entry = global_entry(*prog.compiled, prog.donated);
+  prog.planned = plan_program(*fn.jaxpr, prog.options);
+  prog.entry = global_entry(prog.planned.jaxpr, donated);
   return prog;
 }
 
@@ -212,17 +198,15 @@ namespace {
 
 std::shared_ptr<const CompiledFunction> compile_tier(JitState& state, const NativeProgram& prog,
                                                      int opt_level, double trace_ms) {
-  CompileOptions options;
+  PipelineOptions options = prog.options;
   options.opt_level = opt_level;
-  if (std::find(prog.donated.begin(), prog.donated.end(), true) != prog.donated.end())
-    options.plan = default_buffer_plan(*prog.compiled, BufferOptions{.donated = prog.donated});
-  auto f = std::make_shared<const CompiledFunction>(compile_native(*prog.compiled, options));
+  auto f = std::make_shared<const CompiledFunction>(compile_planned(prog.planned, options));
   ++g_native_compiles;
   const CompileTimings& t = f->timings();
   std::lock_guard<std::mutex> lock(state.mu);
   ++state.compiles;
   state.last = CompileStageTimings{.trace_ms = trace_ms,
-                                   .passes_ms = t.passes_ms,
+                                   .passes_ms = t.passes_ms + prog.planned.passes_ms,
                                    .lower_ms = t.lower_ms,
                                    .mlir_passes_ms = t.mlir_passes_ms,
                                    .llvm_opt_ms = t.llvm_opt_ms,
@@ -273,7 +257,7 @@ std::vector<Operand> run_native(JitState& state, const std::string& name, Tier t
   std::vector<RtValue> rt;
   rt.reserve(fn.consts.size() + args.size());
   for (size_t k = 0; k < fn.consts.size(); ++k)
-    if (prog->passed[k]) rt.push_back(to_runtime(fn.consts[k], name));
+    if (prog->planned.consts_kept[k]) rt.push_back(to_runtime(fn.consts[k], name));
   for (size_t i = 0; i < args.size(); ++i)
     rt.push_back(i < donated.size() && donated[i] ? take_donated(args[i], name)
                                                   : to_runtime(args[i], name));

@@ -36,7 +36,6 @@ class Trace {
   Operand add_invar(const Type& type);
   // An operand as an atom of this trace (see the file comment).
   Atom lift(const Operand& x);
-  Var lift_ref(const Ref& r) { return as_var(lift(Operand(r))); }
 
   // The operands captured so far, one per constvar in order.
   const std::vector<Operand>& captured() const { return captured_; }

@@ -85,8 +85,6 @@ class Accum {
   void adopt(Emitter& e, Atom ref);
   // Whether the sum lives in `ref`, in `ref`'s own shape (not as a reshaped view).
   bool holds_in(const Atom& ref) const;
-  // Whether the sum lives in a buffer of another shape (a reshaped view, see alias_of).
-  bool is_view() const { return view_.has_value(); }
   // Moves the sum out as a ref buffer: the buffer itself when it can be handed over, else a
   // new ref of the frozen sum (zeros if none). Leaves this accumulator empty.
   Atom take_buffer(Emitter& e);

@@ -17,12 +17,6 @@ std::string dump_jvp(const Jaxpr& f, std::vector<bool> differentiated) {
   return print_jaxpr(jvp_jaxpr(f, differentiated));
 }
 
-std::string dump_linearize(const Jaxpr& f, std::vector<bool> differentiated) {
-  if (differentiated.empty()) differentiated = float_inputs(f);
-  Linearized l = linearize_jaxpr(f, differentiated);
-  return print_jaxpr(l.primal) + "\n" + print_jaxpr(l.linear);
-}
-
 std::string dump_vjp(const Jaxpr& f, std::vector<bool> differentiated) {
   if (differentiated.empty()) differentiated = float_inputs(f);
   std::vector<AccumKind> kinds;

@@ -11,8 +11,6 @@ namespace refjit {
 // Text dumps for `refjit dump --emit=jvp|linearize|vjp` (the inputs differentiated are
 // `differentiated`; empty = every float input, refs included).
 std::string dump_jvp(const Jaxpr& f, std::vector<bool> differentiated = {});
-// The primal jaxpr, a blank line, then the linear jaxpr (CLI.md).
-std::string dump_linearize(const Jaxpr& f, std::vector<bool> differentiated = {});
 // The forward jaxpr, a blank line, then the backward jaxpr (value accumulators for array
 // inputs, ref accumulators for ref inputs).
 std::string dump_vjp(const Jaxpr& f, std::vector<bool> differentiated = {});

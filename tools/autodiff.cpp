@@ -3,17 +3,11 @@
 #include <fmt/format.h>
 
 #include "passes/dump.h"
-#include "passes/jvp.h"
 #include "passes/linearize.h"
-#include "passes/vjp.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/text.h"
 
 namespace refjit::cli {
-
-Jaxpr forward_mode_program(const Jaxpr& program) {
-  return jvp_jaxpr(program, std::vector<bool>(program.invars.size(), true));
-}
 
 std::vector<int> gradient_positions(const Jaxpr& program,
                                     const std::optional<std::vector<int>>& wrt) {
@@ -31,22 +25,28 @@ std::vector<int> gradient_positions(const Jaxpr& program,
   return positions;
 }
 
-Jaxpr gradient_program(const Jaxpr& program, const std::vector<int>& wrt) {
-  return grad_jaxpr(program, wrt);
+PipelineOptions pipeline_options(const Options& o, const Jaxpr& program) {
+  PipelineOptions p;
+  if (o.grad) {
+    p.derivative = Derivative::grad;
+    p.wrt = gradient_positions(program, o.wrt);
+  } else if (o.jvp) {
+    p.derivative = Derivative::jvp;
+  }
+  p.buffers.fail_on_copy = o.fail_on_copy;
+  p.verify_each = p.verify_each || o.verify_each;
+  return p;
 }
 
-std::string autodiff_dump(EmitStage stage, const Jaxpr& program) {
-  switch (stage) {
-    case EmitStage::jvp: return dump_jvp(program);
-    case EmitStage::linearize: {
-      // CLI.md: the primal jaxpr, a blank line, then the linear jaxpr.
-      Linearized l = linearize_jaxpr(program, float_inputs(program));
-      return print_jaxpr(l.primal) + "\n\n" + print_jaxpr(l.linear);
-    }
-    case EmitStage::vjp: return dump_vjp(program);
-    default: break;
+std::string autodiff_dump(std::string_view view, const Jaxpr& program) {
+  if (view == "jvp") return dump_jvp(program);
+  if (view == "linearize") {
+    // CLI.md: the primal jaxpr, a blank line, then the linear jaxpr.
+    Linearized l = linearize_jaxpr(program, float_inputs(program));
+    return print_jaxpr(l.primal) + "\n\n" + print_jaxpr(l.linear);
   }
-  throw Error(fmt::format("--emit={} is not an autodiff stage", emit_stage_name(stage)));
+  if (view == "vjp") return dump_vjp(program);
+  throw Error(fmt::format("--emit={} is not an autodiff view", view));
 }
 
 }  // namespace refjit::cli

@@ -6,18 +6,15 @@
 #include <charconv>
 #include <string_view>
 
+#include "passes/pipeline.h"
+
 namespace refjit::cli {
 
 namespace {
 
 constexpr std::string_view kCommandNames[] = {"dump", "run", "compile"};
 
-constexpr std::pair<std::string_view, EmitStage> kEmitStages[] = {
-    {"jaxpr", EmitStage::jaxpr},         {"jvp", EmitStage::jvp},
-    {"linearize", EmitStage::linearize}, {"vjp", EmitStage::vjp},
-    {"buffers", EmitStage::buffers},     {"mlir", EmitStage::mlir},
-    {"llvm", EmitStage::llvm},           {"asm", EmitStage::asm_},
-};
+constexpr std::string_view kAutodiffViews[] = {"jvp", "linearize", "vjp"};
 
 std::optional<Command> command_from_name(std::string_view name) {
   for (size_t i = 0; i < std::size(kCommandNames); ++i)
@@ -40,12 +37,11 @@ struct OptionSpec {
   throw UsageError(message, c);
 }
 
-EmitStage parse_emit(Command c, std::string_view text) {
-  for (const auto& [name, stage] : kEmitStages)
-    if (name == text) return stage;
-  usage_error(c, fmt::format("unknown stage '{}' for --emit; the stages are jaxpr, jvp, "
-                             "linearize, vjp, buffers, mlir, llvm, asm",
-                             text));
+std::string parse_emit(Command c, std::string_view text) {
+  if (text == "jaxpr" || is_autodiff_view(text) || is_pipeline_pass(text)) return std::string(text);
+  std::string names = "jaxpr, jvp, linearize, vjp";
+  for (const PassInfo& p : pipeline_passes()) names += fmt::format(", {}", p.name);
+  usage_error(c, fmt::format("unknown stage '{}' for --emit; the stages are {}", text, names));
 }
 
 std::vector<int> parse_wrt(Command c, std::string_view text) {
@@ -73,6 +69,10 @@ std::vector<int> parse_wrt(Command c, std::string_view text) {
 const OptionSpec kOptions[] = {
     {"emit", true, "STAGE", true, false,
      [](Options& o, std::string_view v) { o.emit = parse_emit(o.command, v); }},
+    {"print-after-all", false, "", true, false,
+     [](Options& o, std::string_view) { o.print_after_all = true; }},
+    {"verify-each", false, "", true, true,
+     [](Options& o, std::string_view) { o.verify_each = true; }},
     {"grad", false, "", true, true, [](Options& o, std::string_view) { o.grad = true; }},
     {"wrt", true, "I,J,...", true, true,
      [](Options& o, std::string_view v) { o.wrt = parse_wrt(o.command, v); }},
@@ -116,6 +116,8 @@ void check_combinations(const Options& o) {
   if (o.wrt && !o.grad) usage_error(o.command, "--wrt chooses the arguments of --grad; add --grad");
   if (o.grad && o.jvp)
     usage_error(o.command, "--grad and --jvp cannot be combined; choose one mode");
+  if (o.print_after_all && o.emit != "jaxpr")
+    usage_error(o.command, "--print-after-all prints every stage; drop --emit=" + o.emit);
 }
 
 bool is_help_flag(std::string_view a) { return a == "--help" || a == "-h"; }
@@ -226,10 +228,9 @@ Invocation parse_compile(Options o, std::span<const std::string> args) {
 
 std::string_view command_name(Command c) { return kCommandNames[static_cast<int>(c)]; }
 
-std::string_view emit_stage_name(EmitStage s) {
-  for (const auto& [name, stage] : kEmitStages)
-    if (stage == s) return name;
-  return "?";
+bool is_autodiff_view(std::string_view stage) {
+  return std::find(std::begin(kAutodiffViews), std::end(kAutodiffViews), stage) !=
+         std::end(kAutodiffViews);
 }
 
 Invocation parse_command_line(std::span<const std::string> args) {

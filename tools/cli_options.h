@@ -15,14 +15,15 @@ enum class Command { dump, run, compile };
 
 std::string_view command_name(Command c);
 
-// What `dump --emit=STAGE` prints.
-enum class EmitStage { jaxpr, jvp, linearize, vjp, buffers, mlir, llvm, asm_ };
-
-std::string_view emit_stage_name(EmitStage s);
+// The views `dump --emit=STAGE` prints besides the pipeline's passes (passes/pipeline.h):
+// the program as read, and the derived programs of forward and reverse mode.
+bool is_autodiff_view(std::string_view stage);  // jvp, linearize, vjp
 
 struct Options {
   Command command = Command::run;
-  EmitStage emit = EmitStage::jaxpr;
+  std::string emit = "jaxpr";  // a view (jaxpr, jvp, linearize, vjp) or a pipeline pass
+  bool print_after_all = false;
+  bool verify_each = false;
   bool grad = false;
   std::optional<std::vector<int>> wrt;  // 0-based invar positions; nullopt = the default
   bool jvp = false;

@@ -1,10 +1,10 @@
-// `refjit dump [--emit=STAGE] FILE`: parse, verify and print a program or one of its stages.
+// `refjit dump [--emit=STAGE | --print-after-all] FILE`: parse, verify and print a program,
+// one stage of the pipeline, or every stage in turn.
 #include <fmt/format.h>
 
 #include <cstdio>
 
-#include "compiler/backend/native.h"
-#include "passes/buffer_assignment.h"
+#include "passes/pipeline.h"
 #include "refjit/ir/text.h"
 #include "tools/autodiff.h"
 #include "tools/commands.h"
@@ -15,33 +15,29 @@ namespace refjit::cli {
 int dump_command(const Options& o, StageTimings& timings) {
   Source source = read_source(o.file);
   Jaxpr program = load_program(source, timings);
-
-  if (o.grad) {
-    std::vector<int> wrt = gradient_positions(program, o.wrt);
-    program = timings.time("grad", [&] { return gradient_program(program, wrt); });
-  }
-  // --fail-on-copy: the buffer plan must have no whole-buffer copy inside a loop.
-  BufferOptions buffer_options{.fail_on_copy = o.fail_on_copy};
-  if (o.fail_on_copy && o.emit != EmitStage::buffers)
-    timings.time("buffers", [&] { return assign_buffers(program, buffer_options); });
+  PipelineOptions pipeline = pipeline_options(o, program);
+  pipeline.after_pass = [&](const PassReport& r) { timings.record(std::string(r.pass), r.ms); };
 
   std::string out;
-  switch (o.emit) {
-    case EmitStage::jaxpr: out = timings.time("print", [&] { return print_jaxpr(program); }); break;
-    case EmitStage::jvp:
-    case EmitStage::linearize:
-    case EmitStage::vjp:
-      out = timings.time(std::string(emit_stage_name(o.emit)),
-                         [&] { return autodiff_dump(o.emit, program); });
-      break;
-    case EmitStage::buffers:
-      out = timings.time("buffers", [&] {
-        return print_buffer_plan(program, assign_buffers(program, buffer_options));
-      });
-      break;
-    case EmitStage::mlir: out = timings.time("lowering", [&] { return emit_mlir(program); }); break;
-    case EmitStage::llvm: out = timings.time("llvm", [&] { return emit_llvm_ir(program); }); break;
-    case EmitStage::asm_: out = timings.time("codegen", [&] { return emit_asm(program); }); break;
+  if (o.print_after_all) {
+    out = print_after_all(program, pipeline);
+  } else if (is_pipeline_pass(o.emit)) {
+    out = emit_after(program, o.emit, pipeline);
+  } else {
+    // The views of the program as read (after --grad's autodiff, if asked for).
+    if (o.grad)
+      program = timings.time(
+          "autodiff", [&] { return derive_program(program, Derivative::grad, pipeline.wrt); });
+    // --fail-on-copy: the buffer plan must have no whole-buffer copy inside a loop.
+    if (o.fail_on_copy) {
+      PipelineOptions check = pipeline;
+      check.derivative = Derivative::none;
+      (void)emit_after(program, "buffers", check);
+    }
+    if (o.emit == "jaxpr")
+      out = timings.time("print", [&] { return print_jaxpr(program); });
+    else
+      out = timings.time(o.emit, [&] { return autodiff_dump(o.emit, program); });
   }
   if (!out.empty() && out.back() != '\n') out += '\n';
   std::fwrite(out.data(), 1, out.size(), stdout);

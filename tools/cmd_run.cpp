@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <optional>
 
-#include "passes/buffer_assignment.h"
 #include "tools/autodiff.h"
 #include "tools/commands.h"
 #include "tools/execute.h"
@@ -57,25 +56,15 @@ int run_command(const Options& o, StageTimings& timings) {
   // gradient per wrt position; the forward-mode program the outputs, then their tangents.
   // Both take the program's constvars and invars (then the tangents) and run its ref
   // effects once. Built before reading the values so program errors come first.
-  std::vector<int> wrt;
-  std::optional<Jaxpr> derived;
-  if (o.grad) {
-    wrt = gradient_positions(program, o.wrt);
-    derived = timings.time("grad", [&] { return gradient_program(program, wrt); });
-  } else if (o.jvp) {
-    derived = timings.time("jvp", [&] { return forward_mode_program(program); });
-  }
-
-  if (o.fail_on_copy)  // refuse a plan with a whole-buffer copy inside a loop
-    timings.time("buffers", [&] {
-      return assign_buffers(derived ? *derived : program, BufferOptions{.fail_on_copy = true});
-    });
+  const PipelineOptions pipeline = pipeline_options(o, program);
+  const std::vector<int>& wrt = pipeline.wrt;
+  const Executable executable(program, o, pipeline, timings);
 
   std::vector<ValueSlot> slots = binder_slots(program);
   if (o.jvp) add_tangent_slots(program, slots);
   std::vector<RtValue> args = parse_values(slots, o.values);
 
-  std::vector<RtValue> outs = execute(derived ? *derived : program, args, o, timings);
+  std::vector<RtValue> outs = executable(args, timings);
   size_t num_outs = program.outvars.size();
   std::string out;
   for (size_t i = 0; i < num_outs; ++i) out += value_text(outs.at(i)) + "\n";

@@ -2,40 +2,40 @@
 
 #include <fmt/format.h>
 
-#include "compiler/backend/native.h"
 #include "refjit/ir/error.h"
 
 namespace refjit::cli {
 
-namespace {
-
-std::vector<RtValue> run_native(const Jaxpr& program, const std::vector<RtValue>& args,
-                                StageTimings& timings) {
-  CompiledFunction compiled = [&] {
-    try {
-      return compile_native(program);
-    } catch (const Error& e) {
-      // Point at the engine that covers every primitive.
-      throw Error(
-          fmt::format("{} (the native backend cannot compile this program; "
-                      "`refjit run --interpret` runs it on the reference interpreter)",
-                      e.what()));
+Executable::Executable(const Jaxpr& program, const Options& options,
+                       const PipelineOptions& pipeline, StageTimings& timings) {
+  PipelineOptions timed = pipeline;
+  timed.after_pass = [&](const PassReport& r) { timings.record(std::string(r.pass), r.ms); };
+  if (options.interpret) {
+    interpreted_ = timings.time(
+        "autodiff", [&] { return derive_program(program, pipeline.derivative, pipeline.wrt); });
+    // --fail-on-copy refuses the program whichever engine runs it.
+    if (pipeline.buffers.fail_on_copy) {
+      timed.derivative = Derivative::none;
+      (void)emit_after(*interpreted_, "buffers", timed);
     }
-  }();
-  const CompileTimings& t = compiled.timings();
-  timings.record("lowering", t.lower_ms);
-  timings.record("mlir passes", t.mlir_passes_ms);
-  timings.record("llvm opt", t.llvm_opt_ms);
-  timings.record("codegen", t.codegen_ms);
-  return timings.time("run", [&] { return compiled(args); });
+    return;
+  }
+  try {
+    native_ = compile_program(program, timed);
+  } catch (const Error& e) {
+    // Point at the engine that covers every primitive.
+    throw Error(
+        fmt::format("{} (the native backend cannot compile this program; "
+                    "`refjit run --interpret` runs it on the reference interpreter)",
+                    e.what()));
+  }
 }
 
-}  // namespace
-
-std::vector<RtValue> execute(const Jaxpr& program, const std::vector<RtValue>& args,
-                             const Options& options, StageTimings& timings) {
-  if (options.interpret) return timings.time("interpret", [&] { return interpret(program, args); });
-  return run_native(program, args, timings);
+std::vector<RtValue> Executable::operator()(const std::vector<RtValue>& args,
+                                            StageTimings& timings) const {
+  if (interpreted_)
+    return timings.time("interpret", [&] { return interpret(*interpreted_, args); });
+  return timings.time("run", [&] { return (*native_)(args); });
 }
 
 }  // namespace refjit::cli

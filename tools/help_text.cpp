@@ -1,6 +1,7 @@
 // The text `refjit --help` and `refjit COMMAND --help` print (docs/cli.md has the details).
 #include <fmt/format.h>
 
+#include "passes/pipeline.h"
 #include "tools/cli_options.h"
 
 namespace refjit::cli {
@@ -24,21 +25,32 @@ Exit codes: 0 success, 1 error in the program or the values, 2 usage error,
                        REFJIT_VERSION_STRING);
   }
   switch (*command) {
-    case Command::dump:
-      return R"(Usage: refjit dump [OPTIONS] FILE
+    case Command::dump: {
+      std::string passes;
+      for (const PassInfo& p : pipeline_passes())
+        passes += fmt::format("  {:<20} {}\n", p.name, p.summary);
+      return fmt::format(R"(Usage: refjit dump [OPTIONS] FILE
 
-Parses and verifies the jaxpr in FILE (- for standard input) and prints it.
+Parses and verifies the jaxpr in FILE (- for standard input) and prints it, or
+the program after one pass of the compilation pipeline.
 
 Options:
-  --emit=STAGE    what to print: jaxpr (default), jvp, linearize, vjp, buffers,
-                  mlir, llvm, asm
-  --grad          work on the gradient program: d(scalar output)/d(arguments)
-  --wrt=I,J,...   0-based invar positions to differentiate (with --grad);
-                  default: every float, non-ref invar
-  --fail-on-copy  fail if the buffer plan copies a whole buffer inside a loop
-  --timings       print per-stage times on standard error
-  -h, --help      print this help
-)";
+  --emit=STAGE       what to print: jaxpr (default: the program as read), the
+                     autodiff views jvp, linearize and vjp, or the program after
+                     one of the passes below
+  --print-after-all  the program after every pass, each headed `# after NAME`
+  --verify-each      verify the program after every pass (on in debug builds)
+  --grad             work on the gradient program: d(scalar output)/d(arguments)
+  --wrt=I,J,...      0-based invar positions to differentiate (with --grad);
+                     default: every float, non-ref invar
+  --fail-on-copy     fail if the buffer plan copies a whole buffer inside a loop
+  --timings          print per-stage times on standard error
+  -h, --help         print this help
+
+The pipeline's passes, in order (docs/pipeline.md):
+{})",
+                         passes);
+    }
     case Command::run:
       return R"(Usage: refjit run [OPTIONS] FILE [VALUE...]
 
@@ -59,6 +71,7 @@ Options:
   --jvp           forward mode: after the values, one tangent per invar
   --fail-on-copy  fail if the buffer plan copies a whole buffer inside a loop
   --interpret     run on the reference interpreter instead of native code
+  --verify-each   verify the program after every pass (on in debug builds)
   --timings       print per-stage times on standard error
   -h, --help      print this help
 )";

@@ -28,6 +28,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 #include "passes/jvp.h"
+#include "passes/pipeline.h"
 #include "passes/vjp.h"
 #include "refjit/ir/error.h"
 
@@ -785,8 +786,15 @@ AotArtifact compile_to_object(const Jaxpr& jaxpr, const AotOptions& options) {
   std::unique_ptr<llvm::Module> linked;
   const ResidualStruct* rs = plan.residuals ? &*plan.residuals : nullptr;
   for (CEntry& e : plan.entries) {
+    // The same passes as jit and `refjit run` (nothing is known of constvars here, and the
+    // entry's derivative is already built, so the signature in the header stays).
+    PipelineOptions pipeline;
+    pipeline.opt_level = options.opt_level;
+    const PlannedProgram planned = plan_program(*e.jaxpr, pipeline);
+    co.plan = planned.plan;
+    co.after_pass = pass_reporter(pipeline);
     CompileTimings timings;
-    backend::LlvmLowered l = backend::lower_to_llvm_ir(*e.jaxpr, co, lctx, timings);
+    backend::LlvmLowered l = backend::lower_to_llvm_ir(planned.jaxpr, co, lctx, timings);
     e.workspace_bytes = l.has_workspace ? l.workspace_bytes : 0;
     add_wrapper(*l.module, e, rs, l.has_workspace);
     l.module->setDataLayout(tm->createDataLayout());

@@ -426,4 +426,19 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
   return plan;
 }
 
+LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffers) {
+  LoweringDecisions d;
+  d.fusion = plan_fusion(jaxpr, buffers);
+  d.moves = plan_slice_moves(jaxpr, buffers, d.fusion);
+  d.shifts = plan_cotangent_shifts(jaxpr, buffers, d.fusion, d.moves);
+  return d;
+}
+
+std::vector<LoweringDecisions> decide_lowering(const BufferAssignment& assignment) {
+  std::vector<LoweringDecisions> all;
+  all.reserve(assignment.jaxprs.size());
+  for (const JaxprBuffers& p : assignment.jaxprs) all.push_back(decide_lowering(*p.jaxpr, &p));
+  return all;
+}
+
 }  // namespace refjit

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "passes/buffer_assignment.h"
@@ -135,5 +136,31 @@ bool contiguous_window(const Indexer& idx, const Shape& ref_shape, int64_t& size
 // Cotangent shifts of the top-level eqns of `jaxpr` (none without a buffer assignment).
 CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& jaxpr, const JaxprBuffers* buffers,
                                          const FusionPlan& fusion, const SliceMovePlan& moves);
+
+}  // namespace refjit
+
+namespace refjit {
+
+// Every lowering decision about the eqns of one jaxpr: which are fused, which are folded
+// into a slice move or a cotangent shift. The pipeline's `fusion` pass takes them once, for
+// every jaxpr of the buffer plan; `refjit dump --emit=fusion` prints them and the lowering
+// only follows them.
+struct LoweringDecisions {
+  FusionPlan fusion;
+  SliceMovePlan moves;
+  CotangentShiftPlan shifts;
+};
+
+// The decisions for `jaxpr`'s own eqns under `buffers` (nullptr: no buffer plan).
+LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffers);
+
+// The decisions for every jaxpr of `assignment`, indexed like assignment.jaxprs.
+std::vector<LoweringDecisions> decide_lowering(const BufferAssignment& assignment);
+
+// The text of `refjit dump --emit=fusion` (format in docs/backend.md): per jaxpr of the plan
+// that has decisions, one line per fusion group, slice move and cotangent shift, naming eqns
+// by the values print_jaxpr gives them.
+std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& assignment,
+                                     const std::vector<LoweringDecisions>& decisions);
 
 }  // namespace refjit

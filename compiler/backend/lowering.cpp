@@ -498,30 +498,44 @@ std::vector<Value> LowerCtx::lower_inline(const Jaxpr& body, const std::vector<V
 
 const SliceMove* LowerCtx::slice_move() const {
   const Frame& f = frames_.back();
-  if (f.eqn < 0 || static_cast<size_t>(f.eqn) >= f.moves.move_of.size()) return nullptr;
-  int32_t m = f.moves.move_of[f.eqn];
-  return m >= 0 ? &f.moves.moves[m] : nullptr;
+  if (!f.decisions || f.eqn < 0 || static_cast<size_t>(f.eqn) >= f.decisions->moves.move_of.size())
+    return nullptr;
+  int32_t m = f.decisions->moves.move_of[f.eqn];
+  return m >= 0 ? &f.decisions->moves.moves[m] : nullptr;
+}
+
+const LoweringDecisions& LowerCtx::decisions_for(const Jaxpr& j) {
+  Frame& f = frames_.back();
+  if (f.plan && plan_.decisions && plan_.assignment) {
+    const std::vector<JaxprBuffers>& all = plan_.assignment->jaxprs;
+    const size_t index = static_cast<size_t>(f.plan - all.data());
+    if (index < all.size() && index < plan_.decisions->size()) {
+      f.decisions = &(*plan_.decisions)[index];
+      return *f.decisions;
+    }
+  }
+  f.unplanned = std::make_unique<const LoweringDecisions>(decide_lowering(j, f.plan));
+  f.decisions = f.unplanned.get();
+  return *f.decisions;
 }
 
 void LowerCtx::lower_eqns(const Jaxpr& j) {
-  const FusionPlan fusion = plan_fusion(j, frames_.back().plan);
+  const LoweringDecisions& d = decisions_for(j);
+  const FusionPlan& fusion = d.fusion;
   if (plan_.counts) plan_.counts->fused_groups += static_cast<int>(fusion.groups.size());
-  frames_.back().moves = plan_slice_moves(j, frames_.back().plan, fusion);
-  frames_.back().shifts =
-      plan_cotangent_shifts(j, frames_.back().plan, fusion, frames_.back().moves);
   for (size_t i = 0; i < j.eqns.size(); ++i) {
     const Eqn& e = j.eqns[i];
     frames_.back().eqn = static_cast<int>(i);
     // Computed by the dynamic_update_slice they feed (a slice move).
-    if (frames_.back().moves.folded_into[i] >= 0) continue;
+    if (d.moves.folded_into[i] >= 0) continue;
     // Computed by the addupdate they feed (a cotangent shift).
-    if (frames_.back().shifts.folded_into[i] >= 0) continue;
-    if (int32_t s = frames_.back().shifts.side_of[i]; s >= 0) {
-      lower_cotangent_side_slice(*this, j, e, frames_.back().shifts.shifts[s]);
+    if (d.shifts.folded_into[i] >= 0) continue;
+    if (int32_t s = d.shifts.side_of[i]; s >= 0) {
+      lower_cotangent_side_slice(*this, j, e, d.shifts.shifts[s]);
       continue;
     }
-    if (int32_t s = frames_.back().shifts.shift_of[i]; s >= 0) {
-      lower_cotangent_shift(*this, j, e, frames_.back().shifts.shifts[s]);
+    if (int32_t s = d.shifts.shift_of[i]; s >= 0) {
+      lower_cotangent_shift(*this, j, e, d.shifts.shifts[s]);
       continue;
     }
     if (fusion.group_of[i] >= 0) {

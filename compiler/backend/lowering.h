@@ -13,6 +13,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -160,6 +161,8 @@ class LowerCtx {
 
   // The slice move (fusion.h) of the eqn being lowered, or nullptr.
   const SliceMove* slice_move() const;
+  // The lowering decisions for `j`, the jaxpr of the innermost frame.
+  const LoweringDecisions& decisions_for(const Jaxpr& j);
 
   // ---- driver state
   struct Frame {
@@ -169,8 +172,11 @@ class LowerCtx {
     const JaxprBuffers* plan = nullptr;  // null: naive plan
     std::vector<mlir::Value> mem;        // by buffer id of `plan`
     int eqn = -1;                        // the eqn being lowered
-    SliceMovePlan moves;                 // of `jaxpr` (set by lower_eqns)
-    CotangentShiftPlan shifts;           // of `jaxpr` (set by lower_eqns)
+    // The decisions for `jaxpr`: the plan's (pipeline pass `fusion`), or for a jaxpr the
+    // buffer plan does not cover (a naive plan, a while body), taken when it is lowered.
+    // (On the heap: frames move when nested ones are pushed, and lower_eqns holds a reference.)
+    const LoweringDecisions* decisions = nullptr;
+    std::unique_ptr<const LoweringDecisions> unplanned;
   };
   void push_frame(const Jaxpr& j, bool top_level, const JaxprBuffers* plan = nullptr);
   void pop_frame();
@@ -178,7 +184,6 @@ class LowerCtx {
   void free_scope(Scope& s);
   std::vector<Scope>& scopes() { return scopes_; }
   void set_output_buffers(std::vector<mlir::Value> outs) { output_buffers_ = std::move(outs); }
-  const std::vector<mlir::Value>& output_buffers() const { return output_buffers_; }
   const BufferPlan& plan() const { return plan_; }
 
  private:

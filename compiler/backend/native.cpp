@@ -13,7 +13,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
+#include <string_view>
 
 #include "compiler/backend/lowering.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -75,6 +77,25 @@ llvm::CodeGenOptLevel codegen_level(int opt_level) {
   return llvm::CodeGenOptLevel::Aggressive;
 }
 
+void report(const CompileOptions& options, std::string_view pass, double ms,
+            const std::function<std::string()>& text) {
+  if (options.after_pass) options.after_pass(PassReport{pass, ms, text});
+}
+
+std::string module_text(mlir::ModuleOp module) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  module.print(os);
+  return s;
+}
+
+std::string module_text(const llvm::Module& module) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  module.print(os, nullptr);
+  return s;
+}
+
 // Collects MLIR diagnostics so a failure can be reported in the thrown Error.
 struct DiagnosticCollector {
   explicit DiagnosticCollector(mlir::MLIRContext& ctx)
@@ -131,6 +152,7 @@ Lowered build(const Jaxpr& jaxpr, const CompileOptions& options, CompileTimings&
     throw Error("native backend: internal error, the generated MLIR does not verify:\n" +
                 diags.text);
   timings.lower_ms = ms_since(t0);
+  report(options, "mlir", timings.lower_ms, [&] { return module_text(*l.module); });
   return l;
 }
 
@@ -167,6 +189,7 @@ void lower_to_llvm_dialect(Lowered& l, const CompileOptions& options, CompileTim
     throw Error("native backend: internal error, `" + leftover +
                 "` survived the lowering to the LLVM dialect");
   timings.mlir_passes_ms = ms_since(t0);
+  report(options, "llvm-dialect", timings.mlir_passes_ms, [&] { return module_text(*l.module); });
 }
 
 }  // namespace
@@ -418,6 +441,7 @@ CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& option
     auto t0 = Clock::now();
     llvm::Error e = opt(m);
     opt_ms = ms_since(t0);
+    if (!e) report(options, "llvm", opt_ms, [&] { return module_text(*m); });
     return e;
   };
   mlir::ExecutionEngineOptions eo;
@@ -437,6 +461,9 @@ CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& option
   auto sym = impl->engine->lookupPacked(std::string("_mlir_ciface_") + kEntryName);
   if (!sym) throw Error("native backend: JIT lookup failed: " + llvm::toString(sym.takeError()));
   impl->timings.codegen_ms = ms_since(t1);
+  report(options, "asm", impl->timings.codegen_ms, [] {
+    return std::string("(machine code in memory; `refjit dump --emit=asm` prints it)");
+  });
   impl->entry = *sym;
   return CompiledFunction(std::move(impl));
 }
@@ -444,31 +471,45 @@ CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& option
 std::string emit_mlir(const Jaxpr& jaxpr, const CompileOptions& options) {
   CompileTimings t;
   Lowered l = build(jaxpr, options, t);
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  l.module->print(os);
-  return s;
+  return module_text(*l.module);
 }
 
-std::string emit_llvm_ir(const Jaxpr& jaxpr, const CompileOptions& options) {
+std::string emit_llvm_dialect(const Jaxpr& jaxpr, const CompileOptions& options) {
   CompileTimings t;
-  llvm::LLVMContext lctx;
+  Lowered l = build(jaxpr, options, t);
+  lower_to_llvm_dialect(l, options, t);
+  return module_text(*l.module);
+}
+
+namespace {
+
+// The optimised LLVM IR of `jaxpr`, reported as pass `llvm`.
+std::unique_ptr<llvm::Module> optimized_llvm_ir(const Jaxpr& jaxpr, const CompileOptions& options,
+                                                llvm::LLVMContext& lctx, llvm::TargetMachine& tm) {
+  CompileTimings t;
   backend::LlvmLowered l = backend::lower_to_llvm_ir(jaxpr, options, lctx, t);
+  auto t0 = Clock::now();
+  backend::optimize_llvm_module(*l.module, tm, options.opt_level);
+  report(options, "llvm", ms_since(t0), [&] { return module_text(*l.module); });
+  return std::move(l.module);
+}
+
+}  // namespace
+
+std::string emit_llvm_ir(const Jaxpr& jaxpr, const CompileOptions& options) {
+  llvm::LLVMContext lctx;
   auto tm = backend::make_target_machine("host", options.opt_level);
-  backend::optimize_llvm_module(*l.module, *tm, options.opt_level);
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  l.module->print(os, nullptr);
-  return s;
+  return module_text(*optimized_llvm_ir(jaxpr, options, lctx, *tm));
 }
 
 std::string emit_asm(const Jaxpr& jaxpr, const CompileOptions& options) {
-  CompileTimings t;
   llvm::LLVMContext lctx;
-  backend::LlvmLowered l = backend::lower_to_llvm_ir(jaxpr, options, lctx, t);
   auto tm = backend::make_target_machine("host", options.opt_level);
-  backend::optimize_llvm_module(*l.module, *tm, options.opt_level);
-  return backend::emit_machine_code(*l.module, *tm, /*object_file=*/false);
+  std::unique_ptr<llvm::Module> module = optimized_llvm_ir(jaxpr, options, lctx, *tm);
+  auto t0 = Clock::now();
+  std::string text = backend::emit_machine_code(*module, *tm, /*object_file=*/false);
+  report(options, "asm", ms_since(t0), [&] { return text; });
+  return text;
 }
 
 }  // namespace refjit

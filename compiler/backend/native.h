@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compiler/backend/buffer_plan.h"
+#include "passes/pass_report.h"
 #include "refjit/ir/jaxpr.h"
 #include "runtime/interpreter.h"
 
@@ -22,6 +23,9 @@ struct CompileOptions {
   // Where values live; empty = the buffer-assignment plan (default_buffer_plan);
   // naive_buffer_plan() gives every value its own buffer.
   BufferPlan plan = {};
+  // Told about each lowering pass as it finishes: mlir, llvm-dialect, llvm, asm (the last
+  // two only where they run: emit_llvm_ir/emit_asm, and the JIT, whose asm has no text).
+  PassObserver after_pass;
 };
 
 // Wall time per compilation stage, in milliseconds.
@@ -78,6 +82,7 @@ CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& option
 // Textual forms for `refjit dump --emit=mlir|llvm|asm`. The MLIR is the memref-level module
 // before conversion to the LLVM dialect; the LLVM IR is after optimisation.
 std::string emit_mlir(const Jaxpr& jaxpr, const CompileOptions& options = {});
+std::string emit_llvm_dialect(const Jaxpr& jaxpr, const CompileOptions& options = {});
 std::string emit_llvm_ir(const Jaxpr& jaxpr, const CompileOptions& options = {});
 std::string emit_asm(const Jaxpr& jaxpr, const CompileOptions& options = {});
 

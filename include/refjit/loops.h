@@ -75,13 +75,6 @@ struct IsPairLike<std::pair<A, B>> : std::true_type {};
 template <class A, class B>
 struct IsPairLike<std::tuple<A, B>> : std::true_type {};
 
-template <class T>
-size_t count_leaves(const T& x) {
-  std::vector<Operand> flat;
-  tree::flatten_arg(x, flat);
-  return flat.size();
-}
-
 template <class R>
 tree::result_t<R> unflatten_part(const std::vector<Operand>& outs, size_t begin, size_t end) {
   std::vector<Operand> part(outs.begin() + static_cast<long>(begin),

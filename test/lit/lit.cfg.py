@@ -28,6 +28,8 @@ config.test_exec_root = os.path.join(os.path.dirname(os.path.abspath(refjit_bin)
 # `refjit` inside paths (a checkout in a directory named refjit); FileCheck and `not` come
 # from LLVM 19.
 config.substitutions.append((r"(?<![\w/.-])refjit(?![\w/.-])", refjit))
+# The pipeline verifies the program after every pass (passes/pipeline.h).
+config.environment["REFJIT_VERIFY_EACH"] = "1"
 config.environment["PATH"] = os.pathsep.join(
     ["/usr/lib/llvm-19/bin", config.environment.get("PATH", os.environ.get("PATH", ""))]
 )

@@ -1,0 +1,83 @@
+// The text of the `fusion` stage (`refjit dump --emit=fusion`): the lowering decisions of
+// every jaxpr of the buffer plan, with eqns named by the values print_jaxpr gives them.
+#include <fmt/format.h>
+
+#include "compiler/backend/fusion.h"
+#include "passes/buffer_names.h"
+
+namespace refjit {
+
+namespace {
+
+// "e = mul c d", "swap r i z" (no outs): an eqn without its params.
+std::string eqn_text(const BufferNames& names, int plan, const Jaxpr& j, int32_t eqn) {
+  const Eqn& e = j.eqns.at(static_cast<size_t>(eqn));
+  std::string s;
+  for (size_t k = 0; k < e.outs.size(); ++k) s += (k ? " " : "") + names.use(plan, e.outs[k]);
+  if (!s.empty()) s += " = ";
+  s += prim_name(e.prim);
+  for (const Atom& a : e.ins) s += " " + names.atom(plan, a);
+  return s;
+}
+
+std::string folded_list(const BufferNames& names, int plan, const Jaxpr& j,
+                        const std::vector<int32_t>& eqns) {
+  std::string s;
+  for (int32_t k : eqns) {
+    if (k < 0) continue;
+    s += fmt::format("{}      eqn {}: {}", s.empty() ? "" : "\n", k, eqn_text(names, plan, j, k));
+  }
+  return s;
+}
+
+void print_one(std::string& out, const BufferNames& names, int plan, const JaxprBuffers& p,
+               const LoweringDecisions& d) {
+  const Jaxpr& j = *p.jaxpr;
+  std::string body;
+  for (size_t g = 0; g < d.fusion.groups.size(); ++g) {
+    const std::vector<size_t>& group = d.fusion.groups[g];
+    body += fmt::format("  fused group {} ({} eqns, one loop nest at eqn {}):\n", g, group.size(),
+                        group.back());
+    for (size_t k : group)
+      body +=
+          fmt::format("      eqn {}: {}\n", k, eqn_text(names, plan, j, static_cast<int32_t>(k)));
+  }
+  for (size_t i = 0; i < d.moves.move_of.size(); ++i) {
+    int32_t m = d.moves.move_of[i];
+    if (m < 0) continue;
+    const SliceMove& move = d.moves.moves[m];
+    std::vector<int32_t> folded = move.slice_of_piece;
+    if (move.concat >= 0) folded.insert(folded.begin(), move.concat);
+    body += fmt::format("  slice move at eqn {}: {}\n    folds\n{}\n", i,
+                        eqn_text(names, plan, j, static_cast<int32_t>(i)),
+                        folded_list(names, plan, j, folded));
+  }
+  for (size_t i = 0; i < d.shifts.shift_of.size(); ++i) {
+    int32_t s = d.shifts.shift_of[i];
+    if (s < 0) continue;
+    const CotangentShift& shift = d.shifts.shifts[s];
+    body += fmt::format(
+        "  cotangent shift at eqn {}: {}\n    adds {} elements from offset {}; folds\n{}\n", i,
+        eqn_text(names, plan, j, static_cast<int32_t>(i)), shift.length, shift.offset,
+        folded_list(names, plan, j, {shift.zeros, shift.swap, shift.slice, shift.reshape}));
+    if (!shift.side_slices.empty())
+      body += fmt::format("    side slices read from the window\n{}\n",
+                          folded_list(names, plan, j, shift.side_slices));
+  }
+  if (body.empty()) return;
+  out += fmt::format("{}:\n{}", p.where, body);
+}
+
+}  // namespace
+
+std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& assignment,
+                                     const std::vector<LoweringDecisions>& decisions) {
+  BufferNames names(top);
+  std::string out;
+  for (size_t i = 0; i < assignment.jaxprs.size() && i < decisions.size(); ++i)
+    print_one(out, names, static_cast<int>(i), assignment.jaxprs[i], decisions[i]);
+  if (out.empty()) out = "no fused groups, slice moves or cotangent shifts\n";
+  return out;
+}
+
+}  // namespace refjit

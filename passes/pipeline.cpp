@@ -1,0 +1,281 @@
+// The compilation pipeline, in the order its passes run (docs/pipeline.md).
+#include "passes/pipeline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+
+#include "passes/buffer_assignment.h"
+#include "passes/dce.h"
+#include "passes/inline_zero_consts.h"
+#include "passes/jvp.h"
+#include "passes/range_simplify.h"
+#include "passes/trim_rows.h"
+#include "passes/vjp.h"
+#include "refjit/ir/error.h"
+#include "refjit/ir/text.h"
+#include "refjit/ir/verifier.h"
+
+namespace refjit {
+
+namespace {
+
+constexpr PassInfo kPasses[] = {
+    // ---- on the jaxpr
+    {"autodiff", "--grad/--jvp: the gradient or forward-mode program (otherwise no change)"},
+    {"inline-zero-consts", "constants known to be all zeros become broadcasts of 0 (jit)"},
+    {"trim-rows", "carries and refs lose the trailing rows that no index reaches"},
+    {"simplify-ranges", "what integer ranges decide is folded; row-run accesses become windows"},
+    {"dce", "eqns whose results nobody reads, and that have no effect, are removed"},
+    // ---- plans the lowering follows
+    {"buffers", "each value gets a buffer; updates happen in place where the rules allow"},
+    {"fusion", "elementwise chains fused; slice moves and cotangent shifts folded"},
+    // ---- the backend (compiler/backend/native.cpp)
+    {"mlir", "lowered to MLIR at the memref level"},
+    {"llvm-dialect", "MLIR's conversion passes down to the LLVM dialect"},
+    {"llvm", "LLVM IR, optimised at -O<n> for the host CPU"},
+    {"asm", "machine code (printed as assembly)"},
+};
+
+using Clock = std::chrono::steady_clock;
+
+std::mutex g_watch_mu;
+PassObserver g_watch;  // the live PipelineWatch's observer
+
+void report_to_watch(const PassReport& r) {
+  std::lock_guard<std::mutex> lock(g_watch_mu);
+  if (g_watch) g_watch(r);
+}
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// The state between passes: the program so far, and whether the run stops at `stop_after`.
+class Run {
+ public:
+  Run(const PipelineOptions& options, std::string_view stop_after)
+      : options_(options), stop_after_(stop_after) {}
+
+  PlannedProgram& planned() { return planned_; }
+  bool stopped() const { return stopped_; }
+  const std::string& stop_text() const { return stop_text_; }
+
+  // Runs a jaxpr pass (unless the run has stopped): `pass` maps the program to the next one.
+  template <class F>
+  void jaxpr_pass(std::string_view name, F&& pass) {
+    if (stopped_) return;
+    auto t0 = Clock::now();
+    planned_.jaxpr = pass(planned_.jaxpr);
+    if (options_.verify_each) verify_after(name);
+    done(name, t0, [&] { return print_jaxpr(planned_.jaxpr); });
+  }
+
+  // Reports a pass that ran since `t0`; its text is made only if someone reads it.
+  void done(std::string_view name, Clock::time_point t0, const std::function<std::string()>& text) {
+    const double ms = ms_since(t0);
+    planned_.passes_ms += ms;
+    const PassReport report{name, ms, text};
+    if (options_.after_pass) options_.after_pass(report);
+    report_to_watch(report);
+    if (name == stop_after_) {
+      stop_text_ = text();
+      stopped_ = true;
+    }
+  }
+
+ private:
+  void verify_after(std::string_view name) {
+    try {
+      verify(planned_.jaxpr);
+    } catch (const Error& e) {
+      throw Error(
+          fmt::format("internal error: the program does not verify after pass `{}` ({}); "
+                      "`refjit dump --print-after-all` shows what the pass made",
+                      name, e.what()));
+    }
+  }
+
+  const PipelineOptions& options_;
+  std::string_view stop_after_;
+  bool stopped_ = false;
+  std::string stop_text_;
+  PlannedProgram planned_;
+};
+
+// Per constvar still passed after inline-zero-consts: its known integer range.
+std::vector<std::optional<IntRange>> ranges_of_kept(const KnownConsts& known,
+                                                    const std::vector<bool>& kept) {
+  std::vector<std::optional<IntRange>> ranges;
+  for (size_t k = 0; k < kept.size(); ++k)
+    if (kept[k]) ranges.push_back(k < known.int_range.size() ? known.int_range[k] : std::nullopt);
+  return ranges;
+}
+
+// The jaxpr passes, buffer planning and fusion, stopping after `stop_after` if it is one.
+void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
+  PlannedProgram& p = run.planned();
+  auto t0 = Clock::now();
+  // The input must be type-correct before any pass reads it (errors name the eqn).
+  verify(program);
+  p.jaxpr = program;
+  p.passes_ms = ms_since(t0);
+
+  run.jaxpr_pass("autodiff", [&](const Jaxpr& j) {
+    return derive_program(j, options.derivative, options.wrt);
+  });
+
+  // Specialisation to what is known of the constants.
+  const KnownConsts& known = options.consts;
+  p.consts_kept.assign(program.constvars.size(), true);
+  run.jaxpr_pass("inline-zero-consts", [&](const Jaxpr& j) {
+    std::vector<bool> zero(j.constvars.size(), false);
+    bool any = false;
+    for (size_t k = 0; k < zero.size() && k < known.zero.size(); ++k)
+      any |= zero[k] = known.zero[k];
+    for (size_t k = 0; k < zero.size(); ++k) p.consts_kept[k] = !zero[k];
+    return any ? inline_zero_consts(j, zero) : j;
+  });
+  const std::vector<std::optional<IntRange>> ranges = ranges_of_kept(known, p.consts_kept);
+
+  // Simplification.
+  run.jaxpr_pass("trim-rows", [&](const Jaxpr& j) { return trim_untouched_rows(j, ranges); });
+  run.jaxpr_pass("simplify-ranges",
+                 [&](const Jaxpr& j) { return simplify_with_ranges(j, ranges); });
+  // Results nobody reads (a gradient's primal value inside a nested jit) are not computed.
+  run.jaxpr_pass("dce", [&](const Jaxpr& j) { return dce(j); });
+  if (run.stopped()) return;
+
+  // Plans the lowering follows.
+  t0 = Clock::now();
+  if (options.naive_buffers) {
+    p.plan = naive_buffer_plan(p.jaxpr);
+    run.done("buffers", t0,
+             [] { return std::string("naive plan: every value in its own buffer"); });
+  } else {
+    p.plan.assignment =
+        std::make_shared<const BufferAssignment>(assign_buffers(p.jaxpr, options.buffers));
+    p.plan.signature = jaxpr_signature(p.jaxpr);
+    run.done("buffers", t0, [&] { return print_buffer_plan(p.jaxpr, *p.plan.assignment); });
+  }
+  if (run.stopped()) return;
+
+  t0 = Clock::now();
+  if (options.naive_buffers) {
+    run.done("fusion", t0,
+             [] { return std::string("naive plan: fusion is decided per jaxpr while lowering"); });
+  } else {
+    p.plan.decisions =
+        std::make_shared<const std::vector<LoweringDecisions>>(decide_lowering(*p.plan.assignment));
+    run.done("fusion", t0, [&] {
+      return print_lowering_decisions(p.jaxpr, *p.plan.assignment, *p.plan.decisions);
+    });
+  }
+}
+
+CompileOptions backend_options(const PlannedProgram& planned, const PipelineOptions& options) {
+  CompileOptions co;
+  co.opt_level = options.opt_level;
+  co.fast_math_approx = options.fast_math_approx;
+  co.plan = planned.plan;
+  co.after_pass = pass_reporter(options);
+  return co;
+}
+
+}  // namespace
+
+Jaxpr derive_program(const Jaxpr& program, Derivative derivative, const std::vector<int>& wrt) {
+  switch (derivative) {
+    case Derivative::none: return program;
+    case Derivative::grad: return grad_jaxpr(program, wrt);
+    case Derivative::jvp: return jvp_jaxpr(program, std::vector<bool>(program.invars.size(), true));
+  }
+  return program;
+}
+
+PassObserver pass_reporter(const PipelineOptions& options) {
+  return [after = options.after_pass](const PassReport& r) {
+    if (after) after(r);
+    report_to_watch(r);
+  };
+}
+
+PipelineWatch::PipelineWatch(PassObserver observer) {
+  std::lock_guard<std::mutex> lock(g_watch_mu);
+  if (g_watch) throw Error("a PipelineWatch is already watching; one at a time");
+  g_watch = std::move(observer);
+}
+
+PipelineWatch::~PipelineWatch() {
+  std::lock_guard<std::mutex> lock(g_watch_mu);
+  g_watch = nullptr;
+}
+
+bool PipelineOptions::verify_each_by_default() {
+#ifndef NDEBUG
+  return true;
+#else
+  const char* env = std::getenv("REFJIT_VERIFY_EACH");
+  return env && std::string_view(env) != "0" && std::string_view(env) != "";
+#endif
+}
+
+std::span<const PassInfo> pipeline_passes() { return kPasses; }
+
+bool is_pipeline_pass(std::string_view name) {
+  return std::any_of(std::begin(kPasses), std::end(kPasses),
+                     [&](const PassInfo& p) { return p.name == name; });
+}
+
+PlannedProgram plan_program(const Jaxpr& program, const PipelineOptions& options) {
+  Run run(options, {});
+  plan(run, program, options);
+  return std::move(run.planned());
+}
+
+CompiledFunction compile_planned(const PlannedProgram& planned, const PipelineOptions& options) {
+  return compile_native(planned.jaxpr, backend_options(planned, options));
+}
+
+CompiledFunction compile_program(const Jaxpr& program, const PipelineOptions& options) {
+  return compile_planned(plan_program(program, options), options);
+}
+
+std::string emit_after(const Jaxpr& program, std::string_view stage,
+                       const PipelineOptions& options) {
+  if (!is_pipeline_pass(stage)) {
+    std::string names;
+    for (const PassInfo& p : kPasses)
+      names += fmt::format("{}{}", names.empty() ? "" : ", ", p.name);
+    throw Error(fmt::format("no pass named '{}'; the passes are {}", stage, names));
+  }
+  Run run(options, stage);
+  plan(run, program, options);
+  if (run.stopped()) return run.stop_text();
+  const CompileOptions co = backend_options(run.planned(), options);
+  const Jaxpr& j = run.planned().jaxpr;
+  if (stage == "mlir") return emit_mlir(j, co);
+  if (stage == "llvm-dialect") return emit_llvm_dialect(j, co);
+  if (stage == "llvm") return emit_llvm_ir(j, co);
+  return emit_asm(j, co);
+}
+
+std::string print_after_all(const Jaxpr& program, const PipelineOptions& options) {
+  std::string out;
+  PipelineOptions printing = options;
+  printing.after_pass = [&](const PassReport& r) {
+    if (options.after_pass) options.after_pass(r);
+    std::string text = r.text();
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    out += fmt::format("# after {}\n{}\n", r.pass, text);
+  };
+  Run run(printing, {});
+  plan(run, program, printing);
+  emit_asm(run.planned().jaxpr, backend_options(run.planned(), printing));
+  return out;
+}
+
+}  // namespace refjit
