@@ -98,31 +98,6 @@ struct NativeProgram {
 
 namespace {
 
-// Whether const `x` is an array (not a ref) of more than one element, every byte zero.
-bool is_zero_array_const(const Operand& x, std::string_view name) {
-  if (!std::holds_alternative<Value>(x)) return false;
-  RtValue v = to_runtime(x, name);
-  const Array* a = std::get_if<Array>(&v);
-  if (!a || a->size() < 2) return false;
-  const std::byte* p = a->data();
-  return std::all_of(p, p + a->byte_size(), [](std::byte b) { return b == std::byte{0}; });
-}
-
-// The range of an integer array constant's elements (for the trim-rows pass).
-std::optional<IntRange> int_range_of_const(const Operand& x, std::string_view name) {
-  if (!std::holds_alternative<Value>(x)) return std::nullopt;
-  RtValue v = to_runtime(x, name);
-  const Array* a = std::get_if<Array>(&v);
-  if (!a || !is_int(a->dtype()) || a->size() == 0) return std::nullopt;
-  IntRange r{a->as_int(0), a->as_int(0)};
-  for (int64_t i = 1; i < a->size(); ++i) {
-    const int64_t x = a->as_int(i);
-    r.lo = std::min(r.lo, x);
-    r.hi = std::max(r.hi, x);
-  }
-  return r;
-}
-
 // The program compiled for `fn`: the pipeline's passes up to the lowering, told what the
 // constants are (they are fixed for a traced function): all-zero arrays are folded in, and
 // integer constants' ranges let trim-rows and simplify-ranges work. The compile cache keys
@@ -132,11 +107,9 @@ NativeProgram make_native_program(const TracedFunction& fn, std::string_view nam
   NativeProgram prog;
   prog.traced = fn.jaxpr;
   prog.options.buffers.donated = donated;
-  KnownConsts& known = prog.options.consts;
-  for (const Operand& c : fn.consts) {
-    known.zero.push_back(is_zero_array_const(c, name));
-    known.int_range.push_back(int_range_of_const(c, name));
-  }
+  std::vector<RtValue> values;
+  for (const Operand& c : fn.consts) values.push_back(to_runtime(c, name));
+  prog.options.consts = KnownConsts::of(values);
   prog.planned = plan_program(*fn.jaxpr, prog.options);
   prog.entry = global_entry(prog.planned.jaxpr, donated);
   return prog;

@@ -187,6 +187,27 @@ CompileOptions backend_options(const PlannedProgram& planned, const PipelineOpti
 
 }  // namespace
 
+KnownConsts KnownConsts::of(const std::vector<RtValue>& values) {
+  KnownConsts known;
+  for (const RtValue& v : values) {
+    const Array* a = std::get_if<Array>(&v);
+    const std::byte* p = a ? a->data() : nullptr;
+    known.zero.push_back(a && a->size() >= 2 && std::all_of(p, p + a->byte_size(), [](std::byte b) {
+                           return b == std::byte{0};
+                         }));
+    std::optional<IntRange> range;
+    if (a && is_int(a->dtype()) && a->size() > 0) {
+      range = IntRange{a->as_int(0), a->as_int(0)};
+      for (int64_t i = 1; i < a->size(); ++i) {
+        range->lo = std::min(range->lo, a->as_int(i));
+        range->hi = std::max(range->hi, a->as_int(i));
+      }
+    }
+    known.int_range.push_back(range);
+  }
+  return known;
+}
+
 Jaxpr derive_program(const Jaxpr& program, Derivative derivative, const std::vector<int>& wrt) {
   switch (derivative) {
     case Derivative::none: return program;

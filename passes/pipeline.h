@@ -22,6 +22,7 @@
 #include "passes/int_ranges.h"
 #include "passes/pass_report.h"
 #include "refjit/ir/jaxpr.h"
+#include "runtime/interpreter.h"
 
 namespace refjit {
 
@@ -37,13 +38,18 @@ std::span<const PassInfo> pipeline_passes();
 // Whether `name` is a pass of the pipeline.
 bool is_pipeline_pass(std::string_view name);
 
-// What the caller knows about the program's constvars. jit knows their values; the CLI and
-// `refjit compile` know nothing (constvars are arguments there), so these stay empty.
+// What the caller knows about the program's constvars. jit and `refjit run` know their
+// values; `refjit dump` and `refjit compile` know nothing (constvars are arguments of the
+// object's entry point), so these stay empty there.
 struct KnownConsts {
   std::vector<bool> zero;  // per constvar: an all-zero array (folded in, no longer passed)
   // Per constvar: the range of an integer array's elements (lets trim-rows and
   // simplify-ranges decide what indices reach).
   std::vector<std::optional<IntRange>> int_range;
+
+  // What the values of the constvars tell: all-zero arrays of more than one element, and
+  // the ranges of integer arrays. Refs tell nothing (their contents change).
+  static KnownConsts of(const std::vector<RtValue>& values);
 };
 
 // The derived program the `autodiff` pass builds (the CLI's --grad and --jvp; jit differentiates

@@ -69,7 +69,7 @@ std::vector<int> parse_wrt(Command c, std::string_view text) {
 const OptionSpec kOptions[] = {
     {"emit", true, "STAGE", true, false,
      [](Options& o, std::string_view v) { o.emit = parse_emit(o.command, v); }},
-    {"print-after-all", false, "", true, false,
+    {"print-after-all", false, "", true, true,
      [](Options& o, std::string_view) { o.print_after_all = true; }},
     {"verify-each", false, "", true, true,
      [](Options& o, std::string_view) { o.verify_each = true; }},

@@ -58,7 +58,7 @@ int run_command(const Options& o, StageTimings& timings) {
   // effects once. Built before reading the values so program errors come first.
   const PipelineOptions pipeline = pipeline_options(o, program);
   const std::vector<int>& wrt = pipeline.wrt;
-  const Executable executable(program, o, pipeline, timings);
+  Executable executable(program, o, pipeline, timings);
 
   std::vector<ValueSlot> slots = binder_slots(program);
   if (o.jvp) add_tangent_slots(program, slots);

@@ -2,28 +2,20 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+
 #include "refjit/ir/error.h"
 
 namespace refjit::cli {
 
-Executable::Executable(const Jaxpr& program, const Options& options,
-                       const PipelineOptions& pipeline, StageTimings& timings) {
-  PipelineOptions timed = pipeline;
-  timed.after_pass = [&](const PassReport& r) { timings.record(std::string(r.pass), r.ms); };
-  if (options.interpret) {
-    interpreted_ = timings.time(
-        "autodiff", [&] { return derive_program(program, pipeline.derivative, pipeline.wrt); });
-    // --fail-on-copy refuses the program whichever engine runs it.
-    if (pipeline.buffers.fail_on_copy) {
-      timed.derivative = Derivative::none;
-      (void)emit_after(*interpreted_, "buffers", timed);
-    }
-    return;
-  }
+namespace {
+
+// Errors of the native backend point at the engine that covers every primitive.
+template <class F>
+auto native(F&& f) {
   try {
-    native_ = compile_program(program, timed);
+    return f();
   } catch (const Error& e) {
-    // Point at the engine that covers every primitive.
     throw Error(
         fmt::format("{} (the native backend cannot compile this program; "
                     "`refjit run --interpret` runs it on the reference interpreter)",
@@ -31,11 +23,65 @@ Executable::Executable(const Jaxpr& program, const Options& options,
   }
 }
 
+}  // namespace
+
+Executable::Executable(const Jaxpr& program, const Options& options, PipelineOptions pipeline,
+                       StageTimings& timings)
+    : program_(program), pipeline_(std::move(pipeline)) {
+  if (options.print_after_all)  // on standard error: standard output carries the results
+    pipeline_.after_pass = [](const PassReport& r) {
+      std::string text = r.text();
+      if (!text.empty() && text.back() != '\n') text += '\n';
+      std::fprintf(stderr, "# after %.*s\n%s\n", static_cast<int>(r.pass.size()), r.pass.data(),
+                   text.c_str());
+    };
+  if (options.interpret) {
+    interpreted_ = timings.time(
+        "autodiff", [&] { return derive_program(program, pipeline_.derivative, pipeline_.wrt); });
+    // --fail-on-copy refuses the program whichever engine runs it.
+    if (pipeline_.buffers.fail_on_copy) {
+      PipelineOptions check = pipeline_;
+      check.derivative = Derivative::none;
+      check.after_pass = nullptr;
+      (void)emit_after(*interpreted_, "buffers", check);
+    }
+    return;
+  }
+  // The passes up to the buffer plan, without the constants' values, so the program's errors
+  // come before those of the values (the real run, with them, starts again).
+  PipelineOptions check = pipeline_;
+  check.after_pass = nullptr;
+  native([&] { return emit_after(program, "buffers", check); });
+}
+
+PlannedProgram Executable::plan(const std::vector<RtValue>& consts, StageTimings& timings) const {
+  PipelineOptions options = pipeline_;
+  options.consts = KnownConsts::of(consts);
+  options.after_pass = [&](const PassReport& r) {
+    if (pipeline_.after_pass) pipeline_.after_pass(r);
+    timings.record(std::string(r.pass), r.ms);
+  };
+  return native([&] { return plan_program(program_, options); });
+}
+
 std::vector<RtValue> Executable::operator()(const std::vector<RtValue>& args,
-                                            StageTimings& timings) const {
+                                            StageTimings& timings) {
   if (interpreted_)
     return timings.time("interpret", [&] { return interpret(*interpreted_, args); });
-  return timings.time("run", [&] { return (*native_)(args); });
+  const size_t n_consts = program_.constvars.size();
+  const std::vector<RtValue> consts(args.begin(), args.begin() + static_cast<long>(n_consts));
+  const PlannedProgram planned = plan(consts, timings);
+  PipelineOptions options = pipeline_;
+  options.after_pass = [&](const PassReport& r) {
+    if (pipeline_.after_pass) pipeline_.after_pass(r);
+    timings.record(std::string(r.pass), r.ms);
+  };
+  CompiledFunction compiled = native([&] { return compile_planned(planned, options); });
+  // Constants folded into the code are no longer passed.
+  std::vector<RtValue> passed;
+  for (size_t k = 0; k < args.size(); ++k)
+    if (k >= n_consts || planned.consts_kept[k]) passed.push_back(args[k]);
+  return timings.time("run", [&] { return compiled(passed); });
 }
 
 }  // namespace refjit::cli

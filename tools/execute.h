@@ -14,18 +14,23 @@
 namespace refjit::cli {
 
 // The program `refjit run` executes, with the pipeline's autodiff pass as `pipeline` asks.
-// Made before the values are read, so errors in the program come first.
+// Made before the values are read, so errors in the program come first. The constvars'
+// values are known when it runs, so, as jit does with captured values, the native code is
+// specialised to them (zero arrays folded in, integer ranges used).
 class Executable {
  public:
-  Executable(const Jaxpr& program, const Options& options, const PipelineOptions& pipeline,
+  Executable(const Jaxpr& program, const Options& options, PipelineOptions pipeline,
              StageTimings& timings);
 
   // Runs on one value per constvar then invar (then tangent, for --jvp); ref arguments are
   // updated in place.
-  std::vector<RtValue> operator()(const std::vector<RtValue>& args, StageTimings& timings) const;
+  std::vector<RtValue> operator()(const std::vector<RtValue>& args, StageTimings& timings);
 
  private:
-  std::optional<CompiledFunction> native_;
+  PlannedProgram plan(const std::vector<RtValue>& consts, StageTimings& timings) const;
+
+  const Jaxpr& program_;
+  PipelineOptions pipeline_;
   std::optional<Jaxpr> interpreted_;
 };
 

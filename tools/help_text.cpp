@@ -71,6 +71,9 @@ Options:
   --jvp           forward mode: after the values, one tangent per invar
   --fail-on-copy  fail if the buffer plan copies a whole buffer inside a loop
   --interpret     run on the reference interpreter instead of native code
+  --print-after-all
+                  print the program after every pass on standard error, each
+                  headed `# after NAME` (constvars' values are known here)
   --verify-each   verify the program after every pass (on in debug builds)
   --timings       print per-stage times on standard error
   -h, --help      print this help
