@@ -11,7 +11,13 @@ namespace refjit {
 namespace {
 
 constexpr std::array<std::string_view, kNumPrims> kNames = {
-#define PRIM(id, name) name,
+#define PRIM(id, name, ad) name,
+#include "refjit/ir/primitives.def"
+#undef PRIM
+};
+
+constexpr std::array<AdRules, kNumPrims> kAdRules = {
+#define PRIM(id, name, ad) AdRules::ad,
 #include "refjit/ir/primitives.def"
 #undef PRIM
 };
@@ -38,7 +44,7 @@ std::array<PrimInfo, kNumPrims> make_registry() {
   register_type_rules(rules);
   for (int i = 0; i < kNumPrims; ++i) {
     Prim p = static_cast<Prim>(i);
-    infos[i] = PrimInfo{p, kNames[i], rules[i], effect_of(p), has_subjaxprs(p)};
+    infos[i] = PrimInfo{p, kNames[i], rules[i], effect_of(p), has_subjaxprs(p), kAdRules[i]};
   }
   return infos;
 }

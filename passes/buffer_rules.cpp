@@ -11,7 +11,7 @@ using Table = RuleTable<std::optional<B>>;  // optional: RuleTable tests entries
 Table make_table() {
   Table t;
   // Default for everything: a fresh buffer (registered first, refined below).
-#define PRIM(id, name) t.set(Prim::id, B::fresh);
+#define PRIM(id, name, ad) t.set(Prim::id, B::fresh);
 #include "refjit/ir/primitives.def"
 #undef PRIM
   for (Prim p : {Prim::neg,

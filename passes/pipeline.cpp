@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "compiler/backend/rule_tables.h"
 #include "passes/buffer_assignment.h"
 #include "passes/dce.h"
 #include "passes/inline_zero_consts.h"
@@ -119,6 +120,8 @@ std::vector<std::optional<IntRange>> ranges_of_kept(const KnownConsts& known,
 void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
   PlannedProgram& p = run.planned();
   auto t0 = Clock::now();
+  // Checking passes also checks, once, that every primitive has the rules it declares.
+  if (options.verify_each) check_rule_tables();
   // The input must be type-correct before any pass reads it (errors name the eqn).
   verify(program);
   p.jaxpr = program;

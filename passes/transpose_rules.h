@@ -38,9 +38,10 @@ void register_control_transpose_rules(TransposeRuleTable& t);
 // nullopt, out_acc is set): they may hand an output's buffer to an operand
 // (Accum::alias_of) or pass it into a loop by reference instead of reading it densely.
 using LazyCotangentTable = RuleTable<bool>;
-// scan, and dynamic_update_slice's aliasing rule (passes/transpose_rules_scan.cpp).
+// scan (passes/transpose_rules_scan.cpp).
 void register_scan_transpose_rules(TransposeRuleTable& t, LazyCotangentTable& lazy);
-// reshape/squeeze/expand_dims, scatter and scatter-add (passes/transpose_rules_scatter.cpp).
+// dynamic_update_slice, reshape/squeeze/expand_dims, scatter and scatter-add
+// (passes/transpose_rules_scatter.cpp).
 void register_aliasing_transpose_rules(TransposeRuleTable& t, LazyCotangentTable& lazy);
 
 const TransposeRuleTable& transpose_rules();

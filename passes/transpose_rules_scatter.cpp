@@ -1,8 +1,8 @@
-// Transposes of `scatter`, `scatter-add` and the reshapes (reshape, squeeze, expand_dims)
-// that alias their operand's accumulator to their result's, like dynamic_update_slice's
-// (transpose_rules_scan.cpp). Inside a transposed scan the carry's cotangent lives in one ref
-// R; a body that writes the carry with `x.at[idx].set(u)` on a flattened view of it
-// (reshape -> scatter -> reshape, bench/seed_programs.h) then costs O(|idx|) per step:
+// The aliasing transposes: `dynamic_update_slice`, `scatter`, `scatter-add` and the reshapes
+// (reshape, squeeze, expand_dims) alias their operand's accumulator to their result's. Inside a
+// transposed scan the carry's cotangent lives in one ref R; a body that writes the carry with
+// `x.at[idx].set(u)` on a flattened view of it (reshape -> scatter -> reshape,
+// bench/seed_programs.h) then costs O(|idx|) per step:
 //
 //   * reshape: the operand's accumulator becomes a reshaped view of the result's buffer
 //     (Accum::alias_of), no read;
@@ -29,6 +29,52 @@
 namespace refjit {
 
 namespace {
+
+Indexer dynamic_slice_indexer(const Shape& sizes) {
+  Indexer ix;
+  for (int64_t s : sizes) ix.dims.push_back(IndexerDim{IndexerDim::Kind::slice, 0, s, 1, true});
+  return ix;
+}
+
+// c_out = dynamic_update_slice(c, u, idx). The cotangent of c is c_out's except on the
+// updated slice, which is u's. When c_out's sum lives in a ref it can hand over and c's
+// accumulator holds nothing but sparse contributions (reads of c, however placed), the
+// slice is swapped out (u's cotangent, zeros left behind) and c's accumulator BECOMES the
+// ref, its pending contributions added in place: O(slice), no copy. If c already received a
+// dense contribution (e.g. c is also used whole), the ref's contents are added into it:
+// dense, but correct. A value sum takes the dense path (dynamic_update_slice of zeros).
+void dynamic_update_slice_transpose(Emitter& e, TransposeArgs& a) {
+  Accum& out = *a.out_acc[0];
+  if (out.is_empty()) return;
+  const std::vector<Atom> idx = a.dyn(2);
+  const ArrayType ut = a.acc[1] ? a.acc[1]->type() : e.array_type_of(a.val[1]);
+  const Indexer ix = dynamic_slice_indexer(ut.shape);
+  if (out.can_hand_over()) {
+    if (a.wants(0)) {
+      Atom cu = out.swap_out(e, e.zeros(ut), ix, idx);
+      if (a.wants(1)) a.acc[1]->add(e, cu);
+      if (a.acc[0]->can_alias())
+        a.acc[0]->alias_of(e, out);
+      else
+        a.acc[0]->add(e, out.freeze(e));  // c read after the update: dense fallback
+    } else if (a.wants(1)) {
+      a.acc[1]->add(e, out.read_at(e, ix, idx));
+    }
+    return;
+  }
+  MaybeAtom ct = out.freeze(e);
+  if (!ct) return;
+  if (a.wants(0)) {
+    std::vector<Atom> ins{*ct, e.zeros(ut)};
+    ins.insert(ins.end(), idx.begin(), idx.end());
+    a.acc[0]->add(e, e.emit1(Prim::dynamic_update_slice, ins));
+  }
+  if (a.wants(1)) {
+    std::vector<Atom> ins{*ct};
+    ins.insert(ins.end(), idx.begin(), idx.end());
+    a.acc[1]->add(e, e.emit1(Prim::dynamic_slice, ins, Params{{"slice_sizes", IntList(ut.shape)}}));
+  }
+}
 
 // x[..., idx, ...] on `axis` (scatter's and gather's access), whole dims before it.
 Indexer axis_indexer(const ArrayType& x, int64_t axis) {
@@ -221,6 +267,8 @@ void register_aliasing_transpose_rules(TransposeRuleTable& t, LazyCotangentTable
     t.set(p, reshape_transpose);
     lazy.set(p, true);
   }
+  t.set(Prim::dynamic_update_slice, dynamic_update_slice_transpose);
+  lazy.set(Prim::dynamic_update_slice, true);
   t.set(Prim::scatter, scatter_transpose);
   lazy.set(Prim::scatter, true);
   t.set(Prim::scatter_add, scatter_add_transpose);

@@ -149,7 +149,7 @@ void register_shape_transpose_rules(TransposeRuleTable& t) {
     a.acc[0]->add_at(e, ct0(a), gather_indexer(a.acc[0]->type(), axis), {a.val[1]});
   });
   // dynamic_update_slice: its transpose aliases the operand's accumulator to the result's,
-  // so a loop's carry cotangent stays in one ref: see transpose_rules_scan.cpp.
+  // so a loop's carry cotangent stays in one ref: see transpose_rules_scatter.cpp.
   t.set(Prim::concatenate, [](Emitter& e, TransposeArgs& a) {
     const int64_t dim = a.eqn.params.get<int64_t>("dimension");
     const Shape out = e.array_type_of(ct0(a)).shape;

@@ -700,3 +700,9 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
 }
 
 }  // namespace refjit::backend
+
+namespace refjit {
+
+bool has_native_lowering(Prim p) { return backend::lower_table().find(p) != nullptr; }
+
+}  // namespace refjit

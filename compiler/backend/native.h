@@ -77,6 +77,9 @@ class CompiledFunction {
 // check that compiled code is released (e.g. after clear_compile_cache()).
 int native_live_module_count();
 
+// Whether the backend has a lowering rule for `p` (the rule table in compiler/backend/).
+bool has_native_lowering(Prim p);
+
 // Throws refjit::Error for a primitive the backend cannot lower yet.
 CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& options = {});
 // Textual forms for `refjit dump --emit=mlir|llvm|asm`. The MLIR is the memref-level module

@@ -14,13 +14,13 @@
 namespace refjit {
 
 enum class Prim : uint16_t {
-#define PRIM(id, name) id,
+#define PRIM(id, name, ad) id,
 #include "refjit/ir/primitives.def"
 #undef PRIM
 };
 
 inline constexpr int kNumPrims = 0
-#define PRIM(id, name) +1
+#define PRIM(id, name, ad) +1
 #include "refjit/ir/primitives.def"
 #undef PRIM
     ;
@@ -37,12 +37,16 @@ using TypeRule = std::vector<Type> (*)(std::span<const Type> in, const Params& p
 // How an eqn of this primitive touches refs; passes use it (dce keeps effectful eqns).
 enum class RefEffect : uint8_t { none, read, write, accum, create, consume };
 
+// Which derivative rules a primitive has (primitives.def explains each).
+enum class AdRules : uint8_t { linear, jvp, no_ad };
+
 struct PrimInfo {
   Prim prim;
   std::string_view name;
   TypeRule type_rule = nullptr;
   RefEffect effect = RefEffect::none;  // on operand 0 for get/swap/addupdate/freeze
   bool has_subjaxprs = false;          // jit, scan, cond, custom_vjp_call
+  AdRules ad_rules = AdRules::jvp;
 };
 
 const PrimInfo& prim_info(Prim p);

@@ -1,0 +1,30 @@
+// Every rule table agrees with primitives.def: each primitive has a type rule, an interpreter
+// rule and a lowering, and exactly the JVP / transpose rules its AD column declares.
+#include "compiler/backend/rule_tables.h"
+
+#include <gtest/gtest.h>
+
+namespace refjit {
+namespace {
+
+TEST(RuleTables, EveryPrimitiveHasTheRulesPrimitivesDefDeclares) {
+  std::vector<std::string> problems = rule_table_problems();
+  std::string text;
+  for (const std::string& p : problems) text += p + "\n";
+  EXPECT_TRUE(problems.empty()) << text;
+  EXPECT_NO_THROW(check_rule_tables());
+}
+
+TEST(RuleTables, TheAdColumnIsWhatTheTablesHold) {
+  // One of each kind, so a column shifted by one line would show.
+  EXPECT_EQ(prim_info(Prim::add).ad_rules, AdRules::linear);
+  EXPECT_TRUE(rules_of(Prim::add).transpose);
+  EXPECT_EQ(prim_info(Prim::exp).ad_rules, AdRules::jvp);
+  EXPECT_TRUE(rules_of(Prim::exp).jvp);
+  EXPECT_FALSE(rules_of(Prim::exp).transpose);
+  EXPECT_EQ(prim_info(Prim::scatter_mul).ad_rules, AdRules::no_ad);
+  EXPECT_FALSE(rules_of(Prim::scatter_mul).jvp);
+}
+
+}  // namespace
+}  // namespace refjit
