@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "passes/inline.h"
+#include "passes/unit_run.h"
 
 namespace refjit {
 namespace {
@@ -185,41 +186,17 @@ class Simplifier {
     return std::nullopt;
   }
 
-  // f as a sum of scalars and one iota of length n: collects the scalar terms.
-  bool unit_run_terms(const Atom& f, int64_t n, std::vector<Atom>& scalars, int& iotas) const {
-    const Type t = j_.type_of(f);
-    if (t.array.shape.empty()) {
-      scalars.push_back(f);
-      return true;
-    }
-    const Eqn* d = def(f);
-    if (!d) return false;
-    if (d->prim == Prim::add || d->prim == Prim::add_any)
-      return d->ins.size() == 2 && unit_run_terms(d->ins[0], n, scalars, iotas) &&
-             unit_run_terms(d->ins[1], n, scalars, iotas);
-    if (d->prim == Prim::iota && t.array.shape == Shape{n} &&
-        d->params.get<int64_t>("dimension") == 0) {
-      ++iotas;
-      return true;
-    }
-    if (d->prim == Prim::broadcast_in_dim && d->ins.size() == 1 &&
-        j_.type_of(d->ins[0]).array.shape.empty()) {
-      scalars.push_back(d->ins[0]);
-      return true;
-    }
-    return false;
-  }
-
-  // (r, c) if `f` (i32[n]) is W*r + c + iota(n) with ranges putting every element in row r
-  // of a [rows, W] array: r in [0, rows-1], c in [0, W-n].
+  // (r, c) if `f` (i32[n]) is the unit run W*r + c + iota(n) (passes/unit_run.h) with ranges
+  // putting every element in row r of a [rows, W] array: r in [0, rows-1], c in [0, W-n].
   std::optional<std::pair<Atom, Atom>> run_in_one_row(const Atom& f, int64_t n, int64_t rows,
                                                       int64_t width) const {
-    std::vector<Atom> scalars;
-    int iotas = 0;
-    if (!unit_run_terms(f, n, scalars, iotas) || iotas != 1) return std::nullopt;
-    // One scalar is W*r; at most one more is c.
+    std::optional<UnitRun> run = as_unit_run(j_, f);
+    if (!run || run->length != n) return std::nullopt;
+    // One scalar is W*r; at most one more is c; none is subtracted.
     std::optional<Atom> r, c;
-    for (const Atom& s : scalars) {
+    for (const UnitRun::Term& term : run->terms) {
+      if (term.negated) return std::nullopt;
+      const Atom& s = term.scalar;
       std::optional<Atom> x = times(s, width);
       if (x && !r)
         r = x;

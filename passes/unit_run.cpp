@@ -11,30 +11,53 @@ const Eqn* producer_of(const Jaxpr& j, Var v) {
   return nullptr;
 }
 
-bool is_scalar_array(const Jaxpr& j, const Atom& a) {
-  const Type t = j.type_of(a);
-  return !t.is_ref && t.array.rank() == 0;
+bool is_index_type(const Type& t) {
+  return !t.is_ref && (t.array.dtype == DType::i32 || t.array.dtype == DType::i64);
 }
 
-bool is_index_vector(const Jaxpr& j, const Atom& a) {
+// Adds the terms of `a` (a rank-0 scalar, or a rank-1 vector of `length`), negated if
+// `negated`, to `run`; counts the iotas added (+1) and subtracted (-1) in `iotas`.
+bool collect(const Jaxpr& j, const Atom& a, int64_t length, bool negated, int depth, UnitRun& run,
+             int& iotas) {
   const Type t = j.type_of(a);
-  return !t.is_ref && t.array.rank() == 1 &&
-         (t.array.dtype == DType::i32 || t.array.dtype == DType::i64);
-}
-
-bool unit_run(const Jaxpr& j, const Atom& a, int depth) {
-  if (!is_var(a) || depth > 16 || !is_index_vector(j, a)) return false;
+  if (depth > 16 || !is_index_type(t)) return false;
+  if (t.array.rank() == 0) {
+    run.terms.push_back(UnitRun::Term{a, negated});
+    return true;
+  }
+  if (t.array.shape != Shape{length} || !is_var(a)) return false;
   const Eqn* q = producer_of(j, as_var(a));
   if (!q) return false;
-  if (q->prim == Prim::iota) return q->params.get<int64_t>("dimension") == 0;
-  const bool add = q->prim == Prim::add || q->prim == Prim::add_any;
-  if ((!add && q->prim != Prim::sub) || q->ins.size() != 2) return false;
-  if (is_scalar_array(j, q->ins[1]) && unit_run(j, q->ins[0], depth + 1)) return true;
-  return add && is_scalar_array(j, q->ins[0]) && unit_run(j, q->ins[1], depth + 1);
+  switch (q->prim) {
+    case Prim::iota:
+      if (q->params.get<int64_t>("dimension") != 0) return false;
+      iotas += negated ? -1 : 1;
+      return true;
+    case Prim::broadcast_in_dim:
+      if (q->ins.size() != 1 || j.type_of(q->ins[0]).array.rank() != 0) return false;
+      return collect(j, q->ins[0], length, negated, depth + 1, run, iotas);
+    case Prim::add:
+    case Prim::add_any:
+    case Prim::sub:
+      if (q->ins.size() != 2) return false;
+      return collect(j, q->ins[0], length, negated, depth + 1, run, iotas) &&
+             collect(j, q->ins[1], length, negated != (q->prim == Prim::sub), depth + 1, run,
+                     iotas);
+    default: return false;
+  }
 }
 
 }  // namespace
 
-bool is_unit_run(const Jaxpr& j, const Atom& a) { return unit_run(j, a, 0); }
+std::optional<UnitRun> as_unit_run(const Jaxpr& j, const Atom& a) {
+  const Type t = j.type_of(a);
+  if (!is_var(a) || !is_index_type(t) || t.array.rank() != 1) return std::nullopt;
+  UnitRun run;
+  run.length = t.array.shape[0];
+  int iotas = 0;
+  // The iotas' coefficients must sum to 1: then a[i] is the scalars' sum plus i.
+  if (!collect(j, a, run.length, false, 0, run, iotas) || iotas != 1) return std::nullopt;
+  return run;
+}
 
 }  // namespace refjit

@@ -1,17 +1,35 @@
 // Index vectors that are provably runs of consecutive integers ("unit runs"): `iota` plus or
 // minus scalars, e.g. `row * w + (col + iota(n))`. For such a vector a[i] == a[0] + i modulo
 // the integer type's wrap-around, so gather/scatter with it touch one contiguous block when
-// a[0] is in range (compiler/backend/lower_shape.cpp), and whether it names an entry p is a
-// scalar test on a[0] and a[n-1] (passes/transpose_rules_scatter.cpp).
+// a[0] is in range (compiler/backend/lower_shape.cpp), whether it names an entry p is a
+// scalar test on a[0] and a[n-1] (passes/transpose_rules_scatter.cpp), and the integer
+// ranges of its terms can place it inside one row (passes/range_simplify.cpp). This file is
+// the one recogniser of the idiom.
 #pragma once
+
+#include <optional>
+#include <vector>
 
 #include "refjit/ir/jaxpr.h"
 
 namespace refjit {
 
-// Whether `a`, a rank-1 i32/i64 array defined in `j`, is a unit run: defined by iota
-// (dimension 0) or by add/sub of a unit run and a scalar (either side for add). Looks only
-// at `j`'s eqns (an invar or constvar is not known to be one).
-bool is_unit_run(const Jaxpr& j, const Atom& a);
+// A unit run as the sum of one iota(length) and scalar terms: a[i] = sum of terms + i.
+struct UnitRun {
+  struct Term {
+    Atom scalar;  // a rank-0 atom of this jaxpr
+    bool negated = false;
+  };
+  int64_t length = 0;
+  std::vector<Term> terms;
+};
+
+// `a`'s decomposition if `a`, a rank-1 i32/i64 array defined in `j`, is a unit run: built by
+// add/sub from exactly one iota (dimension 0, added, not subtracted) and scalars (rank-0
+// operands or broadcasts of them). Looks only at `j`'s eqns (an invar or constvar is not
+// known to be one).
+std::optional<UnitRun> as_unit_run(const Jaxpr& j, const Atom& a);
+
+inline bool is_unit_run(const Jaxpr& j, const Atom& a) { return as_unit_run(j, a).has_value(); }
 
 }  // namespace refjit

@@ -251,11 +251,11 @@ void lower_pad(LowerCtx& c, const Eqn& e) {
 // For gather/scatter eqn `e` whose index operand (ins[1]) is a provable unit run of n >= 1
 // entries: the run's first index (i64) and whether the whole run lies in [0, dim). Null
 // values when the pattern does not apply.
-struct UnitRun {
+struct RunBase {
   Value base;    // i64
   Value inside;  // i1
 };
-std::optional<UnitRun> unit_run(LowerCtx& c, const Eqn& e, int64_t dim) {
+std::optional<RunBase> unit_run(LowerCtx& c, const Eqn& e, int64_t dim) {
   ArrayType it = c.type_of(e.ins[1]).array;
   if (it.rank() != 1 || it.shape[0] < 1 || !is_int(it.dtype)) return std::nullopt;
   if (!is_unit_run(c.jaxpr_of_frame(), e.ins[1])) return std::nullopt;
@@ -269,7 +269,7 @@ std::optional<UnitRun> unit_run(LowerCtx& c, const Eqn& e, int64_t dim) {
                                                           c.int_constant(DType::i64, 0)),
                                 c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sle, base,
                                                           c.int_constant(DType::i64, dim - n)));
-  return UnitRun{base, inside};
+  return RunBase{base, inside};
 }
 
 // Emits `fast()` under `if run.inside` and `general()` in the else branch.
@@ -284,7 +284,7 @@ Value as_index(LowerCtx& c, Value i64) {
 void lower_by_unit_run(LowerCtx& c, const Eqn& e, int64_t dim, int64_t elements,
                        const std::function<void(Value)>& fast,
                        const std::function<void()>& general) {
-  std::optional<UnitRun> run;
+  std::optional<RunBase> run;
   if (elements > 0) run = unit_run(c, e, dim);
   if (!run) {
     general();
