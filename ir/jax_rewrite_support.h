@@ -1,0 +1,93 @@
+// Internal to the JAX rewrites (ir/jax_rewrites*.cpp): argument checks and the small
+// emitters every rewrite uses.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/jax_rewrites.h"
+#include "refjit/ir/error.h"
+
+namespace refjit::text {
+
+// Short for the param kinds the rewrite tables list.
+using K = ParamKind;
+
+[[noreturn]] inline void fail(std::string_view prim, const std::string& message) {
+  throw TypeError(fmt::format("{}: {}", prim, message));
+}
+
+inline void expect_operands(const RewriteArgs& a, std::string_view prim, size_t n) {
+  if (a.ins.size() != n)
+    fail(prim, fmt::format("expects {} operand(s), found {}", n, a.ins.size()));
+}
+
+inline ArrayType array_of(const RewriteArgs& a, std::string_view prim, size_t k) {
+  Type t = a.b.type_of(a.ins.at(k));
+  if (t.is_ref) fail(prim, fmt::format("operand {} is a ref; expected an array", k));
+  return t.array;
+}
+
+inline const ParamValue kNone = NoneParam{};
+
+inline IntList iota_list(int64_t n, int64_t from = 0) {
+  IntList v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
+
+// ---- small emitters ---------------------------------------------------------------------
+
+struct Emit {
+  JaxprBuilder& b;
+
+  ArrayType type(const Atom& x) const { return b.type_of(x).array; }
+  Atom op(Prim p, std::vector<Atom> ins, Params params = {}) {
+    return b.add_eqn1(p, std::move(ins), std::move(params));
+  }
+  Atom reshape(const Atom& x, const Shape& to) {
+    if (type(x).shape == to) return x;
+    return op(Prim::reshape, {x},
+              Params{{"dimensions", NoneParam{}}, {"new_sizes", IntList(to.begin(), to.end())}});
+  }
+  Atom transpose(const Atom& x, const IntList& perm) {
+    if (perm == iota_list(static_cast<int64_t>(perm.size()))) return x;
+    return op(Prim::transpose, {x}, Params{{"permutation", perm}});
+  }
+  Atom broadcast(const Atom& x, const Shape& shape, const IntList& dims) {
+    if (type(x).shape == shape) return x;
+    return op(
+        Prim::broadcast_in_dim, {x},
+        Params{{"broadcast_dimensions", dims}, {"shape", IntList(shape.begin(), shape.end())}});
+  }
+  Atom slice(const Atom& x, const IntList& start, const IntList& limit) {
+    return op(Prim::slice, {x},
+              Params{{"limit_indices", limit}, {"start_indices", start}, {"strides", NoneParam{}}});
+  }
+  Atom scalar(DType d, double v) const { return Literal::of(d, v); }
+};
+
+inline bool contains(const IntList& v, int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// The operand with the indexed dims moved to the front and flattened into one; returns the
+// permutation used.
+inline IntList front_permutation(const ArrayType& x, const IntList& dims) {
+  IntList perm = dims;
+  for (int64_t k = 0; k < x.rank(); ++k)
+    if (!contains(dims, k)) perm.push_back(k);
+  return perm;
+}
+
+// Each family of rewrites adds its entries to the table (jax_rewrites.cpp builds it).
+void add_gather_scatter_rewrites(std::vector<JaxRewrite>& table);
+void add_fold_rewrites(std::vector<JaxRewrite>& table);
+void add_prng_rewrites(std::vector<JaxRewrite>& table);
+
+}  // namespace refjit::text

@@ -1,0 +1,164 @@
+// Cumulative ops and multiplicative/logical reductions, read as scans (jax_rewrites.h).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <optional>
+
+#include "ir/jax_rewrite_support.h"
+
+namespace refjit::text {
+
+namespace {
+
+// ---- cumulative ops and reductions as scans --------------------------------------------
+//
+// cumsum, cumprod, cummax, cummin, cumlogsumexp and reduce_prod / reduce_and / reduce_or are
+// a fold along one axis. refjit writes each as a scan over that axis whose carry is the running
+// value, starting from the first element: the scan's JVP, linearize and transpose rules then
+// give exact derivatives (a product with zeros included) and the carry is updated in place.
+
+// The combining step of a fold: c' = combine(c, x).
+using Combine = std::function<Atom(Emit&, Atom c, Atom x)>;
+
+Combine binary_step(Prim p) {
+  return [p](Emit& e, Atom c, Atom x) { return e.op(p, {c, x}); };
+}
+
+// log(exp(c) + exp(x)) = max(c, x) + log1p(exp(-|c - x|)).
+Atom logaddexp(Emit& e, Atom c, Atom x) {
+  DType d = e.type(c).dtype;
+  Atom m = e.op(Prim::max, {c, x});
+  Atom gap = e.op(Prim::neg, {e.op(Prim::abs, {e.op(Prim::sub, {c, x})})});
+  Atom r = e.op(Prim::add, {m, e.op(Prim::log1p, {e.op(Prim::exp, {gap})})});
+  // Both -inf: the sum is -inf (the formula would give NaN).
+  Atom both_neg_inf = e.op(Prim::eq, {m, e.scalar(d, -std::numeric_limits<double>::infinity())});
+  return e.op(Prim::select_n, {both_neg_inf, r, m});
+}
+
+struct Fold {
+  Atom last;                // the fold of every element (shape: x without the axis)
+  std::optional<Atom> all;  // every prefix (x's shape), when asked for
+};
+
+// Folds x (n >= 1 along `axis`) with `combine`, front to back or back to front.
+Fold fold_axis(Emit& e, const Atom& x, int64_t axis, bool reverse, bool prefixes,
+               const Combine& combine) {
+  const ArrayType xt = e.type(x);
+  const int64_t n = xt.shape[axis];
+  IntList perm{axis};
+  for (int64_t k = 0; k < xt.rank(); ++k)
+    if (k != axis) perm.push_back(k);
+  Atom front = e.transpose(x, perm);
+  const Shape& fs = e.type(front).shape;
+  Shape rest(fs.begin() + 1, fs.end());
+  auto rows = [&](int64_t from, int64_t to) {
+    IntList start(fs.size(), 0), limit(fs.begin(), fs.end());
+    start[0] = from;
+    limit[0] = to;
+    return e.slice(front, start, limit);
+  };
+  const int64_t first = reverse ? n - 1 : 0;
+  Atom init = e.op(Prim::squeeze, {rows(first, first + 1)}, Params{{"dimensions", IntList{0}}});
+  if (n == 1) {
+    Fold f{init, std::nullopt};
+    if (prefixes) f.all = x;
+    return f;
+  }
+  Atom xs = reverse ? rows(0, n - 1) : rows(1, n);
+
+  JaxprBuilder body;
+  ArrayType row{xt.dtype, rest};
+  Var c = body.add_invar(row);
+  Var xi = body.add_invar(row);
+  Emit be{body};
+  Atom y = combine(be, c, xi);
+  if (!is_var(y)) y = be.op(Prim::copy, {y});
+  std::vector<Atom> body_outs{y};
+  if (prefixes) body_outs.push_back(y);
+  body.set_outvars(body_outs);
+  Params p{{"jaxpr", std::make_shared<const Jaxpr>(body.finish())},
+           {"length", n - 1},
+           {"reverse", reverse},
+           {"num_consts", int64_t{0}},
+           {"num_carry", int64_t{1}},
+           {"linear", NoneParam{}},
+           {"unroll", int64_t{1}},
+           {"_split_transpose", false}};
+  std::vector<Var> outs = e.b.add_eqn(Prim::scan, {init, xs}, std::move(p));
+  Fold f{outs[0], std::nullopt};
+  if (prefixes) {
+    Atom head = e.op(Prim::expand_dims, {init}, Params{{"dimensions", IntList{0}}});
+    std::vector<Atom> parts =
+        reverse ? std::vector<Atom>{outs[1], head} : std::vector<Atom>{head, outs[1]};
+    Atom all = e.op(Prim::concatenate, parts, Params{{"dimension", int64_t{0}}});
+    IntList inverse(perm.size());
+    for (size_t k = 0; k < perm.size(); ++k) inverse[perm[k]] = static_cast<int64_t>(k);
+    f.all = e.transpose(all, inverse);
+  }
+  return f;
+}
+
+// cumsum / cumprod / cummax / cummin / cumlogsumexp [axis reverse] x
+JaxRewrite cumulative(std::string_view name, Combine combine) {
+  return {name,
+          {{"axis", K::integer}, {"reverse", K::boolean}},
+          {},
+          [name, combine](RewriteArgs& a) -> std::vector<Atom> {
+            expect_operands(a, name, 1);
+            const ArrayType x = array_of(a, name, 0);
+            int64_t axis = a.params.get<int64_t>("axis");
+            if (axis < 0 || axis >= x.rank())
+              fail(name, fmt::format("axis {} is out of range for {}", axis, x.str()));
+            if (x.shape[axis] == 0) return {a.ins[0]};
+            Emit e{a.b};
+            return {*fold_axis(e, a.ins[0], axis, a.params.get_or<bool>("reverse", false), true,
+                               combine)
+                         .all};
+          }};
+}
+
+// reduce_prod / reduce_and / reduce_or [axes] x: the reduced axes are moved to the front and
+// flattened, then folded; `unit` is the result of an empty reduction.
+JaxRewrite reduction(std::string_view name, Prim combine, double unit) {
+  return {
+      name, {{"axes", K::ints}}, {}, [name, combine, unit](RewriteArgs& a) -> std::vector<Atom> {
+        expect_operands(a, name, 1);
+        const ArrayType x = array_of(a, name, 0);
+        IntList axes = a.params.get<IntList>("axes");
+        for (int64_t ax : axes)
+          if (ax < 0 || ax >= x.rank())
+            fail(name, fmt::format("axis {} is out of range for {}", ax, x.str()));
+        Emit e{a.b};
+        if (axes.empty()) return {a.ins[0]};
+        IntList perm = front_permutation(x, axes);
+        Shape flat{1}, rest;
+        for (int64_t ax : axes) flat[0] *= x.shape[ax];
+        for (size_t k = axes.size(); k < perm.size(); ++k) {
+          flat.push_back(x.shape[perm[k]]);
+          rest.push_back(x.shape[perm[k]]);
+        }
+        if (flat[0] == 0) return {e.broadcast(e.scalar(x.dtype, unit), rest, {})};
+        Atom xf = e.reshape(e.transpose(a.ins[0], perm), flat);
+        return {fold_axis(e, xf, 0, false, false, binary_step(combine)).last};
+      }};
+}
+
+}  // namespace
+
+void add_fold_rewrites(std::vector<JaxRewrite>& table) {
+  table.push_back(cumulative("cumsum", binary_step(Prim::add)));
+  table.push_back(cumulative("cumprod", binary_step(Prim::mul)));
+  table.push_back(cumulative("cummax", binary_step(Prim::max)));
+  table.push_back(cumulative("cummin", binary_step(Prim::min)));
+  table.push_back(cumulative("cumlogsumexp", logaddexp));
+  table.push_back(reduction("reduce_prod", Prim::mul, 1.0));
+  table.push_back(reduction("reduce_and", Prim::and_, 1.0));
+  table.push_back(reduction("reduce_or", Prim::or_, 0.0));
+  table.push_back(reduction("reduce_xor", Prim::xor_, 0.0));
+}
+
+}  // namespace refjit::text
