@@ -85,9 +85,6 @@ struct Entry {
   std::vector<int> out_outer;         // scan: stacked ys buffers; cond: result buffers
 };
 
-// A whole get whose value must be copied out after all (a later write would clobber it).
-struct Restart {};
-
 class JaxprAssigner;
 
 class Assigner {
@@ -114,17 +111,19 @@ class JaxprAssigner {
   JaxprAssigner(Assigner& a, const Jaxpr& j, Entry entry, int self)
       : a_(a), j_(j), entry_(std::move(entry)), self_(self) {}
 
+  // Walks the eqns until an attempt goes through. An attempt stops early when a whole get
+  // that lent its value the ref's buffer turns out to need a copy after all (a later write
+  // would clobber the value): that get is marked, and the walk starts again. Each restart
+  // marks one more get, so there are at most as many attempts as whole gets.
   JaxprBuffers run() {
     for (;;) {
-      try {
-        reset();
-        walk();
-        finish_outputs();
-        return std::move(p_);
-      } catch (const Restart&) {
-        a_.out.jaxprs.resize(self_ + 1);  // drop the sub-plans of the failed attempt
-      }
+      reset();
+      walk();
+      if (!restart_) break;
+      a_.out.jaxprs.resize(self_ + 1);  // drop the sub-plans of the abandoned attempt
     }
+    finish_outputs();
+    return std::move(p_);
   }
 
  private:
@@ -135,7 +134,9 @@ class JaxprAssigner {
   JaxprBuffers p_;
   size_t n_ = 0;
   std::vector<int> last_use_;  // by var: last eqn reading it; n_ for outvars; -1 never
-  std::vector<int> def_;       // by var: defining eqn; -1 for binders
+  std::vector<std::vector<uint32_t>> members_;  // by buffer: the vars in it, in id order
+  bool restart_ = false;                        // the attempt is abandoned (run())
+  std::vector<int> def_;                        // by var: defining eqn; -1 for binders
   std::vector<std::vector<std::pair<int, bool>>> ref_access_;  // by ref var: (eqn, overwrite)
   std::vector<int> origin_get_;   // by var: the whole get whose buffer it shares, or -1
   std::set<int> copy_gets_;       // whole gets that copy (survives restarts)
@@ -144,6 +145,7 @@ class JaxprAssigner {
   // ------------------------------------------------------------ setup
 
   void reset() {
+    restart_ = false;
     n_ = j_.eqns.size();
     size_t nv = j_.vars.size();
     p_ = JaxprBuffers{};
@@ -155,6 +157,7 @@ class JaxprAssigner {
     p_.buffer_of_var.assign(nv, -1);
     p_.eqns.assign(n_, EqnBuffers{});
     merged_into_.clear();
+    members_.clear();
     last_use_.assign(nv, -1);
     def_.assign(nv, -1);
     ref_access_.assign(nv, {});
@@ -175,7 +178,7 @@ class JaxprAssigner {
       if (is_var(a)) last_use_[as_var(a).id] = static_cast<int>(n_);
     std::vector<Var> binders = body_binders(j_);
     for (size_t k = 0; k < binders.size() && k < entry_.binders.size(); ++k)
-      p_.buffer_of_var[binders[k].id] = add_buffer(entry_.binders[k]);
+      set(binders[k], add_buffer(entry_.binders[k]));
   }
 
   // `r[...] <- y` with the old value unused: the ref's contents are not read.
@@ -207,6 +210,7 @@ class JaxprAssigner {
   int add_buffer(Buffer b) {
     p_.buffers.push_back(std::move(b));
     merged_into_.push_back(-1);
+    members_.emplace_back();
     return static_cast<int>(p_.buffers.size()) - 1;
   }
   int fresh(const ArrayType& t, BufferOrigin origin, int index) {
@@ -231,9 +235,9 @@ class JaxprAssigner {
 
   // Whether some value (or ref) in buffer `b` still needs the contents it has after eqn i.
   bool live_after(int b, int i) const {
-    for (size_t v = 0; v < p_.buffer_of_var.size(); ++v) {
-      if (p_.buffer_of_var[v] != b || def_[v] > i) continue;
-      Var var{static_cast<uint32_t>(v)};
+    for (uint32_t v : members_[b]) {
+      if (def_[v] > i) continue;
+      Var var{v};
       if (j_.type_of(var).is_ref ? ref_content_live_after(var, i) : last_use_[v] > i) return true;
     }
     return false;
@@ -241,10 +245,9 @@ class JaxprAssigner {
 
   // The first value in `b` live after eqn i, for messages.
   std::optional<Var> live_value(int b, int i) const {
-    for (size_t v = 0; v < p_.buffer_of_var.size(); ++v) {
-      Var var{static_cast<uint32_t>(v)};
-      if (p_.buffer_of_var[v] == b && def_[v] <= i && !j_.type_of(var).is_ref && last_use_[v] > i)
-        return var;
+    for (uint32_t v : members_[b]) {
+      Var var{v};
+      if (def_[v] <= i && !j_.type_of(var).is_ref && last_use_[v] > i) return var;
     }
     return std::nullopt;
   }
@@ -299,12 +302,13 @@ class JaxprAssigner {
   // written, `keep`); otherwise the whole get that lent it the buffer copies instead. A
   // structured eqn (scan, cond, jit) reads its operands while its body writes the ref, so
   // there an operand last used by eqn i itself still counts as live (`operands_live`).
-  void before_ref_write(Var r, int i, std::optional<Var> keep = std::nullopt,
-                        bool operands_live = false) {
+  // Returns false when the attempt is abandoned (restart_): the caller returns at once.
+  [[nodiscard]] bool before_ref_write(Var r, int i, std::optional<Var> keep = std::nullopt,
+                                      bool operands_live = false) {
     int R = p_.buffer_of_var[r.id];
-    for (size_t v = 0; v < p_.buffer_of_var.size(); ++v) {
-      Var var{static_cast<uint32_t>(v)};
-      if (p_.buffer_of_var[v] != R || def_[v] >= i || j_.type_of(var).is_ref) continue;
+    for (uint32_t v : members_[R]) {
+      Var var{v};
+      if (def_[v] >= i || j_.type_of(var).is_ref) continue;
       if (keep && *keep == var) continue;
       if (last_use_[v] < i || (last_use_[v] == i && !operands_live)) continue;
       int g = origin_get_[v];
@@ -314,8 +318,10 @@ class JaxprAssigner {
                         "of a ref written at eqn {}",
                         v, i));
       copy_gets_.insert(g);
-      throw Restart{};
+      restart_ = true;
+      return false;
     }
+    return true;
   }
 
   // Merges fresh buffer `y` into `d` (destination passing) when d's contents are dead from
@@ -325,18 +331,15 @@ class JaxprAssigner {
     if (y == d || merged_into_[y] >= 0 || Y.home >= 0) return false;
     if (Y.origin != BufferOrigin::internal || Y.bytes != p_.buffers[d].bytes) return false;
     int created = Y.index;
-    for (size_t v = 0; v < p_.buffer_of_var.size(); ++v) {
-      Var var{static_cast<uint32_t>(v)};
-      int b = p_.buffer_of_var[v];
-      if (b == y && !j_.type_of(var).is_ref && last_use_[v] > until) return false;
-      if (b == d && !j_.type_of(var).is_ref && def_[v] < created && last_use_[v] >= created)
-        return false;
-    }
+    for (uint32_t v : members_[y])
+      if (!j_.type_of(Var{v}).is_ref && last_use_[v] > until) return false;
+    for (uint32_t v : members_[d])
+      if (!j_.type_of(Var{v}).is_ref && def_[v] < created && last_use_[v] >= created) return false;
     if (ref)
       for (const auto& [eqn, overwrite] : ref_access_[ref->id])
         if (eqn >= created && eqn < until) return false;
-    for (int& b : p_.buffer_of_var)
-      if (b == y) b = d;
+    const std::vector<uint32_t> moved = members_[y];  // set() edits members_[y]
+    for (uint32_t v : moved) set(Var{v}, d);
     merged_into_[y] = d;
     return true;
   }
@@ -356,10 +359,21 @@ class JaxprAssigner {
         case BufferBehaviour::ref_op: ref_op(e, i); break;
         case BufferBehaviour::structured: structured(e, i); break;
       }
+      if (restart_) return;
     }
   }
 
-  void set(Var v, int b) { p_.buffer_of_var[v.id] = b; }
+  // Puts `v` in buffer `b` (out of the one it was in), keeping each buffer's members in var
+  // order, so liveness questions about a buffer look at its own values only.
+  void set(Var v, int b) {
+    int& slot = p_.buffer_of_var[v.id];
+    if (slot == b) return;
+    if (slot >= 0) std::erase(members_[slot], v.id);
+    slot = b;
+    if (b < 0) return;
+    std::vector<uint32_t>& m = members_[b];
+    m.insert(std::lower_bound(m.begin(), m.end(), v.id), v.id);
+  }
 
   void all_fresh(const Eqn& e, size_t i) {
     for (Var v : e.outs) set(v, fresh(j_.type_of(v).array, BufferOrigin::internal, i));
@@ -494,7 +508,7 @@ class JaxprAssigner {
       case Prim::swap: return swap(e, i);
       case Prim::addupdate: {
         Var r = as_var(e.ins.at(0));
-        before_ref_write(r, ii);
+        if (!before_ref_write(r, ii)) return;
         E.action = EqnAction::in_place;
         return;
       }
@@ -528,7 +542,7 @@ class JaxprAssigner {
                                          : "swap returns the old contents of the region"));
     }
     if (!whole_indexer(e)) {
-      before_ref_write(r, ii);
+      if (!before_ref_write(r, ii)) return;
       E.action = EqnAction::in_place;
       return;
     }
@@ -536,11 +550,11 @@ class JaxprAssigner {
     if (yb >= 0 && yb != R && !old_used) try_merge(yb, R, ii, r);
     yb = buf(y);
     if (yb >= 0 && yb == R) {
-      before_ref_write(r, ii, as_var(y));
+      if (!before_ref_write(r, ii, as_var(y))) return;
       E.action = EqnAction::no_op;
       return;
     }
-    before_ref_write(r, ii);
+    if (!before_ref_write(r, ii)) return;
     E.action = EqnAction::in_place;
     if (yb < 0) {
       E.copies.push_back(
@@ -580,14 +594,17 @@ class JaxprAssigner {
     return true;
   }
 
-  // Refs the sub-jaxpr writes or accumulates into count as writes at eqn i.
-  void sub_ref_writes(const Eqn& e, int i, const Jaxpr& body, size_t first_operand) {
+  // Refs the sub-jaxpr writes or accumulates into count as writes at eqn i. False when the
+  // attempt is abandoned (before_ref_write).
+  [[nodiscard]] bool sub_ref_writes(const Eqn& e, int i, const Jaxpr& body, size_t first_operand) {
     std::vector<RefEffects> fx = compute_effects(body);
     for (size_t k = 0; k < fx.size() && first_operand + k < e.ins.size(); ++k)
       if ((fx[k].written || fx[k].accumulated) && is_var(e.ins[first_operand + k]) &&
-          j_.type_of(e.ins[first_operand + k]).is_ref)
-        before_ref_write(as_var(e.ins[first_operand + k]), i, std::nullopt,
-                         /*operands_live=*/true);
+          j_.type_of(e.ins[first_operand + k]).is_ref &&
+          !before_ref_write(as_var(e.ins[first_operand + k]), i, std::nullopt,
+                            /*operands_live=*/true))
+        return false;
+    return true;
   }
 
   std::string sub_where(const Eqn& e, size_t i, const std::string& what) const {
@@ -611,7 +628,7 @@ class JaxprAssigner {
     size_t nk = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
     int ii = static_cast<int>(i);
     EqnBuffers& E = p_.eqns[i];
-    sub_ref_writes(e, ii, body, 0);
+    if (!sub_ref_writes(e, ii, body, 0)) return;
     std::set<int> taken;
     for (size_t k = 0; k < nk && k < e.outs.size(); ++k) {
       Var res = e.outs[k];
@@ -675,7 +692,8 @@ class JaxprAssigner {
   void cond(const Eqn& e, size_t i) {
     const JaxprList& branches = e.params.get<JaxprList>("branches");
     int ii = static_cast<int>(i);
-    for (const JaxprPtr& br : branches) sub_ref_writes(e, ii, *br, 1);
+    for (const JaxprPtr& br : branches)
+      if (!sub_ref_writes(e, ii, *br, 1)) return;
     all_fresh(e, i);
     p_.eqns[i].action = EqnAction::structured;
     for (size_t b = 0; b < branches.size(); ++b) {
@@ -696,7 +714,7 @@ class JaxprAssigner {
   void call(const Eqn& e, size_t i, const char* param) {
     const Jaxpr& body = *e.params.get<JaxprPtr>(param);
     int ii = static_cast<int>(i);
-    sub_ref_writes(e, ii, body, 0);
+    if (!sub_ref_writes(e, ii, body, 0)) return;
     Entry sub;
     sub.kind = JaxprKind::call_body;
     sub.parent = self_;
