@@ -1,0 +1,336 @@
+// The jaxpr parser (parser.h): equations, generic ones and JAX's forms (rewrites, key types,
+// `_` outputs, implicit size-1 broadcasting).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+
+#include "ir/parser.h"
+
+namespace refjit::text::parser {
+
+bool Parser::ref_write_follows() const {
+  size_t k = 1;
+  int depth = 0;
+  for (;; ++k) {
+    const Token& t = peek(k);
+    if (t.is(Tok::end)) return false;
+    if (t.is(Tok::lbracket)) ++depth;
+    if (t.is(Tok::rbracket) && --depth == 0) break;
+  }
+  const Token& after = peek(k + 1);
+  return after.is(Tok::arrow) || after.is(Tok::plus_eq);
+}
+
+void Parser::parse_eqn(Scope& s, int depth) {
+  const Token& t = peek();
+  if (!t.is(Tok::ident))
+    fail(t, fmt::format("expected an equation or 'in (...)', found {}", text::describe(t)));
+  if (peek(1).is(Tok::colon)) {
+    std::vector<Binder> outs;
+    while (peek().is(Tok::ident) && peek(1).is(Tok::colon))
+      outs.push_back(parse_binder("a binder"));
+    const Token& op = peek();
+    if (op.is(Tok::equal)) {
+      next();
+      parse_generic(s, std::move(outs), depth);
+    } else if (op.is(Tok::arrow)) {
+      parse_get(s, std::move(outs));
+    } else if (op.is(Tok::comma)) {
+      parse_swap(s, std::move(outs));
+    } else {
+      fail(op, fmt::format("expected '=' (or '<-' for a ref read) after the binders, found {}",
+                           text::describe(op)));
+    }
+    return;
+  }
+  if (peek(1).is(Tok::lbracket) && ref_write_follows()) {
+    parse_ref_write(s);
+    return;
+  }
+  parse_generic(s, {}, depth);
+}
+
+void Parser::parse_generic(Scope& s, std::vector<Binder> outs, int depth) {
+  const Token& pt = peek();
+  if (!pt.is(Tok::ident))
+    fail(pt, fmt::format("expected a primitive name, found {}", text::describe(pt)));
+  std::optional<Prim> prim = prim_from_name(pt.text);
+  if (const text::JaxRewrite* rw = text::find_jax_rewrite(pt.text);
+      rw && (!prim || jax_form_follows(*rw))) {
+    next();
+    parse_rewrite(s, pt, *rw, std::move(outs), depth);
+    return;
+  }
+  if (!prim)
+    fail(pt, fmt::format("unknown primitive {} (docs/primitives.md lists refjit's "
+                         "primitives)",
+                         text::describe(pt)));
+  next();
+  switch (*prim) {
+    case Prim::get: fail(pt, "a ref read is written 'b:f32[1] <- a[c:c+1]', not as 'get'");
+    case Prim::swap:
+      fail(pt,
+           "a ref write is written 'a[...] <- v' or 'o:f32[], a[...] <- a[...], v', not as "
+           "'swap'");
+    case Prim::addupdate:
+      fail(pt, "an in-place add is written 'a[c:c+1] += v', not as 'addupdate'");
+    default: break;
+  }
+  Params params;
+  if (peek().is(Tok::lbracket)) parse_params(*prim, params, depth);
+  if (*prim == Prim::jit) retype_underscore_outputs(params, outs);
+  std::vector<Atom> atoms = parse_operands(s);
+  if (*prim == Prim::broadcast_in_dim) fill_hidden_broadcast_params(s, params, atoms, outs);
+  if (is_broadcasting_binary(*prim)) broadcast_size1_dims(s, atoms);
+  if (!atoms.empty() && is_var(atoms[0]) && s.keys.count(as_var(atoms[0]).id))
+    adapt_to_key_layout(pt, *prim, params);
+  emit(s, pt, *prim, std::move(atoms), std::move(params), outs);
+}
+
+void Parser::adapt_to_key_layout(const Token& at, Prim prim, Params& params) {
+  auto append = [&](const char* name, int64_t v) {
+    IntList l = params.get<IntList>(name);
+    l.push_back(v);
+    params.set(name, l);
+  };
+  switch (prim) {
+    case Prim::slice:
+      append("start_indices", 0);
+      append("limit_indices", 2);
+      if (params.get_or<IntList>("strides", {}).size()) append("strides", 1);
+      return;
+    case Prim::reshape: append("new_sizes", 2); return;
+    case Prim::broadcast_in_dim: {
+      IntList shape = params.get<IntList>("shape");
+      append("broadcast_dimensions", static_cast<int64_t>(shape.size()) - 1);
+      return;  // shape came from the binder, which already has the words
+    }
+    case Prim::squeeze:
+    case Prim::expand_dims:
+    case Prim::concatenate:
+    case Prim::jit:
+    case Prim::scan:
+    case Prim::cond:
+    case Prim::copy: return;
+    default:
+      fail(at, fmt::format("'{}' on a PRNG key array is not supported; refjit reads slice, "
+                           "squeeze, expand_dims, reshape, broadcast_in_dim and concatenate "
+                           "of keys",
+                           prim_name(prim)));
+  }
+}
+
+void Parser::retype_underscore_outputs(Params& params, const std::vector<Binder>& outs) {
+  const JaxprPtr* body = std::get_if<JaxprPtr>(params.find("jaxpr"));
+  if (!body || !*body) return;
+  auto it = underscore_outputs_.find(body->get());
+  if (it == underscore_outputs_.end() || (*body)->outvars.size() != outs.size()) return;
+  Jaxpr fixed = **body;
+  for (size_t p : it->second.positions) {
+    for (auto d = it->second.dropped.rbegin(); d != it->second.dropped.rend(); ++d)
+      if (fixed.type_of(*d) == outs[p].type) {
+        fixed.outvars[p] = *d;
+        break;
+      }
+  }
+  params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(fixed)));
+}
+
+bool Parser::jax_form_follows(const text::JaxRewrite& rw) const {
+  if (!peek(1).is(Tok::lbracket) || !peek(2).is(Tok::ident) || !peek(3).is(Tok::equal))
+    return false;
+  std::string_view first = peek(2).text;
+  for (const auto& spec : rw.params)
+    if (spec.name == first) return true;
+  return std::find(rw.ignored.begin(), rw.ignored.end(), first) != rw.ignored.end();
+}
+
+void Parser::parse_rewrite(Scope& s, const Token& at, const text::JaxRewrite& rw,
+                           std::vector<Binder> outs, int depth) {
+  Params params;
+  if (peek().is(Tok::lbracket)) parse_params_with(rw.name, rw.params, rw.ignored, params, depth);
+  std::vector<Atom> atoms = parse_operands(s);
+  std::vector<Type> out_types;
+  for (const Binder& b : outs) out_types.push_back(b.type);
+  text::RewriteArgs args{s.builder, std::move(atoms), params, out_types};
+  std::vector<Atom> results;
+  try {
+    results = rw.expand(args);
+  } catch (const RefError& e) {
+    throw RefError(e.code(), loc(at) + "error: " + e.what());
+  } catch (const TypeError& e) {
+    throw TypeError(loc(at) + "error: " + e.what());
+  }
+  if (results.size() != outs.size())
+    throw TypeError(loc(at) + fmt::format("error: {} produces {} value(s) but {} binder(s) are "
+                                          "written",
+                                          rw.name, results.size(), outs.size()));
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const Binder& b = outs[k];
+    Type t = s.builder.type_of(results[k]);
+    if (!(t == b.type))
+      throw TypeError(loc(*b.tok) + fmt::format("error: binder '{}' is written {} but {} "
+                                                "produces {}",
+                                                b.name, b.type.str(), rw.name, t.str()));
+    Var v = is_var(results[k]) ? as_var(results[k]) : s.builder.add_eqn1(Prim::copy, {results[k]});
+    if (b.dropped) {
+      s.dropped.push_back(v);
+    } else {
+      // The binder names the rewrite's result (for the CLI's `NAME = VALUE`, and tests).
+      std::string& name = s.builder.jaxpr().vars[v.id].name;
+      if (name.empty()) name = b.name;
+      declare(s, b, v);
+    }
+  }
+}
+
+std::vector<Atom> Parser::parse_operands(Scope& s) {
+  std::vector<const Token*> toks;
+  std::vector<std::optional<Atom>> ins;
+  std::optional<DType> hint;
+  for (;;) {
+    const Token& t = peek();
+    if (t.is(Tok::semi)) {
+      next();
+      break;
+    }
+    if (at_typed_literal()) {
+      toks.push_back(&t);
+      ins.push_back(parse_typed_literal());
+      continue;
+    }
+    if (is_number(t)) {
+      toks.push_back(&next());
+      ins.push_back(std::nullopt);
+      continue;
+    }
+    if (!t.is(Tok::ident)) break;
+    const Token& u = peek(1);
+    if (u.is(Tok::colon) || u.is(Tok::lbracket) || (t.text == "in" && u.is(Tok::lparen))) break;
+    // An unbound name of a primitive starts the next eqn, one without outputs or params
+    // (`free_ref c`), which JAX separates by a line break only.
+    if (!s.vars.count(std::string(t.text)) &&
+        (prim_from_name(t.text) || text::find_jax_rewrite(t.text)))
+      break;
+    toks.push_back(&next());
+    if (t.text == "True" || t.text == "False") {
+      ins.push_back(std::nullopt);
+      continue;
+    }
+    Var v = lookup(s, t);
+    const Type& ty = s.builder.jaxpr().type_of(v);
+    if (!hint && !ty.is_ref) hint = ty.dtype();
+    ins.push_back(Atom(v));
+  }
+  std::vector<Atom> atoms;
+  for (size_t k = 0; k < ins.size(); ++k)
+    atoms.push_back(ins[k] ? *ins[k] : Atom(bare_literal(*toks[k], hint)));
+  return atoms;
+}
+
+void Parser::broadcast_size1_dims(Scope& s, std::vector<Atom>& atoms) {
+  if (atoms.size() != 2) return;
+  const Jaxpr& j = s.builder.jaxpr();
+  Type tx = j.type_of(atoms[0]), ty = j.type_of(atoms[1]);
+  if (tx.is_ref || ty.is_ref) return;
+  const Shape& x = tx.shape();
+  const Shape& y = ty.shape();
+  if (x == y || x.empty() || y.empty() || x.size() != y.size()) return;
+  Shape common(x.size());
+  for (size_t k = 0; k < x.size(); ++k) {
+    if (x[k] != y[k] && x[k] != 1 && y[k] != 1) return;
+    common[k] = x[k] == 1 ? y[k] : x[k];
+  }
+  for (Atom& a : atoms) {
+    if (j.type_of(a).shape() == common) continue;
+    IntList dims(common.size());
+    for (size_t k = 0; k < dims.size(); ++k) dims[k] = static_cast<int64_t>(k);
+    a = s.builder.add_eqn1(
+        Prim::broadcast_in_dim, {a},
+        Params{{"broadcast_dimensions", dims}, {"shape", IntList(common.begin(), common.end())}});
+  }
+}
+
+bool Parser::is_broadcasting_binary(Prim p) {
+  switch (p) {
+    case Prim::add:
+    case Prim::add_any:
+    case Prim::sub:
+    case Prim::mul:
+    case Prim::div:
+    case Prim::max:
+    case Prim::min:
+    case Prim::pow:
+    case Prim::eq:
+    case Prim::ne:
+    case Prim::lt:
+    case Prim::le:
+    case Prim::gt:
+    case Prim::ge:
+    case Prim::and_:
+    case Prim::or_:
+    case Prim::rem:
+    case Prim::atan2:
+    case Prim::xor_:
+    case Prim::nextafter:
+    case Prim::shift_left:
+    case Prim::shift_right_logical:
+    case Prim::shift_right_arithmetic: return true;
+    default: return false;
+  }
+}
+
+void Parser::fill_hidden_broadcast_params(Scope& s, Params& params, const std::vector<Atom>& ins,
+                                          const std::vector<Binder>& outs) {
+  if (outs.size() != 1) return;
+  const Shape& out = outs[0].type.shape();
+  if (!params.has("shape")) params.set("shape", IntList(out.begin(), out.end()));
+  if (!params.has("broadcast_dimensions") && ins.size() == 1) {
+    int64_t rank = s.builder.jaxpr().type_of(ins[0]).array.rank();
+    IntList dims;
+    for (int64_t k = static_cast<int64_t>(out.size()) - rank; k < static_cast<int64_t>(out.size());
+         ++k)
+      if (k >= 0) dims.push_back(k);
+    params.set("broadcast_dimensions", std::move(dims));
+  }
+}
+
+void Parser::emit(Scope& s, const Token& at, Prim prim, std::vector<Atom> ins, Params params,
+                  const std::vector<Binder>& outs, bool ref_form) {
+  Jaxpr& j = s.builder.jaxpr();
+  std::vector<Type> in_types;
+  for (const Atom& a : ins) in_types.push_back(j.type_of(a));
+  std::vector<Type> inferred;
+  try {
+    inferred = infer_types(prim, in_types, params);
+  } catch (const RefError& e) {
+    throw RefError(e.code(), loc(at) + "error: " + e.what());
+  } catch (const TypeError& e) {
+    throw TypeError(loc(at) + "error: " + e.what());
+  }
+  if (inferred.size() != outs.size())
+    throw TypeError(loc(at) + fmt::format("error: {} produces {} value(s) but {} binder(s) are "
+                                          "written",
+                                          prim_name(prim), inferred.size(), outs.size()));
+  std::vector<Var> vars;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const Binder& b = outs[k];
+    if (!ref_form || !b.dropped) {
+      if (!(b.type == inferred[k]))
+        throw TypeError(loc(*b.tok) +
+                        fmt::format("error: binder '{}' is written {} but {} produces {}", b.name,
+                                    b.type.str(), prim_name(prim), inferred[k].str()));
+    }
+    Type t = ref_form && b.dropped ? inferred[k] : b.type;
+    vars.push_back(j.new_var(std::move(t), b.dropped, b.dropped ? "" : b.name));
+  }
+  s.builder.add_eqn_with_outs(prim, std::move(ins), std::move(params), vars);
+  for (size_t k = 0; k < outs.size(); ++k) declare(s, outs[k], vars[k]);
+}
+
+}  // namespace refjit::text::parser
