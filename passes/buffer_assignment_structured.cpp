@@ -1,0 +1,211 @@
+// Buffer assignment (buffer_assigner.h): scan, cond and call eqns, whose bodies get plans of
+// their own.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "passes/buffer_assigner.h"
+#include "passes/buffer_rules.h"
+#include "refjit/ir/error.h"
+
+namespace refjit::buffers {
+
+Buffer JaxprAssigner::binder(BufferOrigin origin, int index, const Atom& operand,
+                             bool writable) const {
+  Buffer b;
+  Type t = j_.type_of(operand);
+  b.type = t.array;
+  b.bytes = t.array.byte_size();
+  b.origin = origin;
+  b.index = index;
+  b.outer = buf(operand);
+  b.writable = writable || t.is_ref;
+  return b;
+}
+
+bool JaxprAssigner::can_hand_over(const Eqn& e, size_t k, int i) const {
+  int b = buf(e.ins[k]);
+  if (b < 0 || !p_.buffers[b].writable || j_.type_of(e.ins[k]).is_ref || live_after(b, i))
+    return false;
+  for (size_t m = 0; m < e.ins.size(); ++m)
+    if (m != k && buf(e.ins[m]) == b) return false;
+  return true;
+}
+
+bool JaxprAssigner::sub_ref_writes(const Eqn& e, int i, const Jaxpr& body, size_t first_operand) {
+  std::vector<RefEffects> fx = compute_effects(body);
+  for (size_t k = 0; k < fx.size() && first_operand + k < e.ins.size(); ++k)
+    if ((fx[k].written || fx[k].accumulated) && is_var(e.ins[first_operand + k]) &&
+        j_.type_of(e.ins[first_operand + k]).is_ref &&
+        !before_ref_write(as_var(e.ins[first_operand + k]), i, std::nullopt,
+                          /*operands_live=*/true))
+      return false;
+  return true;
+}
+
+std::string JaxprAssigner::sub_where(const Eqn& e, size_t i, const std::string& what) const {
+  return fmt::format("{} of eqn {} ({}) of {}", what, i, prim_name(e.prim), entry_.where);
+}
+
+void JaxprAssigner::structured(const Eqn& e, size_t i) {
+  p_.eqns[i].action = EqnAction::structured;
+  switch (e.prim) {
+    case Prim::scan: return scan(e, i);
+    case Prim::cond: return cond(e, i);
+    case Prim::jit: return call(e, i, "jaxpr");
+    case Prim::custom_vjp_call: return call(e, i, "call_jaxpr");
+    default: return all_fresh(e, i);
+  }
+}
+
+void JaxprAssigner::scan(const Eqn& e, size_t i) {
+  const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
+  size_t nc = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
+  size_t nk = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
+  int ii = static_cast<int>(i);
+  EqnBuffers& E = p_.eqns[i];
+  if (!sub_ref_writes(e, ii, body, 0)) return;
+  std::set<int> taken;
+  for (size_t k = 0; k < nk && k < e.outs.size(); ++k) {
+    Var res = e.outs[k];
+    const ArrayType& t = j_.type_of(res).array;
+    size_t op = nc + k;
+    int b = buf(e.ins.at(op));
+    if (can_hand_over(e, op, ii) && !taken.count(b)) {
+      taken.insert(b);
+      set(res, b);
+      origin_get_[res.id] = origin_get_[as_var(e.ins[op]).id];
+      E.in_place[k] = static_cast<int>(op);
+      continue;
+    }
+    int d = fresh(t, BufferOrigin::internal, ii);
+    set(res, d);
+    if (b < 0) {
+      E.copies.push_back(make_copy(CopyKind::fill, -1, d, t.byte_size(), ii, std::nullopt,
+                                   fmt::format("carry {} starts from a literal", k)));
+    } else {
+      Var x = as_var(e.ins[op]);
+      E.copies.push_back(make_copy(
+          CopyKind::whole, b, d, t.byte_size(), ii, x,
+          fmt::format("initial carry {} `{}` cannot become the loop's carry buffer: {}", k, name(x),
+                      p_.buffers[b].writable && !live_after(b, ii)
+                          ? std::string("another operand of the scan shares its buffer")
+                          : why_not_writable(b, ii))));
+    }
+  }
+  for (size_t k = nk; k < e.outs.size(); ++k)
+    set(e.outs[k], fresh(j_.type_of(e.outs[k]).array, BufferOrigin::internal, ii));
+
+  Entry sub;
+  sub.kind = JaxprKind::scan_body;
+  sub.parent = self_;
+  sub.parent_eqn = ii;
+  sub.where = sub_where(e, i, "body");
+  sub.in_loop = true;
+  sub.num_consts = static_cast<int>(nc);
+  sub.num_carry = static_cast<int>(nk);
+  for (size_t k = 0; k < e.ins.size(); ++k) {
+    if (k < nc) {
+      sub.binders.push_back(binder(BufferOrigin::scan_const, k, e.ins[k], false));
+    } else if (k < nc + nk) {
+      Buffer c = binder(BufferOrigin::carry, k - nc, e.ins[k], true);
+      c.outer = buf(e.outs[k - nc]);
+      sub.binders.push_back(c);
+    } else {
+      size_t x = k - nc - nk;
+      Type bt = body.type_of(body_binders(body).at(k));
+      Buffer row = binder(BufferOrigin::x_row, x, e.ins[k], false);
+      row.type = bt.array;
+      row.bytes = bt.array.byte_size();
+      sub.binders.push_back(row);
+    }
+  }
+  for (size_t k = nk; k < e.outs.size(); ++k) sub.out_outer.push_back(buf(e.outs[k]));
+  E.sub_plans.push_back(a_.assign(body, std::move(sub)));
+}
+
+void JaxprAssigner::cond(const Eqn& e, size_t i) {
+  const JaxprList& branches = e.params.get<JaxprList>("branches");
+  int ii = static_cast<int>(i);
+  for (const JaxprPtr& br : branches)
+    if (!sub_ref_writes(e, ii, *br, 1)) return;
+  all_fresh(e, i);
+  p_.eqns[i].action = EqnAction::structured;
+  for (size_t b = 0; b < branches.size(); ++b) {
+    Entry sub;
+    sub.kind = JaxprKind::cond_branch;
+    sub.parent = self_;
+    sub.parent_eqn = ii;
+    sub.where = sub_where(e, i, fmt::format("branch {}", b));
+    sub.in_loop = entry_.in_loop;
+    for (size_t k = 1; k < e.ins.size(); ++k)
+      sub.binders.push_back(binder(BufferOrigin::operand, k, e.ins[k], false));
+    for (Var v : e.outs) sub.out_outer.push_back(buf(v));
+    int plan = a_.assign(*branches[b], std::move(sub));
+    p_.eqns[i].sub_plans.push_back(plan);
+  }
+}
+
+void JaxprAssigner::call(const Eqn& e, size_t i, const char* param) {
+  const Jaxpr& body = *e.params.get<JaxprPtr>(param);
+  int ii = static_cast<int>(i);
+  if (!sub_ref_writes(e, ii, body, 0)) return;
+  Entry sub;
+  sub.kind = JaxprKind::call_body;
+  sub.parent = self_;
+  sub.parent_eqn = ii;
+  sub.where = sub_where(e, i, "body");
+  sub.in_loop = entry_.in_loop;
+  for (size_t k = 0; k < e.ins.size(); ++k)
+    sub.binders.push_back(binder(BufferOrigin::operand, k, e.ins[k], can_hand_over(e, k, ii)));
+  int plan = a_.assign(body, std::move(sub));
+  p_.eqns[i].sub_plans.push_back(plan);
+  // Results: an operand's buffer when the body returns (an update of) its binder, else a
+  // fresh buffer here that the body computes into.
+  JaxprBuffers& bp = a_.out.jaxprs.at(plan);
+  std::vector<int> outer_of_body(bp.buffers.size(), -1);
+  for (size_t k = 0; k < e.outs.size() && k < body.outvars.size(); ++k) {
+    Var res = e.outs[k];
+    int bb = is_var(body.outvars[k]) ? bp.buffer_of_var[as_var(body.outvars[k]).id] : -1;
+    if (bb >= 0 && bp.buffers[bb].origin == BufferOrigin::operand && bp.buffers[bb].outer >= 0 &&
+        !j_.type_of(e.ins.at(bp.buffers[bb].index)).is_ref) {
+      int op = bp.buffers[bb].index;
+      set(res, bp.buffers[bb].outer);
+      if (is_var(e.ins[op])) origin_get_[res.id] = origin_get_[as_var(e.ins[op]).id];
+      p_.eqns[i].in_place[k] = op;
+      continue;
+    }
+    if (bb >= 0 && outer_of_body[bb] >= 0) {
+      set(res, outer_of_body[bb]);
+      continue;
+    }
+    int d = fresh(j_.type_of(res).array, BufferOrigin::internal, ii);
+    set(res, d);
+    if (bb >= 0 && bp.buffers[bb].home == static_cast<int>(k)) {
+      bp.buffers[bb].outer = d;
+      outer_of_body[bb] = d;
+      continue;
+    }
+    // The body copies the value into a result buffer that is this eqn's result.
+    const ArrayType& t = j_.type_of(res).array;
+    Buffer rb;
+    rb.type = t;
+    rb.bytes = t.byte_size();
+    rb.origin = BufferOrigin::result;
+    rb.index = static_cast<int>(k);
+    rb.outer = d;
+    bp.buffers.push_back(rb);
+    int dst = static_cast<int>(bp.buffers.size()) - 1;
+    Copy c = make_copy(bb < 0 ? CopyKind::fill : CopyKind::whole, bb, dst, t.byte_size(), -1,
+                       std::nullopt, fmt::format("result {} of the body", k));
+    if (bb >= 0) {
+      c.value = as_var(body.outvars[k]);
+      c.why =
+          fmt::format("result {}: the body's value is in a buffer that cannot be the result", k);
+    }
+    bp.end_copies.push_back(std::move(c));
+  }
+}
+
+}  // namespace refjit::buffers
