@@ -1,7 +1,7 @@
 // Integer value ranges: for each integer var of a jaxpr, an interval holding every element
-// it can take, from ranges known for its binders (jit knows its integer constants). Used by
-// jit's specialisation to constants: row trimming (trim_rows.h) and range simplification
-// (range_simplify.h).
+// it can take, from ranges known for its binders (jit knows its integer constants). The one
+// integer-range analysis: row trimming (trim_rows.h) and range simplification
+// (range_simplify.h) query it, as any pass can.
 //
 // Propagated through slicing, reshaping, broadcasting, gathers and reductions (a result's
 // elements are some of the operand's), add/sub/mul/max/min/neg, div by a positive constant,

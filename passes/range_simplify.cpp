@@ -58,7 +58,8 @@ class Simplifier {
     }
     for (Atom& a : j_.outvars) a = substituted(a);
     rewrite_split_runs();
-    rewrite_flat_scatters();
+    rewrite_index_runs();
+    lift_flat_updates();
     merge_reads_before_zeroing();
     remove_dead_eqns();
     return changes_;
@@ -192,9 +193,16 @@ class Simplifier {
                                                       int64_t width) const {
     std::optional<UnitRun> run = as_unit_run(j_, f);
     if (!run || run->length != n) return std::nullopt;
+    return row_and_column(run->terms, n, rows, width);
+  }
+
+  // (r, c) if the scalars `terms` add up to W*r + c with r in [0, rows-1] and c in [0, W-n].
+  std::optional<std::pair<Atom, Atom>> row_and_column(const std::vector<UnitRun::Term>& terms,
+                                                      int64_t n, int64_t rows,
+                                                      int64_t width) const {
     // One scalar is W*r; at most one more is c; none is subtracted.
     std::optional<Atom> r, c;
-    for (const UnitRun::Term& term : run->terms) {
+    for (const UnitRun::Term& term : terms) {
       if (term.negated) return std::nullopt;
       const Atom& s = term.scalar;
       std::optional<Atom> x = times(s, width);
@@ -211,6 +219,13 @@ class Simplifier {
     if (!rr || !cr || rr->lo < 0 || rr->hi > rows - 1 || cr->lo < 0 || cr->hi > width - n)
       return std::nullopt;
     return std::pair{*r, col0};
+  }
+
+  // (r, c) if the scalar start `s` is W*r + c with ranges putting a window of n elements
+  // starting there inside row r of a [rows, W] array: r in [0, rows-1], c in [0, W-n].
+  std::optional<std::pair<Atom, Atom>> start_in_one_row(const Atom& s, int64_t n, int64_t rows,
+                                                        int64_t width) const {
+    return row_and_column(scalar_sum_terms(j_, s), n, rows, width);
   }
 
   // R[f / W, f - (f / W) * W] with f = W*r + c + iota(n) inside one row: R[r, c:c+n].
@@ -300,23 +315,96 @@ class Simplifier {
                 ArrayType{dt, {1, n}});
   }
 
-  // reshape(scatter(reshape(Y, [D*W]), W*r + c + iota(n), U), [D, W]) with the run inside
-  // row r is dynamic_update_slice(Y, U as a [1, n] row, r, c): every index is in range and
-  // distinct, so nothing is dropped and no update overwrites another.
-  void rewrite_flat_scatters() {
+  // The eqns to insert before each eqn (filled by a rewrite), then put in place.
+  void insert_before(std::vector<std::vector<Eqn>>& before) {
+    std::vector<Eqn> eqns;
+    for (size_t i = 0; i < j_.eqns.size(); ++i) {
+      for (Eqn& e : before[i]) eqns.push_back(std::move(e));
+      eqns.push_back(std::move(j_.eqns[i]));
+    }
+    j_.eqns = std::move(eqns);
+    stale_defs();
+    for (Eqn& e : j_.eqns)
+      for (Atom& a : e.ins) a = substituted(a);
+    for (Atom& a : j_.outvars) a = substituted(a);
+    r_.resize(j_.vars.size());
+  }
+
+  // The sum of `terms` (scalars of dtype `dt`), emitted into `out`.
+  Atom emit_sum(std::vector<Eqn>& out, const std::vector<UnitRun::Term>& terms, DType dt) {
+    std::optional<Atom> sum;
+    for (const UnitRun::Term& t : terms) {
+      if (!sum) {
+        sum = t.negated ? Atom(emit(out, Prim::neg, {}, {t.scalar}, ArrayType{dt, {}})) : t.scalar;
+        continue;
+      }
+      sum = emit(out, t.negated ? Prim::sub : Prim::add, {}, {*sum, t.scalar}, ArrayType{dt, {}});
+    }
+    return sum ? *sum : Atom(Literal::of_int(dt, 0));
+  }
+
+  // A gather or scatter whose index vector is a unit run (passes/unit_run.h) lying inside its
+  // axis reads or writes one contiguous window: it becomes a dynamic_slice or a
+  // dynamic_update_slice at the run's first index (the sum of the run's scalar terms). Exact:
+  // every index is in range, so the gather's clamping and the scatter's dropping never apply,
+  // and no two updates land on one element.
+  void rewrite_index_runs() {
     std::vector<std::vector<Eqn>> before(j_.eqns.size());
     bool any = false;
     for (size_t i = 0; i < j_.eqns.size(); ++i) {
       const Eqn& e = j_.eqns[i];
-      if (e.prim != Prim::scatter || e.ins.size() != 3 || e.outs.size() != 1 ||
-          e.params.get_or<int64_t>("axis", -1) != 0)
+      const bool gather = e.prim == Prim::gather;
+      if ((!gather && e.prim != Prim::scatter) || e.outs.size() != 1 ||
+          e.ins.size() != (gather ? 2u : 3u))
         continue;
+      const ArrayType x = j_.type_of(e.ins[0]).array;
+      const int64_t axis = e.params.get_or<int64_t>("axis", -1);
+      if (axis < 0 || axis >= x.rank()) continue;
+      std::optional<UnitRun> run = as_unit_run(j_, e.ins[1]);
+      std::optional<IntRange> range = range_of(r_, e.ins[1]);
+      if (!run || run->length < 1 || !range || range->lo < 0 || range->hi > x.shape[axis] - 1)
+        continue;
+      const DType dt = j_.type_of(e.ins[1]).array.dtype;
+      std::vector<Atom> starts(static_cast<size_t>(x.rank()), Literal::of_int(dt, 0));
+      starts[static_cast<size_t>(axis)] = emit_sum(before[i], run->terms, dt);
+      const Var out = e.outs[0];
+      const ArrayType t = j_.type_of(out).array;
+      Var replacement;
+      if (gather) {
+        std::vector<Atom> ins{e.ins[0]};
+        ins.insert(ins.end(), starts.begin(), starts.end());
+        replacement =
+            emit(before[i], Prim::dynamic_slice,
+                 Params{{"slice_sizes", IntList(t.shape.begin(), t.shape.end())}}, ins, t);
+      } else {
+        std::vector<Atom> ins{e.ins[0], e.ins[2]};
+        ins.insert(ins.end(), starts.begin(), starts.end());
+        replacement = emit(before[i], Prim::dynamic_update_slice, {}, ins, t);
+      }
+      subst_[out.id] = replacement;
+      any = true;
+      ++changes_;
+    }
+    if (any) insert_before(before);
+  }
+
+  // reshape(dynamic_update_slice(reshape(Y, [D*W]), U, W*r + c), [D, W]) whose window lies in
+  // row r (r in [0, D-1], c in [0, W-n]) is dynamic_update_slice(Y, U as a [1, n] row, r, c):
+  // an update of a flattened array written back in the array's shape (`x.at[r, c:c+n].set(u)`
+  // as JAX's general scatter, or a flat scatter, reads after rewrite_index_runs).
+  void lift_flat_updates() {
+    std::vector<std::vector<Eqn>> before(j_.eqns.size());
+    bool any = false;
+    for (size_t i = 0; i < j_.eqns.size(); ++i) {
+      const Eqn& e = j_.eqns[i];
+      if (e.prim != Prim::dynamic_update_slice || e.ins.size() != 3 || e.outs.size() != 1) continue;
       const Eqn* flat = def(e.ins[0]);
       if (!flat || !is_row_major_reshape(*flat)) continue;
       const Type yt = j_.type_of(flat->ins[0]);
       if (yt.is_ref || yt.array.rank() != 2) continue;
-      const Shape& ushape = j_.type_of(e.ins[2]).array.shape;
-      if (ushape.size() != 1 || j_.type_of(e.ins[1]).array.shape != ushape) continue;
+      const int64_t rows = yt.array.shape[0], width = yt.array.shape[1];
+      const Shape& ushape = j_.type_of(e.ins[1]).array.shape;
+      if (ushape.size() != 1) continue;
       const int64_t n = ushape[0];
       // Every reader of the result reshapes it back to Y's shape.
       const Var result = e.outs[0];
@@ -333,10 +421,9 @@ class Simplifier {
           }
       for (const Atom& a : j_.outvars) ok &= !(is_var(a) && as_var(a) == result);
       if (!ok || backs.empty()) continue;
-      std::optional<std::pair<Atom, Atom>> rc =
-          run_in_one_row(e.ins[1], n, yt.array.shape[0], yt.array.shape[1]);
+      std::optional<std::pair<Atom, Atom>> rc = start_in_one_row(e.ins[2], n, rows, width);
       if (!rc) continue;
-      const Atom y = flat->ins[0], u = e.ins[2];
+      const Atom y = flat->ins[0], u = e.ins[1];
       const Atom row = as_row(u, n, before[i]);
       const Var updated = emit(before[i], Prim::dynamic_update_slice, {},
                                {y, row, rc->first, rc->second}, yt.array);
@@ -344,18 +431,7 @@ class Simplifier {
       any = true;
       ++changes_;
     }
-    if (!any) return;
-    std::vector<Eqn> eqns;
-    for (size_t i = 0; i < j_.eqns.size(); ++i) {
-      for (Eqn& e : before[i]) eqns.push_back(std::move(e));
-      eqns.push_back(std::move(j_.eqns[i]));
-    }
-    j_.eqns = std::move(eqns);
-    stale_defs();
-    for (Eqn& e : j_.eqns)
-      for (Atom& a : e.ins) a = substituted(a);
-    for (Atom& a : j_.outvars) a = substituted(a);
-    r_.resize(j_.vars.size());
+    if (any) insert_before(before);
   }
 
   int uses_of(Var v) const {

@@ -1,5 +1,7 @@
-// Range simplification: what the integer ranges (int_ranges.h) decide is folded away. Part of
-// jit's specialisation to constants (compiler/jit.cpp), after row trimming.
+// Range simplification: what the integer ranges (int_ranges.h) decide is folded away. The
+// pipeline's `simplify-ranges` pass (passes/pipeline.h), after row trimming; the ranges start
+// from what is known of the constants (jit's captured values, `refjit run`'s VALUEs), iotas
+// and literals.
 //
 //  - comparisons of integers whose ranges decide them become constants; `and`/`or`/`not` of
 //    constants fold, `select_n` with a constant predicate is its chosen case, and `max`/`min`
@@ -8,10 +10,13 @@
 //    [D, W] ref into row and column (`R[f / W, f - (f / W) * W]`, as the transpose of a scatter
 //    into a flattened state reads and zeroes its cotangent), with r in [0, D-1] and c in
 //    [0, W-n], is the window `R[r, c:c+n]`: one contiguous run;
-//  - a scatter of such a run into a flattened [D, W] array whose result is only reshaped back
-//    (`x.at[r, c:c+n].set(u)` written on the flattened state) is a dynamic_update_slice of u
-//    as a [1, n] row at (r, c), a concatenate of flattened pieces rebuilt from the pieces
-//    themselves, which the backend lowers as memmoves (slice moves);
+//  - a gather or scatter whose index vector is a unit run (passes/unit_run.h) inside its axis
+//    is a dynamic_slice / dynamic_update_slice at the run's first index, in any program;
+//  - a dynamic_update_slice of a flattened [D, W] array at W*r + c whose window stays in row
+//    r and whose result is only reshaped back (`x.at[r, c:c+n].set(u)` written on the
+//    flattened state) is a dynamic_update_slice of u as a [1, n] row at (r, c), a concatenate
+//    of flattened pieces rebuilt from the pieces themselves, which the backend lowers as
+//    memmoves (slice moves);
 //  - `v <- R[w]` followed by `R[w] <- zeros` (nothing touching R in between) is one
 //    `v, R[w] <- R[w], zeros`, the form the backend lowers as a cotangent shift.
 //

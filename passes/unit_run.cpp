@@ -47,7 +47,26 @@ bool collect(const Jaxpr& j, const Atom& a, int64_t length, bool negated, int de
   }
 }
 
+void scalar_terms(const Jaxpr& j, const Atom& a, bool negated, int depth,
+                  std::vector<UnitRun::Term>& out) {
+  const Eqn* q = is_var(a) && depth < 16 ? producer_of(j, as_var(a)) : nullptr;
+  const bool chain = q && q->ins.size() == 2 &&
+                     (q->prim == Prim::add || q->prim == Prim::add_any || q->prim == Prim::sub);
+  if (!chain) {
+    out.push_back(UnitRun::Term{a, negated});
+    return;
+  }
+  scalar_terms(j, q->ins[0], negated, depth + 1, out);
+  scalar_terms(j, q->ins[1], negated != (q->prim == Prim::sub), depth + 1, out);
+}
+
 }  // namespace
+
+std::vector<UnitRun::Term> scalar_sum_terms(const Jaxpr& j, const Atom& a) {
+  std::vector<UnitRun::Term> terms;
+  scalar_terms(j, a, false, 0, terms);
+  return terms;
+}
 
 std::optional<UnitRun> as_unit_run(const Jaxpr& j, const Atom& a) {
   const Type t = j.type_of(a);

@@ -32,4 +32,8 @@ std::optional<UnitRun> as_unit_run(const Jaxpr& j, const Atom& a);
 
 inline bool is_unit_run(const Jaxpr& j, const Atom& a) { return as_unit_run(j, a).has_value(); }
 
+// `a`, a rank-0 integer atom, as the sum of the scalars an add/sub chain in `j` combines (a
+// single term when it is not such a chain): a start index `W*r + c` gives its two terms.
+std::vector<UnitRun::Term> scalar_sum_terms(const Jaxpr& j, const Atom& a);
+
 }  // namespace refjit

@@ -147,13 +147,39 @@ TEST(RangeSimplify, AScatterOfARunInsideOneRowOfAFlattenedArrayIsADynamicUpdateS
   EXPECT_EQ(out.find("scatter"), std::string::npos) << out;
   // The update is rebuilt as a row: the broadcast value next to the dynamic_slice.
   EXPECT_NE(out.find("f32[1,3] = concatenate[dimension=1]"), std::string::npos) << out;
-  EXPECT_NE(out.find("dynamic_update_slice"), std::string::npos) << out;
-  // A run that may leave the row (c = 4), or a result read flat, keeps the scatter.
-  EXPECT_NE(simplify_and_compare(flat_scatter_program(), {2, 4}, args).find("scatter"),
+  EXPECT_NE(out.find("f32[4,6] = dynamic_update_slice"), std::string::npos) << out;
+  // A run that crosses into the next row (c = 4), or a result read flat, is an update of the
+  // flattened array: one window there, not a row of the 2-D one.
+  for (const std::string& flat :
+       {simplify_and_compare(flat_scatter_program(), {2, 4}, args),
+        simplify_and_compare(flat_scatter_program("y:f32[24] = neg g"), {2, 3}, args)}) {
+    EXPECT_EQ(flat.find("scatter"), std::string::npos) << flat;
+    EXPECT_NE(flat.find("f32[24] = dynamic_update_slice"), std::string::npos) << flat;
+    EXPECT_EQ(flat.find("f32[4,6] = dynamic_update_slice"), std::string::npos) << flat;
+  }
+  // A run that may leave the array (r = 3, c = 4: indices 22..24) keeps the scatter, which
+  // drops what falls outside.
+  EXPECT_NE(simplify_and_compare(flat_scatter_program(), {3, 4}, args).find("scatter"),
             std::string::npos);
-  EXPECT_NE(
-      simplify_and_compare(flat_scatter_program("y:f32[24] = neg g"), {2, 3}, args).find("scatter"),
-      std::string::npos);
+}
+
+TEST(RangeSimplify, AGatherOfARunInsideItsAxisIsADynamicSlice) {
+  const char* text = R"({ lambda c:i32[]; x:f32[5,8]. let
+    i:i32[3] = iota[dimension=0 dtype=int32 shape=(3,) sharding=None]
+    b:i32[3] = broadcast_in_dim[broadcast_dimensions=() shape=(3,) sharding=None] c
+    k:i32[3] = sub i b
+    f:i32[3] = add b i
+    g:f32[5,3] = gather[axis=1] x f
+    h:f32[5,3] = gather[axis=1] x k
+  in (g, h) })";
+  std::vector<RtValue> args = {random_f32({5, 8}, 9)};
+  const std::string out = simplify_and_compare(text, {4}, args);
+  // c + iota lies in [4, 6]: a window; iota - c runs downward from -4: clamped, kept.
+  EXPECT_NE(out.find("f32[5,3] = dynamic_slice[slice_sizes=(5, 3)]"), std::string::npos) << out;
+  EXPECT_NE(out.find("gather"), std::string::npos) << out;
+  // Past the end (c = 6: 6..8) the gather clamps, so it stays too.
+  const std::string past = simplify_and_compare(text, {6}, args);
+  EXPECT_EQ(past.find("dynamic_slice"), std::string::npos) << past;
 }
 
 TEST(RangeSimplify, AReadIsNotMergedWithAZeroingAfterAnotherWrite) {
