@@ -378,25 +378,16 @@ void compact(BufferAssignment& out, const std::vector<std::vector<int>>& merged)
         if (b.outer >= 0) b.outer = remap[P.parent][b.outer];
 }
 
-std::string eqn_text(const JaxprBuffers& p, int eqn, const BufferNames& names, int plan_index) {
-  const Eqn& e = p.jaxpr->eqns.at(eqn);
-  std::string s;
-  for (Var v : e.outs) s += (s.empty() ? "" : " ") + names.binder(plan_index, v);
-  if (!s.empty()) s += " = ";
-  s += prim_name(e.prim);
-  for (const Atom& a : e.ins) s += " " + names.atom(plan_index, a);
-  return s;
-}
-
 void check_no_copies_in_loops(const BufferNames& names, const BufferAssignment& out) {
   for (size_t pi = 0; pi < out.jaxprs.size(); ++pi) {
     const JaxprBuffers& p = out.jaxprs[pi];
     auto fail = [&](const Copy& c) {
       std::string value = c.value ? names.use(static_cast<int>(pi), *c.value) : "a literal";
-      std::string at = c.eqn >= 0 ? fmt::format("eqn {} (`{}`) `{}`", c.eqn,
-                                                prim_name(p.jaxpr->eqns[c.eqn].prim),
-                                                eqn_text(p, c.eqn, names, static_cast<int>(pi)))
-                                  : std::string("the end of the iteration");
+      std::string at =
+          c.eqn >= 0
+              ? fmt::format("eqn {} (`{}`) `{}`", c.eqn, prim_name(p.jaxpr->eqns[c.eqn].prim),
+                            names.eqn(static_cast<int>(pi), p.jaxpr->eqns[c.eqn], /*typed=*/true))
+              : std::string("the end of the iteration");
       throw Error(fmt::format(
           "buffer assignment: a whole-buffer copy of {} bytes of `{}` would run in every loop "
           "iteration, at {} in the {}: {}. Rewrite the loop so the value is updated in place "

@@ -19,6 +19,9 @@ class BufferNames {
   std::string use(int plan, Var v) const;
   std::string binder(int plan, Var v) const;  // name:type
   std::string atom(int plan, const Atom& a) const;
+  // "e = mul c d" (params left out; `typed`: "e:f32[4] = mul c d"); "b[...] += c" style ref
+  // eqns print as their primitive: "addupdate b c".
+  std::string eqn(int plan, const Eqn& e, bool typed = false) const;
 
  private:
   void name_jaxpr(int plan, const Jaxpr& j);  // plan -1: only advance the counter

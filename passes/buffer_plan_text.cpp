@@ -87,6 +87,15 @@ std::string BufferNames::binder(int plan, Var v) const {
   return use(plan, v) + ":" + j->vars[v.id].type.str();
 }
 
+std::string BufferNames::eqn(int plan, const Eqn& e, bool typed) const {
+  std::string s;
+  for (Var v : e.outs) s += (s.empty() ? "" : " ") + (typed ? binder(plan, v) : use(plan, v));
+  if (!s.empty()) s += " = ";
+  s += prim_name(e.prim);
+  for (const Atom& a : e.ins) s += " " + atom(plan, a);
+  return s;
+}
+
 std::string BufferNames::atom(int plan, const Atom& a) const {
   if (is_var(a)) return use(plan, as_var(a));
   return std::get<Literal>(a).str();

@@ -9,15 +9,9 @@ namespace refjit {
 
 namespace {
 
-// "e = mul c d", "swap r i z" (no outs): an eqn without its params.
+// An eqn of plan `plan` as BufferNames prints it.
 std::string eqn_text(const BufferNames& names, int plan, const Jaxpr& j, int32_t eqn) {
-  const Eqn& e = j.eqns.at(static_cast<size_t>(eqn));
-  std::string s;
-  for (size_t k = 0; k < e.outs.size(); ++k) s += (k ? " " : "") + names.use(plan, e.outs[k]);
-  if (!s.empty()) s += " = ";
-  s += prim_name(e.prim);
-  for (const Atom& a : e.ins) s += " " + names.atom(plan, a);
-  return s;
+  return names.eqn(plan, j.eqns.at(static_cast<size_t>(eqn)));
 }
 
 std::string folded_list(const BufferNames& names, int plan, const Jaxpr& j,
