@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "passes/cotangent_ref.h"
 #include "passes/emitter.h"
 
 namespace refjit {
@@ -20,13 +21,13 @@ class Accum {
   // (no buffer = a zero cotangent).
   static Accum for_ref_value(ArrayType type);
 
-  bool wanted() const { return wanted_; }
+  bool wanted() const { return kind_ != Kind::dont_want; }
   const ArrayType& type() const { return type_; }
-  bool has_buffer() const { return ref_.has_value(); }
+  bool has_buffer() const { return buf_.has_value(); }
   // The cotangent of a Ref-typed value (or a user's gradient ref): always ref-backed.
-  bool is_ref_like() const { return ref_valued_ || user_ref_; }
+  bool is_ref_like() const { return kind_ == Kind::tangent_ref || kind_ == Kind::user_ref; }
   // The cotangent of a Ref-typed value (a tangent ref), not of an array.
-  bool is_ref_value() const { return ref_valued_; }
+  bool is_ref_value() const { return kind_ == Kind::tangent_ref; }
 
   // acc += ct (dense).
   void add(Emitter& e, const Atom& ct);
@@ -63,13 +64,13 @@ class Accum {
   // with `get` (a jaxpr may only freeze refs it created).
   static Accum held_in(ArrayType type, Atom ref);
   // Nothing has been added yet (a symbolic zero).
-  bool is_empty() const { return !value_ && !ref_ && pending_.empty(); }
+  bool is_empty() const { return !value_ && !buf_ && pending_.empty(); }
   // The sum lives in an internal ref that may be handed to another accumulator.
-  bool can_hand_over() const { return ref_.has_value() && !user_ref_ && !ref_valued_; }
+  bool can_hand_over() const { return buf_ && !is_ref_like(); }
   // This accumulator may take over another's buffer: a wanted value accumulator that has
   // received nothing yet but pending sparse contributions (a dense sum would have to be
   // added densely).
-  bool can_alias() const { return wanted_ && !value_ && !ref_ && !user_ref_ && !ref_valued_; }
+  bool can_alias() const { return kind_ == Kind::value && !value_ && !buf_; }
   // `*this` (can_alias) takes over `from`'s buffer (can_hand_over) without a copy: from now
   // on this accumulator's sum is the buffer's contents plus its pending contributions (added
   // in place); `from` is left empty. The buffer may have another shape with the same element
@@ -90,35 +91,28 @@ class Accum {
   Atom take_buffer(Emitter& e);
 
  private:
-  void ensure_buffer(Emitter& e);
-  void flush_pending(Emitter& e);  // adds pending sparse contributions into ref_
-  // ref_[idx] accesses with an indexer on type_, translated when ref_ is a reshaped view.
-  Atom ref_get(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn);
-  Atom ref_swap(Emitter& e, const Atom& g, const Indexer& idx, const std::vector<Atom>& dyn);
-  void ref_addupdate(Emitter& e, const Atom& ct, const Indexer& idx, const std::vector<Atom>& dyn);
-  // The indexer on the view's buffer selecting the same entries as `idx` on the view, if
-  // this translation is supported (see alias_of).
-  bool view_indexer(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn, Indexer& out,
-                    std::vector<Atom>& out_dyn) const;
-  // Copies a view's buffer into a new internal ref of this accumulator's own shape.
-  void materialize_view(Emitter& e);
+  // What the accumulator is for (JAX's ValAccum / RefAccum / NullAccum, as one type because a
+  // value sum moves into a ref when a sparse contribution or a loop needs one).
+  enum class Kind : uint8_t {
+    value,        // a functional sum; moved into an internal ref when one is needed
+    dont_want,    // every contribution dropped
+    user_ref,     // added in place into the caller's gradient ref, never frozen
+    tangent_ref,  // the cotangent of a Ref-typed value: always a ref, created lazily
+  };
   struct Sparse {
     Atom ct;
     Indexer idx;
     std::vector<Atom> dyn;
   };
-  std::vector<Sparse> pending_;  // sparse contributions waiting for a buffer
+
+  void ensure_buffer(Emitter& e);
+  void flush_pending(Emitter& e);  // adds pending sparse contributions into the buffer
+
+  Kind kind_ = Kind::value;
   ArrayType type_;
-  bool wanted_ = true;
-  bool user_ref_ = false;      // ref_ is the caller's, never frozen
-  bool ref_valued_ = false;    // the cotangent of a Ref-typed value
-  bool borrowed_ = false;      // ref_ was created outside this jaxpr (held_in): read, never freeze
-  MaybeAtom value_;            // functional sum
-  MaybeAtom ref_;              // buffer (internal or the user's)
-  std::optional<Shape> view_;  // ref_'s shape when it differs from type_ (reshaped view)
-  // The last flat index array split by view_indexer and its per-dim indices (a read and a
-  // write of the same entries share them).
-  mutable std::optional<std::pair<uint32_t, std::vector<Atom>>> split_;
+  MaybeAtom value_;                  // the functional sum, while there is no buffer
+  std::optional<CotangentRef> buf_;  // the ref holding the sum (internal or the user's)
+  std::vector<Sparse> pending_;      // sparse contributions waiting for a buffer
 };
 
 }  // namespace refjit
