@@ -32,6 +32,19 @@ std::optional<UnitRun> as_unit_run(const Jaxpr& j, const Atom& a);
 
 inline bool is_unit_run(const Jaxpr& j, const Atom& a) { return as_unit_run(j, a).has_value(); }
 
+// If the index arrays `idx` of a ref access on a ref of `shape` are the clamped row-major
+// split of a unit run x (flat = min(max(x, 0), M), idx[0] = flat / stride0, idx[d] =
+// flat / stride_d - idx[d-1] * shape[d]: how an accumulator's flattened view addresses its
+// ref, passes/cotangent_ref.h), x; else nullopt.
+std::optional<Atom> split_unit_run(const Jaxpr& j, const std::vector<Atom>& idx,
+                                   const Shape& shape);
+
+// Whether eqn `e` of `j` indexes with a unit run the backend lowers as one window when the
+// run's first index is in range (tested at run time, the general code otherwise): a gather
+// or scatter whose rank-1 index is a unit run no longer than its axis, or a get / swap on a
+// ref whose index arrays split one.
+bool indexes_with_run(const Jaxpr& j, const Eqn& e);
+
 // `a`, a rank-0 integer atom, as the sum of the scalars an add/sub chain in `j` combines (a
 // single term when it is not such a chain): a start index `W*r + c` gives its two terms.
 std::vector<UnitRun::Term> scalar_sum_terms(const Jaxpr& j, const Atom& a);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "passes/unit_run.h"
+
 namespace refjit {
 
 namespace {
@@ -431,6 +433,9 @@ LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffer
   d.fusion = plan_fusion(jaxpr, buffers);
   d.moves = plan_slice_moves(jaxpr, buffers, d.fusion);
   d.shifts = plan_cotangent_shifts(jaxpr, buffers, d.fusion, d.moves);
+  d.index_run.resize(jaxpr.eqns.size());
+  for (size_t i = 0; i < jaxpr.eqns.size(); ++i)
+    d.index_run[i] = indexes_with_run(jaxpr, jaxpr.eqns[i]);
   return d;
 }
 

@@ -149,6 +149,10 @@ struct LoweringDecisions {
   FusionPlan fusion;
   SliceMovePlan moves;
   CotangentShiftPlan shifts;
+  // index_run[eqn]: a gather, scatter, get or swap indexing with a unit run
+  // (passes/unit_run.h indexes_with_run), lowered as one window when the run's first index is
+  // in range at run time.
+  std::vector<bool> index_run;
 };
 
 // The decisions for `jaxpr`'s own eqns under `buffers` (nullptr: no buffer plan).

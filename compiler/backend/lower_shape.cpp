@@ -258,7 +258,8 @@ struct RunBase {
 std::optional<RunBase> unit_run(LowerCtx& c, const Eqn& e, int64_t dim) {
   ArrayType it = c.type_of(e.ins[1]).array;
   if (it.rank() != 1 || it.shape[0] < 1 || !is_int(it.dtype)) return std::nullopt;
-  if (!is_unit_run(c.jaxpr_of_frame(), e.ins[1])) return std::nullopt;
+  // Decided by the pipeline's fusion pass (passes/unit_run.h indexes_with_run).
+  if (!c.index_run_decided()) return std::nullopt;
   const int64_t n = it.shape[0];
   if (n > dim) return std::nullopt;  // never inside: the general code alone
   Value base = c.load(e.ins[1], {c.index(0)});

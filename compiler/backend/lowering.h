@@ -161,6 +161,8 @@ class LowerCtx {
 
   // The slice move (fusion.h) of the eqn being lowered, or nullptr.
   const SliceMove* slice_move() const;
+  // Whether the eqn being lowered indexes with a unit run (LoweringDecisions::index_run).
+  bool index_run_decided() const;
   // The lowering decisions for `j`, the jaxpr of the innermost frame.
   const LoweringDecisions& decisions_for(const Jaxpr& j);
 

@@ -58,6 +58,10 @@ void print_one(std::string& out, const BufferNames& names, int plan, const Jaxpr
       body += fmt::format("    side slices read from the window\n{}\n",
                           folded_list(names, plan, j, shift.side_slices));
   }
+  for (size_t i = 0; i < d.index_run.size(); ++i)
+    if (d.index_run[i])
+      body += fmt::format("  index run at eqn {}: {}\n", i,
+                          eqn_text(names, plan, j, static_cast<int32_t>(i)));
   if (body.empty()) return;
   out += fmt::format("{}:\n{}", p.where, body);
 }
@@ -70,7 +74,7 @@ std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& a
   std::string out;
   for (size_t i = 0; i < assignment.jaxprs.size() && i < decisions.size(); ++i)
     print_one(out, names, static_cast<int>(i), assignment.jaxprs[i], decisions[i]);
-  if (out.empty()) out = "no fused groups, slice moves or cotangent shifts\n";
+  if (out.empty()) out = "no fused groups, slice moves, cotangent shifts or index runs\n";
   return out;
 }
 
