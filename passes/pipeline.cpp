@@ -71,7 +71,7 @@ class Run {
     if (stopped_) return;
     auto t0 = Clock::now();
     planned_.jaxpr = pass(planned_.jaxpr);
-    if (options_.verify_each) verify_after(name);
+    if (options_.verify_each) verify_after_pass(planned_.jaxpr, name);
     done(name, t0, [&] { return print_jaxpr(planned_.jaxpr); });
   }
 
@@ -89,17 +89,6 @@ class Run {
   }
 
  private:
-  void verify_after(std::string_view name) {
-    try {
-      verify(planned_.jaxpr);
-    } catch (const Error& e) {
-      throw Error(
-          fmt::format("internal error: the program does not verify after pass `{}` ({}); "
-                      "`refjit dump --print-after-all` shows what the pass made",
-                      name, e.what()));
-    }
-  }
-
   const PipelineOptions& options_;
   std::string_view stop_after_;
   bool stopped_ = false;
@@ -218,6 +207,17 @@ Jaxpr derive_program(const Jaxpr& program, Derivative derivative, const std::vec
     case Derivative::jvp: return jvp_jaxpr(program, std::vector<bool>(program.invars.size(), true));
   }
   return program;
+}
+
+void verify_after_pass(const Jaxpr& program, std::string_view pass) {
+  try {
+    verify(program);
+  } catch (const Error& e) {
+    throw Error(
+        fmt::format("internal error: the program does not verify after pass `{}` ({}); "
+                    "`refjit dump --print-after-all` shows what the pass made",
+                    pass, e.what()));
+  }
 }
 
 PassObserver pass_reporter(const PipelineOptions& options) {

@@ -108,6 +108,10 @@ std::string emit_after(const Jaxpr& program, std::string_view stage,
 // Every pass's printed form in order, each headed by a line `# after NAME`.
 std::string print_after_all(const Jaxpr& program, const PipelineOptions& options);
 
+// Verifies `program` as it stands after pass `pass`; throws Error naming the pass when it does
+// not verify (what verify_each runs after every jaxpr pass).
+void verify_after_pass(const Jaxpr& program, std::string_view pass);
+
 // What the passes of a run report to: options.after_pass, then the PipelineWatch, if any.
 PassObserver pass_reporter(const PipelineOptions& options);
 

@@ -146,6 +146,22 @@ TEST(Pipeline, EmitAfterStopsAtThePassAndNamesUnknownOnes) {
   }
 }
 
+TEST(Pipeline, AProgramBrokenByAPassIsReportedWithThePassName) {
+  // As if a pass had given an eqn's result a type its rule does not give.
+  Jaxpr broken = parse_jaxpr(R"({ lambda ; x:f32[4]. let
+      y:f32[4] = neg x
+    in (y,) })");
+  broken.vars[broken.eqns[0].outs[0].id].type = Type(ArrayType{DType::f32, {5}});
+  try {
+    verify_after_pass(broken, "trim-rows");
+    ADD_FAILURE() << "a broken program verified";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("does not verify after pass `trim-rows`"), std::string::npos) << m;
+    EXPECT_NE(m.find("--print-after-all"), std::string::npos) << m;
+  }
+}
+
 TEST(Pipeline, KnownZeroConstantsAreFoldedAndNoLongerPassed) {
   Jaxpr j = parse_jaxpr(R"({ lambda a:f32[3] b:i32[] ; x:f32[3]. let
       y:f32[3] = add x a
