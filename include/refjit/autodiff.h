@@ -29,129 +29,13 @@
 #include <variant>
 #include <vector>
 
+#include "refjit/detail/autodiff.h"
+#include "refjit/grad.h"
 #include "refjit/jit.h"
 #include "refjit/trace.h"
 #include "refjit/tree.h"
 
 namespace refjit {
-
-// with_refs entries (one per argument of the differentiated function):
-// return this argument's gradient as a value (the default for array arguments).
-struct GradValue {
-  bool operator==(const GradValue&) const = default;
-};
-// Don't compute this argument's gradient at all.
-struct DontWant {
-  bool operator==(const DontWant&) const = default;
-};
-// ...or a Ref: add this argument's gradient into the ref in place.
-using GradEntry = std::variant<GradValue, DontWant, Ref>;
-
-// Result placeholders: the gradient went into the bound ref / was not computed.
-struct GradRef {
-  bool operator==(const GradRef&) const = default;
-};
-struct DidntWant {
-  bool operator==(const DidntWant&) const = default;
-};
-std::ostream& operator<<(std::ostream& os, const GradRef&);
-std::ostream& operator<<(std::ostream& os, const DidntWant&);
-
-// One slot of a VJP result: the gradient as a Value, or a placeholder.
-class Grad {
- public:
-  Grad() : v_(DidntWant{}) {}
-  Grad(Value v) : v_(std::move(v)) {}  // NOLINT: a gradient value is a Grad
-  Grad(GradRef r) : v_(r) {}           // NOLINT
-  Grad(DidntWant d) : v_(d) {}         // NOLINT
-
-  bool is_value() const { return std::holds_alternative<Value>(v_); }
-  bool is_grad_ref() const { return std::holds_alternative<GradRef>(v_); }
-  bool is_didnt_want() const { return std::holds_alternative<DidntWant>(v_); }
-  // The gradient value; throws refjit::Error naming what the slot holds instead.
-  const Value& value() const;
-  // The gradient value's contents (value().array()).
-  Array array() const { return value().array(); }
-  const std::variant<Value, GradRef, DidntWant>& get() const { return v_; }
-  // "0.5403023", "GradRef()" or "DidntWant()".
-  std::string str() const;
-
- private:
-  std::variant<Value, GradRef, DidntWant> v_;
-};
-std::ostream& operator<<(std::ostream& os, const Grad& g);
-
-namespace detail {
-
-// An argument of a differentiated function must be exactly one leaf.
-template <class A>
-constexpr bool is_leaf_arg_v =
-    std::is_same_v<std::remove_cvref_t<A>, Ref> || std::is_constructible_v<Value, A>;
-
-// The name jaxprs and messages use for a function: a jitted function's name, else "f".
-template <class F>
-std::string function_name(const F& f) {
-  if constexpr (requires { f.name(); })
-    return std::string(f.name());
-  else
-    return "f";
-}
-
-template <class F, class... A>
-using result_of_traced_t =
-    decltype(std::apply(std::declval<F&>(), std::declval<std::tuple<tree::traced_t<A>...>&>()));
-
-// Flattens cotangents/tangents given one per output (or as a tuple) to Operands.
-template <class... C>
-std::vector<Operand> flatten_all(const C&... xs) {
-  std::vector<Operand> flat;
-  (tree::flatten_arg(xs, flat), ...);
-  return flat;
-}
-
-struct VjpState;  // autodiff.cpp: residuals, linear jaxpr, cache of transposes
-
-// The type-erased core of a VJP function.
-class VjpCore {
- public:
-  // Traces f at the types of `flat`, runs (or stages) its forward pass; returns f's
-  // outputs and the core holding what the backward pass needs.
-  static std::pair<std::vector<Operand>, VjpCore> create(const TraceBody& f,
-                                                         const std::vector<Operand>& flat,
-                                                         const std::string& name);
-  // A copy with one accumulator entry per argument (E3, E5, E6, E7 checked here).
-  VjpCore with_refs(std::vector<GradEntry> entries) const;
-  // Runs (or stages) the backward pass for one cotangent per output (E4, E6).
-  std::vector<Grad> apply(const std::vector<Operand>& cts) const;
-  size_t num_args() const;
-
- private:
-  std::shared_ptr<VjpState> state_;
-  std::vector<GradEntry> entries_;  // empty: all GradValue, not bound by with_refs
-};
-
-struct LinearState;  // autodiff.cpp
-
-class LinearCore {
- public:
-  static std::pair<std::vector<Operand>, LinearCore> create(const TraceBody& f,
-                                                            const std::vector<Operand>& flat,
-                                                            const std::string& name);
-  // One tangent per argument (ignored for non-differentiated ones) -> output tangents.
-  std::vector<Operand> apply(const std::vector<Operand>& tangents) const;
-
- private:
-  std::shared_ptr<const LinearState> state_;
-};
-
-// Returns f's output, then one gradient per argnum (in argnums order).
-std::vector<Operand> grad_call(const TraceBody& f, const std::vector<Operand>& flat,
-                               const std::vector<int>& argnums, const std::string& name);
-// Returns the primal outputs then the tangent outputs.
-std::vector<Operand> jvp_call(const TraceBody& f, const std::vector<Operand>& primals,
-                              const std::vector<Operand>& tangents, const std::string& name);
-
-}  // namespace detail
 
 // The backward-pass function vjp returns, for a function of N arguments. Applying it does
 // not re-run the forward pass, so it may be applied any number of times (torch's
