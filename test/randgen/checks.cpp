@@ -154,7 +154,7 @@ void check_buffers(const Program& p, const CheckOptions& o, double tol) {
                "buffer-assigned vs every value in its own buffer, value");
 }
 
-// jit's specialisation passes, row trimming (passes/trim_rows.h) and range simplification
+// The pipeline's specialisation passes, row trimming (passes/trim_rows.h) and range simplification
 // (passes/range_simplify.h), with the program's integer array/scalar inputs taken as
 // constants of known range (as jit does with closed-over constants): when they change the
 // program, it computes exactly what the original does.
