@@ -27,13 +27,13 @@ namespace {
 constexpr PassInfo kPasses[] = {
     // ---- on the jaxpr
     {"autodiff", "--grad/--jvp: the gradient or forward-mode program (otherwise no change)"},
-    {"inline-zero-consts", "constants known to be all zeros become broadcasts of 0 (jit)"},
+    {"inline-zero-consts", "constants known to be all zeros become broadcasts of 0"},
     {"trim-rows", "carries and refs lose the trailing rows that no index reaches"},
     {"simplify-ranges", "what integer ranges decide is folded; row-run accesses become windows"},
     {"dce", "eqns whose results nobody reads, and that have no effect, are removed"},
     // ---- plans the lowering follows
     {"buffers", "each value gets a buffer; updates happen in place where the rules allow"},
-    {"fusion", "elementwise chains fused; slice moves and cotangent shifts folded"},
+    {"fusion", "elementwise chains fused; slice moves, cotangent shifts, index runs"},
     // ---- the backend (compiler/backend/native.cpp)
     {"mlir", "lowered to MLIR at the memref level"},
     {"llvm-dialect", "MLIR's conversion passes down to the LLVM dialect"},
