@@ -9,26 +9,14 @@ namespace arith = mlir::arith;
 
 bool lower_with_flat_run(LowerCtx& c, const Eqn& e, size_t first, const FlatRunFn& fast,
                          const std::function<void()>& general) {
-  const Type rt = c.type_of(e.ins.at(0));
-  const ParamValue* pv = e.params.find("indexer");
-  const Indexer* ix = pv ? std::get_if<Indexer>(pv) : nullptr;
-  if (!rt.is_ref || !ix) return false;
-  const Shape& shape = rt.array.shape;
-  if (shape.empty() || ix->dims.size() != shape.size() || e.ins.size() != first + shape.size())
-    return false;
-  std::vector<Atom> idx(e.ins.begin() + static_cast<long>(first), e.ins.end());
-  int64_t n = -1;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (ix->dims[d].kind != IndexerDim::Kind::index_array || !ix->dims[d].dynamic) return false;
-    const Type t = c.type_of(idx[d]);
-    if (t.is_ref || t.array.rank() != 1) return false;
-    if (n >= 0 && t.array.shape[0] != n) return false;
-    n = t.array.shape[0];
-  }
-  const int64_t total = rt.array.num_elements();
-  if (n < 1 || n > total) return false;
-  // Decided by the pipeline's fusion pass (passes/unit_run.h indexes_with_run).
+  // Decided by the pipeline's fusion pass (passes/unit_run.h indexes_with_run, which also
+  // checked the shapes: one rank-1 index array per dim of the ref, n of them, 1 <= n <= |R|).
   if (!c.index_run_decided()) return false;
+  const Type rt = c.type_of(e.ins.at(0));
+  const Shape& shape = rt.array.shape;
+  const std::vector<Atom> idx(e.ins.begin() + static_cast<long>(first), e.ins.end());
+  const int64_t n = c.type_of(idx.at(0)).array.shape.at(0);
+  const int64_t total = rt.array.num_elements();
   // x itself may be fused away or its buffer reused by now; the access's own operands are
   // valid. Their entries j name flat(j) = clamp(x[j]); x[j + 1] == x[j] + 1 (mod wrap-around)
   // and clamping never raises a step above 1, so flat(n-1) - flat(0) == n - 1 exactly when
