@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <string_view>
 
 #include "passes/pipeline.h"
@@ -12,7 +13,10 @@ namespace refjit::cli {
 
 namespace {
 
-constexpr std::string_view kCommandNames[] = {"dump", "run", "compile"};
+constexpr std::string_view kCommandNames[] = {"dump", "run", "compile", "bench"};
+
+// What the usage errors list, in the order `refjit --help` shows the commands.
+constexpr std::string_view kCommandList = "dump, run, bench and compile";
 
 constexpr std::string_view kAutodiffViews[] = {"jvp", "linearize", "vjp"};
 
@@ -22,14 +26,26 @@ std::optional<Command> command_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-// One option of the `dump`/`run` table in CLI.md. `apply` receives the text after '='
-// (empty for a flag) and throws UsageError on a bad value.
+// Which commands accept an option (a bit per Command that shares the option table).
+enum CommandMask : unsigned { kDump = 1, kRun = 2, kBench = 4 };
+
+constexpr unsigned mask_of(Command c) {
+  switch (c) {
+    case Command::dump: return kDump;
+    case Command::run: return kRun;
+    case Command::bench: return kBench;
+    case Command::compile: break;  // parsed separately (parse_compile)
+  }
+  return 0;
+}
+
+// One option of the `dump`/`run`/`bench` table in CLI.md. `apply` receives the text after
+// '=' (empty for a flag) and throws UsageError on a bad value.
 struct OptionSpec {
   std::string_view name;  // without the leading "--"
   bool takes_value;
   std::string_view value_hint;  // "STAGE", "I,J,...": shown when the value is missing
-  bool for_dump;
-  bool for_run;
+  unsigned commands;            // CommandMask bits
   void (*apply)(Options& o, std::string_view value);
 };
 
@@ -66,21 +82,51 @@ std::vector<int> parse_wrt(Command c, std::string_view text) {
   return positions;
 }
 
+// A whole number in [lo, hi] given to --NAME.
+uint64_t parse_count(Command c, std::string_view name, std::string_view text, int64_t lo,
+                     int64_t hi) {
+  int64_t value = -1;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < lo ||
+      value > hi)
+    usage_error(c, fmt::format("--{} takes a whole number from {} to {}; '{}' is not one", name, lo,
+                               hi, text));
+  return static_cast<uint64_t>(value);
+}
+
 const OptionSpec kOptions[] = {
-    {"emit", true, "STAGE", true, false,
+    {"emit", true, "STAGE", kDump,
      [](Options& o, std::string_view v) { o.emit = parse_emit(o.command, v); }},
-    {"print-after-all", false, "", true, true,
+    {"print-after-all", false, "", kDump | kRun | kBench,
      [](Options& o, std::string_view) { o.print_after_all = true; }},
-    {"verify-each", false, "", true, true,
+    {"verify-each", false, "", kDump | kRun | kBench,
      [](Options& o, std::string_view) { o.verify_each = true; }},
-    {"grad", false, "", true, true, [](Options& o, std::string_view) { o.grad = true; }},
-    {"wrt", true, "I,J,...", true, true,
+    {"grad", false, "", kDump | kRun | kBench, [](Options& o, std::string_view) { o.grad = true; }},
+    {"wrt", true, "I,J,...", kDump | kRun | kBench,
      [](Options& o, std::string_view v) { o.wrt = parse_wrt(o.command, v); }},
-    {"jvp", false, "", false, true, [](Options& o, std::string_view) { o.jvp = true; }},
-    {"fail-on-copy", false, "", true, true,
+    {"jvp", false, "", kRun | kBench, [](Options& o, std::string_view) { o.jvp = true; }},
+    {"fail-on-copy", false, "", kDump | kRun | kBench,
      [](Options& o, std::string_view) { o.fail_on_copy = true; }},
-    {"interpret", false, "", false, true, [](Options& o, std::string_view) { o.interpret = true; }},
-    {"timings", false, "", true, true, [](Options& o, std::string_view) { o.timings = true; }},
+    {"interpret", false, "", kRun | kBench,
+     [](Options& o, std::string_view) { o.interpret = true; }},
+    {"timings", false, "", kDump | kRun | kBench,
+     [](Options& o, std::string_view) { o.timings = true; }},
+    {"runs", true, "N", kBench,
+     [](Options& o, std::string_view v) {
+       o.runs = static_cast<int>(parse_count(o.command, "runs", v, 1, 1000000));
+     }},
+    {"tier", true, "fast|optimized", kBench,
+     [](Options& o, std::string_view v) {
+       if (v != "fast" && v != "optimized")
+         usage_error(o.command,
+                     fmt::format("--tier is fast (LLVM -O0) or optimized (-O3), not '{}'", v));
+       o.tier = std::string(v);
+     }},
+    {"seed", true, "S", kBench,
+     [](Options& o, std::string_view v) {
+       o.seed = parse_count(o.command, "seed", v, 0, std::numeric_limits<int64_t>::max());
+     }},
+    {"json", false, "", kBench, [](Options& o, std::string_view) { o.json = true; }},
 };
 
 void apply_option(Options& o, std::string_view arg) {
@@ -95,7 +141,7 @@ void apply_option(Options& o, std::string_view arg) {
   for (const auto& s : kOptions)
     if (s.name == name) spec = &s;
   if (!spec) usage_error(o.command, fmt::format("unknown option '{}' for `refjit {}`", arg, cmd));
-  bool allowed = o.command == Command::dump ? spec->for_dump : spec->for_run;
+  bool allowed = (spec->commands & mask_of(o.command)) != 0;
   if (!allowed) {
     std::string hint;
     if (name == "jvp") hint = " (to print the forward-mode program use `refjit dump --emit=jvp`)";
@@ -235,14 +281,15 @@ bool is_autodiff_view(std::string_view stage) {
 
 Invocation parse_command_line(std::span<const std::string> args) {
   if (args.empty())
-    throw UsageError("no command given; the commands are dump, run and compile", std::nullopt);
+    throw UsageError(fmt::format("no command given; the commands are {}", kCommandList),
+                     std::nullopt);
   const std::string& first = args[0];
   if (is_help_flag(first)) return HelpRequest{};
   if (first == "--version") return VersionRequest{};
   std::optional<Command> command = command_from_name(first);
   if (!command) {
     std::string what = first.starts_with("-") ? "unknown option" : "unknown command";
-    throw UsageError(fmt::format("{} '{}'; the commands are dump, run and compile", what, first),
+    throw UsageError(fmt::format("{} '{}'; the commands are {}", what, first, kCommandList),
                      std::nullopt);
   }
 

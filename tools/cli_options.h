@@ -2,6 +2,7 @@
 // so every usage rule lives here and nowhere else.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -11,7 +12,7 @@
 
 namespace refjit::cli {
 
-enum class Command { dump, run, compile };
+enum class Command { dump, run, compile, bench };
 
 std::string_view command_name(Command c);
 
@@ -31,7 +32,13 @@ struct Options {
   bool interpret = false;
   bool timings = false;
   std::string file;                 // a path, or "-" for standard input
-  std::vector<std::string> values;  // the positional VALUEs after FILE (run only)
+  std::vector<std::string> values;  // the positional VALUEs after FILE (run and bench)
+
+  // bench only (docs/cli.md "refjit bench").
+  int runs = 20;                   // --runs=N timed calls
+  std::string tier = "optimized";  // --tier=fast|optimized: LLVM -O0 or -O3
+  uint64_t seed = 0;               // --seed=S for the random VALUEs not given
+  bool json = false;               // --json: one JSON object instead of the text lines
 
   // compile only (docs/aot.md).
   std::string output;              // -o OUT.o

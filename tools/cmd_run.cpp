@@ -14,26 +14,6 @@ namespace refjit::cli {
 
 namespace {
 
-// One slot per constvar, then per invar: the order VALUEs are given in.
-std::vector<ValueSlot> binder_slots(const Jaxpr& program) {
-  std::vector<ValueSlot> slots;
-  auto add = [&](std::string_view kind, Var v) {
-    const Type& t = program.type_of(v);
-    slots.push_back({t, fmt::format("{} {}:{}", kind, binder_name(program, v), t.str())});
-  };
-  for (Var v : program.constvars) add("constvar", v);
-  for (Var v : program.invars) add("invar", v);
-  return slots;
-}
-
-// --jvp: after the values, one tangent per invar, of the invar's type.
-void add_tangent_slots(const Jaxpr& program, std::vector<ValueSlot>& slots) {
-  for (Var v : program.invars) {
-    const Type& t = program.type_of(v);
-    slots.push_back({t, fmt::format("tangent of invar {}:{}", binder_name(program, v), t.str())});
-  }
-}
-
 // The final value of each ref binder, constvars then invars: `NAME = VALUE`.
 std::string ref_lines(const Jaxpr& program, const std::vector<RtValue>& args) {
   std::string out;
@@ -60,8 +40,7 @@ int run_command(const Options& o, StageTimings& timings) {
   const std::vector<int>& wrt = pipeline.wrt;
   Executable executable(program, o, pipeline, timings);
 
-  std::vector<ValueSlot> slots = binder_slots(program);
-  if (o.jvp) add_tangent_slots(program, slots);
+  std::vector<ValueSlot> slots = argument_slots(program, o.jvp);
   std::vector<RtValue> args = parse_values(slots, o.values);
 
   std::vector<RtValue> outs = executable(args, timings);

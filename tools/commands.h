@@ -24,5 +24,6 @@ class NotAvailable : public Error {
 int dump_command(const Options& options, StageTimings& timings);
 int run_command(const Options& options, StageTimings& timings);
 int compile_command(const Options& options);
+int bench_command(const Options& options, StageTimings& timings);
 
 }  // namespace refjit::cli

@@ -64,10 +64,11 @@ PlannedProgram Executable::plan(const std::vector<RtValue>& consts, StageTimings
   return native([&] { return plan_program(program_, options); });
 }
 
-std::vector<RtValue> Executable::operator()(const std::vector<RtValue>& args,
-                                            StageTimings& timings) {
+Executable::Call Executable::prepare(const std::vector<RtValue>& args, StageTimings& timings) {
   if (interpreted_)
-    return timings.time("interpret", [&] { return interpret(*interpreted_, args); });
+    return [program = &*interpreted_](const std::vector<RtValue>& all) {
+      return interpret(*program, all);
+    };
   const size_t n_consts = program_.constvars.size();
   const std::vector<RtValue> consts(args.begin(), args.begin() + static_cast<long>(n_consts));
   const PlannedProgram planned = plan(consts, timings);
@@ -76,12 +77,22 @@ std::vector<RtValue> Executable::operator()(const std::vector<RtValue>& args,
     if (pipeline_.after_pass) pipeline_.after_pass(r);
     timings.record(std::string(r.pass), r.ms);
   };
-  CompiledFunction compiled = native([&] { return compile_planned(planned, options); });
+  auto compiled =
+      std::make_shared<CompiledFunction>(native([&] { return compile_planned(planned, options); }));
   // Constants folded into the code are no longer passed.
-  std::vector<RtValue> passed;
-  for (size_t k = 0; k < args.size(); ++k)
-    if (k >= n_consts || planned.consts_kept[k]) passed.push_back(args[k]);
-  return timings.time("run", [&] { return compiled(passed); });
+  return [compiled, kept = planned.consts_kept, n_consts](const std::vector<RtValue>& all) {
+    std::vector<RtValue> passed;
+    passed.reserve(all.size());
+    for (size_t k = 0; k < all.size(); ++k)
+      if (k >= n_consts || kept[k]) passed.push_back(all[k]);
+    return (*compiled)(passed);
+  };
+}
+
+std::vector<RtValue> Executable::operator()(const std::vector<RtValue>& args,
+                                            StageTimings& timings) {
+  Call call = prepare(args, timings);
+  return timings.time(interpreted_ ? "interpret" : "run", [&] { return call(args); });
 }
 
 }  // namespace refjit::cli

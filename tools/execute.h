@@ -2,6 +2,7 @@
 // by default, the reference interpreter with --interpret.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -21,6 +22,13 @@ class Executable {
  public:
   Executable(const Jaxpr& program, const Options& options, PipelineOptions pipeline,
              StageTimings& timings);
+
+  // A call of the program on fixed constvar values, compiled once and callable many times
+  // (`refjit bench`). Takes every argument, constvars first, as operator() does.
+  using Call = std::function<std::vector<RtValue>(const std::vector<RtValue>& args)>;
+
+  // Compiles for the constvars' values in `args` (native code), or readies the interpreter.
+  Call prepare(const std::vector<RtValue>& args, StageTimings& timings);
 
   // Runs on one value per constvar then invar (then tangent, for --jvp); ref arguments are
   // updated in place.

@@ -13,6 +13,7 @@ std::string help_text(std::optional<Command> command) {
 Usage:
   refjit dump    [OPTIONS] FILE             parse, verify and print a program (or a stage of it)
   refjit run     [OPTIONS] FILE [VALUE...]  run a program on the given values
+  refjit bench   [OPTIONS] FILE [VALUE...]  time a program's calls (random VALUEs by default)
   refjit compile [OPTIONS] FILE -o OUT.o    write an object file and a C header
   refjit --help | refjit COMMAND --help | refjit --version
 
@@ -76,6 +77,35 @@ Options:
                   headed `# after NAME` (constvars' values are known here)
   --verify-each   verify the program after every pass (on in debug builds)
   --timings       print per-stage times on standard error
+  -h, --help      print this help
+)";
+    case Command::bench:
+      return R"(Usage: refjit bench [OPTIONS] FILE [VALUE...]
+
+Compiles the jaxpr in FILE (- for standard input) once, calls it once to warm
+up, then times --runs calls. VALUEs are given as for `refjit run`, one per
+constvar then invar (then tangent, with --jvp); the ones not given are seeded
+random data of the binder's type: floats uniform in [-1, 1), integers in
+[0, 8). Ref arguments keep their updates from call to call.
+
+Output: the file, mode and tier, then `compile MS ms` (every pass from the
+program as read to machine code), `median MS ms` and `min MS ms` per call;
+with --json one JSON object with the same numbers instead.
+
+Options:
+  --runs=N        timed calls (default 20)
+  --tier=T        fast (LLVM -O0, jit's first tier) or optimized (-O3, the
+                  default)
+  --seed=S        seed of the random values (default 0)
+  --json          print {"file", "mode", "tier", "runs", "compile_ms",
+                  "median_ms", "min_ms"} as one JSON object
+  --grad          time the gradient program (output and gradient)
+  --wrt=I,J,...   0-based invar positions to differentiate (with --grad)
+  --jvp           time the forward-mode program (outputs and tangents)
+  --fail-on-copy  fail if the buffer plan copies a whole buffer inside a loop
+  --interpret     time the reference interpreter instead of native code
+  --print-after-all, --verify-each, --timings
+                  as for `refjit run`
   -h, --help      print this help
 )";
     case Command::compile:

@@ -60,6 +60,7 @@ int dispatch(const Options& o, std::string& source_name) {
   switch (o.command) {
     case Command::dump: rc = dump_command(o, timings); break;
     case Command::run: rc = run_command(o, timings); break;
+    case Command::bench: rc = bench_command(o, timings); break;
     case Command::compile:
       source_name.clear();
       rc = compile_command(o);

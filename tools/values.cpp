@@ -9,6 +9,8 @@
 #include <cstring>
 #include <limits>
 
+#include "tools/program.h"
+
 namespace refjit::cli {
 
 namespace {
@@ -258,6 +260,34 @@ std::vector<RtValue> parse_values(std::span<const ValueSlot> slots,
     }
   }
   return out;
+}
+
+std::vector<ValueSlot> argument_slots(const Jaxpr& program, bool tangents) {
+  std::vector<ValueSlot> slots;
+  auto add = [&](std::string_view kind, Var v) {
+    const Type& t = program.type_of(v);
+    slots.push_back({t, fmt::format("{} {}:{}", kind, binder_name(program, v), t.str())});
+  };
+  for (Var v : program.constvars) add("constvar", v);
+  for (Var v : program.invars) add("invar", v);
+  if (tangents)
+    for (Var v : program.invars) add("tangent of invar", v);
+  return slots;
+}
+
+RtValue random_value(const ValueSlot& slot, std::mt19937_64& rng) {
+  const ArrayType& type = slot.type.array;
+  Array a(type);
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  std::uniform_int_distribution<int> small(0, 7);
+  for (int64_t i = 0; i < a.size(); ++i) {
+    double v = is_float(type.dtype)         ? real(rng)
+               : type.dtype == DType::bool_ ? double(small(rng) & 1)
+                                            : double(small(rng));
+    a.set_from_double(i, v);
+  }
+  if (slot.type.is_ref) return std::make_shared<RefBuffer>(std::move(a));
+  return a;
 }
 
 std::string value_text(const Array& a) { return a.str(); }

@@ -7,6 +7,7 @@
 //   refs     a Ref{T} binder takes its initial value, a value of type T
 #pragma once
 
+#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@
 
 #include "refjit/array.h"
 #include "refjit/ir/error.h"
+#include "refjit/ir/jaxpr.h"
 #include "refjit/ir/type.h"
 #include "runtime/interpreter.h"
 
@@ -40,6 +42,14 @@ struct ValueSlot {
 // and the slot on a wrong count, syntax, shape or dtype.
 std::vector<RtValue> parse_values(std::span<const ValueSlot> slots,
                                   std::span<const std::string> values);
+
+// The binders that take VALUEs, in order: one slot per constvar, then per invar, then (with
+// `tangents`, for --jvp) one tangent per invar.
+std::vector<ValueSlot> argument_slots(const Jaxpr& program, bool tangents);
+
+// A value for `slot` drawn from `rng`: floats uniform in [-1, 1), integers in [0, 8), bools
+// either way. A Ref{T} slot gets a fresh RefBuffer.
+RtValue random_value(const ValueSlot& slot, std::mt19937_64& rng);
 
 // A value in the value syntax; shortest round-trip floats (Array::str).
 std::string value_text(const Array& a);

@@ -73,6 +73,7 @@ AotArtifact compile_to_object(const Jaxpr& jaxpr, const AotOptions& options) {
   CompileOptions co;
   co.opt_level = options.opt_level;
   co.fast_math_approx = options.fast_math_approx;
+  co.runtime_kernels = false;  // the object needs only libc and libm
   std::unique_ptr<llvm::Module> linked;
   const aot::ResidualStruct* rs = plan.residuals ? &*plan.residuals : nullptr;
   for (aot::CEntry& e : plan.entries) {

@@ -1,4 +1,4 @@
-// Lowering of reductions (reduce_sum/max/min, argmax) and dot_general.
+// Lowering of reductions (reduce_sum/max/min, argmax).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -119,85 +119,6 @@ void lower_argmax(LowerCtx& c, const Eqn& e) {
   });
 }
 
-// dot_general: result dims are (batch, lhs free, rhs free); each result element is a sum
-// over the contracting dims, carried in registers through nested loops.
-void lower_dot_general(LowerCtx& c, const Eqn& e) {
-  if (e.ins.size() != 2 || e.outs.size() != 1) fail_eqn(e, "expected two operands");
-  ArrayType lt = c.type_of(e.ins[0]).array;
-  ArrayType ht = c.type_of(e.ins[1]).array;
-  ArrayType rt = c.type_of(e.outs[0]).array;
-  const DotDims& dn = e.params.get<DotDims>("dimension_numbers");
-  if (dn.lhs_contract.size() != dn.rhs_contract.size() ||
-      dn.lhs_batch.size() != dn.rhs_batch.size())
-    fail_eqn(e, "dimension_numbers pair up different numbers of dims");
-  std::vector<int64_t> lfree, rfree;
-  for (int64_t i = 0; i < lt.rank(); ++i)
-    if (!contains(dn.lhs_contract, i) && !contains(dn.lhs_batch, i)) lfree.push_back(i);
-  for (int64_t i = 0; i < ht.rank(); ++i)
-    if (!contains(dn.rhs_contract, i) && !contains(dn.rhs_batch, i)) rfree.push_back(i);
-  DType d = rt.dtype;
-  Value dst = c.result_buffer(e.outs[0]);
-  auto mul_add = [&](Value acc, const std::vector<Value>& li, const std::vector<Value>& hi) {
-    Value a = convert_element(c, c.load(e.ins[0], li), lt.dtype, d);
-    Value b = convert_element(c, c.load(e.ins[1], hi), ht.dtype, d);
-    if (is_float(d))
-      return Value(c.b.create<arith::AddFOp>(c.loc, acc, c.b.create<arith::MulFOp>(c.loc, a, b)));
-    return Value(c.b.create<arith::AddIOp>(c.loc, acc, c.b.create<arith::MulIOp>(c.loc, a, b)));
-  };
-  if (!rfree.empty()) {
-    // Loop order (batch, lhs free, contracting, rhs free): the innermost loop runs along
-    // contiguous rows of rhs and of the result, so it vectorises. Each result element still
-    // sums its products in contracting-index order.
-    c.fill(dst, rt, c.constant(d, 0));
-    Shape order;
-    for (int64_t i : dn.lhs_batch) order.push_back(lt.shape[i]);
-    for (int64_t i : lfree) order.push_back(lt.shape[i]);
-    for (int64_t i : dn.lhs_contract) order.push_back(lt.shape[i]);
-    for (int64_t i : rfree) order.push_back(ht.shape[i]);
-    c.loop_nest(order, [&](Ivs ivs) {
-      std::vector<Value> li(lt.rank()), hi(ht.rank()), out;
-      size_t p = 0;
-      for (size_t k = 0; k < dn.lhs_batch.size(); ++k, ++p) {
-        li[dn.lhs_batch[k]] = hi[dn.rhs_batch[k]] = ivs[p];
-        out.push_back(ivs[p]);
-      }
-      for (int64_t i : lfree) {
-        li[i] = ivs[p++];
-        out.push_back(li[i]);
-      }
-      for (size_t k = 0; k < dn.lhs_contract.size(); ++k, ++p)
-        li[dn.lhs_contract[k]] = hi[dn.rhs_contract[k]] = ivs[p];
-      for (int64_t i : rfree) {
-        hi[i] = ivs[p++];
-        out.push_back(hi[i]);
-      }
-      c.store(mul_add(c.load_mem(dst, d, out), li, hi), dst, d, out);
-    });
-    return;
-  }
-  // No rhs free dims (matrix-vector, dot): accumulate each result element in registers.
-  c.loop_nest(rt.shape, [&](Ivs ivs) {
-    std::vector<Value> li(lt.rank()), hi(ht.rank());
-    size_t p = 0;
-    for (size_t k = 0; k < dn.lhs_batch.size(); ++k, ++p) {
-      li[dn.lhs_batch[k]] = ivs[p];
-      hi[dn.rhs_batch[k]] = ivs[p];
-    }
-    for (int64_t i : lfree) li[i] = ivs[p++];
-    for (int64_t i : rfree) hi[i] = ivs[p++];
-    std::function<Value(size_t, Value)> contract = [&](size_t level, Value acc) -> Value {
-      if (level == dn.lhs_contract.size()) return mul_add(acc, li, hi);
-      int64_t n = lt.shape.at(dn.lhs_contract[level]);
-      return c.loop_with_carry(n, {acc}, [&](Value iv, const std::vector<Value>& cur) {
-        li[dn.lhs_contract[level]] = iv;
-        hi[dn.rhs_contract[level]] = iv;
-        return std::vector<Value>{contract(level + 1, cur[0])};
-      })[0];
-    };
-    c.store(contract(0, c.constant(d, 0)), dst, d, ivs);
-  });
-}
-
 }  // namespace
 
 void register_reduce_lowerings(LowerTable& t) {
@@ -205,7 +126,6 @@ void register_reduce_lowerings(LowerTable& t) {
   t.set(Prim::reduce_max, [](LowerCtx& c, const Eqn& e) { lower_reduce(c, e, Reducer::max); });
   t.set(Prim::reduce_min, [](LowerCtx& c, const Eqn& e) { lower_reduce(c, e, Reducer::min); });
   t.set(Prim::argmax, &lower_argmax);
-  t.set(Prim::dot_general, &lower_dot_general);
 }
 
 }  // namespace refjit::backend

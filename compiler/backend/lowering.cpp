@@ -26,6 +26,7 @@ const LowerTable& lower_table() {
     register_elementwise_lowerings(t);
     register_shape_lowerings(t);
     register_reduce_lowerings(t);
+    register_dot_lowerings(t);
     register_ref_lowerings(t);
     register_control_lowerings(t);
     return t;
@@ -397,6 +398,18 @@ Value LowerCtx::call_libm(const std::string& name, mlir::ValueRange args) {
   return b.create<mlir::func::CallOp>(loc, fn, args).getResult(0);
 }
 
+void LowerCtx::call_runtime(const std::string& name, mlir::ValueRange args) {
+  auto fn = module_.lookupSymbol<mlir::func::FuncOp>(name);
+  if (!fn) {
+    mlir::OpBuilder mb = mlir::OpBuilder::atBlockBegin(module_.getBody());
+    std::vector<mlir::Type> ins;
+    for (mlir::Value a : args) ins.push_back(a.getType());
+    fn = mb.create<mlir::func::FuncOp>(loc, name, mb.getFunctionType(ins, {}));
+    fn.setPrivate();
+  }
+  b.create<mlir::func::CallOp>(loc, fn, args);
+}
+
 // ---------------------------------------------------------------- sub-jaxprs and scopes
 
 void LowerCtx::push_frame(const Jaxpr& j, bool top_level, const JaxprBuffers* plan) {
@@ -598,11 +611,12 @@ void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& grou
 // ---------------------------------------------------------------- module driver
 
 mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jaxpr& jaxpr,
-                                               const BufferPlan& plan, int64_t& workspace_bytes) {
+                                               const BufferPlan& plan, int64_t& workspace_bytes,
+                                               bool runtime_kernels) {
   load_dialects(ctx);
   mlir::OpBuilder b(&ctx);
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(b.getUnknownLoc());
-  LowerCtx lc(b, *module, plan);
+  LowerCtx lc(b, *module, plan, runtime_kernels);
 
   std::vector<mlir::Type> arg_types;
   for (Var v : jaxpr.constvars) arg_types.push_back(lc.memref_type(jaxpr.type_of(v).array));

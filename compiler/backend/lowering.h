@@ -40,8 +40,12 @@ struct Scope {
 
 class LowerCtx {
  public:
-  LowerCtx(mlir::OpBuilder& b, mlir::ModuleOp module, const BufferPlan& plan)
-      : b(b), loc(b.getUnknownLoc()), module_(module), plan_(plan) {}
+  LowerCtx(mlir::OpBuilder& b, mlir::ModuleOp module, const BufferPlan& plan, bool runtime_kernels)
+      : b(b),
+        loc(b.getUnknownLoc()),
+        module_(module),
+        plan_(plan),
+        runtime_kernels_(runtime_kernels) {}
 
   // Fresh buffers become views of this workspace argument (memref<?xi8>) at static offsets,
   // stack-allocated by scope, instead of memref.alloc (BufferPlan::use_workspace).
@@ -125,6 +129,12 @@ class LowerCtx {
   mlir::Value row_view(mlir::Value memref, mlir::Value i);
   // A call to a libm function (float -> float), declared on first use.
   mlir::Value call_libm(const std::string& name, mlir::ValueRange args);
+  // Whether the code may call refjit's runtime kernels (JIT code, not `refjit compile`
+  // objects, which need only libc and libm).
+  bool runtime_kernels() const { return runtime_kernels_; }
+  // A call to a runtime kernel returning nothing, declared on first use with the types of
+  // `args` (the JIT resolves it: native.cpp registers the symbols).
+  void call_runtime(const std::string& name, mlir::ValueRange args);
 
   // ---- sub-jaxprs
   // Lowers `body` at the current insertion point with its constvars then invars bound to
@@ -194,6 +204,7 @@ class LowerCtx {
   int loop_depth_ = 0;  // scan bodies being lowered
   mlir::ModuleOp module_;
   const BufferPlan& plan_;
+  bool runtime_kernels_ = false;
   const Jaxpr* jaxpr_ = nullptr;
   std::vector<Frame> frames_;
   std::vector<Scope> scopes_;
@@ -219,6 +230,7 @@ const LowerTable& lower_table();
 void register_elementwise_lowerings(LowerTable& t);
 void register_shape_lowerings(LowerTable& t);
 void register_reduce_lowerings(LowerTable& t);
+void register_dot_lowerings(LowerTable& t);
 void register_ref_lowerings(LowerTable& t);
 void register_control_lowerings(LowerTable& t);
 
@@ -226,8 +238,10 @@ void register_control_lowerings(LowerTable& t);
 // constvar, invar and outvar (in that order), with a C interface wrapper.
 // With plan.use_workspace, a last argument memref<?xi8> is the workspace; its required
 // size in bytes is stored in `workspace_bytes` (0 without a workspace).
+// `runtime_kernels`: LowerCtx::runtime_kernels.
 mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jaxpr& jaxpr,
-                                               const BufferPlan& plan, int64_t& workspace_bytes);
+                                               const BufferPlan& plan, int64_t& workspace_bytes,
+                                               bool runtime_kernels);
 void load_dialects(mlir::MLIRContext& ctx);
 
 inline constexpr const char* kEntryName = "refjit_main";

@@ -49,6 +49,7 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "runtime/kernels/gemm.h"
 
 namespace refjit {
 
@@ -144,7 +145,7 @@ Lowered build(const Jaxpr& jaxpr, const CompileOptions& options, CompileTimings&
   mlir::registerLLVMDialectTranslation(registry);
   l.ctx = std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
   l.ctx->loadDialect<mlir::LLVM::LLVMDialect>();
-  l.module = backend::build_module(*l.ctx, jaxpr, plan, l.workspace_bytes);
+  l.module = backend::build_module(*l.ctx, jaxpr, plan, l.workspace_bytes, options.runtime_kernels);
   l.has_workspace = plan.use_workspace;
   l.output_donor = output_donors(jaxpr, plan);
   DiagnosticCollector diags(*l.ctx);
@@ -260,6 +261,19 @@ LlvmLowered lower_to_llvm_ir(const Jaxpr& jaxpr, const CompileOptions& options,
 }  // namespace backend
 
 namespace {
+
+// The runtime kernels JIT code may call (LowerCtx::call_runtime), bound to this process's
+// copies so that no symbol lookup in the process's dynamic tables is needed.
+llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
+  llvm::orc::SymbolMap symbols;
+  auto add = [&](const char* name, auto* fn) {
+    symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(fn),
+                               llvm::JITSymbolFlags::Exported};
+  };
+  add("refjit_gemm_f32", &refjit_gemm_f32);
+  add("refjit_gemm_f64", &refjit_gemm_f64);
+  return symbols;
+}
 
 std::vector<int64_t> descriptor(const void* data, const Shape& shape) {
   // {allocated, aligned, offset, sizes..., strides...}, row-major.
@@ -456,6 +470,7 @@ CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& option
   impl->timings.llvm_opt_ms = ms_since(t0);  // translation + optimisation
   (void)opt_ms;
   impl->engine = std::move(*engine);
+  impl->engine->registerSymbols(runtime_symbols);
   g_live_modules.fetch_add(1);
   auto t1 = Clock::now();
   auto sym = impl->engine->lookupPacked(std::string("_mlir_ciface_") + kEntryName);

@@ -20,6 +20,9 @@ struct CompileOptions {
   // Replace exp/log/sin/cos/tanh/... by MLIR's polynomial approximations (vectorisable,
   // ~1e-7 relative error) instead of libm calls.
   bool fast_math_approx = false;
+  // Large f32/f64 dot_generals call refjit's runtime matrix kernel (runtime/kernels/gemm.h)
+  // instead of inline loops. Off for `refjit compile` objects, which stand alone.
+  bool runtime_kernels = true;
   // Where values live; empty = the buffer-assignment plan (default_buffer_plan);
   // naive_buffer_plan() gives every value its own buffer.
   BufferPlan plan = {};

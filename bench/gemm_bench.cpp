@@ -1,0 +1,115 @@
+// refjit_bench_gemm: the runtime's matrix product (runtime/kernels/gemm.h) against OpenBLAS's
+// sgemm/dgemm on the same machine in the same run, single-threaded and on all cores.
+// OpenBLAS is loaded with dlopen (Debian's libopenblas0-pthread), so nothing links against
+// it; without it only refjit's numbers print.
+//
+//   refjit_bench_gemm [--runs N] [--threads all|1]
+//
+// Prints one row per size and layout: GFLOP/s of each and refjit / OpenBLAS.
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/kernels/gemm.h"
+#include "runtime/kernels/thread_pool.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int,
+                       float, float*, int);
+using SetThreads = void (*)(int);
+constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+
+struct OpenBlas {
+  Sgemm sgemm = nullptr;
+  SetThreads set_threads = nullptr;
+};
+
+OpenBlas load_openblas() {
+  OpenBlas ob;
+  void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (!h) return ob;
+  ob.sgemm = reinterpret_cast<Sgemm>(dlsym(h, "cblas_sgemm"));
+  ob.set_threads = reinterpret_cast<SetThreads>(dlsym(h, "openblas_set_num_threads"));
+  return ob;
+}
+
+// Median seconds of `runs` calls of f after one warm-up call.
+template <class F>
+double median_seconds(int runs, F&& f) {
+  f();
+  std::vector<double> t;
+  for (int r = 0; r < runs; ++r) {
+    auto start = Clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 11;
+  bool single = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--runs" && i + 1 < argc) {
+      runs = std::max(3, std::atoi(argv[++i]));
+    } else if (a == "--threads" && i + 1 < argc) {
+      single = std::string(argv[++i]) == "1";
+    } else {
+      fmt::print(stderr, "usage: refjit_bench_gemm [--runs N] [--threads all|1]\n");
+      return 2;
+    }
+  }
+  // REFJIT_NUM_THREADS is read when the pool starts; set it before the first product.
+  if (single) setenv("REFJIT_NUM_THREADS", "1", 1);
+  OpenBlas ob = load_openblas();
+  const int threads = refjit::kernels::thread_count();
+  if (ob.set_threads) ob.set_threads(threads);
+  fmt::print("refjit gemm ({}), {} thread(s); OpenBLAS {}\n", refjit::kernels::gemm_isa(), threads,
+             ob.sgemm ? "loaded" : "not found (apt-get install libopenblas0-pthread)");
+  fmt::print("{:>6} {:>6} {:>14} {:>16} {:>8}\n", "n", "layout", "refjit GFLOP/s",
+             "OpenBLAS GFLOP/s", "ratio");
+
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (int n : {256, 512, 1024}) {
+    std::vector<float> a(size_t(n) * n), b(a.size()), c(a.size());
+    for (float& v : a) v = dist(rng);
+    for (float& v : b) v = dist(rng);
+    const double flops = 2.0 * n * n * n;
+    for (int layout = 0; layout < 4; ++layout) {
+      const bool at = layout & 1, bt = layout & 2;
+      // A stored transposed: element (i, p) at a[p * n + i].
+      refjit::kernels::Matrices<const float> av{a.data(), 0, at ? 1 : n, at ? n : 1};
+      refjit::kernels::Matrices<const float> bv{b.data(), 0, bt ? 1 : n, bt ? n : 1};
+      double ours = median_seconds(runs, [&] {
+        refjit::kernels::gemm({1, n, n, n}, av, bv, {c.data(), 0, n, 1});
+      });
+      std::string theirs = "-", ratio = "-";
+      if (ob.sgemm) {
+        double t = median_seconds(runs, [&] {
+          ob.sgemm(kRowMajor, at ? kTrans : kNoTrans, bt ? kTrans : kNoTrans, n, n, n, 1.0f,
+                   a.data(), n, b.data(), n, 0.0f, c.data(), n);
+        });
+        theirs = fmt::format("{:.1f}", flops / t * 1e-9);
+        ratio = fmt::format("{:.2f}", t / ours);
+      }
+      const char* names[] = {"NN", "TN", "NT", "TT"};
+      fmt::print("{:>6} {:>6} {:>14.1f} {:>16} {:>8}\n", n, names[layout], flops / ours * 1e-9,
+                 theirs, ratio);
+    }
+  }
+  return 0;
+}

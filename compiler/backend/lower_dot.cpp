@@ -1,0 +1,250 @@
+// Lowering of dot_general. Large f32/f64 products call the runtime's blocked, packed and
+// threaded kernel (runtime/kernels/gemm.h) when the operands' dims group into three strided
+// axes each (batch, free, contracting); everything else, and code that must stand alone
+// (`refjit compile` objects), gets loops.
+#include <algorithm>
+#include <functional>
+#include <optional>
+
+#include "compiler/backend/lowering.h"
+
+namespace refjit::backend {
+namespace {
+
+using mlir::Value;
+namespace arith = mlir::arith;
+using Ivs = LowerCtx::Ivs;
+
+bool contains(const IntList& l, int64_t v) { return std::find(l.begin(), l.end(), v) != l.end(); }
+
+// Products with fewer multiply-adds stay loops: the call and packing would cost more, and
+// the loops vectorise well at these sizes.
+constexpr int64_t kMinKernelWork = 4096;
+
+// Dims of one operand that the kernel sees as one axis: their total size, and the stride of
+// the whole (the stride of the innermost dim of size > 1; 0 when every dim has size 1).
+struct Axis {
+  int64_t size = 1;
+  int64_t stride = 0;
+};
+
+// `dims` (outermost first) as one axis, or nullopt when their strides do not nest (a view
+// with gaps between the dims) or are only known at run time.
+std::optional<Axis> collapse(const std::vector<int64_t>& dims, const Shape& shape,
+                             const llvm::SmallVector<int64_t>& strides) {
+  Axis axis;
+  bool first = true;
+  for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
+    const int64_t size = shape.at(*it), stride = strides[*it];
+    if (size == 1) continue;
+    if (mlir::ShapedType::isDynamic(stride)) return std::nullopt;
+    if (first) {
+      axis = {size, stride};
+      first = false;
+      continue;
+    }
+    if (stride != axis.stride * axis.size) return std::nullopt;
+    axis.size *= size;
+  }
+  return axis;
+}
+
+// The static strides of a memref (empty when its layout has dynamic strides).
+llvm::SmallVector<int64_t> static_strides(Value memref) {
+  auto type = mlir::cast<mlir::MemRefType>(memref.getType());
+  llvm::SmallVector<int64_t> strides;
+  int64_t offset = 0;
+  if (mlir::failed(mlir::getStridesAndOffset(type, strides, offset))) strides.clear();
+  return strides;
+}
+
+// A memref as the runtime kernels take it: unranked, so every operand has one type and the
+// callee reads the aligned pointer and offset from its descriptor. (Its address is not taken
+// with memref.extract_aligned_pointer_as_index: expand-strided-metadata folds that through a
+// memref.view into the workspace and drops the view's byte shift.)
+Value unranked(LowerCtx& c, Value memref) {
+  auto type = mlir::cast<mlir::MemRefType>(memref.getType());
+  auto to = mlir::UnrankedMemRefType::get(type.getElementType(), type.getMemorySpace());
+  return c.b.create<mlir::memref::CastOp>(c.loc, to, memref);
+}
+
+// One operand as the kernel sees it: batch, row and column axes.
+struct MatrixAxes {
+  Axis batch, rows, cols;
+};
+
+std::optional<MatrixAxes> matrix_axes(const std::vector<int64_t>& batch,
+                                      const std::vector<int64_t>& rows,
+                                      const std::vector<int64_t>& cols, const Shape& shape,
+                                      const llvm::SmallVector<int64_t>& strides) {
+  if (strides.size() != shape.size()) return std::nullopt;
+  auto b = collapse(batch, shape, strides), r = collapse(rows, shape, strides),
+       k = collapse(cols, shape, strides);
+  if (!b || !r || !k) return std::nullopt;
+  return MatrixAxes{*b, *r, *k};
+}
+
+std::vector<int64_t> range(int64_t begin, int64_t end) {
+  std::vector<int64_t> v;
+  for (int64_t i = begin; i < end; ++i) v.push_back(i);
+  return v;
+}
+
+// The call to refjit_gemm_f32/f64 when the product qualifies; false when loops are needed.
+bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfree,
+                      const std::vector<int64_t>& rfree) {
+  const ArrayType& lt = c.type_of(e.ins[0]).array;
+  const ArrayType& ht = c.type_of(e.ins[1]).array;
+  const ArrayType& rt = c.type_of(e.outs[0]).array;
+  const DotDims& dn = e.params.get<DotDims>("dimension_numbers");
+  if (!c.runtime_kernels() || (rt.dtype != DType::f32 && rt.dtype != DType::f64) ||
+      lt.dtype != rt.dtype || ht.dtype != rt.dtype)
+    return false;
+  if (!is_var(e.ins[0]) || !is_var(e.ins[1])) return false;
+  const std::vector<int64_t> lbatch(dn.lhs_batch.begin(), dn.lhs_batch.end());
+  const std::vector<int64_t> rbatch(dn.rhs_batch.begin(), dn.rhs_batch.end());
+  const std::vector<int64_t> lcontract(dn.lhs_contract.begin(), dn.lhs_contract.end());
+  const std::vector<int64_t> rcontract(dn.rhs_contract.begin(), dn.rhs_contract.end());
+  Value a = c.buffer(e.ins[0]), b = c.buffer(e.ins[1]);
+  auto am = matrix_axes(lbatch, lfree, lcontract, lt.shape, static_strides(a));
+  auto bm = matrix_axes(rbatch, rcontract, rfree, ht.shape, static_strides(b));
+  if (!am || !bm) return false;
+  const int64_t batch = am->batch.size, m = am->rows.size, k = am->cols.size, n = bm->cols.size;
+  if (batch * m * n * k < kMinKernelWork) return false;
+  Value out = c.result_buffer(e.outs[0]);
+  const int64_t nb = static_cast<int64_t>(lbatch.size());
+  const int64_t nm = static_cast<int64_t>(lfree.size());
+  auto result_axes = [&](Value memref) {
+    return matrix_axes(range(0, nb), range(nb, nb + nm), range(nb + nm, rt.rank()), rt.shape,
+                       static_strides(memref));
+  };
+  // A result view whose dims do not nest gets the product in a fresh buffer, then a copy.
+  Value target = out;
+  auto cm = result_axes(target);
+  if (!cm) {
+    target = c.alloc(rt);
+    cm = result_axes(target);
+    if (!cm) return false;
+  }
+  const DType d = rt.dtype;
+  std::vector<Value> args = {c.index(batch),
+                             c.index(m),
+                             c.index(n),
+                             c.index(k),
+                             unranked(c, a),
+                             c.index(am->batch.stride),
+                             c.index(am->rows.stride),
+                             c.index(am->cols.stride),
+                             unranked(c, b),
+                             c.index(bm->batch.stride),
+                             c.index(bm->rows.stride),
+                             c.index(bm->cols.stride),
+                             unranked(c, target),
+                             c.index(cm->batch.stride),
+                             c.index(cm->rows.stride),
+                             c.index(cm->cols.stride)};
+  c.call_runtime(d == DType::f32 ? "refjit_gemm_f32" : "refjit_gemm_f64", args);
+  if (target != out) c.copy(target, out, rt);
+  return true;
+}
+
+// The loop form: result dims are (batch, lhs free, rhs free); each result element is a sum
+// over the contracting dims, carried in registers through nested loops.
+void lower_dot_loops(LowerCtx& c, const Eqn& e) {
+  if (e.ins.size() != 2 || e.outs.size() != 1) fail_eqn(e, "expected two operands");
+  ArrayType lt = c.type_of(e.ins[0]).array;
+  ArrayType ht = c.type_of(e.ins[1]).array;
+  ArrayType rt = c.type_of(e.outs[0]).array;
+  const DotDims& dn = e.params.get<DotDims>("dimension_numbers");
+  if (dn.lhs_contract.size() != dn.rhs_contract.size() ||
+      dn.lhs_batch.size() != dn.rhs_batch.size())
+    fail_eqn(e, "dimension_numbers pair up different numbers of dims");
+  std::vector<int64_t> lfree, rfree;
+  for (int64_t i = 0; i < lt.rank(); ++i)
+    if (!contains(dn.lhs_contract, i) && !contains(dn.lhs_batch, i)) lfree.push_back(i);
+  for (int64_t i = 0; i < ht.rank(); ++i)
+    if (!contains(dn.rhs_contract, i) && !contains(dn.rhs_batch, i)) rfree.push_back(i);
+  DType d = rt.dtype;
+  Value dst = c.result_buffer(e.outs[0]);
+  auto mul_add = [&](Value acc, const std::vector<Value>& li, const std::vector<Value>& hi) {
+    Value a = convert_element(c, c.load(e.ins[0], li), lt.dtype, d);
+    Value b = convert_element(c, c.load(e.ins[1], hi), ht.dtype, d);
+    if (is_float(d))
+      return Value(c.b.create<arith::AddFOp>(c.loc, acc, c.b.create<arith::MulFOp>(c.loc, a, b)));
+    return Value(c.b.create<arith::AddIOp>(c.loc, acc, c.b.create<arith::MulIOp>(c.loc, a, b)));
+  };
+  if (!rfree.empty()) {
+    // Loop order (batch, lhs free, contracting, rhs free): the innermost loop runs along
+    // contiguous rows of rhs and of the result, so it vectorises. Each result element still
+    // sums its products in contracting-index order.
+    c.fill(dst, rt, c.constant(d, 0));
+    Shape order;
+    for (int64_t i : dn.lhs_batch) order.push_back(lt.shape[i]);
+    for (int64_t i : lfree) order.push_back(lt.shape[i]);
+    for (int64_t i : dn.lhs_contract) order.push_back(lt.shape[i]);
+    for (int64_t i : rfree) order.push_back(ht.shape[i]);
+    c.loop_nest(order, [&](Ivs ivs) {
+      std::vector<Value> li(lt.rank()), hi(ht.rank()), out;
+      size_t p = 0;
+      for (size_t k = 0; k < dn.lhs_batch.size(); ++k, ++p) {
+        li[dn.lhs_batch[k]] = hi[dn.rhs_batch[k]] = ivs[p];
+        out.push_back(ivs[p]);
+      }
+      for (int64_t i : lfree) {
+        li[i] = ivs[p++];
+        out.push_back(li[i]);
+      }
+      for (size_t k = 0; k < dn.lhs_contract.size(); ++k, ++p)
+        li[dn.lhs_contract[k]] = hi[dn.rhs_contract[k]] = ivs[p];
+      for (int64_t i : rfree) {
+        hi[i] = ivs[p++];
+        out.push_back(hi[i]);
+      }
+      c.store(mul_add(c.load_mem(dst, d, out), li, hi), dst, d, out);
+    });
+    return;
+  }
+  // No rhs free dims (matrix-vector, dot): accumulate each result element in registers.
+  c.loop_nest(rt.shape, [&](Ivs ivs) {
+    std::vector<Value> li(lt.rank()), hi(ht.rank());
+    size_t p = 0;
+    for (size_t k = 0; k < dn.lhs_batch.size(); ++k, ++p) {
+      li[dn.lhs_batch[k]] = ivs[p];
+      hi[dn.rhs_batch[k]] = ivs[p];
+    }
+    for (int64_t i : lfree) li[i] = ivs[p++];
+    for (int64_t i : rfree) hi[i] = ivs[p++];
+    std::function<Value(size_t, Value)> contract = [&](size_t level, Value acc) -> Value {
+      if (level == dn.lhs_contract.size()) return mul_add(acc, li, hi);
+      int64_t n = lt.shape.at(dn.lhs_contract[level]);
+      return c.loop_with_carry(n, {acc}, [&](Value iv, const std::vector<Value>& cur) {
+        li[dn.lhs_contract[level]] = iv;
+        hi[dn.rhs_contract[level]] = iv;
+        return std::vector<Value>{contract(level + 1, cur[0])};
+      })[0];
+    };
+    c.store(contract(0, c.constant(d, 0)), dst, d, ivs);
+  });
+}
+
+void lower_dot_general(LowerCtx& c, const Eqn& e) {
+  if (e.ins.size() != 2 || e.outs.size() != 1) fail_eqn(e, "expected two operands");
+  const ArrayType& lt = c.type_of(e.ins[0]).array;
+  const ArrayType& ht = c.type_of(e.ins[1]).array;
+  const DotDims& dn = e.params.get<DotDims>("dimension_numbers");
+  if (dn.lhs_contract.size() != dn.rhs_contract.size() ||
+      dn.lhs_batch.size() != dn.rhs_batch.size())
+    fail_eqn(e, "dimension_numbers pair up different numbers of dims");
+  std::vector<int64_t> lfree, rfree;
+  for (int64_t i = 0; i < lt.rank(); ++i)
+    if (!contains(dn.lhs_contract, i) && !contains(dn.lhs_batch, i)) lfree.push_back(i);
+  for (int64_t i = 0; i < ht.rank(); ++i)
+    if (!contains(dn.rhs_contract, i) && !contains(dn.rhs_batch, i)) rfree.push_back(i);
+  if (!lower_dot_kernel(c, e, lfree, rfree)) lower_dot_loops(c, e);
+}
+
+}  // namespace
+
+void register_dot_lowerings(LowerTable& t) { t.set(Prim::dot_general, &lower_dot_general); }
+
+}  // namespace refjit::backend

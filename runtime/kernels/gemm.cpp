@@ -1,0 +1,431 @@
+#include "runtime/kernels/gemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+#include <vector>
+
+#include "runtime/kernels/thread_pool.h"
+
+// The vector helpers below pass vectors wider than the file's baseline ISA by value; they are
+// always inlined into the per-ISA entry functions, so no call ever uses that ABI.
+#pragma clang diagnostic ignored "-Wpsabi"
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace refjit::kernels {
+
+namespace {
+
+// ---- vectors -----------------------------------------------------------------------------
+// GCC/Clang vector types. The kernels are templates over them, inlined into one entry
+// function per instruction set (target attributes below), so each copy is compiled for its
+// CPU features and the CPU picks one at run time.
+
+template <class T, int W>
+struct VecOf;
+template <>
+struct VecOf<float, 16> {
+  typedef float type __attribute__((vector_size(64)));
+};
+template <>
+struct VecOf<float, 8> {
+  typedef float type __attribute__((vector_size(32)));
+};
+template <>
+struct VecOf<float, 4> {
+  typedef float type __attribute__((vector_size(16)));
+};
+template <>
+struct VecOf<double, 8> {
+  typedef double type __attribute__((vector_size(64)));
+};
+template <>
+struct VecOf<double, 4> {
+  typedef double type __attribute__((vector_size(32)));
+};
+template <>
+struct VecOf<double, 2> {
+  typedef double type __attribute__((vector_size(16)));
+};
+template <class T, int W>
+using Vec = typename VecOf<T, W>::type;
+
+template <class V, class T>
+[[gnu::always_inline]] inline V load(const T* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class V, class T>
+[[gnu::always_inline]] inline void store(T* p, V v) {
+  std::memcpy(p, &v, sizeof v);
+}
+template <class V, class T>
+[[gnu::always_inline]] inline V splat(T x) {
+  V v = {};
+  return v + x;
+}
+
+// ---- blocking ----------------------------------------------------------------------------
+// Depth of a packed block (A's micro-panels stay in L1 across a row of B's), rows of a
+// packed A block (in L2) and columns of a packed B panel (in L3). Measured on this machine;
+// see docs/backend.md "Matrix products".
+constexpr int64_t kKC = 256;
+constexpr int64_t kMC = 144;
+constexpr int64_t kNC = 1536;
+
+// Below this many multiply-adds a product runs on one thread (waking workers costs more).
+constexpr int64_t kParallelWork = int64_t{1} << 21;
+
+// One matrix of the batch: A (m x k), B (k x n), C (m x n) with their strides.
+template <class T>
+struct Product {
+  int64_t m, n, k;
+  const T* a;
+  int64_t a_rs, a_cs;
+  const T* b;
+  int64_t b_rs, b_cs;
+  T* c;
+  int64_t c_rs, c_cs;
+};
+
+// The packed copies of A and B a thread works on (reused from call to call).
+template <class T>
+T* scratch_a() {
+  thread_local std::vector<T> buffer(static_cast<size_t>(kMC * kKC));
+  return buffer.data();
+}
+template <class T>
+T* scratch_b() {
+  thread_local std::vector<T> buffer(static_cast<size_t>(kKC * kNC));
+  return buffer.data();
+}
+
+// The BLIS scheme for one instruction set: W lanes per vector, an MR x (NV * W) micro-tile.
+template <class T, int W, int MR, int NV>
+struct Blocked {
+  using V = Vec<T, W>;
+  static constexpr int NR = W * NV;
+
+  // A block of A (rows i0.., depth p0..) as micro-panels of MR rows: pa[panel][p][i],
+  // zero-padded to a whole panel.
+  static void pack_a(const Product<T>& x, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T* pa) {
+    for (int64_t ir = 0; ir < mc; ir += MR) {
+      const int64_t rows = std::min<int64_t>(MR, mc - ir);
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* src = x.a + (i0 + ir) * x.a_rs + (p0 + p) * x.a_cs;
+        int64_t i = 0;
+        for (; i < rows; ++i) pa[i] = src[i * x.a_rs];
+        for (; i < MR; ++i) pa[i] = T(0);
+        pa += MR;
+      }
+    }
+  }
+
+  // A panel of B (depth p0.., columns j0..) as micro-panels of NR columns: pb[panel][p][j].
+  static void pack_b(const Product<T>& x, int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* pb) {
+    for (int64_t jr = 0; jr < nc; jr += NR) {
+      const int64_t cols = std::min<int64_t>(NR, nc - jr);
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* src = x.b + (p0 + p) * x.b_rs + (j0 + jr) * x.b_cs;
+        int64_t j = 0;
+        if (x.b_cs == 1) {
+          std::memcpy(pb, src, static_cast<size_t>(cols) * sizeof(T));
+          j = cols;
+        } else {
+          for (; j < cols; ++j) pb[j] = src[j * x.b_cs];
+        }
+        for (; j < NR; ++j) pb[j] = T(0);
+        pb += NR;
+      }
+    }
+  }
+
+  // C's MR x NR tile (row stride c_rs, contiguous rows) = or += the product of one micro-panel
+  // of A and one of B over depth kc. The accumulators stay in registers.
+  [[gnu::always_inline]] static inline void micro(int64_t kc, const T* pa, const T* pb, T* c,
+                                                  int64_t c_rs, bool add) {
+    V acc[MR][NV] = {};
+    for (int64_t p = 0; p < kc; ++p) {
+      V b[NV];
+      for (int j = 0; j < NV; ++j) b[j] = load<V>(pb + j * W);
+      for (int i = 0; i < MR; ++i) {
+        const V a = splat<V>(pa[i]);
+        for (int j = 0; j < NV; ++j) acc[i][j] += a * b[j];
+      }
+      pa += MR;
+      pb += NR;
+    }
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NV; ++j) {
+        T* dst = c + i * c_rs + j * W;
+        store(dst, add ? load<V>(dst) + acc[i][j] : acc[i][j]);
+      }
+  }
+
+  // Rows [i0, i1) and columns [j0, j1) of C.
+  [[gnu::always_inline]] static inline void run(const Product<T>& x, int64_t i0, int64_t i1,
+                                                int64_t j0, int64_t j1) {
+    T* pa = scratch_a<T>();
+    T* pb = scratch_b<T>();
+    T edge[MR * NR];
+    for (int64_t jc = j0; jc < j1; jc += kNC) {
+      const int64_t nc = std::min(kNC, j1 - jc);
+      for (int64_t pc = 0; pc < x.k; pc += kKC) {
+        const int64_t kc = std::min(kKC, x.k - pc);
+        const bool add = pc > 0;
+        pack_b(x, pc, kc, jc, nc, pb);
+        for (int64_t ic = i0; ic < i1; ic += kMC) {
+          const int64_t mc = std::min(kMC, i1 - ic);
+          pack_a(x, ic, mc, pc, kc, pa);
+          for (int64_t jr = 0; jr < nc; jr += NR) {
+            const int64_t cols = std::min<int64_t>(NR, nc - jr);
+            for (int64_t ir = 0; ir < mc; ir += MR) {
+              const int64_t rows = std::min<int64_t>(MR, mc - ir);
+              const T* a_panel = pa + ir * kc;
+              const T* b_panel = pb + jr * kc;
+              T* c = x.c + (ic + ir) * x.c_rs + (jc + jr) * x.c_cs;
+              if (rows == MR && cols == NR && x.c_cs == 1) {
+                micro(kc, a_panel, b_panel, c, x.c_rs, add);
+                continue;
+              }
+              // A partial or strided tile goes through a local one.
+              micro(kc, a_panel, b_panel, edge, NR, false);
+              for (int64_t i = 0; i < rows; ++i)
+                for (int64_t j = 0; j < cols; ++j) {
+                  T& dst = c[i * x.c_rs + j * x.c_cs];
+                  dst = add ? dst + edge[i * NR + j] : edge[i * NR + j];
+                }
+            }
+          }
+        }
+      }
+    }
+  }
+};
+
+// y[i * ys] = sum_p A[i, p] x[p] for rows [i0, i1), x contiguous.
+template <class T, int W>
+[[gnu::always_inline]] inline void matvec(const T* a, int64_t a_rs, int64_t a_cs, const T* x,
+                                          int64_t k, T* y, int64_t ys, int64_t i0, int64_t i1) {
+  using V = Vec<T, W>;
+  if (a_cs == 1) {  // rows contiguous: one dot product per row, four accumulators
+    for (int64_t i = i0; i < i1; ++i) {
+      const T* row = a + i * a_rs;
+      V acc[4] = {};
+      int64_t p = 0;
+      for (; p + 4 * W <= k; p += 4 * W)
+        for (int u = 0; u < 4; ++u) acc[u] += load<V>(row + p + u * W) * load<V>(x + p + u * W);
+      for (; p + W <= k; p += W) acc[0] += load<V>(row + p) * load<V>(x + p);
+      const V sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+      T s = T(0);
+      for (int l = 0; l < W; ++l) s += sum[l];
+      for (; p < k; ++p) s += row[p] * x[p];
+      y[i * ys] = s;
+    }
+    return;
+  }
+  // Columns contiguous (or general): y += A[:, p] x[p], column after column.
+  for (int64_t i = i0; i < i1; ++i) y[i * ys] = T(0);
+  for (int64_t p = 0; p < k; ++p) {
+    const T xp = x[p];
+    const T* col = a + p * a_cs;
+    if (a_rs == 1 && ys == 1) {
+      int64_t i = i0;
+      for (; i + W <= i1; i += W) store(y + i, load<V>(y + i) + load<V>(col + i) * splat<V>(xp));
+      for (; i < i1; ++i) y[i] += col[i] * xp;
+    } else {
+      for (int64_t i = i0; i < i1; ++i) y[i * ys] += col[i * a_rs] * xp;
+    }
+  }
+}
+
+// One instruction set's kernels, as plain function pointers.
+template <class T>
+struct Isa {
+  const char* name;
+  int mr, nr;
+  void (*block)(const Product<T>&, int64_t, int64_t, int64_t, int64_t);
+  void (*matvec)(const T*, int64_t, int64_t, const T*, int64_t, T*, int64_t, int64_t, int64_t);
+};
+
+#define REFJIT_ISA_ENTRIES(TARGET, SUFFIX, T, W, MR, NV)                                           \
+  TARGET void block_##SUFFIX(const Product<T>& x, int64_t i0, int64_t i1, int64_t j0,              \
+                             int64_t j1) {                                                         \
+    Blocked<T, W, MR, NV>::run(x, i0, i1, j0, j1);                                                 \
+  }                                                                                                \
+  TARGET void matvec_##SUFFIX(const T* a, int64_t a_rs, int64_t a_cs, const T* x, int64_t k, T* y, \
+                              int64_t ys, int64_t i0, int64_t i1) {                                \
+    matvec<T, W>(a, a_rs, a_cs, x, k, y, ys, i0, i1);                                              \
+  }
+
+#define REFJIT_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
+#define REFJIT_AVX2 __attribute__((target("avx2,fma")))
+#define REFJIT_SSE2
+
+REFJIT_ISA_ENTRIES(REFJIT_AVX512, avx512_f32, float, 16, 6, 2)
+REFJIT_ISA_ENTRIES(REFJIT_AVX512, avx512_f64, double, 8, 6, 2)
+REFJIT_ISA_ENTRIES(REFJIT_AVX2, avx2_f32, float, 8, 6, 2)
+REFJIT_ISA_ENTRIES(REFJIT_AVX2, avx2_f64, double, 4, 6, 2)
+REFJIT_ISA_ENTRIES(REFJIT_SSE2, sse2_f32, float, 4, 4, 2)
+REFJIT_ISA_ENTRIES(REFJIT_SSE2, sse2_f64, double, 2, 4, 2)
+
+enum class Cpu { avx512, avx2, sse2 };
+
+Cpu detect_cpu() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")) return Cpu::avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Cpu::avx2;
+  return Cpu::sse2;
+}
+
+Cpu cpu() {
+  static const Cpu c = detect_cpu();
+  return c;
+}
+
+template <class T>
+const Isa<T>& isa();
+template <>
+const Isa<float>& isa<float>() {
+  static const Isa<float> table[] = {{"avx512", 6, 32, block_avx512_f32, matvec_avx512_f32},
+                                     {"avx2", 6, 16, block_avx2_f32, matvec_avx2_f32},
+                                     {"sse2", 4, 8, block_sse2_f32, matvec_sse2_f32}};
+  return table[static_cast<int>(cpu())];
+}
+template <>
+const Isa<double>& isa<double>() {
+  static const Isa<double> table[] = {{"avx512", 6, 16, block_avx512_f64, matvec_avx512_f64},
+                                      {"avx2", 6, 8, block_avx2_f64, matvec_avx2_f64},
+                                      {"sse2", 4, 4, block_sse2_f64, matvec_sse2_f64}};
+  return table[static_cast<int>(cpu())];
+}
+
+// [begin, end) of part `t` of `n` items split into `parts` pieces, in multiples of `grain`.
+std::pair<int64_t, int64_t> part_of(int64_t n, int64_t parts, int64_t t, int64_t grain) {
+  const int64_t units = (n + grain - 1) / grain;
+  const int64_t begin = std::min(n, units * t / parts * grain);
+  const int64_t end = std::min(n, units * (t + 1) / parts * grain);
+  return {begin, end};
+}
+
+// y = A x for one matrix (m x k), x with stride xs, y with stride ys.
+template <class T>
+void matvec_product(const Isa<T>& isa, int64_t m, int64_t k, const T* a, int64_t a_rs, int64_t a_cs,
+                    const T* x, int64_t xs, T* y, int64_t ys, int64_t parts) {
+  std::vector<T> packed;
+  if (xs != 1) {
+    packed.resize(static_cast<size_t>(k));
+    for (int64_t p = 0; p < k; ++p) packed[p] = x[p * xs];
+    x = packed.data();
+  }
+  parts = std::min(parts, std::max<int64_t>(1, m / 16));
+  parallel_for(parts, [&](int64_t t) {
+    auto [i0, i1] = part_of(m, parts, t, 16);
+    isa.matvec(a, a_rs, a_cs, x, k, y, ys, i0, i1);
+  });
+}
+
+template <class T>
+void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T> c) {
+  if (s.batch <= 0 || s.m <= 0 || s.n <= 0) return;
+  if (s.k <= 0) {
+    for (int64_t q = 0; q < s.batch; ++q)
+      for (int64_t i = 0; i < s.m; ++i)
+        for (int64_t j = 0; j < s.n; ++j)
+          c.data[q * c.batch_stride + i * c.row_stride + j * c.col_stride] = T(0);
+    return;
+  }
+  const Isa<T>& kernels = isa<T>();
+  const int64_t work = s.batch * s.m * s.n * s.k;
+  const int64_t threads = work < kParallelWork ? 1 : thread_count();
+
+  if (s.n == 1 || s.m == 1) {  // matrix-vector: packing would waste all but one column
+    for (int64_t q = 0; q < s.batch; ++q) {
+      const T* aq = a.data + q * a.batch_stride;
+      const T* bq = b.data + q * b.batch_stride;
+      T* cq = c.data + q * c.batch_stride;
+      if (s.n == 1)  // C[:, 0] = A B[:, 0]
+        matvec_product(kernels, s.m, s.k, aq, a.row_stride, a.col_stride, bq, b.row_stride, cq,
+                       c.row_stride, threads);
+      else  // C[0, :] = B^T A[0, :]
+        matvec_product(kernels, s.n, s.k, bq, b.col_stride, b.row_stride, aq, a.col_stride, cq,
+                       c.col_stride, threads);
+    }
+    return;
+  }
+
+  // Whole matrices per task when the batch fills the threads; else split each matrix's
+  // columns (or, when it has few, its rows) into one part per thread.
+  const int64_t per_matrix = s.batch >= threads ? 1 : threads;
+  const bool split_columns = s.n >= per_matrix * kernels.nr * 2 || s.m < per_matrix * kernels.mr;
+  parallel_for(s.batch * per_matrix, [&](int64_t task) {
+    const int64_t q = task / per_matrix, t = task % per_matrix;
+    Product<T> x{s.m,
+                 s.n,
+                 s.k,
+                 a.data + q * a.batch_stride,
+                 a.row_stride,
+                 a.col_stride,
+                 b.data + q * b.batch_stride,
+                 b.row_stride,
+                 b.col_stride,
+                 c.data + q * c.batch_stride,
+                 c.row_stride,
+                 c.col_stride};
+    int64_t i0 = 0, i1 = s.m, j0 = 0, j1 = s.n;
+    if (split_columns)
+      std::tie(j0, j1) = part_of(s.n, per_matrix, t, kernels.nr);
+    else
+      std::tie(i0, i1) = part_of(s.m, per_matrix, t, kernels.mr);
+    if (i0 < i1 && j0 < j1) kernels.block(x, i0, i1, j0, j1);
+  });
+}
+
+template <class T>
+const T* first_element(const RefjitMemRefHead* m) {
+  return static_cast<const T*>(m->aligned) + m->offset;
+}
+
+template <class T>
+void gemm_entry(int64_t batch, int64_t m, int64_t n, int64_t k, const RefjitMemRefHead* a,
+                int64_t a_bs, int64_t a_rs, int64_t a_cs, const RefjitMemRefHead* b, int64_t b_bs,
+                int64_t b_rs, int64_t b_cs, const RefjitMemRefHead* c, int64_t c_bs, int64_t c_rs,
+                int64_t c_cs) {
+  gemm_impl<T>({batch, m, n, k}, {first_element<T>(a), a_bs, a_rs, a_cs},
+               {first_element<T>(b), b_bs, b_rs, b_cs},
+               {const_cast<T*>(first_element<T>(c)), c_bs, c_rs, c_cs});
+}
+
+}  // namespace
+
+void gemm(GemmShape shape, Matrices<const float> a, Matrices<const float> b, Matrices<float> c) {
+  gemm_impl(shape, a, b, c);
+}
+
+void gemm(GemmShape shape, Matrices<const double> a, Matrices<const double> b, Matrices<double> c) {
+  gemm_impl(shape, a, b, c);
+}
+
+const char* gemm_isa() { return isa<float>().name; }
+
+}  // namespace refjit::kernels
+
+extern "C" {
+
+void refjit_gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t,
+                     const RefjitMemRefHead* a, int64_t a_bs, int64_t a_rs, int64_t a_cs, int64_t,
+                     const RefjitMemRefHead* b, int64_t b_bs, int64_t b_rs, int64_t b_cs, int64_t,
+                     const RefjitMemRefHead* c, int64_t c_bs, int64_t c_rs, int64_t c_cs) {
+  refjit::kernels::gemm_entry<float>(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c,
+                                     c_bs, c_rs, c_cs);
+}
+
+void refjit_gemm_f64(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t,
+                     const RefjitMemRefHead* a, int64_t a_bs, int64_t a_rs, int64_t a_cs, int64_t,
+                     const RefjitMemRefHead* b, int64_t b_bs, int64_t b_rs, int64_t b_cs, int64_t,
+                     const RefjitMemRefHead* c, int64_t c_bs, int64_t c_rs, int64_t c_cs) {
+  refjit::kernels::gemm_entry<double>(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c,
+                                      c_bs, c_rs, c_cs);
+}
+}

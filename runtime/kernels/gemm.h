@@ -1,0 +1,57 @@
+// Dense matrix products for native code: JIT-compiled dot_generals over f32 and f64 call
+// refjit_gemm_f32/f64 (compiler/backend/lower_reduce.cpp), as XLA's CPU backend calls its own
+// runtime kernels. Cache-blocked and packed (the BLIS scheme: a micro-kernel keeps an MR x NR
+// block of C in vector registers), vectorised for AVX-512, AVX2 or plain SSE2 as the CPU
+// allows, and split over the runtime's threads for large products (thread_pool.h).
+//
+// Every element of C sums its k products in the same order whatever the thread count, so
+// results do not depend on REFJIT_NUM_THREADS.
+#pragma once
+
+#include <cstdint>
+
+namespace refjit::kernels {
+
+// A batch of strided matrices: element (i, j) of matrix `b` is at
+// data[b * batch_stride + i * row_stride + j * col_stride]; strides count elements and may be
+// zero (a matrix shared by the whole batch) or negative.
+template <class T>
+struct Matrices {
+  T* data;
+  int64_t batch_stride, row_stride, col_stride;
+};
+
+struct GemmShape {
+  int64_t batch, m, n, k;  // C[b] (m x n) = A[b] (m x k) times B[b] (k x n)
+};
+
+// C = A B for every matrix of the batch. C is overwritten (it must not overlap A or B).
+void gemm(GemmShape shape, Matrices<const float> a, Matrices<const float> b, Matrices<float> c);
+void gemm(GemmShape shape, Matrices<const double> a, Matrices<const double> b, Matrices<double> c);
+
+// Which vector code the kernels run on this CPU: "avx512", "avx2" or "sse2".
+const char* gemm_isa();
+
+}  // namespace refjit::kernels
+
+// The entry points generated code calls. Each operand comes as an unranked memref (MLIR's
+// calling convention: its rank, then a pointer to its ranked descriptor, which starts with
+// the allocated pointer, the aligned pointer and the element offset) followed by its batch,
+// row and column strides in elements; first the sizes (batch, m, n, k).
+extern "C" {
+struct RefjitMemRefHead {
+  void* allocated;
+  void* aligned;
+  int64_t offset;
+};
+void refjit_gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t a_rank,
+                     const RefjitMemRefHead* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
+                     int64_t b_rank, const RefjitMemRefHead* b, int64_t b_bs, int64_t b_rs,
+                     int64_t b_cs, int64_t c_rank, const RefjitMemRefHead* c, int64_t c_bs,
+                     int64_t c_rs, int64_t c_cs);
+void refjit_gemm_f64(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t a_rank,
+                     const RefjitMemRefHead* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
+                     int64_t b_rank, const RefjitMemRefHead* b, int64_t b_bs, int64_t b_rs,
+                     int64_t b_cs, int64_t c_rank, const RefjitMemRefHead* c, int64_t c_bs,
+                     int64_t c_rs, int64_t c_cs);
+}

@@ -1,0 +1,20 @@
+// The runtime's worker threads: large matrix products (gemm.h) split their output over them.
+// One pool per process, started on first use with one thread per core (REFJIT_NUM_THREADS
+// overrides; 1 disables threading). The calling thread takes part in the work.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace refjit::kernels {
+
+// How many threads a parallel_for uses at most (workers plus the caller).
+int thread_count();
+
+// Runs task(i) for every i in [0, n) and returns when all have finished. Tasks run on the
+// pool's threads and the caller's; which thread runs which task is not fixed, so a task must
+// only write memory no other task writes. Runs serially when n is 1, when the pool has one
+// thread, when called from inside a task, or while another thread's parallel_for runs.
+void parallel_for(int64_t n, const std::function<void(int64_t)>& task);
+
+}  // namespace refjit::kernels

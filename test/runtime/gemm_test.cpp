@@ -1,0 +1,136 @@
+// The runtime's matrix product (runtime/kernels/gemm.h) against a plain triple loop, over
+// shapes that hit every edge of its blocking, every operand layout, batches, matrix-vector
+// products, and the threaded split.
+#include "runtime/kernels/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "runtime/kernels/thread_pool.h"
+
+namespace refjit::kernels {
+namespace {
+
+// Operand storage and its strides: row-major or column-major (transposed) per matrix.
+template <class T>
+struct Operand {
+  std::vector<T> data;
+  Matrices<const T> view;
+};
+
+template <class T>
+Operand<T> make_operand(int64_t batch, int64_t rows, int64_t cols, bool transposed,
+                        std::mt19937& rng) {
+  Operand<T> o;
+  o.data.resize(static_cast<size_t>(batch * rows * cols));
+  std::uniform_real_distribution<double> dist(-1, 1);
+  for (T& v : o.data) v = static_cast<T>(dist(rng));
+  const int64_t rs = transposed ? 1 : cols, cs = transposed ? rows : 1;
+  o.view = {o.data.data(), rows * cols, rs, cs};
+  return o;
+}
+
+template <class T>
+T at(Matrices<const T> m, int64_t q, int64_t i, int64_t j) {
+  return m.data[q * m.batch_stride + i * m.row_stride + j * m.col_stride];
+}
+
+// Checks gemm against a double-precision loop: each element within a few ulps per product.
+template <class T>
+void check(GemmShape s, bool a_t, bool b_t, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Operand<T> a = make_operand<T>(s.batch, s.m, s.k, a_t, rng);
+  Operand<T> b = make_operand<T>(s.batch, s.k, s.n, b_t, rng);
+  std::vector<T> c(static_cast<size_t>(s.batch * s.m * s.n), T(123));
+  gemm(s, a.view, b.view, Matrices<T>{c.data(), s.m * s.n, s.n, 1});
+  const double eps = std::is_same_v<T, float> ? 1e-6 : 1e-15;
+  for (int64_t q = 0; q < s.batch; ++q)
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) {
+        double want = 0, scale = 0;
+        for (int64_t p = 0; p < s.k; ++p) {
+          double prod = double(at(a.view, q, i, p)) * double(at(b.view, q, p, j));
+          want += prod;
+          scale += std::abs(prod);
+        }
+        const double got = c[static_cast<size_t>((q * s.m + i) * s.n + j)];
+        ASSERT_NEAR(got, want, 4 * eps * (scale + 1))
+            << "batch " << q << " (" << i << ", " << j << ") of " << s.batch << "x" << s.m << "x"
+            << s.n << "x" << s.k << " a_t=" << a_t << " b_t=" << b_t;
+      }
+}
+
+TEST(Gemm, EdgesOfTheBlockingInEveryLayout) {
+  // Sizes around the micro-tile (6 or 4 rows, 8..32 columns), the depth block (256) and the
+  // row block (144).
+  const int64_t sizes[] = {1, 2, 5, 7, 17, 33, 145, 257};
+  uint32_t seed = 1;
+  for (int64_t m : sizes)
+    for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{31}, int64_t{65}})
+      for (int64_t k : {int64_t{1}, int64_t{9}, int64_t{300}})
+        for (int layout = 0; layout < 4; ++layout) {
+          check<float>({1, m, n, k}, layout & 1, layout & 2, seed++);
+          if (HasFatalFailure()) return;
+        }
+}
+
+TEST(Gemm, DoublePrecision) {
+  for (int layout = 0; layout < 4; ++layout) {
+    check<double>({1, 37, 29, 270}, layout & 1, layout & 2, 7);
+    check<double>({2, 150, 70, 40}, layout & 1, layout & 2, 8);
+    check<double>({1, 1, 70, 40}, layout & 1, layout & 2, 9);
+  }
+}
+
+TEST(Gemm, BatchesAndThreadedSplits) {
+  check<float>({3, 40, 50, 60}, false, false, 11);
+  check<float>({5, 64, 64, 64}, true, false, 12);
+  check<float>({1, 300, 200, 100}, false, true, 13);  // large enough to run threaded
+  check<float>({1, 20, 900, 300}, false, false, 14);  // split over columns
+  check<float>({1, 900, 12, 300}, true, true, 15);    // split over rows
+  check<float>({2, 1, 3000, 700}, false, false, 16);  // vector-matrix
+  check<float>({2, 3000, 1, 700}, true, false, 17);   // matrix-vector
+}
+
+TEST(Gemm, ZeroDepthClearsTheResult) {
+  std::vector<float> c(6, 5.0f);
+  float unused = 0;
+  gemm({1, 2, 3, 0}, {&unused, 0, 0, 0}, {&unused, 0, 0, 0}, {c.data(), 6, 3, 1});
+  for (float v : c) EXPECT_EQ(v, 0.0f);
+}
+
+// Each element sums its products in the same order however the work is split, so a product
+// computed at once (threaded) equals, bit for bit, the same product computed in row blocks
+// small enough to run on one thread.
+TEST(Gemm, ThreadedResultIsBitwiseTheSerialOne) {
+  const int64_t m = 96, n = 512, k = 400;
+  std::mt19937 rng(3);
+  Operand<float> a = make_operand<float>(1, m, k, false, rng);
+  Operand<float> b = make_operand<float>(1, k, n, false, rng);
+  std::vector<float> whole(static_cast<size_t>(m * n)), blocks(whole.size());
+  gemm({1, m, n, k}, a.view, b.view, {whole.data(), 0, n, 1});
+  for (int64_t i0 = 0; i0 < m; i0 += 8) {
+    Matrices<const float> rows = a.view;
+    rows.data += i0 * k;
+    gemm({1, 8, n, k}, rows, b.view, {blocks.data() + i0 * n, 0, n, 1});
+  }
+  EXPECT_EQ(whole, blocks);
+}
+
+TEST(ThreadPool, RunsEveryTaskOnce) {
+  std::vector<int> hits(1000, 0);
+  parallel_for(1000, [&](int64_t i) { hits[static_cast<size_t>(i)] += 1; });
+  for (int h : hits) EXPECT_EQ(h, 1);
+  // Nested calls run serially inside the task instead of deadlocking.
+  std::vector<int> nested(16, 0);
+  parallel_for(4, [&](int64_t i) {
+    parallel_for(4, [&](int64_t j) { nested[static_cast<size_t>(i * 4 + j)] += 1; });
+  });
+  for (int h : nested) EXPECT_EQ(h, 1);
+}
+
+}  // namespace
+}  // namespace refjit::kernels
