@@ -171,7 +171,7 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
 CompileOptions backend_options(const PlannedProgram& planned, const PipelineOptions& options) {
   CompileOptions co;
   co.opt_level = options.opt_level;
-  co.fast_math_approx = options.fast_math_approx;
+  co.exact_math = options.exact_math;
   co.plan = planned.plan;
   co.after_pass = pass_reporter(options);
   return co;

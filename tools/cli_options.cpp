@@ -111,6 +111,8 @@ const OptionSpec kOptions[] = {
      [](Options& o, std::string_view) { o.interpret = true; }},
     {"timings", false, "", kDump | kRun | kBench,
      [](Options& o, std::string_view) { o.timings = true; }},
+    {"exact-math", false, "", kDump | kRun | kBench,
+     [](Options& o, std::string_view) { o.exact_math = true; }},
     {"runs", true, "N", kBench,
      [](Options& o, std::string_view v) {
        o.runs = static_cast<int>(parse_count(o.command, "runs", v, 1, 1000000));
@@ -222,6 +224,8 @@ Invocation parse_compile(Options o, std::span<const std::string> args) {
         flag(o.grad);
       } else if (name == "vjp") {
         flag(o.vjp);
+      } else if (name == "exact-math") {
+        flag(o.exact_math);
       } else if (name == "jvp") {
         flag(o.jvp);
       } else if (name == "wrt") {

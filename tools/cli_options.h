@@ -31,6 +31,7 @@ struct Options {
   bool fail_on_copy = false;
   bool interpret = false;
   bool timings = false;
+  bool exact_math = false;          // --exact-math: libm for every transcendental function
   std::string file;                 // a path, or "-" for standard input
   std::vector<std::string> values;  // the positional VALUEs after FILE (run and bench)
 

@@ -48,6 +48,7 @@ int compile_command(const Options& o) {
                     "with a digit, not a C keyword); choose one with --name",
                     a.name));
   a.cpu = o.cpu;
+  a.exact_math = o.exact_math;
   a.object_path = o.output;
   a.header_path = o.header;
   a.source_name = source.name;

@@ -45,6 +45,8 @@ Options:
   --wrt=I,J,...      0-based invar positions to differentiate (with --grad);
                      default: every float, non-ref invar
   --fail-on-copy     fail if the buffer plan copies a whole buffer inside a loop
+  --exact-math       call libm for every f32 transcendental function instead of
+                     the vectorised approximations (docs/backend.md)
   --timings          print per-stage times on standard error
   -h, --help         print this help
 
@@ -72,6 +74,8 @@ Options:
   --jvp           forward mode: after the values, one tangent per invar
   --fail-on-copy  fail if the buffer plan copies a whole buffer inside a loop
   --interpret     run on the reference interpreter instead of native code
+  --exact-math    call libm for every f32 transcendental function instead of
+                  the vectorised approximations (docs/backend.md)
   --print-after-all
                   print the program after every pass on standard error, each
                   headed `# after NAME` (constvars' values are known here)
@@ -104,6 +108,7 @@ Options:
   --jvp           time the forward-mode program (outputs and tangents)
   --fail-on-copy  fail if the buffer plan copies a whole buffer inside a loop
   --interpret     time the reference interpreter instead of native code
+  --exact-math    libm for every f32 transcendental function
   --print-after-all, --verify-each, --timings
                   as for `refjit run`
   -h, --help      print this help
@@ -111,6 +116,7 @@ Options:
     case Command::compile:
       return R"(Usage: refjit compile [OPTIONS] FILE -o OUT.o [--header OUT.h] [--name SYMBOL]
                       [--cpu=host|generic|NAME] [--grad [--wrt=...] | --vjp [--accum=K,...] | --jvp]
+                      [--exact-math]
 
 Compiles the jaxpr in FILE (- for standard input) ahead of time into a
 relocatable object with plain C entry points that needs only libc and libm
@@ -133,6 +139,8 @@ Options:
                         default: value for float non-ref invars, else dontwant
   --jvp                 forward mode: SYMBOL takes one tangent per float invar and
                         returns the outputs and their tangents
+  --exact-math          call libm for every f32 transcendental function instead of
+                        the vectorised approximations (docs/backend.md)
   -h, --help            print this help
 
 Entry points return 0 on success; see docs/aot.md for the header's conventions.

@@ -72,7 +72,7 @@ AotArtifact compile_to_object(const Jaxpr& jaxpr, const AotOptions& options) {
   llvm::LLVMContext lctx;
   CompileOptions co;
   co.opt_level = options.opt_level;
-  co.fast_math_approx = options.fast_math_approx;
+  co.exact_math = options.exact_math;
   co.runtime_kernels = false;  // the object needs only libc and libm
   std::unique_ptr<llvm::Module> linked;
   const aot::ResidualStruct* rs = plan.residuals ? &*plan.residuals : nullptr;

@@ -21,6 +21,15 @@ bool fusible(const Jaxpr& j, const Eqn& e) {
   return true;
 }
 
+// A reduction whose operand a group may compute element by element inside its loops, so
+// that `sum(f(x))` keeps no array of f(x).
+bool reduction_root(const Jaxpr& j, const Eqn& e) {
+  const bool reduction =
+      e.prim == Prim::reduce_sum || e.prim == Prim::reduce_max || e.prim == Prim::reduce_min;
+  return reduction && e.ins.size() == 1 && e.outs.size() == 1 && is_var(e.ins[0]) &&
+         !j.type_of(as_var(e.ins[0])).is_ref;
+}
+
 // The buffer `a` lives in under `p`; -1 for a literal or a var without one.
 int buffer_of(const JaxprBuffers& p, const Atom& a) {
   return is_var(a) && as_var(a).id < p.buffer_of_var.size() ? p.buffer_of_var[as_var(a).id] : -1;
@@ -105,6 +114,12 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
   std::vector<Shape> group_shape;
   for (size_t i = n; i-- > 0;) {
     const Eqn& e = j.eqns[i];
+    if (reduction_root(j, e)) {  // roots a group of its operand's shape
+      plan.group_of[i] = static_cast<int32_t>(groups.size());
+      groups.push_back({i});
+      group_shape.push_back(j.type_of(as_var(e.ins[0])).array.shape);
+      continue;
+    }
     if (!fusible(j, e)) continue;
     Var out = e.outs[0];
     const Shape& shape = j.type_of(out).array.shape;
@@ -125,6 +140,22 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
     plan.group_of[i] = target;
     groups[target].push_back(i);
   }
+
+  // A reduction reads its operand's elements after it has stored some results: its result
+  // must not live in the buffer of a member's operand.
+  if (buffers)
+    for (std::vector<size_t>& g : groups) {
+      const Eqn& root = j.eqns[g.front()];
+      if (g.size() < 2 || !reduction_root(j, root)) continue;
+      const int out = buffer_of(*buffers, root.outs[0]);
+      bool shared = false;
+      for (size_t k = 1; k < g.size(); ++k)
+        for (const Atom& a : j.eqns[g[k]].ins)
+          shared = shared || (out >= 0 && buffer_of(*buffers, a) == out);
+      if (!shared) continue;
+      for (size_t k = 1; k < g.size(); ++k) plan.group_of[g[k]] = -1;
+      g.resize(1);
+    }
 
   // Keep groups of two or more, renumbered in program order of their roots.
   std::vector<int32_t> renumber(groups.size(), -1);

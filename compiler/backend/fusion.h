@@ -9,7 +9,10 @@
 //  - its result has the same shape as the group's root,
 //  - every use of its result is an operand of an eqn of that one group, and the result
 //    is not an output of the jaxpr.
-// So no member but the root is ever observable outside the loop nest. Members are
+// So no member but the root is ever observable outside the loop nest. A reduction
+// (reduce_sum/max/min) may also root a group: the members then have its operand's shape and
+// the reduction's loops compute each operand element in registers (no array of f(x) for
+// sum(f(x))). Members are
 // evaluated at the root's position. With a buffer assignment, buffers are reused in place,
 // so moving a member later is only safe while its operands' buffers are not overwritten in
 // between: an eqn also joins only if no eqn between it and the root (outside the group)

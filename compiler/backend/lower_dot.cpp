@@ -97,7 +97,7 @@ bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfr
   const ArrayType& ht = c.type_of(e.ins[1]).array;
   const ArrayType& rt = c.type_of(e.outs[0]).array;
   const DotDims& dn = e.params.get<DotDims>("dimension_numbers");
-  if (!c.runtime_kernels() || (rt.dtype != DType::f32 && rt.dtype != DType::f64) ||
+  if (!c.options().runtime_kernels || (rt.dtype != DType::f32 && rt.dtype != DType::f64) ||
       lt.dtype != rt.dtype || ht.dtype != rt.dtype)
     return false;
   if (!is_var(e.ins[0]) || !is_var(e.ins[1])) return false;

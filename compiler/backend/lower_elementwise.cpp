@@ -60,6 +60,31 @@ ElemFn libm_unary(std::string name) {
   };
 }
 
+// f32 as the math op MLIR's polynomial approximations replace (LoweringOptions::
+// approximate_math), else libm. math-to-llvm has no accurate lowering of these ops.
+template <class MathOp>
+ElemFn approximated_or_libm(std::string name) {
+  return [name](LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& x) -> Value {
+    if (d == DType::f32 && c.options().approximate_math) return c.b.create<MathOp>(c.loc, x[0]);
+    return libm_unary(name)(c, e, d, x);
+  };
+}
+
+// log; approximated in f32, where MLIR's polynomial reads the exponent bits, so a subnormal
+// input is first scaled into the normal range: log(x) = log(x * 2^24) - 24 log 2.
+Value lower_log(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) {
+  if (d != DType::f32 || !c.options().approximate_math) return c.b.create<math::LogOp>(c.loc, x[0]);
+  auto& b = c.b;
+  Value tiny =
+      b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::OLT, b.create<math::AbsFOp>(c.loc, x[0]),
+                              c.constant(d, std::numeric_limits<float>::min()));
+  Value scaled = b.create<arith::SelectOp>(
+      c.loc, tiny, b.create<arith::MulFOp>(c.loc, x[0], c.constant(d, 16777216.0)), x[0]);
+  Value y = b.create<math::LogOp>(c.loc, scaled);
+  Value shift = c.constant(d, 24.0 * 0.69314718055994530942);
+  return b.create<arith::SelectOp>(c.loc, tiny, b.create<arith::SubFOp>(c.loc, y, shift), y);
+}
+
 // XLA integer division: x/0 = -1 (all bits set), INT_MIN/-1 = INT_MIN, else truncating.
 Value int_div(LowerCtx& c, DType d, Value x, Value y) {
   auto& b = c.b;
@@ -250,16 +275,19 @@ void register_elementwise_lowerings(LowerTable& t) {
     return c.b.create<arith::SubIOp>(c.loc, c.int_constant(d, 0), x[0]);
   });
   set_ew(t, Prim::exp, float_unary<math::ExpOp>());
-  set_ew(t, Prim::log, float_unary<math::LogOp>());
-  set_ew(t, Prim::sin, float_unary<math::SinOp>());
-  set_ew(t, Prim::cos, float_unary<math::CosOp>());
+  set_ew(t, Prim::log, lower_log);
+  // libm even when approximating: MLIR's f32 sin/cos reduce the argument in f32 and lose
+  // every digit beyond |x| ~ 1e3 (docs/backend.md "Transcendental functions").
+  set_ew(t, Prim::sin, libm_unary("sin"));
+  set_ew(t, Prim::cos, libm_unary("cos"));
   set_ew(t, Prim::sqrt, float_unary<math::SqrtOp>());
   set_ew(t, Prim::floor, float_unary<math::FloorOp>());
   set_ew(t, Prim::ceil, float_unary<math::CeilOp>());
-  set_ew(t, Prim::log1p, libm_unary("log1p"));
-  set_ew(t, Prim::expm1, libm_unary("expm1"));
+  set_ew(t, Prim::log1p, approximated_or_libm<math::Log1pOp>("log1p"));
+  set_ew(t, Prim::expm1, approximated_or_libm<math::ExpM1Op>("expm1"));
   set_ew(t, Prim::tan, libm_unary("tan"));
-  set_ew(t, Prim::tanh, libm_unary("tanh"));
+  set_ew(t, Prim::tanh, approximated_or_libm<math::TanhOp>("tanh"));
+  set_ew(t, Prim::erf, approximated_or_libm<math::ErfOp>("erf"));
   for (auto [p, name] : {std::pair{Prim::asin, "asin"},
                          {Prim::acos, "acos"},
                          {Prim::atan, "atan"},
@@ -268,7 +296,6 @@ void register_elementwise_lowerings(LowerTable& t) {
                          {Prim::asinh, "asinh"},
                          {Prim::acosh, "acosh"},
                          {Prim::atanh, "atanh"},
-                         {Prim::erf, "erf"},
                          {Prim::erfc, "erfc"},
                          {Prim::cbrt, "cbrt"},
                          {Prim::exp2, "exp2"}})

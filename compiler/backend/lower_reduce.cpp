@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "compiler/backend/lowering.h"
@@ -57,13 +58,60 @@ Value combine(LowerCtx& c, DType d, Reducer r, Value a, Value b) {
   return {};
 }
 
+// combine() with reassociation allowed, so LLVM may keep several partial results in vector
+// lanes (the order of a float sum then depends on the vector width, not on the data).
+Value combine_reassociating(LowerCtx& c, DType d, Reducer r, Value a, Value b) {
+  if (!is_float(d)) return combine(c, d, r, a, b);
+  auto fm = arith::FastMathFlagsAttr::get(c.b.getContext(), arith::FastMathFlags::reassoc);
+  switch (r) {
+    case Reducer::sum: return c.b.create<arith::AddFOp>(c.loc, a, b, fm);
+    case Reducer::max: return c.b.create<arith::MaximumFOp>(c.loc, a, b, fm);
+    case Reducer::min: return c.b.create<arith::MinimumFOp>(c.loc, a, b, fm);
+  }
+  return {};
+}
+
+// Whether `axes` are the last axes.size() dims of a rank-`rank` operand.
+bool trailing_axes(const IntList& axes, int64_t rank) {
+  std::vector<int64_t> sorted(axes.begin(), axes.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i)
+    if (sorted[i] != rank - static_cast<int64_t>(sorted.size()) + static_cast<int64_t>(i))
+      return false;
+  return true;
+}
+
+// Reducing the trailing dims (a full reduction, or each row): per result element, loops
+// over the reduced dims carry the running result in a register.
+void lower_reduce_trailing(LowerCtx& c, const Eqn& e, Reducer r) {
+  const ArrayType xt = c.type_of(e.ins[0]).array;
+  const ArrayType rt = c.type_of(e.outs[0]).array;
+  const size_t kept = static_cast<size_t>(rt.rank());
+  Value dst = c.result_buffer(e.outs[0]);
+  c.loop_nest(rt.shape, [&](Ivs outer) {
+    std::vector<Value> ivs(outer.begin(), outer.end());
+    std::function<Value(size_t, Value)> reduce_dim = [&](size_t dim, Value acc) -> Value {
+      if (dim == static_cast<size_t>(xt.rank()))
+        return combine_reassociating(c, rt.dtype, r, acc, c.load(e.ins[0], ivs));
+      return c.loop_with_carry(xt.shape[dim], {acc}, [&](Value iv, const std::vector<Value>& cur) {
+        ivs.resize(dim);
+        ivs.push_back(iv);
+        return std::vector<Value>{reduce_dim(dim + 1, cur[0])};
+      })[0];
+    };
+    c.store(reduce_dim(kept, identity(c, rt.dtype, r)), dst, rt.dtype, outer);
+  });
+}
+
 // Result initialised to the identity, then one pass over the operand in row-major order
-// accumulating into the result element the operand element maps to.
+// accumulating into the result element the operand element maps to (the innermost loop then
+// runs along kept, contiguous elements of both, and vectorises without reassociation).
 void lower_reduce(LowerCtx& c, const Eqn& e, Reducer r) {
   if (e.ins.size() != 1 || e.outs.size() != 1) fail_eqn(e, "expected one operand");
   ArrayType xt = c.type_of(e.ins[0]).array;
   ArrayType rt = c.type_of(e.outs[0]).array;
   const IntList& axes = e.params.get<IntList>("axes");
+  if (!axes.empty() && trailing_axes(axes, xt.rank())) return lower_reduce_trailing(c, e, r);
   Value dst = c.result_buffer(e.outs[0]);
   c.fill(dst, rt, identity(c, rt.dtype, r));
   c.loop_nest(xt.shape, [&](Ivs ivs) {

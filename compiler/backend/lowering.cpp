@@ -243,6 +243,14 @@ void LowerCtx::perform_copy(const Copy& cp, const Atom* fill_from) {
 
 Value LowerCtx::load(const Atom& a, mlir::ValueRange idx) {
   if (!is_var(a)) return literal(std::get<Literal>(a));
+  if (fused_operand_ && as_var(a).id == fused_operand_->var_id) {
+    FusedOperand fused = *fused_operand_;  // members' own loads must read their buffers
+    fused_operand_.reset();
+    std::vector<Value> ivs(idx.begin(), idx.end());
+    Value v = fused_element(*fused.jaxpr, fused.members, ivs);
+    fused_operand_ = std::move(fused);
+    return v;
+  }
   ArrayType t = type_of(a).array;
   return load_mem(buffer(a), t.dtype, t.rank() == 0 ? mlir::ValueRange{} : idx);
 }
@@ -574,49 +582,62 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
 
 void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group) {
   const Eqn& root = j.eqns[group.back()];
+  if (!elementwise_rule(root.prim)) {  // a reduction: its rule's loops evaluate the members
+    const LowerRule* rule = lower_table().find(root.prim);
+    if (!rule) fail_eqn(root, "roots a fusion group but has no lowering");
+    fused_operand_ = FusedOperand{as_var(root.ins[0]).id, &j,
+                                  std::vector<size_t>(group.begin(), group.end() - 1)};
+    (*rule)(*this, root);
+    fused_operand_.reset();
+    return;
+  }
   ArrayType rt = j.type_of(root.outs[0]).array;
   Value dst = result_buffer(root.outs[0]);
   // Scalar operands from outside the group are loaded once, before the loops (inside, a
   // load may not be hoisted by LLVM when the stores could alias it).
-  std::vector<Value> outside_scalar(j.vars.size());
   std::vector<bool> member(j.vars.size(), false);
   for (size_t k : group) member.at(j.eqns[k].outs[0].id) = true;
+  outside_scalar_.assign(j.vars.size(), Value());
   if (!rt.shape.empty())
     for (size_t k : group)
       for (const Atom& a : j.eqns[k].ins)
-        if (is_var(a) && !member[as_var(a).id] && !outside_scalar[as_var(a).id] &&
+        if (is_var(a) && !member[as_var(a).id] && !outside_scalar_[as_var(a).id] &&
             type_of(a).array.rank() == 0)
-          outside_scalar[as_var(a).id] = load(a, {});
-  loop_nest(rt.shape, [&](Ivs ivs) {
-    std::vector<Value> element(j.vars.size());  // by var id: members' values, in registers
-    for (size_t k : group) {
-      const Eqn& e = j.eqns[k];
-      const ElemFn* f = elementwise_rule(e.prim);
-      if (!f) fail_eqn(e, "fused but has no elementwise rule");
-      std::vector<Value> xs;
-      for (const Atom& a : e.ins) {
-        if (is_var(a) && element[as_var(a).id])
-          xs.push_back(element[as_var(a).id]);
-        else if (is_var(a) && outside_scalar[as_var(a).id])
-          xs.push_back(outside_scalar[as_var(a).id]);
-        else
-          xs.push_back(load(a, ivs));
-      }
-      element[e.outs[0].id] = (*f)(*this, e, type_of(e.ins.at(0)).dtype(), xs);
+          outside_scalar_[as_var(a).id] = load(a, {});
+  loop_nest(rt.shape, [&](Ivs ivs) { store(fused_element(j, group, ivs), dst, rt.dtype, ivs); });
+  outside_scalar_.clear();
+}
+
+Value LowerCtx::fused_element(const Jaxpr& j, const std::vector<size_t>& members, Ivs ivs) {
+  std::vector<Value> element(j.vars.size());  // by var id: members' values, in registers
+  for (size_t k : members) {
+    const Eqn& e = j.eqns[k];
+    const ElemFn* f = elementwise_rule(e.prim);
+    if (!f) fail_eqn(e, "fused but has no elementwise rule");
+    std::vector<Value> xs;
+    for (const Atom& a : e.ins) {
+      const uint32_t id = is_var(a) ? as_var(a).id : 0;
+      if (is_var(a) && element[id])
+        xs.push_back(element[id]);
+      else if (is_var(a) && id < outside_scalar_.size() && outside_scalar_[id])
+        xs.push_back(outside_scalar_[id]);
+      else
+        xs.push_back(load(a, ivs));
     }
-    store(element[root.outs[0].id], dst, rt.dtype, ivs);
-  });
+    element[e.outs[0].id] = (*f)(*this, e, type_of(e.ins.at(0)).dtype(), xs);
+  }
+  return element[j.eqns[members.back()].outs[0].id];
 }
 
 // ---------------------------------------------------------------- module driver
 
 mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jaxpr& jaxpr,
                                                const BufferPlan& plan, int64_t& workspace_bytes,
-                                               bool runtime_kernels) {
+                                               const LoweringOptions& options) {
   load_dialects(ctx);
   mlir::OpBuilder b(&ctx);
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(b.getUnknownLoc());
-  LowerCtx lc(b, *module, plan, runtime_kernels);
+  LowerCtx lc(b, *module, plan, options);
 
   std::vector<mlir::Type> arg_types;
   for (Var v : jaxpr.constvars) arg_types.push_back(lc.memref_type(jaxpr.type_of(v).array));

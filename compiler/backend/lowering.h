@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,14 +39,21 @@ struct Scope {
   int64_t workspace_mark = 0;  // workspace offset when the scope began (restored at its end)
 };
 
+// Choices of the lowering that CompileOptions make (native.h).
+struct LoweringOptions {
+  // The code may call refjit's runtime kernels (JIT code, not `refjit compile` objects,
+  // which need only libc and libm).
+  bool runtime_kernels = true;
+  // f32 tanh, log1p, expm1 and erf become math-dialect ops that MLIR's polynomial
+  // approximations replace (vectorisable), instead of libm calls.
+  bool approximate_math = true;
+};
+
 class LowerCtx {
  public:
-  LowerCtx(mlir::OpBuilder& b, mlir::ModuleOp module, const BufferPlan& plan, bool runtime_kernels)
-      : b(b),
-        loc(b.getUnknownLoc()),
-        module_(module),
-        plan_(plan),
-        runtime_kernels_(runtime_kernels) {}
+  LowerCtx(mlir::OpBuilder& b, mlir::ModuleOp module, const BufferPlan& plan,
+           LoweringOptions options)
+      : b(b), loc(b.getUnknownLoc()), module_(module), plan_(plan), options_(options) {}
 
   // Fresh buffers become views of this workspace argument (memref<?xi8>) at static offsets,
   // stack-allocated by scope, instead of memref.alloc (BufferPlan::use_workspace).
@@ -129,9 +137,7 @@ class LowerCtx {
   mlir::Value row_view(mlir::Value memref, mlir::Value i);
   // A call to a libm function (float -> float), declared on first use.
   mlir::Value call_libm(const std::string& name, mlir::ValueRange args);
-  // Whether the code may call refjit's runtime kernels (JIT code, not `refjit compile`
-  // objects, which need only libc and libm).
-  bool runtime_kernels() const { return runtime_kernels_; }
+  const LoweringOptions& options() const { return options_; }
   // A call to a runtime kernel returning nothing, declared on first use with the types of
   // `args` (the JIT resolves it: native.cpp registers the symbols).
   void call_runtime(const std::string& name, mlir::ValueRange args);
@@ -167,7 +173,11 @@ class LowerCtx {
   // Elementwise chains chosen by plan_fusion (fusion.h) become one loop nest each.
   void lower_eqns(const Jaxpr& j);
   // One loop nest computing the group's eqns (indices into j.eqns, root last) per element.
+  // A reduction root runs its own rule, reading its operand from the members (load()).
   void lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group);
+  // The members of a group (eqn indices, in order) evaluated at element `ivs`, in
+  // registers; returns the last member's value.
+  mlir::Value fused_element(const Jaxpr& j, const std::vector<size_t>& members, Ivs ivs);
 
   // The slice move (fusion.h) of the eqn being lowered, or nullptr.
   const SliceMove* slice_move() const;
@@ -202,9 +212,19 @@ class LowerCtx {
   const JaxprBuffers& checked_plan(size_t index, const Jaxpr& j) const;
   void count_copy(const ArrayType& t);
   int loop_depth_ = 0;  // scan bodies being lowered
+  // While a reduction rooting a fusion group is lowered: its operand, which load() computes
+  // from the group's members instead of reading a buffer.
+  struct FusedOperand {
+    uint32_t var_id;
+    const Jaxpr* jaxpr;
+    std::vector<size_t> members;
+  };
+  std::optional<FusedOperand> fused_operand_;
+  // While a fused group is lowered: rank-0 operands from outside it, loaded before its loops.
+  std::vector<mlir::Value> outside_scalar_;
   mlir::ModuleOp module_;
   const BufferPlan& plan_;
-  bool runtime_kernels_ = false;
+  LoweringOptions options_;
   const Jaxpr* jaxpr_ = nullptr;
   std::vector<Frame> frames_;
   std::vector<Scope> scopes_;
@@ -238,10 +258,9 @@ void register_control_lowerings(LowerTable& t);
 // constvar, invar and outvar (in that order), with a C interface wrapper.
 // With plan.use_workspace, a last argument memref<?xi8> is the workspace; its required
 // size in bytes is stored in `workspace_bytes` (0 without a workspace).
-// `runtime_kernels`: LowerCtx::runtime_kernels.
 mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jaxpr& jaxpr,
                                                const BufferPlan& plan, int64_t& workspace_bytes,
-                                               bool runtime_kernels);
+                                               const LoweringOptions& options);
 void load_dialects(mlir::MLIRContext& ctx);
 
 inline constexpr const char* kEntryName = "refjit_main";

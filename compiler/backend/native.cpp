@@ -145,7 +145,9 @@ Lowered build(const Jaxpr& jaxpr, const CompileOptions& options, CompileTimings&
   mlir::registerLLVMDialectTranslation(registry);
   l.ctx = std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
   l.ctx->loadDialect<mlir::LLVM::LLVMDialect>();
-  l.module = backend::build_module(*l.ctx, jaxpr, plan, l.workspace_bytes, options.runtime_kernels);
+  l.module = backend::build_module(
+      *l.ctx, jaxpr, plan, l.workspace_bytes,
+      {.runtime_kernels = options.runtime_kernels, .approximate_math = !options.exact_math});
   l.has_workspace = plan.use_workspace;
   l.output_donor = output_donors(jaxpr, plan);
   DiagnosticCollector diags(*l.ctx);
@@ -161,7 +163,7 @@ Lowered build(const Jaxpr& jaxpr, const CompileOptions& options, CompileTimings&
 void lower_to_llvm_dialect(Lowered& l, const CompileOptions& options, CompileTimings& timings) {
   auto t0 = Clock::now();
   DiagnosticCollector diags(*l.ctx);
-  if (options.fast_math_approx) {
+  if (!options.exact_math) {
     mlir::RewritePatternSet patterns(l.ctx.get());
     mlir::populateMathPolynomialApproximationPatterns(patterns);
     if (mlir::failed(mlir::applyPatternsAndFoldGreedily(*l.module, std::move(patterns))))
@@ -433,6 +435,11 @@ std::vector<RtValue> CompiledFunction::call(std::vector<RtValue>& args, bool tak
   f.entry(packed.data());
   if (f.has_workspace) f.give_back(std::move(ws));
   return outs;
+}
+
+bool exact_math_by_default() {
+  const char* env = std::getenv("REFJIT_EXACT_MATH");
+  return env && std::string_view(env) != "0" && std::string_view(env) != "";
 }
 
 CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& options) {

@@ -14,12 +14,17 @@
 
 namespace refjit {
 
+// Whether REFJIT_EXACT_MATH is set (to anything but 0): CompileOptions::exact_math's default.
+bool exact_math_by_default();
+
 struct CompileOptions {
   // 0 = fast tier (no LLVM IR optimisation, fast instruction selection); 1-3 = LLVM -O<n>.
   int opt_level = 3;
-  // Replace exp/log/sin/cos/tanh/... by MLIR's polynomial approximations (vectorisable,
-  // ~1e-7 relative error) instead of libm calls.
-  bool fast_math_approx = false;
+  // f32 exp, log, log1p, expm1, tanh, logistic, sin, cos and erf use MLIR's polynomial
+  // approximations, which vectorise (errors in docs/backend.md "Transcendental functions");
+  // true calls libm for each element instead. Defaults to REFJIT_EXACT_MATH=1 in the
+  // environment.
+  bool exact_math = exact_math_by_default();
   // Large f32/f64 dot_generals call refjit's runtime matrix kernel (runtime/kernels/gemm.h)
   // instead of inline loops. Off for `refjit compile` objects, which stand alone.
   bool runtime_kernels = true;

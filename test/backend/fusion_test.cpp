@@ -99,55 +99,5 @@ TEST(NativeFusion, FusedLoopIsVectorisedOnTheHost) {
   EXPECT_TRUE(wide && packed) << asm_text;
 }
 
-// MLIR's f32 polynomial approximations (fast_math_approx) against libm in double.
-struct ApproxCase {
-  const char* prim;
-  double lo, hi;
-  bool relative;  // relative error, else absolute
-  double bound;
-  double (*ref)(double);
-};
-
-TEST(NativeFastMath, PolynomialApproximationsStayCloseToLibm) {
-  const ApproxCase cases[] = {
-      {"exp", -80.0, 80.0, true, 2e-6, [](double x) { return std::exp(x); }},
-      {"sin", -3.2, 3.2, false, 2e-6, [](double x) { return std::sin(x); }},
-      {"log", 1e-6, 1e6, false, 2e-6, [](double x) { return std::log(x); }},
-      // Range reduction costs accuracy for large |x|: ~6e-6 at |x| ~ 100.
-      {"sin", -100.0, 100.0, false, 1e-5, [](double x) { return std::sin(x); }},
-      {"cos", -100.0, 100.0, false, 1e-5, [](double x) { return std::cos(x); }},
-  };
-  const int64_t n = 20001;
-  for (const ApproxCase& k : cases) {
-    SCOPED_TRACE(k.prim);
-    Array x(at(DType::f32, {n}));
-    for (int64_t i = 0; i < n; ++i) {
-      double t = static_cast<double>(i) / (n - 1);
-      double v = k.relative || k.lo < 0 ? k.lo + t * (k.hi - k.lo)
-                                        : std::exp(std::log(k.lo) + t * std::log(k.hi / k.lo));
-      x.set_from_double(i, v);
-    }
-    std::string text = "{ lambda ; x:f32[" + std::to_string(n) + "]. let\n y:f32[" +
-                       std::to_string(n) + "] = " + k.prim + " x\n in (y,) }";
-    Jaxpr j = parse_jaxpr(text);
-    EXPECT_EQ(count(emit_llvm_ir(j, {.fast_math_approx = true}), "@llvm." + std::string(k.prim)),
-              0u)
-        << "the approximation should replace the intrinsic";
-    CompiledFunction f = compile_native(j, {.opt_level = 3, .fast_math_approx = true});
-    Array y = as_array(f({x})[0]);
-    double worst = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      double want = k.ref(x.as_double(i));  // the exact function of the f32 input
-      double err = std::abs(y.as_double(i) - want);
-      if (k.relative) err /= std::max(std::abs(want), 1e-30);
-      worst = std::max(worst, err);
-    }
-    RecordProperty(std::string(k.prim) + "_max_error", std::to_string(worst));
-    std::printf("fast_math_approx %s on [%g, %g]: max %s error %.3g\n", k.prim, k.lo, k.hi,
-                k.relative ? "relative" : "absolute", worst);
-    EXPECT_LE(worst, k.bound);
-  }
-}
-
 }  // namespace
 }  // namespace refjit::testing

@@ -254,7 +254,7 @@ TEST(NativeApi, FastTierAndEmittersWork) {
   std::string s = emit_asm(j);
   EXPECT_NE(s.find("refjit_main"), std::string::npos);
   CompileOptions approx;
-  approx.fast_math_approx = true;
+  approx.exact_math = false;
   testing::expect_matches_interpreter(
       parse_jaxpr("{ lambda ; a:f32[16]. let b:f32[16] = exp a in (b,) }"),
       {random_array(at(DType::f32, {16}), 3)}, 1e-5, approx);
