@@ -8,8 +8,12 @@ namespace refjit {
 
 namespace {
 
-// Elementwise with operands of the result's shape or rank 0.
+// Elementwise with operands of the result's shape or rank 0, or a broadcast_in_dim (each
+// element of its result is one load of its operand).
 bool fusible(const Jaxpr& j, const Eqn& e) {
+  if (e.prim == Prim::broadcast_in_dim)
+    return e.ins.size() == 1 && e.outs.size() == 1 && !j.type_of(e.outs[0]).is_ref &&
+           (!is_var(e.ins[0]) || !j.type_of(as_var(e.ins[0])).is_ref);
   if (e.outs.size() != 1 || e.ins.empty() || !has_elementwise_lowering(e.prim)) return false;
   const Type rt = j.type_of(e.outs[0]);
   if (rt.is_ref) return false;

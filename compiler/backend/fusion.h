@@ -5,7 +5,8 @@
 // group's root is stored. An eqn joins the group of its consumers when
 //  - it is elementwise (has an elementwise lowering: unary/binary/compare/select_n/
 //    convert_element_type/integer_pow/...), with every operand either of the result's
-//    shape or rank 0 (a broadcast scalar),
+//    shape or rank 0 (a broadcast scalar), or it is a broadcast_in_dim (read from its
+//    operand at the mapped index, so `x - mean[:, None]` makes no array of the mean),
 //  - its result has the same shape as the group's root,
 //  - every use of its result is an operand of an eqn of that one group, and the result
 //    is not an output of the jaxpr.

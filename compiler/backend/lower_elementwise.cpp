@@ -121,6 +121,70 @@ void set_compare(LowerTable& t, Prim p, arith::CmpFPredicate fp, arith::CmpIPred
   });
 }
 
+// f32 sin and cos without libm, in code that vectorises (LoweringOptions::approximate_math):
+// the argument is reduced in f64, r = x - k pi/2 with pi/2 split into three doubles and each
+// step an FMA (so k * pi/2 is not rounded), then a Taylor polynomial of r in f64 (error
+// below 1e-11 on |r| <= pi/4) picks sin or cos of r by the quadrant k mod 4. Correctly
+// rounded to within an ulp while k * 2/pi is exact enough to pick k (|x| below about 1e15;
+// docs/backend.md); NaN and infinities give NaN. MLIR's own f32 approximations reduce in f32 and
+// are off beyond 1e3.
+Value lower_sin_cos_f64(LowerCtx& c, Value x32, bool cosine) {
+  auto& b = c.b;
+  const auto loc = c.loc;
+  auto k64 = [&](double v) { return c.constant(DType::f64, v); };
+  auto mul = [&](Value p, Value q) { return b.create<arith::MulFOp>(loc, p, q).getResult(); };
+  auto add = [&](Value p, Value q) { return b.create<arith::AddFOp>(loc, p, q).getResult(); };
+  auto fma = [&](Value p, Value q, Value r) {
+    return b.create<math::FmaOp>(loc, p, q, r).getResult();
+  };
+  auto eq = [&](Value p, double v) {
+    return b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ, p, k64(v)).getResult();
+  };
+  auto sel = [&](Value cond, Value p, Value q) {
+    return b.create<arith::SelectOp>(loc, cond, p, q).getResult();
+  };
+  Value x = b.create<arith::ExtFOp>(loc, b.getF64Type(), x32);
+  Value k = b.create<math::RoundEvenOp>(loc, mul(x, k64(0.63661977236758134308)));
+  Value nk = b.create<arith::NegFOp>(loc, k);
+  // pi/2 = P1 + P2 + P3 to about 160 bits.
+  Value r = fma(nk, k64(1.5707963267948966), x);
+  r = fma(nk, k64(6.123233995736766e-17), r);
+  r = fma(nk, k64(-1.4973849048591698e-33), r);
+  // Beyond |x| ~ 1e15 k is no longer exact and r may be anything: keep the polynomials in
+  // range there (the result is then only some value in [-1, 1]; exact_math calls libm).
+  Value in_range = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::ULE,
+                                           b.create<math::AbsFOp>(loc, r), k64(1));
+  r = sel(in_range, r, k64(0));
+  Value r2 = mul(r, r);
+  // sin r = r + r^3 (S1 + r^2 (S2 + ...)), cos r = 1 + r^2 (C1 + r^2 (C2 + ...)).
+  const double s[] = {-1.0 / 6,     1.0 / 120,       -1.0 / 5040,
+                      1.0 / 362880, -1.0 / 39916800, 1.0 / 6227020800};
+  const double co[] = {-1.0 / 2,       1.0 / 24,        -1.0 / 720,        1.0 / 40320,
+                       -1.0 / 3628800, 1.0 / 479001600, -1.0 / 87178291200};
+  Value ps = k64(s[5]);
+  for (int i = 4; i >= 0; --i) ps = fma(ps, r2, k64(s[i]));
+  Value sin_r = fma(mul(r, r2), ps, r);
+  Value pc = k64(co[6]);
+  for (int i = 5; i >= 0; --i) pc = fma(pc, r2, k64(co[i]));
+  Value cos_r = fma(r2, pc, k64(1));
+  // Quadrant k mod 4 (cos x = sin(x + pi/2)); NaN compares unequal everywhere and stays NaN.
+  Value quadrant = add(k, k64(cosine ? 1 : 0));
+  quadrant = b.create<arith::SubFOp>(
+      loc, quadrant,
+      mul(k64(4), b.create<math::FloorOp>(loc, mul(quadrant, k64(0.25))).getResult()));
+  Value neg_sin = b.create<arith::NegFOp>(loc, sin_r);
+  Value neg_cos = b.create<arith::NegFOp>(loc, cos_r);
+  Value y = sel(eq(quadrant, 1), cos_r,
+                sel(eq(quadrant, 2), neg_sin, sel(eq(quadrant, 3), neg_cos, sin_r)));
+  return b.create<arith::TruncFOp>(loc, b.getF32Type(), y);
+}
+
+template <bool kCosine>
+Value lower_sin_cos(LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& x) {
+  if (d == DType::f32 && c.options().approximate_math) return lower_sin_cos_f64(c, x[0], kCosine);
+  return libm_unary(kCosine ? "cos" : "sin")(c, e, d, x);
+}
+
 // erf_inv as the interpreter computes it (runtime/eval_elementwise.cpp): Winitzki's closed form
 // refined by four Newton steps in f64, on erf for |x| <= 0.5 and on erfc beyond.
 Value lower_erf_inv(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& xs) {
@@ -276,10 +340,8 @@ void register_elementwise_lowerings(LowerTable& t) {
   });
   set_ew(t, Prim::exp, float_unary<math::ExpOp>());
   set_ew(t, Prim::log, lower_log);
-  // libm even when approximating: MLIR's f32 sin/cos reduce the argument in f32 and lose
-  // every digit beyond |x| ~ 1e3 (docs/backend.md "Transcendental functions").
-  set_ew(t, Prim::sin, libm_unary("sin"));
-  set_ew(t, Prim::cos, libm_unary("cos"));
+  set_ew(t, Prim::sin, lower_sin_cos<false>);
+  set_ew(t, Prim::cos, lower_sin_cos<true>);
   set_ew(t, Prim::sqrt, float_unary<math::SqrtOp>());
   set_ew(t, Prim::floor, float_unary<math::FloorOp>());
   set_ew(t, Prim::ceil, float_unary<math::CeilOp>());

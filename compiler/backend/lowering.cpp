@@ -582,7 +582,9 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
 
 void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group) {
   const Eqn& root = j.eqns[group.back()];
-  if (!elementwise_rule(root.prim)) {  // a reduction: its rule's loops evaluate the members
+  const bool reduction = root.prim == Prim::reduce_sum || root.prim == Prim::reduce_max ||
+                         root.prim == Prim::reduce_min;
+  if (reduction) {  // its rule's loops evaluate the members
     const LowerRule* rule = lower_table().find(root.prim);
     if (!rule) fail_eqn(root, "roots a fusion group but has no lowering");
     fused_operand_ = FusedOperand{as_var(root.ins[0]).id, &j,
@@ -612,6 +614,15 @@ Value LowerCtx::fused_element(const Jaxpr& j, const std::vector<size_t>& members
   std::vector<Value> element(j.vars.size());  // by var id: members' values, in registers
   for (size_t k : members) {
     const Eqn& e = j.eqns[k];
+    if (e.prim == Prim::broadcast_in_dim) {  // one element of the operand
+      const ArrayType xt = type_of(e.ins[0]).array;
+      const IntList& dims = e.params.get<IntList>("broadcast_dimensions");
+      std::vector<Value> at;
+      for (size_t d = 0; d < dims.size(); ++d)
+        at.push_back(xt.shape[d] == 1 ? index(0) : ivs.at(static_cast<size_t>(dims[d])));
+      element[e.outs[0].id] = load(e.ins[0], at);
+      continue;
+    }
     const ElemFn* f = elementwise_rule(e.prim);
     if (!f) fail_eqn(e, "fused but has no elementwise rule");
     std::vector<Value> xs;

@@ -142,9 +142,10 @@ struct Blocked {
   }
 
   // C's MR x NR tile (row stride c_rs, contiguous rows) = or += the product of one micro-panel
-  // of A and one of B over depth kc. The accumulators stay in registers.
-  [[gnu::always_inline]] static inline void micro(int64_t kc, const T* pa, const T* pb, T* c,
-                                                  int64_t c_rs, bool add) {
+  // of A and NR columns of B over depth kc; B's rows are b_rs apart (NR when packed). The
+  // accumulators stay in registers.
+  [[gnu::always_inline]] static inline void micro(int64_t kc, const T* pa, const T* pb,
+                                                  int64_t b_rs, T* c, int64_t c_rs, bool add) {
     V acc[MR][NV] = {};
     for (int64_t p = 0; p < kc; ++p) {
       V b[NV];
@@ -154,7 +155,7 @@ struct Blocked {
         for (int j = 0; j < NV; ++j) acc[i][j] += a * b[j];
       }
       pa += MR;
-      pb += NR;
+      pb += b_rs;
     }
     for (int i = 0; i < MR; ++i)
       for (int j = 0; j < NV; ++j) {
@@ -174,7 +175,12 @@ struct Blocked {
       for (int64_t pc = 0; pc < x.k; pc += kKC) {
         const int64_t kc = std::min(kKC, x.k - pc);
         const bool add = pc > 0;
-        pack_b(x, pc, kc, jc, nc, pb);
+        // With one block of rows, packing B would buy nothing (each of its panels is read
+        // once): whole panels of a row-major B are read in place, only a ragged last one is
+        // packed.
+        const bool direct = i1 - i0 <= kMC && x.b_cs == 1;
+        const int64_t packed_from = direct ? nc / NR * NR : 0;
+        if (packed_from < nc) pack_b(x, pc, kc, jc + packed_from, nc - packed_from, pb);
         for (int64_t ic = i0; ic < i1; ic += kMC) {
           const int64_t mc = std::min(kMC, i1 - ic);
           pack_a(x, ic, mc, pc, kc, pa);
@@ -183,14 +189,17 @@ struct Blocked {
             for (int64_t ir = 0; ir < mc; ir += MR) {
               const int64_t rows = std::min<int64_t>(MR, mc - ir);
               const T* a_panel = pa + ir * kc;
-              const T* b_panel = pb + jr * kc;
+              const bool in_place = jr < packed_from;
+              const T* b_panel =
+                  in_place ? x.b + pc * x.b_rs + jc + jr : pb + (jr - packed_from) * kc;
+              const int64_t b_rs = in_place ? x.b_rs : NR;
               T* c = x.c + (ic + ir) * x.c_rs + (jc + jr) * x.c_cs;
               if (rows == MR && cols == NR && x.c_cs == 1) {
-                micro(kc, a_panel, b_panel, c, x.c_rs, add);
+                micro(kc, a_panel, b_panel, b_rs, c, x.c_rs, add);
                 continue;
               }
               // A partial or strided tile goes through a local one.
-              micro(kc, a_panel, b_panel, edge, NR, false);
+              micro(kc, a_panel, b_panel, b_rs, edge, NR, false);
               for (int64_t i = 0; i < rows; ++i)
                 for (int64_t j = 0; j < cols; ++j) {
                   T& dst = c[i * x.c_rs + j * x.c_cs];
@@ -225,7 +234,20 @@ template <class T, int W>
     }
     return;
   }
-  // Columns contiguous (or general): y += A[:, p] x[p], column after column.
+  // Columns contiguous: y[i..i+4W) += A[i.., p] x[p] over all p, the four vectors of y in
+  // registers throughout.
+  if (a_rs == 1 && ys == 1) {
+    for (; i0 + 4 * W <= i1; i0 += 4 * W) {
+      V acc[4] = {};
+      for (int64_t p = 0; p < k; ++p) {
+        const V xp = splat<V>(x[p]);
+        const T* col = a + p * a_cs + i0;
+        for (int u = 0; u < 4; ++u) acc[u] += load<V>(col + u * W) * xp;
+      }
+      for (int u = 0; u < 4; ++u) store(y + i0 + u * W, acc[u]);
+    }
+  }
+  // The remaining rows (or a general layout): y += A[:, p] x[p], column after column.
   for (int64_t i = i0; i < i1; ++i) y[i * ys] = T(0);
   for (int64_t p = 0; p < k; ++p) {
     const T xp = x[p];
