@@ -14,6 +14,7 @@
 #include "passes/inline_zero_consts.h"
 #include "passes/jvp.h"
 #include "passes/range_simplify.h"
+#include "passes/simplify_dots.h"
 #include "passes/trim_rows.h"
 #include "passes/vjp.h"
 #include "refjit/ir/error.h"
@@ -30,6 +31,7 @@ constexpr PassInfo kPasses[] = {
     {"inline-zero-consts", "constants known to be all zeros become broadcasts of 0"},
     {"trim-rows", "carries and refs lose the trailing rows that no index reaches"},
     {"simplify-ranges", "what integer ranges decide is folded; row-run accesses become windows"},
+    {"simplify-dots", "transposed products become swapped ones; products with ones, sums"},
     {"dce", "eqns whose results nobody reads, and that have no effect, are removed"},
     // ---- plans the lowering follows
     {"buffers", "each value gets a buffer; updates happen in place where the rules allow"},
@@ -137,6 +139,7 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
   run.jaxpr_pass("trim-rows", [&](const Jaxpr& j) { return trim_untouched_rows(j, ranges); });
   run.jaxpr_pass("simplify-ranges",
                  [&](const Jaxpr& j) { return simplify_with_ranges(j, ranges); });
+  run.jaxpr_pass("simplify-dots", [&](const Jaxpr& j) { return simplify_dots(j); });
   // Results nobody reads (a gradient's primal value inside a nested jit) are not computed.
   run.jaxpr_pass("dce", [&](const Jaxpr& j) { return dce(j); });
   if (run.stopped()) return;

@@ -62,8 +62,10 @@ template <class V, class T>
 }
 template <class V, class T>
 [[gnu::always_inline]] inline V splat(T x) {
-  V v = {};
-  return v + x;
+  // Lane by lane, which compiles to one broadcast (`V{} + x` would add 0 first: x may be -0).
+  V v;
+  for (size_t lane = 0; lane < sizeof(V) / sizeof(T); ++lane) v[lane] = x;
+  return v;
 }
 
 // ---- blocking ----------------------------------------------------------------------------
