@@ -68,6 +68,23 @@ template <class V, class T>
   return v;
 }
 
+// The sum of a vector's lanes, halving the width each step (a fixed order).
+template <class T, int W>
+[[gnu::always_inline]] inline T lane_sum(Vec<T, W> v) {
+  constexpr int kNarrowest = sizeof(T) == 4 ? 4 : 2;
+  if constexpr (W > kNarrowest) {
+    using H = Vec<T, W / 2>;
+    H lo, hi;
+    std::memcpy(&lo, &v, sizeof lo);
+    std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+    return lane_sum<T, W / 2>(lo + hi);
+  } else {
+    T s = v[0];
+    for (int l = 1; l < W; ++l) s += v[l];
+    return s;
+  }
+}
+
 // ---- blocking ----------------------------------------------------------------------------
 // Depth of a packed block (A's micro-panels stay in L1 across a row of B's), rows of a
 // packed A block (in L2) and columns of a packed B panel (in L3). Measured on this machine;
@@ -228,9 +245,7 @@ template <class T, int W>
       for (; p + 4 * W <= k; p += 4 * W)
         for (int u = 0; u < 4; ++u) acc[u] += load<V>(row + p + u * W) * load<V>(x + p + u * W);
       for (; p + W <= k; p += W) acc[0] += load<V>(row + p) * load<V>(x + p);
-      const V sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-      T s = T(0);
-      for (int l = 0; l < W; ++l) s += sum[l];
+      T s = lane_sum<T, W>((acc[0] + acc[1]) + (acc[2] + acc[3]));
       for (; p < k; ++p) s += row[p] * x[p];
       y[i * ys] = s;
     }
@@ -264,6 +279,32 @@ template <class T, int W>
   }
 }
 
+// C = A B over a depth of at most kShallowDepth (an outer product has depth 1), rows
+// [i0, i1), with B's and C's rows contiguous: each row of C is a combination of B's k rows,
+// a vector at a time in registers; packing would cost more than the product.
+constexpr int64_t kShallowDepth = 8;
+
+template <class T, int W>
+[[gnu::always_inline]] inline void shallow(const Product<T>& x, int64_t i0, int64_t i1) {
+  using V = Vec<T, W>;
+  for (int64_t i = i0; i < i1; ++i) {
+    const T* a = x.a + i * x.a_rs;
+    T* c = x.c + i * x.c_rs;
+    int64_t j = 0;
+    for (; j + W <= x.n; j += W) {
+      V acc = splat<V>(a[0]) * load<V>(x.b + j);
+      for (int64_t p = 1; p < x.k; ++p)
+        acc += splat<V>(a[p * x.a_cs]) * load<V>(x.b + p * x.b_rs + j);
+      store(c + j, acc);
+    }
+    for (; j < x.n; ++j) {
+      T s = a[0] * x.b[j];
+      for (int64_t p = 1; p < x.k; ++p) s += a[p * x.a_cs] * x.b[p * x.b_rs + j];
+      c[j] = s;
+    }
+  }
+}
+
 // One instruction set's kernels, as plain function pointers.
 template <class T>
 struct Isa {
@@ -271,6 +312,7 @@ struct Isa {
   int mr, nr;
   void (*block)(const Product<T>&, int64_t, int64_t, int64_t, int64_t);
   void (*matvec)(const T*, int64_t, int64_t, const T*, int64_t, T*, int64_t, int64_t, int64_t);
+  void (*shallow)(const Product<T>&, int64_t, int64_t);
 };
 
 #define REFJIT_ISA_ENTRIES(TARGET, SUFFIX, T, W, MR, NV)                                           \
@@ -281,6 +323,9 @@ struct Isa {
   TARGET void matvec_##SUFFIX(const T* a, int64_t a_rs, int64_t a_cs, const T* x, int64_t k, T* y, \
                               int64_t ys, int64_t i0, int64_t i1) {                                \
     matvec<T, W>(a, a_rs, a_cs, x, k, y, ys, i0, i1);                                              \
+  }                                                                                                \
+  TARGET void shallow_##SUFFIX(const Product<T>& x, int64_t i0, int64_t i1) {                      \
+    shallow<T, W>(x, i0, i1);                                                                      \
   }
 
 #define REFJIT_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
@@ -312,16 +357,18 @@ template <class T>
 const Isa<T>& isa();
 template <>
 const Isa<float>& isa<float>() {
-  static const Isa<float> table[] = {{"avx512", 6, 32, block_avx512_f32, matvec_avx512_f32},
-                                     {"avx2", 6, 16, block_avx2_f32, matvec_avx2_f32},
-                                     {"sse2", 4, 8, block_sse2_f32, matvec_sse2_f32}};
+  static const Isa<float> table[] = {
+      {"avx512", 6, 32, block_avx512_f32, matvec_avx512_f32, shallow_avx512_f32},
+      {"avx2", 6, 16, block_avx2_f32, matvec_avx2_f32, shallow_avx2_f32},
+      {"sse2", 4, 8, block_sse2_f32, matvec_sse2_f32, shallow_sse2_f32}};
   return table[static_cast<int>(cpu())];
 }
 template <>
 const Isa<double>& isa<double>() {
-  static const Isa<double> table[] = {{"avx512", 6, 16, block_avx512_f64, matvec_avx512_f64},
-                                      {"avx2", 6, 8, block_avx2_f64, matvec_avx2_f64},
-                                      {"sse2", 4, 4, block_sse2_f64, matvec_sse2_f64}};
+  static const Isa<double> table[] = {
+      {"avx512", 6, 16, block_avx512_f64, matvec_avx512_f64, shallow_avx512_f64},
+      {"avx2", 6, 8, block_avx2_f64, matvec_avx2_f64, shallow_avx2_f64},
+      {"sse2", 4, 4, block_sse2_f64, matvec_sse2_f64, shallow_sse2_f64}};
   return table[static_cast<int>(cpu())];
 }
 
@@ -382,21 +429,31 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
   // Whole matrices per task when the batch fills the threads; else split each matrix's
   // columns (or, when it has few, its rows) into one part per thread.
   const int64_t per_matrix = s.batch >= threads ? 1 : threads;
+  auto product = [&](int64_t q) {
+    return Product<T>{s.m,
+                      s.n,
+                      s.k,
+                      a.data + q * a.batch_stride,
+                      a.row_stride,
+                      a.col_stride,
+                      b.data + q * b.batch_stride,
+                      b.row_stride,
+                      b.col_stride,
+                      c.data + q * c.batch_stride,
+                      c.row_stride,
+                      c.col_stride};
+  };
+  if (s.k <= kShallowDepth && b.col_stride == 1 && c.col_stride == 1) {
+    parallel_for(s.batch * per_matrix, [&](int64_t task) {
+      auto [i0, i1] = part_of(s.m, per_matrix, task % per_matrix, 1);
+      if (i0 < i1) kernels.shallow(product(task / per_matrix), i0, i1);
+    });
+    return;
+  }
   const bool split_columns = s.n >= per_matrix * kernels.nr * 2 || s.m < per_matrix * kernels.mr;
   parallel_for(s.batch * per_matrix, [&](int64_t task) {
-    const int64_t q = task / per_matrix, t = task % per_matrix;
-    Product<T> x{s.m,
-                 s.n,
-                 s.k,
-                 a.data + q * a.batch_stride,
-                 a.row_stride,
-                 a.col_stride,
-                 b.data + q * b.batch_stride,
-                 b.row_stride,
-                 b.col_stride,
-                 c.data + q * c.batch_stride,
-                 c.row_stride,
-                 c.col_stride};
+    const int64_t t = task % per_matrix;
+    const Product<T> x = product(task / per_matrix);
     int64_t i0 = 0, i1 = s.m, j0 = 0, j1 = s.n;
     if (split_columns)
       std::tie(j0, j1) = part_of(s.n, per_matrix, t, kernels.nr);
