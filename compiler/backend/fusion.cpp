@@ -463,11 +463,54 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
   return plan;
 }
 
+ProductAccumulationPlan plan_product_accumulations(const Jaxpr& j, const JaxprBuffers* buffers,
+                                                   const FusionPlan& fusion,
+                                                   const CotangentShiftPlan& shifts) {
+  const size_t n = j.eqns.size();
+  ProductAccumulationPlan plan;
+  plan.deferred_to.assign(n, -1);
+  plan.product_of.assign(n, -1);
+  if (!buffers) return plan;
+  const UseDef ud(j);
+  std::vector<std::vector<int>> writes;
+  for (size_t k = 0; k < n; ++k) {
+    const Eqn& add = j.eqns[k];
+    if (add.prim != Prim::addupdate || add.ins.size() != 2 || !is_var(add.ins[1])) continue;
+    const Indexer* idx = std::get_if<Indexer>(add.params.find("indexer"));
+    if (idx && !idx->is_whole()) continue;
+    if (shifts.shift_of[k] >= 0 || shifts.folded_into[k] >= 0) continue;
+    const Var p = as_var(add.ins[1]);
+    const int32_t i = ud.def[p.id];
+    if (i < 0 || ud.uses[p.id] != 1) continue;
+    const Eqn& dot = j.eqns[static_cast<size_t>(i)];
+    if (dot.prim != Prim::dot_general || fusion.group_of[static_cast<size_t>(i)] >= 0) continue;
+    if (shifts.folded_into[static_cast<size_t>(i)] >= 0) continue;
+    const Type rt = j.type_of(add.ins[0]);
+    const ArrayType pt = j.type_of(p).array;
+    if (!is_float(pt.dtype) || rt.array != pt) continue;
+    const int ref = buffer_of(*buffers, add.ins[0]);
+    if (ref < 0) continue;
+    if (writes.empty()) writes = written_buffers(j, *buffers);
+    bool clobbered = false;
+    for (const Atom& x : dot.ins) {
+      const int b = buffer_of(*buffers, x);
+      if (b == ref) clobbered = true;
+      for (size_t m = static_cast<size_t>(i) + 1; m < k && b >= 0; ++m)
+        if (std::find(writes[m].begin(), writes[m].end(), b) != writes[m].end()) clobbered = true;
+    }
+    if (clobbered) continue;
+    plan.deferred_to[static_cast<size_t>(i)] = static_cast<int32_t>(k);
+    plan.product_of[k] = i;
+  }
+  return plan;
+}
+
 LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffers) {
   LoweringDecisions d;
   d.fusion = plan_fusion(jaxpr, buffers);
   d.moves = plan_slice_moves(jaxpr, buffers, d.fusion);
   d.shifts = plan_cotangent_shifts(jaxpr, buffers, d.fusion, d.moves);
+  d.accumulations = plan_product_accumulations(jaxpr, buffers, d.fusion, d.shifts);
   d.index_run.resize(jaxpr.eqns.size());
   for (size_t i = 0; i < jaxpr.eqns.size(); ++i)
     d.index_run[i] = indexes_with_run(jaxpr, jaxpr.eqns[i]);

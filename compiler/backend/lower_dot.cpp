@@ -91,8 +91,10 @@ std::vector<int64_t> range(int64_t begin, int64_t end) {
 }
 
 // The call to refjit_gemm_f32/f64 when the product qualifies; false when loops are needed.
+// `into`: where the product goes (null: the result's buffer); `accumulate`: added to what
+// `into` holds (a product accumulation, fusion.h) instead of stored.
 bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfree,
-                      const std::vector<int64_t>& rfree) {
+                      const std::vector<int64_t>& rfree, Value into, bool accumulate) {
   const ArrayType& lt = c.type_of(e.ins[0]).array;
   const ArrayType& ht = c.type_of(e.ins[1]).array;
   const ArrayType& rt = c.type_of(e.outs[0]).array;
@@ -111,7 +113,7 @@ bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfr
   if (!am || !bm) return false;
   const int64_t batch = am->batch.size, m = am->rows.size, k = am->cols.size, n = bm->cols.size;
   if (batch * m * n * k < kMinKernelWork) return false;
-  Value out = c.result_buffer(e.outs[0]);
+  Value out = into ? into : c.result_buffer(e.outs[0]);
   const int64_t nb = static_cast<int64_t>(lbatch.size());
   const int64_t nm = static_cast<int64_t>(lfree.size());
   auto result_axes = [&](Value memref) {
@@ -121,6 +123,7 @@ bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfr
   // A result view whose dims do not nest gets the product in a fresh buffer, then a copy.
   Value target = out;
   auto cm = result_axes(target);
+  if (!cm && accumulate) return false;
   if (!cm) {
     target = c.alloc(rt);
     cm = result_axes(target);
@@ -142,7 +145,8 @@ bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfr
                              unranked(c, target),
                              c.index(cm->batch.stride),
                              c.index(cm->rows.stride),
-                             c.index(cm->cols.stride)};
+                             c.index(cm->cols.stride),
+                             c.index(accumulate ? 1 : 0)};
   c.call_runtime(d == DType::f32 ? "refjit_gemm_f32" : "refjit_gemm_f64", args);
   if (target != out) c.copy(target, out, rt);
   return true;
@@ -227,6 +231,19 @@ void lower_dot_loops(LowerCtx& c, const Eqn& e) {
   });
 }
 
+// The dims of each operand that are neither contracted nor batch.
+std::pair<std::vector<int64_t>, std::vector<int64_t>> free_dims(LowerCtx& c, const Eqn& e) {
+  const ArrayType& lt = c.type_of(e.ins[0]).array;
+  const ArrayType& ht = c.type_of(e.ins[1]).array;
+  const DotDims& dn = e.params.get<DotDims>("dimension_numbers");
+  std::vector<int64_t> lfree, rfree;
+  for (int64_t i = 0; i < lt.rank(); ++i)
+    if (!contains(dn.lhs_contract, i) && !contains(dn.lhs_batch, i)) lfree.push_back(i);
+  for (int64_t i = 0; i < ht.rank(); ++i)
+    if (!contains(dn.rhs_contract, i) && !contains(dn.rhs_batch, i)) rfree.push_back(i);
+  return {lfree, rfree};
+}
+
 void lower_dot_general(LowerCtx& c, const Eqn& e) {
   if (e.ins.size() != 2 || e.outs.size() != 1) fail_eqn(e, "expected two operands");
   const ArrayType& lt = c.type_of(e.ins[0]).array;
@@ -240,10 +257,20 @@ void lower_dot_general(LowerCtx& c, const Eqn& e) {
     if (!contains(dn.lhs_contract, i) && !contains(dn.lhs_batch, i)) lfree.push_back(i);
   for (int64_t i = 0; i < ht.rank(); ++i)
     if (!contains(dn.rhs_contract, i) && !contains(dn.rhs_batch, i)) rfree.push_back(i);
-  if (!lower_dot_kernel(c, e, lfree, rfree)) lower_dot_loops(c, e);
+  if (!lower_dot_kernel(c, e, lfree, rfree, Value(), false)) lower_dot_loops(c, e);
 }
 
 }  // namespace
+
+void lower_product_accumulation(LowerCtx& c, const Jaxpr& j, size_t dot, size_t add) {
+  const Eqn& d = j.eqns[dot];
+  const Eqn& a = j.eqns[add];
+  auto [lfree, rfree] = free_dims(c, d);
+  if (lower_dot_kernel(c, d, lfree, rfree, c.buffer(a.ins[0]), /*accumulate=*/true)) return;
+  // Loops instead: the product in its own buffer, then the addupdate.
+  c.lower_eqn_at(j, dot);
+  c.lower_eqn_at(j, add);
+}
 
 void register_dot_lowerings(LowerTable& t) { t.set(Prim::dot_general, &lower_dot_general); }
 

@@ -570,14 +570,28 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
       if (fusion.is_root(i)) lower_fused_group(j, fusion.groups[fusion.group_of[i]]);
       continue;
     }
-    const LowerRule* rule = lower_table().find(e.prim);
-    if (!rule)
-      throw Error(
-          fmt::format("native backend: no lowering for primitive {} yet; run it with "
-                      "the interpreter instead",
-                      prim_name(e.prim)));
-    (*rule)(*this, e);
+    // A product added into a ref is computed at the addupdate.
+    if (d.accumulations.deferred_to[i] >= 0) continue;
+    if (int32_t p = d.accumulations.product_of[i]; p >= 0) {
+      lower_product_accumulation(*this, j, static_cast<size_t>(p), i);
+      continue;
+    }
+    lower_eqn_at(j, i);
   }
+}
+
+void LowerCtx::lower_eqn_at(const Jaxpr& j, size_t index) {
+  const Eqn& e = j.eqns.at(index);
+  const int saved = frames_.back().eqn;
+  frames_.back().eqn = static_cast<int>(index);
+  const LowerRule* rule = lower_table().find(e.prim);
+  if (!rule)
+    throw Error(
+        fmt::format("native backend: no lowering for primitive {} yet; run it with "
+                    "the interpreter instead",
+                    prim_name(e.prim)));
+  (*rule)(*this, e);
+  frames_.back().eqn = saved;
 }
 
 void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group) {
@@ -615,6 +629,11 @@ Value LowerCtx::fused_element(const Jaxpr& j, const std::vector<size_t>& members
   for (size_t k : members) {
     const Eqn& e = j.eqns[k];
     if (e.prim == Prim::broadcast_in_dim) {  // one element of the operand
+      // An operand that is a member has the group's shape: the broadcast is the identity.
+      if (is_var(e.ins[0]) && element[as_var(e.ins[0]).id]) {
+        element[e.outs[0].id] = element[as_var(e.ins[0]).id];
+        continue;
+      }
       const ArrayType xt = type_of(e.ins[0]).array;
       const IntList& dims = e.params.get<IntList>("broadcast_dimensions");
       std::vector<Value> at;

@@ -169,6 +169,9 @@ class LowerCtx {
   // Whether `memref` was allocated in the innermost scope (so nothing else aliases it).
   bool owned_by_current_scope(mlir::Value memref) const;
 
+  // Lowers eqn `index` of `j` (the current frame's jaxpr) by its rule, as if at its position.
+  void lower_eqn_at(const Jaxpr& j, size_t index);
+
   // Lowers all eqns of `j` (already bound) in order.
   // Elementwise chains chosen by plan_fusion (fusion.h) become one loop nest each.
   void lower_eqns(const Jaxpr& j);
@@ -267,6 +270,11 @@ inline constexpr const char* kEntryName = "refjit_main";
 
 // One element converted between dtypes with XLA semantics (lower_elementwise.cpp).
 mlir::Value convert_element(LowerCtx& c, mlir::Value x, DType from, DType to);
+
+// Lowers product accumulation `ref += dot` (fusion.h, ProductAccumulationPlan) at the
+// addupdate `add`: the matrix kernel adds the product of eqn `dot` into the ref's buffer, or,
+// where it cannot, both eqns as usual (lower_dot.cpp).
+void lower_product_accumulation(LowerCtx& c, const Jaxpr& j, size_t dot, size_t add);
 
 // Lowers addupdate `add` with the swap (and slice) folded into it (fusion.h, CotangentShift).
 void lower_cotangent_shift(LowerCtx& c, const Jaxpr& j, const Eqn& add, const CotangentShift& s);

@@ -58,6 +58,11 @@ void print_one(std::string& out, const BufferNames& names, int plan, const Jaxpr
       body += fmt::format("    side slices read from the window\n{}\n",
                           folded_list(names, plan, j, shift.side_slices));
   }
+  for (size_t i = 0; i < d.accumulations.product_of.size(); ++i)
+    if (int32_t p = d.accumulations.product_of[i]; p >= 0)
+      body += fmt::format("  product accumulation at eqn {}: {}\n    adds\n{}\n", i,
+                          eqn_text(names, plan, j, static_cast<int32_t>(i)),
+                          folded_list(names, plan, j, {p}));
   for (size_t i = 0; i < d.index_run.size(); ++i)
     if (d.index_run[i])
       body += fmt::format("  index run at eqn {}: {}\n", i,
@@ -74,7 +79,8 @@ std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& a
   std::string out;
   for (size_t i = 0; i < assignment.jaxprs.size() && i < decisions.size(); ++i)
     print_one(out, names, static_cast<int>(i), assignment.jaxprs[i], decisions[i]);
-  if (out.empty()) out = "no fused groups, slice moves, cotangent shifts or index runs\n";
+  if (out.empty())
+    out = "no fused groups, slice moves, cotangent shifts, product accumulations or index runs\n";
   return out;
 }
 

@@ -106,6 +106,7 @@ struct Product {
   int64_t b_rs, b_cs;
   T* c;
   int64_t c_rs, c_cs;
+  bool accumulate;  // C += A B instead of C = A B
 };
 
 // The packed copies of A and B a thread works on (reused from call to call).
@@ -193,7 +194,7 @@ struct Blocked {
       const int64_t nc = std::min(kNC, j1 - jc);
       for (int64_t pc = 0; pc < x.k; pc += kKC) {
         const int64_t kc = std::min(kKC, x.k - pc);
-        const bool add = pc > 0;
+        const bool add = pc > 0 || x.accumulate;
         // With one block of rows, packing B would buy nothing (each of its panels is read
         // once): whole panels of a row-major B are read in place, only a ragged last one is
         // packed.
@@ -235,7 +236,8 @@ struct Blocked {
 // y[i * ys] = sum_p A[i, p] x[p] for rows [i0, i1), x contiguous.
 template <class T, int W>
 [[gnu::always_inline]] inline void matvec(const T* a, int64_t a_rs, int64_t a_cs, const T* x,
-                                          int64_t k, T* y, int64_t ys, int64_t i0, int64_t i1) {
+                                          int64_t k, T* y, int64_t ys, int64_t i0, int64_t i1,
+                                          bool accumulate) {
   using V = Vec<T, W>;
   if (a_cs == 1) {  // rows contiguous: one dot product per row, four accumulators
     for (int64_t i = i0; i < i1; ++i) {
@@ -247,7 +249,7 @@ template <class T, int W>
       for (; p + W <= k; p += W) acc[0] += load<V>(row + p) * load<V>(x + p);
       T s = lane_sum<T, W>((acc[0] + acc[1]) + (acc[2] + acc[3]));
       for (; p < k; ++p) s += row[p] * x[p];
-      y[i * ys] = s;
+      y[i * ys] = accumulate ? y[i * ys] + s : s;
     }
     return;
   }
@@ -261,11 +263,13 @@ template <class T, int W>
         const T* col = a + p * a_cs + i0;
         for (int u = 0; u < 4; ++u) acc[u] += load<V>(col + u * W) * xp;
       }
-      for (int u = 0; u < 4; ++u) store(y + i0 + u * W, acc[u]);
+      for (int u = 0; u < 4; ++u)
+        store(y + i0 + u * W, accumulate ? load<V>(y + i0 + u * W) + acc[u] : acc[u]);
     }
   }
   // The remaining rows (or a general layout): y += A[:, p] x[p], column after column.
-  for (int64_t i = i0; i < i1; ++i) y[i * ys] = T(0);
+  if (!accumulate)
+    for (int64_t i = i0; i < i1; ++i) y[i * ys] = T(0);
   for (int64_t p = 0; p < k; ++p) {
     const T xp = x[p];
     const T* col = a + p * a_cs;
@@ -295,12 +299,12 @@ template <class T, int W>
       V acc = splat<V>(a[0]) * load<V>(x.b + j);
       for (int64_t p = 1; p < x.k; ++p)
         acc += splat<V>(a[p * x.a_cs]) * load<V>(x.b + p * x.b_rs + j);
-      store(c + j, acc);
+      store(c + j, x.accumulate ? load<V>(c + j) + acc : acc);
     }
     for (; j < x.n; ++j) {
       T s = a[0] * x.b[j];
       for (int64_t p = 1; p < x.k; ++p) s += a[p * x.a_cs] * x.b[p * x.b_rs + j];
-      c[j] = s;
+      c[j] = x.accumulate ? c[j] + s : s;
     }
   }
 }
@@ -311,7 +315,8 @@ struct Isa {
   const char* name;
   int mr, nr;
   void (*block)(const Product<T>&, int64_t, int64_t, int64_t, int64_t);
-  void (*matvec)(const T*, int64_t, int64_t, const T*, int64_t, T*, int64_t, int64_t, int64_t);
+  void (*matvec)(const T*, int64_t, int64_t, const T*, int64_t, T*, int64_t, int64_t, int64_t,
+                 bool);
   void (*shallow)(const Product<T>&, int64_t, int64_t);
 };
 
@@ -321,8 +326,8 @@ struct Isa {
     Blocked<T, W, MR, NV>::run(x, i0, i1, j0, j1);                                                 \
   }                                                                                                \
   TARGET void matvec_##SUFFIX(const T* a, int64_t a_rs, int64_t a_cs, const T* x, int64_t k, T* y, \
-                              int64_t ys, int64_t i0, int64_t i1) {                                \
-    matvec<T, W>(a, a_rs, a_cs, x, k, y, ys, i0, i1);                                              \
+                              int64_t ys, int64_t i0, int64_t i1, bool accumulate) {               \
+    matvec<T, W>(a, a_rs, a_cs, x, k, y, ys, i0, i1, accumulate);                                  \
   }                                                                                                \
   TARGET void shallow_##SUFFIX(const Product<T>& x, int64_t i0, int64_t i1) {                      \
     shallow<T, W>(x, i0, i1);                                                                      \
@@ -380,10 +385,10 @@ std::pair<int64_t, int64_t> part_of(int64_t n, int64_t parts, int64_t t, int64_t
   return {begin, end};
 }
 
-// y = A x for one matrix (m x k), x with stride xs, y with stride ys.
+// y = A x (or y += A x) for one matrix (m x k), x with stride xs, y with stride ys.
 template <class T>
 void matvec_product(const Isa<T>& isa, int64_t m, int64_t k, const T* a, int64_t a_rs, int64_t a_cs,
-                    const T* x, int64_t xs, T* y, int64_t ys, int64_t parts) {
+                    const T* x, int64_t xs, T* y, int64_t ys, int64_t parts, bool accumulate) {
   std::vector<T> packed;
   if (xs != 1) {
     packed.resize(static_cast<size_t>(k));
@@ -393,14 +398,16 @@ void matvec_product(const Isa<T>& isa, int64_t m, int64_t k, const T* a, int64_t
   parts = std::min(parts, std::max<int64_t>(1, m / 16));
   parallel_for(parts, [&](int64_t t) {
     auto [i0, i1] = part_of(m, parts, t, 16);
-    isa.matvec(a, a_rs, a_cs, x, k, y, ys, i0, i1);
+    isa.matvec(a, a_rs, a_cs, x, k, y, ys, i0, i1, accumulate);
   });
 }
 
 template <class T>
-void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T> c) {
+void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T> c,
+               bool accumulate) {
   if (s.batch <= 0 || s.m <= 0 || s.n <= 0) return;
   if (s.k <= 0) {
+    if (accumulate) return;
     for (int64_t q = 0; q < s.batch; ++q)
       for (int64_t i = 0; i < s.m; ++i)
         for (int64_t j = 0; j < s.n; ++j)
@@ -418,10 +425,10 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
       T* cq = c.data + q * c.batch_stride;
       if (s.n == 1)  // C[:, 0] = A B[:, 0]
         matvec_product(kernels, s.m, s.k, aq, a.row_stride, a.col_stride, bq, b.row_stride, cq,
-                       c.row_stride, threads);
+                       c.row_stride, threads, accumulate);
       else  // C[0, :] = B^T A[0, :]
         matvec_product(kernels, s.n, s.k, bq, b.col_stride, b.row_stride, aq, a.col_stride, cq,
-                       c.col_stride, threads);
+                       c.col_stride, threads, accumulate);
     }
     return;
   }
@@ -441,7 +448,8 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
                       b.col_stride,
                       c.data + q * c.batch_stride,
                       c.row_stride,
-                      c.col_stride};
+                      c.col_stride,
+                      accumulate};
   };
   if (s.k <= kShallowDepth && b.col_stride == 1 && c.col_stride == 1) {
     parallel_for(s.batch * per_matrix, [&](int64_t task) {
@@ -472,20 +480,22 @@ template <class T>
 void gemm_entry(int64_t batch, int64_t m, int64_t n, int64_t k, const RefjitMemRefHead* a,
                 int64_t a_bs, int64_t a_rs, int64_t a_cs, const RefjitMemRefHead* b, int64_t b_bs,
                 int64_t b_rs, int64_t b_cs, const RefjitMemRefHead* c, int64_t c_bs, int64_t c_rs,
-                int64_t c_cs) {
+                int64_t c_cs, int64_t accumulate) {
   gemm_impl<T>({batch, m, n, k}, {first_element<T>(a), a_bs, a_rs, a_cs},
                {first_element<T>(b), b_bs, b_rs, b_cs},
-               {const_cast<T*>(first_element<T>(c)), c_bs, c_rs, c_cs});
+               {const_cast<T*>(first_element<T>(c)), c_bs, c_rs, c_cs}, accumulate != 0);
 }
 
 }  // namespace
 
-void gemm(GemmShape shape, Matrices<const float> a, Matrices<const float> b, Matrices<float> c) {
-  gemm_impl(shape, a, b, c);
+void gemm(GemmShape shape, Matrices<const float> a, Matrices<const float> b, Matrices<float> c,
+          bool accumulate) {
+  gemm_impl(shape, a, b, c, accumulate);
 }
 
-void gemm(GemmShape shape, Matrices<const double> a, Matrices<const double> b, Matrices<double> c) {
-  gemm_impl(shape, a, b, c);
+void gemm(GemmShape shape, Matrices<const double> a, Matrices<const double> b, Matrices<double> c,
+          bool accumulate) {
+  gemm_impl(shape, a, b, c, accumulate);
 }
 
 const char* gemm_isa() { return isa<float>().name; }
@@ -497,16 +507,18 @@ extern "C" {
 void refjit_gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t,
                      const RefjitMemRefHead* a, int64_t a_bs, int64_t a_rs, int64_t a_cs, int64_t,
                      const RefjitMemRefHead* b, int64_t b_bs, int64_t b_rs, int64_t b_cs, int64_t,
-                     const RefjitMemRefHead* c, int64_t c_bs, int64_t c_rs, int64_t c_cs) {
+                     const RefjitMemRefHead* c, int64_t c_bs, int64_t c_rs, int64_t c_cs,
+                     int64_t accumulate) {
   refjit::kernels::gemm_entry<float>(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c,
-                                     c_bs, c_rs, c_cs);
+                                     c_bs, c_rs, c_cs, accumulate);
 }
 
 void refjit_gemm_f64(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t,
                      const RefjitMemRefHead* a, int64_t a_bs, int64_t a_rs, int64_t a_cs, int64_t,
                      const RefjitMemRefHead* b, int64_t b_bs, int64_t b_rs, int64_t b_cs, int64_t,
-                     const RefjitMemRefHead* c, int64_t c_bs, int64_t c_rs, int64_t c_cs) {
+                     const RefjitMemRefHead* c, int64_t c_bs, int64_t c_rs, int64_t c_cs,
+                     int64_t accumulate) {
   refjit::kernels::gemm_entry<double>(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c,
-                                      c_bs, c_rs, c_cs);
+                                      c_bs, c_rs, c_cs, accumulate);
 }
 }

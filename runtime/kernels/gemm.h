@@ -25,9 +25,12 @@ struct GemmShape {
   int64_t batch, m, n, k;  // C[b] (m x n) = A[b] (m x k) times B[b] (k x n)
 };
 
-// C = A B for every matrix of the batch. C is overwritten (it must not overlap A or B).
-void gemm(GemmShape shape, Matrices<const float> a, Matrices<const float> b, Matrices<float> c);
-void gemm(GemmShape shape, Matrices<const double> a, Matrices<const double> b, Matrices<double> c);
+// C = A B for every matrix of the batch, or C += A B with `accumulate`. C must not overlap
+// A or B.
+void gemm(GemmShape shape, Matrices<const float> a, Matrices<const float> b, Matrices<float> c,
+          bool accumulate = false);
+void gemm(GemmShape shape, Matrices<const double> a, Matrices<const double> b, Matrices<double> c,
+          bool accumulate = false);
 
 // Which vector code the kernels run on this CPU: "avx512", "avx2" or "sse2".
 const char* gemm_isa();
@@ -37,7 +40,8 @@ const char* gemm_isa();
 // The entry points generated code calls. Each operand comes as an unranked memref (MLIR's
 // calling convention: its rank, then a pointer to its ranked descriptor, which starts with
 // the allocated pointer, the aligned pointer and the element offset) followed by its batch,
-// row and column strides in elements; first the sizes (batch, m, n, k).
+// row and column strides in elements; first the sizes (batch, m, n, k); last whether the
+// product is added to C (1) rather than stored (0).
 extern "C" {
 struct RefjitMemRefHead {
   void* allocated;
@@ -48,10 +52,10 @@ void refjit_gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t a_r
                      const RefjitMemRefHead* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
                      int64_t b_rank, const RefjitMemRefHead* b, int64_t b_bs, int64_t b_rs,
                      int64_t b_cs, int64_t c_rank, const RefjitMemRefHead* c, int64_t c_bs,
-                     int64_t c_rs, int64_t c_cs);
+                     int64_t c_rs, int64_t c_cs, int64_t accumulate);
 void refjit_gemm_f64(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t a_rank,
                      const RefjitMemRefHead* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
                      int64_t b_rank, const RefjitMemRefHead* b, int64_t b_bs, int64_t b_rs,
                      int64_t b_cs, int64_t c_rank, const RefjitMemRefHead* c, int64_t c_bs,
-                     int64_t c_rs, int64_t c_cs);
+                     int64_t c_rs, int64_t c_cs, int64_t accumulate);
 }

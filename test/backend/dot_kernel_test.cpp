@@ -99,5 +99,32 @@ TEST(DotKernel, ViewsAndWorkspaceOffsets) {
       1e-4);
 }
 
+// `ref[...] += dot_general(...)` inside a scan, as the gradient of an RNN accumulates its
+// weight gradients: the kernel adds each product straight into the ref (a product
+// accumulation); small products fall back to a product buffer and an add. Both against the
+// interpreter, with the ref's final contents compared.
+TEST(DotKernel, ProductsAccumulateIntoRefs) {
+  for (int n : {64, 8}) {  // 64: the kernel adds in place; 8: below its threshold, loops
+    const std::string text =
+        fmt::format(R"({{ lambda ; w:Ref{{f32[{0},{0}]}} xs:f32[5,1,{0}] hs:f32[5,1,{0}]. let
+    scan[length=5 num_consts=1 num_carry=0 reverse=False linear=(False, False, False) unroll=1
+      jaxpr={{ lambda ; g:Ref{{f32[{0},{0}]}} x:f32[1,{0}] h:f32[1,{0}]. let
+        p:f32[{0},{0}] = dot_general[dimension_numbers=(([0], [0]), ([], []))] x h
+        g[...] += p
+      in () }}] w xs hs
+  in () }})",
+                    n);
+    SCOPED_TRACE(text);
+    Jaxpr j = parse_jaxpr(text);
+    const std::string mlir = emit_mlir(j, {});
+    EXPECT_EQ(count(mlir, "call @refjit_gemm_f32"), n == 64 ? 1u : 0u);
+    expect_matches_interpreter(
+        j,
+        {ref_of(random_array(at(DType::f32, {n, n}), 1)),
+         random_array(at(DType::f32, {5, 1, n}), 2), random_array(at(DType::f32, {5, 1, n}), 3)},
+        1e-5);
+  }
+}
+
 }  // namespace
 }  // namespace refjit::testing

@@ -95,6 +95,24 @@ TEST(Gemm, BatchesAndThreadedSplits) {
   check<float>({2, 3000, 1, 700}, true, false, 17);   // matrix-vector
 }
 
+// C += A B adds the product to what C holds, on every path (blocked, shallow, matrix-vector).
+TEST(Gemm, AccumulateAddsTheProduct) {
+  for (GemmShape s : {GemmShape{1, 40, 70, 300}, GemmShape{2, 33, 65, 1}, GemmShape{1, 1, 90, 50},
+                      GemmShape{1, 90, 1, 50}, GemmShape{1, 5, 7, 0}}) {
+    std::mt19937 rng(5);
+    Operand<float> a = make_operand<float>(s.batch, s.m, s.k, false, rng);
+    Operand<float> b = make_operand<float>(s.batch, s.k, s.n, false, rng);
+    std::vector<float> c0(static_cast<size_t>(s.batch * s.m * s.n));
+    for (float& v : c0) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+    std::vector<float> product(c0.size()), sum = c0;
+    gemm(s, a.view, b.view, {product.data(), s.m * s.n, s.n, 1});
+    gemm(s, a.view, b.view, {sum.data(), s.m * s.n, s.n, 1}, /*accumulate=*/true);
+    for (size_t i = 0; i < sum.size(); ++i)
+      ASSERT_NEAR(sum[i], c0[i] + product[i], 1e-4)
+          << "element " << i << " of " << s.m << "x" << s.n << "x" << s.k;
+  }
+}
+
 TEST(Gemm, ZeroDepthClearsTheResult) {
   std::vector<float> c(6, 5.0f);
   float unused = 0;
