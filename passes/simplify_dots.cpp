@@ -54,8 +54,32 @@ class DotSimplifier {
       }
       out.push_back(std::move(e));
     }
-    j_.eqns = std::move(out);
+    j_.eqns = drop_unread(std::move(out));
     return changes_;
+  }
+
+  // The products and broadcasts a rewrite left unread (dce does the same at the top level,
+  // but not inside scan bodies, where they would run every step).
+  std::vector<Eqn> drop_unread(std::vector<Eqn> eqns) const {
+    if (changes_ == 0) return eqns;
+    std::vector<int> reads(j_.vars.size(), 0);
+    for (const Atom& a : j_.outvars)
+      if (is_var(a)) ++reads[as_var(a).id];
+    std::vector<bool> keep(eqns.size(), true);
+    for (size_t i = eqns.size(); i-- > 0;) {
+      const Eqn& e = eqns[i];
+      const bool droppable = e.prim == Prim::dot_general || e.prim == Prim::broadcast_in_dim;
+      if (droppable && e.outs.size() == 1 && reads[e.outs[0].id] == 0) {
+        keep[i] = false;
+        continue;
+      }
+      for (const Atom& a : e.ins)
+        if (is_var(a)) ++reads[as_var(a).id];
+    }
+    std::vector<Eqn> kept;
+    for (size_t i = 0; i < eqns.size(); ++i)
+      if (keep[i]) kept.push_back(std::move(eqns[i]));
+    return kept;
   }
 
  private:

@@ -3,6 +3,10 @@
 #
 #   scripts/bench.sh seed [--json OUT] [refjit_bench_seed options...]
 #       the seed grad-scan-slice-update-slow: table on stdout, JSON to OUT (docs/benchmarks.md)
+#   scripts/bench.sh peers [--runs N] [--only NAME,...] [--json OUT] [--svg OUT] [--check] [...]
+#       refjit against JAX on bench/peers/programs.py (bench/peers/run_peers.py --help):
+#       Markdown table on stdout, JSON to OUT, SVG chart of refjit/JAX; JAX from PyPI, installed
+#       into .venv-jax (as scripts/jax_corpus.sh does)
 #
 # Environment: JOBS (build parallelism, default nproc); REFJIT_BENCH_BUILD_DIR to use an
 # already configured build directory instead of the release preset's build/release.
@@ -11,12 +15,15 @@ cd "$(dirname "$0")/.."
 
 usage() {
   echo "usage: scripts/bench.sh seed [--json OUT] [--runs N] [--repeats 1,10] [...]" >&2
+  echo "       scripts/bench.sh peers [--json OUT] [--svg OUT] [--runs N] [--only NAME,...] [...]" >&2
   exit 2
 }
 [ $# -ge 1 ] || usage
 what=$1
 shift
 jobs=${JOBS:-$(nproc)}
+
+source scripts/jax_venv.sh
 
 build() {  # build <target>: configure (release preset) and build one target; prints its dir
   local target=$1
@@ -34,6 +41,11 @@ case "$what" in
   seed)
     dir=$(build refjit_bench_seed)
     exec "$dir/bench/refjit_bench_seed" "$@"
+    ;;
+  peers)
+    ensure_jax
+    dir=$(build refjit_cli)
+    exec .venv-jax/bin/python bench/peers/run_peers.py --refjit "$dir/bin/refjit" "$@"
     ;;
   *)
     usage

@@ -9,12 +9,7 @@
 #                                    gradient and JVP programs), then refjit against JAX's numbers
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ensure_jax() {
-  if [ ! -x .venv-jax/bin/python ]; then
-    python3 -m venv .venv-jax
-    .venv-jax/bin/pip install -q jax jaxlib numpy
-  fi
-}
+source scripts/jax_venv.sh
 
 case "${1:-}" in
   run)

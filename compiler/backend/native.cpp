@@ -22,6 +22,7 @@
 #include "llvm/IR/Module.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -227,10 +228,40 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const std::string& cpu,
   return tm;
 }
 
+std::function<llvm::Error(llvm::Module*)> optimizing_transformer(int opt_level,
+                                                                 llvm::TargetMachine* tm) {
+  return [opt_level, tm](llvm::Module* m) -> llvm::Error {
+    if (opt_level <= 0) return llvm::Error::success();
+    // LLVM's default pipeline, without its loop unrolling: loops nests with small constant
+    // trip counts around vectorised bodies were unrolled whole (a tanh over f32[16,128]
+    // became 64 copies of its polynomial), and the machine scheduler is quadratic in such
+    // blocks: 700 ms of the 900 ms a 16-row RNN's gradient took to compile. The vectoriser
+    // still interleaves (docs/backend.md "Measured compile latency").
+    llvm::PipelineTuningOptions tuning;
+    tuning.LoopUnrolling = false;
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb(tm, tuning);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    const llvm::OptimizationLevel level = opt_level == 1   ? llvm::OptimizationLevel::O1
+                                          : opt_level == 2 ? llvm::OptimizationLevel::O2
+                                                           : llvm::OptimizationLevel::O3;
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(level);
+    mpm.run(*m, mam);
+    return llvm::Error::success();
+  };
+}
+
 void optimize_llvm_module(llvm::Module& module, llvm::TargetMachine& tm, int opt_level) {
   module.setDataLayout(tm.createDataLayout());
   module.setTargetTriple(tm.getTargetTriple().str());
-  auto opt = mlir::makeOptimizingTransformer(std::max(opt_level, 0), 0, &tm);
+  auto opt = optimizing_transformer(opt_level, &tm);
   if (auto err = opt(&module))
     throw Error("native backend: LLVM optimisation failed: " + llvm::toString(std::move(err)));
 }
@@ -456,7 +487,7 @@ CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& option
   lower_to_llvm_dialect(l, options, impl->timings);
 
   auto tm = backend::make_target_machine("host", options.opt_level);
-  auto opt = mlir::makeOptimizingTransformer(std::max(options.opt_level, 0), 0, tm.get());
+  auto opt = backend::optimizing_transformer(options.opt_level, tm.get());
   double opt_ms = 0;
   std::function<llvm::Error(llvm::Module*)> timed = [&](llvm::Module* m) {
     auto t0 = Clock::now();
@@ -469,7 +500,10 @@ CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& option
   eo.transformer = timed;
   eo.jitCodeGenOptLevel = codegen_level(options.opt_level);
   eo.enableGDBNotificationListener = false;
-  eo.enablePerfNotificationListener = false;
+  // REFJIT_PERF_JIT=1: describe the JIT code to `perf` (a jit-PID.dump file for
+  // `perf record -k 1` + `perf inject --jit`), so profiles name refjit_main.
+  const char* perf_env = std::getenv("REFJIT_PERF_JIT");
+  eo.enablePerfNotificationListener = perf_env && std::string_view(perf_env) == "1";
   auto t0 = Clock::now();
   auto engine = mlir::ExecutionEngine::create(*l.module, eo);
   if (!engine)
