@@ -34,6 +34,21 @@ bool reduction_root(const Jaxpr& j, const Eqn& e) {
          !j.type_of(as_var(e.ins[0])).is_ref;
 }
 
+// Cheap enough to compute once per reader rather than store and read back.
+bool duplicable(Prim p) {
+  switch (p) {
+    case Prim::add:
+    case Prim::sub:
+    case Prim::mul:
+    case Prim::neg:
+    case Prim::max:
+    case Prim::min:
+    case Prim::broadcast_in_dim:
+    case Prim::convert_element_type: return true;
+    default: return false;
+  }
+}
+
 // The buffer `a` lives in under `p`; -1 for a literal or a var without one.
 int buffer_of(const JaxprBuffers& p, const Atom& a) {
   return is_var(a) && as_var(a).id < p.buffer_of_var.size() ? p.buffer_of_var[as_var(a).id] : -1;
@@ -116,6 +131,7 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
   // Walk backwards so every consumer is placed before its producers.
   std::vector<std::vector<size_t>> groups;  // in reverse program order while building
   std::vector<Shape> group_shape;
+  std::vector<std::vector<int32_t>> dup_groups(n);  // the groups a duplicated eqn is in
   for (size_t i = n; i-- > 0;) {
     const Eqn& e = j.eqns[i];
     if (reduction_root(j, e)) {  // roots a group of its operand's shape
@@ -127,14 +143,29 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
     if (!fusible(j, e)) continue;
     Var out = e.outs[0];
     const Shape& shape = j.type_of(out).array.shape;
-    int32_t target = -1;
-    const auto& uses = consumers[out.id];
-    if (!returned[out.id] && !uses.empty()) {
-      target = plan.group_of[uses.front()];
-      for (size_t k : uses)
-        if (plan.group_of[k] != target) target = -1;
-      if (target >= 0 && group_shape[target] != shape) target = -1;
-      if (target >= 0 && operands_clobbered(i, target, groups[target].front())) target = -1;
+    // The groups reading the result (a duplicated reader counts each group it is in), if
+    // every reader is in a group of this shape that may compute it.
+    std::vector<int32_t> readers;
+    bool all = !returned[out.id] && !consumers[out.id].empty();
+    for (size_t k : consumers[out.id]) {
+      std::vector<int32_t> of_reader;
+      if (plan.group_of[k] >= 0)
+        of_reader = {plan.group_of[k]};
+      else if (plan.group_of[k] == FusionPlan::kDuplicated)
+        of_reader = dup_groups[k];
+      else
+        all = false;
+      for (int32_t g : of_reader)
+        if (std::find(readers.begin(), readers.end(), g) == readers.end()) readers.push_back(g);
+    }
+    for (int32_t g : readers)
+      all = all && group_shape[g] == shape && !operands_clobbered(i, g, groups[g].front());
+    int32_t target = all && readers.size() == 1 ? readers[0] : -1;
+    if (all && readers.size() > 1 && duplicable(e.prim)) {
+      for (int32_t g : readers) groups[g].push_back(i);
+      plan.group_of[i] = FusionPlan::kDuplicated;
+      dup_groups[i] = readers;
+      continue;
     }
     if (target < 0) {
       target = static_cast<int32_t>(groups.size());
@@ -157,6 +188,7 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
         for (const Atom& a : j.eqns[g[k]].ins)
           shared = shared || (out >= 0 && buffer_of(*buffers, a) == out);
       if (!shared) continue;
+      // (A duplicate is then stored by its own rule too; other groups still compute it.)
       for (size_t k = 1; k < g.size(); ++k) plan.group_of[g[k]] = -1;
       g.resize(1);
     }
@@ -207,7 +239,7 @@ SliceMovePlan plan_slice_moves(const Jaxpr& j, const JaxprBuffers* buffers,
     int32_t d = def[v.id];
     if (d < 0 || static_cast<size_t>(d) >= before || uses[v.id] != 1) return -1;
     const Eqn& e = j.eqns[d];
-    if (e.prim != prim || e.outs.size() != 1 || fusion.group_of.at(d) >= 0) return -1;
+    if (e.prim != prim || e.outs.size() != 1 || !fusion.lowered_alone(d)) return -1;
     if (plan.folded_into[d] >= 0) return -1;
     return d;
   };
@@ -316,7 +348,7 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
   const std::vector<std::vector<int>> writes = written_buffers(j, p);
   // An eqn lowered on its own (the copies the plan lists for these eqns are their own reads).
   auto plain = [&](size_t i) {
-    return fusion.group_of.at(i) < 0 && moves.folded_into.at(i) < 0 && moves.move_of.at(i) < 0 &&
+    return fusion.lowered_alone(i) && moves.folded_into.at(i) < 0 && moves.move_of.at(i) < 0 &&
            plan.folded_into[i] < 0;
   };
   // The single reader of `v`, if `v` is read once (and not returned).
@@ -483,7 +515,7 @@ ProductAccumulationPlan plan_product_accumulations(const Jaxpr& j, const JaxprBu
     const int32_t i = ud.def[p.id];
     if (i < 0 || ud.uses[p.id] != 1) continue;
     const Eqn& dot = j.eqns[static_cast<size_t>(i)];
-    if (dot.prim != Prim::dot_general || fusion.group_of[static_cast<size_t>(i)] >= 0) continue;
+    if (dot.prim != Prim::dot_general || !fusion.lowered_alone(static_cast<size_t>(i))) continue;
     if (shifts.folded_into[static_cast<size_t>(i)] >= 0) continue;
     const Type rt = j.type_of(add.ins[0]);
     const ArrayType pt = j.type_of(p).array;

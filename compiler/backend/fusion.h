@@ -10,7 +10,11 @@
 //  - its result has the same shape as the group's root,
 //  - every use of its result is an operand of an eqn of that one group, and the result
 //    is not an output of the jaxpr.
-// So no member but the root is ever observable outside the loop nest. A reduction
+// So no member but the root is ever observable outside the loop nest. A cheap eqn (add, sub,
+// mul, neg, max, min, a broadcast or a conversion) whose readers are all in groups of its
+// shape is duplicated into each of them instead of being stored once and read back: JAX's
+// softmax computes `x - max` once and reads it twice, and a pass over memory costs more than
+// the subtraction. A reduction
 // (reduce_sum/max/min) may also root a group: the members then have its operand's shape and
 // the reduction's loops compute each operand element in registers (no array of f(x) for
 // sum(f(x))). Members are
@@ -32,11 +36,16 @@
 namespace refjit {
 
 struct FusionPlan {
-  // group_of[eqn index] = index into `groups`, or -1 for an eqn lowered on its own.
+  // group_of[eqn index] = index into `groups`, kDuplicated for a cheap eqn computed again
+  // inside each of its consumers' groups (listed in each), or -1 for an eqn lowered on its own.
+  static constexpr int32_t kDuplicated = -2;
   std::vector<int32_t> group_of;
   // Each group's eqn indices in program order; the last one is the root. Only groups of
   // two or more eqns are listed.
   std::vector<std::vector<size_t>> groups;
+
+  // Whether the eqn is lowered at its own position, by its own rule.
+  bool lowered_alone(size_t eqn) const { return group_of.at(eqn) == -1; }
 
   bool is_root(size_t eqn) const {
     return group_of.at(eqn) >= 0 && groups[group_of[eqn]].back() == eqn;

@@ -565,8 +565,8 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
       lower_cotangent_shift(*this, j, e, d.shifts.shifts[s]);
       continue;
     }
-    if (fusion.group_of[i] >= 0) {
-      // Members are computed inside their root's loop nest.
+    if (!fusion.lowered_alone(i)) {
+      // Members are computed inside their root's loop nest (duplicates in every one of them).
       if (fusion.is_root(i)) lower_fused_group(j, fusion.groups[fusion.group_of[i]]);
       continue;
     }

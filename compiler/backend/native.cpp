@@ -232,6 +232,11 @@ std::function<llvm::Error(llvm::Module*)> optimizing_transformer(int opt_level,
                                                                  llvm::TargetMachine* tm) {
   return [opt_level, tm](llvm::Module* m) -> llvm::Error {
     if (opt_level <= 0) return llvm::Error::success();
+    // Vectorise with 512-bit vectors where the CPU has them (LLVM prefers 256 bits on AVX-512
+    // CPUs): elementwise loops and the transcendental polynomials run twice as wide.
+    // REFJIT_VECTOR_WIDTH=256 restores LLVM's choice.
+    const char* width = std::getenv("REFJIT_VECTOR_WIDTH");
+    for (llvm::Function& f : *m) f.addFnAttr("prefer-vector-width", width ? width : "512");
     // LLVM's default pipeline, without its loop unrolling: loops nests with small constant
     // trip counts around vectorised bodies were unrolled whole (a tanh over f32[16,128]
     // became 64 copies of its polynomial), and the machine scheduler is quadratic in such

@@ -31,7 +31,9 @@ TEST(FusionPlan, ChainBecomesOneGroupRootedAtTheLastEqn) {
 }
 
 TEST(FusionPlan, ValueUsedOutsideTheChainOrReturnedEndsAGroup) {
-  // a is also returned; c feeds a reduction (not elementwise): both are group roots.
+  // a is returned: its own eqn. c is read by a reduction (which roots a group of c's shape)
+  // and by the returned e: the multiply is cheap, so both groups compute it (duplicated);
+  // sin is not, so b, read by both copies, is stored once.
   Jaxpr j = parse_jaxpr(R"({ lambda ; x:f32[8]. let
     a:f32[8] = neg x
     b:f32[8] = sin a
@@ -40,12 +42,16 @@ TEST(FusionPlan, ValueUsedOutsideTheChainOrReturnedEndsAGroup) {
     e:f32[8] = add c 1.0:f32[]
   in (a, d, e) })");
   FusionPlan p = plan_fusion(j);
-  // a: returned -> its own eqn; b joins c's group; c is used by reduce_sum -> root.
   EXPECT_EQ(p.group_of[0], -1);
-  ASSERT_EQ(p.groups.size(), 1u);
-  EXPECT_EQ(p.groups[0], (std::vector<size_t>{1, 2}));
-  EXPECT_EQ(p.group_of[3], -1);
-  EXPECT_EQ(p.group_of[4], -1);
+  EXPECT_EQ(p.group_of[1], -1);
+  EXPECT_EQ(p.group_of[2], FusionPlan::kDuplicated);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0], (std::vector<size_t>{2, 3}));
+  EXPECT_EQ(p.groups[1], (std::vector<size_t>{2, 4}));
+  EXPECT_TRUE(p.is_root(3));
+  EXPECT_TRUE(p.is_root(4));
+  // The duplicated eqn is not lowered on its own, and the numbers are the interpreter's.
+  expect_matches_interpreter(j, {random_array(at(DType::f32, {8}), 4)});
 }
 
 TEST(FusionPlan, DifferentShapesAreNotFused) {
