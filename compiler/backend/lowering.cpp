@@ -620,7 +620,44 @@ void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& grou
         if (is_var(a) && !member[as_var(a).id] && !outside_scalar_[as_var(a).id] &&
             type_of(a).array.rank() == 0)
           outside_scalar_[as_var(a).id] = load(a, {});
-  loop_nest(rt.shape, [&](Ivs ivs) { store(fused_element(j, group, ivs), dst, rt.dtype, ivs); });
+  if (rt.rank() < 2) {
+    loop_nest(rt.shape, [&](Ivs ivs) { store(fused_element(j, group, ivs), dst, rt.dtype, ivs); });
+    outside_scalar_.clear();
+    return;
+  }
+  // Broadcast members that read one element per row (`x - mean[:, None]`) are loaded once
+  // per row, before the innermost loop: LLVM does not vectorise a loop that reads a fixed
+  // address and stores into the same allocation (both in the workspace), as it cannot tell
+  // them apart.
+  const Shape outer(rt.shape.begin(), rt.shape.end() - 1);
+  const int64_t last = rt.rank() - 1;
+  loop_nest(outer, [&](Ivs outer_ivs) {
+    row_invariant_.assign(j.vars.size(), Value());
+    for (size_t k : group) {
+      const Eqn& e = j.eqns[k];
+      if (e.prim != Prim::broadcast_in_dim || (is_var(e.ins[0]) && member[as_var(e.ins[0]).id]))
+        continue;
+      const ArrayType xt = type_of(e.ins[0]).array;
+      const IntList& dims = e.params.get<IntList>("broadcast_dimensions");
+      std::vector<Value> at;
+      bool invariant = true;
+      for (size_t d = 0; d < dims.size(); ++d) {
+        if (xt.shape[d] == 1) {
+          at.push_back(index(0));
+          continue;
+        }
+        if (dims[d] == last) invariant = false;
+        if (invariant) at.push_back(outer_ivs.at(static_cast<size_t>(dims[d])));
+      }
+      if (invariant) row_invariant_[e.outs[0].id] = load(e.ins[0], at);
+    }
+    loop_nest({rt.shape.back()}, [&](Ivs inner) {
+      std::vector<Value> ivs(outer_ivs.begin(), outer_ivs.end());
+      ivs.push_back(inner[0]);
+      store(fused_element(j, group, ivs), dst, rt.dtype, ivs);
+    });
+    row_invariant_.clear();
+  });
   outside_scalar_.clear();
 }
 
@@ -628,6 +665,10 @@ Value LowerCtx::fused_element(const Jaxpr& j, const std::vector<size_t>& members
   std::vector<Value> element(j.vars.size());  // by var id: members' values, in registers
   for (size_t k : members) {
     const Eqn& e = j.eqns[k];
+    if (e.outs[0].id < row_invariant_.size() && row_invariant_[e.outs[0].id]) {
+      element[e.outs[0].id] = row_invariant_[e.outs[0].id];
+      continue;
+    }
     if (e.prim == Prim::broadcast_in_dim) {  // one element of the operand
       // An operand that is a member has the group's shape: the broadcast is the identity.
       if (is_var(e.ins[0]) && element[as_var(e.ins[0]).id]) {

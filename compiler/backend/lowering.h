@@ -223,8 +223,10 @@ class LowerCtx {
     std::vector<size_t> members;
   };
   std::optional<FusedOperand> fused_operand_;
-  // While a fused group is lowered: rank-0 operands from outside it, loaded before its loops.
+  // While a fused group is lowered: rank-0 operands from outside it, loaded before its loops,
+  // and broadcast members loaded once per row (by var id).
   std::vector<mlir::Value> outside_scalar_;
+  std::vector<mlir::Value> row_invariant_;
   mlir::ModuleOp module_;
   const BufferPlan& plan_;
   LoweringOptions options_;
