@@ -15,8 +15,6 @@ using mlir::Value;
 namespace arith = mlir::arith;
 using Ivs = LowerCtx::Ivs;
 
-bool contains(const IntList& l, int64_t v) { return std::find(l.begin(), l.end(), v) != l.end(); }
-
 // Products with fewer multiply-adds stay loops: the call and packing would cost more, and
 // the loops vectorise well at these sizes.
 constexpr int64_t kMinKernelWork = 4096;
@@ -152,22 +150,27 @@ bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfr
   return true;
 }
 
-// The loop form: result dims are (batch, lhs free, rhs free); each result element is a sum
-// over the contracting dims, carried in registers through nested loops.
-void lower_dot_loops(LowerCtx& c, const Eqn& e) {
-  if (e.ins.size() != 2 || e.outs.size() != 1) fail_eqn(e, "expected two operands");
-  ArrayType lt = c.type_of(e.ins[0]).array;
-  ArrayType ht = c.type_of(e.ins[1]).array;
-  ArrayType rt = c.type_of(e.outs[0]).array;
+// The dims of each operand that are neither contracted nor batch.
+std::pair<std::vector<int64_t>, std::vector<int64_t>> free_dims(LowerCtx& c, const Eqn& e) {
+  const ArrayType& lt = c.type_of(e.ins[0]).array;
+  const ArrayType& ht = c.type_of(e.ins[1]).array;
   const DotDims& dn = e.params.get<DotDims>("dimension_numbers");
-  if (dn.lhs_contract.size() != dn.rhs_contract.size() ||
-      dn.lhs_batch.size() != dn.rhs_batch.size())
-    fail_eqn(e, "dimension_numbers pair up different numbers of dims");
   std::vector<int64_t> lfree, rfree;
   for (int64_t i = 0; i < lt.rank(); ++i)
     if (!contains(dn.lhs_contract, i) && !contains(dn.lhs_batch, i)) lfree.push_back(i);
   for (int64_t i = 0; i < ht.rank(); ++i)
     if (!contains(dn.rhs_contract, i) && !contains(dn.rhs_batch, i)) rfree.push_back(i);
+  return {lfree, rfree};
+}
+
+// The loop form: result dims are (batch, lhs free, rhs free); each result element is a sum
+// over the contracting dims, carried in registers through nested loops.
+void lower_dot_loops(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfree,
+                     const std::vector<int64_t>& rfree) {
+  ArrayType lt = c.type_of(e.ins[0]).array;
+  ArrayType ht = c.type_of(e.ins[1]).array;
+  ArrayType rt = c.type_of(e.outs[0]).array;
+  const DotDims& dn = e.params.get<DotDims>("dimension_numbers");
   DType d = rt.dtype;
   Value dst = c.result_buffer(e.outs[0]);
   auto mul_add = [&](Value acc, const std::vector<Value>& li, const std::vector<Value>& hi) {
@@ -231,33 +234,14 @@ void lower_dot_loops(LowerCtx& c, const Eqn& e) {
   });
 }
 
-// The dims of each operand that are neither contracted nor batch.
-std::pair<std::vector<int64_t>, std::vector<int64_t>> free_dims(LowerCtx& c, const Eqn& e) {
-  const ArrayType& lt = c.type_of(e.ins[0]).array;
-  const ArrayType& ht = c.type_of(e.ins[1]).array;
-  const DotDims& dn = e.params.get<DotDims>("dimension_numbers");
-  std::vector<int64_t> lfree, rfree;
-  for (int64_t i = 0; i < lt.rank(); ++i)
-    if (!contains(dn.lhs_contract, i) && !contains(dn.lhs_batch, i)) lfree.push_back(i);
-  for (int64_t i = 0; i < ht.rank(); ++i)
-    if (!contains(dn.rhs_contract, i) && !contains(dn.rhs_batch, i)) rfree.push_back(i);
-  return {lfree, rfree};
-}
-
 void lower_dot_general(LowerCtx& c, const Eqn& e) {
   if (e.ins.size() != 2 || e.outs.size() != 1) fail_eqn(e, "expected two operands");
-  const ArrayType& lt = c.type_of(e.ins[0]).array;
-  const ArrayType& ht = c.type_of(e.ins[1]).array;
   const DotDims& dn = e.params.get<DotDims>("dimension_numbers");
   if (dn.lhs_contract.size() != dn.rhs_contract.size() ||
       dn.lhs_batch.size() != dn.rhs_batch.size())
     fail_eqn(e, "dimension_numbers pair up different numbers of dims");
-  std::vector<int64_t> lfree, rfree;
-  for (int64_t i = 0; i < lt.rank(); ++i)
-    if (!contains(dn.lhs_contract, i) && !contains(dn.lhs_batch, i)) lfree.push_back(i);
-  for (int64_t i = 0; i < ht.rank(); ++i)
-    if (!contains(dn.rhs_contract, i) && !contains(dn.rhs_batch, i)) rfree.push_back(i);
-  if (!lower_dot_kernel(c, e, lfree, rfree, Value(), false)) lower_dot_loops(c, e);
+  auto [lfree, rfree] = free_dims(c, e);
+  if (!lower_dot_kernel(c, e, lfree, rfree, Value(), false)) lower_dot_loops(c, e, lfree, rfree);
 }
 
 }  // namespace

@@ -15,8 +15,6 @@ using mlir::Value;
 namespace arith = mlir::arith;
 using Ivs = LowerCtx::Ivs;
 
-bool contains(const IntList& l, int64_t v) { return std::find(l.begin(), l.end(), v) != l.end(); }
-
 enum class Reducer { sum, max, min };
 
 Value identity(LowerCtx& c, DType d, Reducer r) {

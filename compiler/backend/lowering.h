@@ -12,6 +12,7 @@
 // then writes only the region instead of copying the operand first.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -269,6 +270,11 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
 void load_dialects(mlir::MLIRContext& ctx);
 
 inline constexpr const char* kEntryName = "refjit_main";
+
+// Whether `dims` lists `d` (axes params, dimension numbers).
+inline bool contains(const IntList& dims, int64_t d) {
+  return std::find(dims.begin(), dims.end(), d) != dims.end();
+}
 
 // One element converted between dtypes with XLA semantics (lower_elementwise.cpp).
 mlir::Value convert_element(LowerCtx& c, mlir::Value x, DType from, DType to);

@@ -71,8 +71,8 @@ TEST(PipelineDoors, JitRunDumpAndCompileYieldTheSamePlanAndMlir) {
   // jit: traces the gradient, then compiles the traced program through the pipeline.
   // (At -O3 from the first call, as the other doors compile: float sums may be vectorised,
   // so -O0 code can differ from it in the last bits; docs/backend.md.)
-  auto jitted = jit(grad_fn,
-                    {.backend = Backend::native, .tier = Tier::optimized, .name = "doors_grad"});
+  auto jitted =
+      jit(grad_fn, {.backend = Backend::native, .tier = Tier::optimized, .name = "doors_grad"});
   Value g = jitted(fresh_state(), fresh_cols(), Value(0.5f));
   const std::string jit_buffers = seen.take("buffers");
   const std::string jit_fusion = seen.take("fusion");

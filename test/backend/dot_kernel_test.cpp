@@ -8,12 +8,6 @@
 namespace refjit::testing {
 namespace {
 
-size_t count(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
-  return n;
-}
-
 // sum over c = dot_general(a, b) with the given dims, and c itself.
 std::string product(const std::string& a, const std::string& b, const std::string& c,
                     const std::string& dims, const std::string& dtype = "f32") {

@@ -9,12 +9,6 @@
 namespace refjit::testing {
 namespace {
 
-size_t count(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
-  return n;
-}
-
 const char* kChain = R"({ lambda ; x:f32[256] y:f32[256]. let
     a:f32[256] = mul x y
     b:f32[256] = add a 2.0:f32[]

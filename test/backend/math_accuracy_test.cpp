@@ -14,12 +14,6 @@
 namespace refjit::testing {
 namespace {
 
-size_t count(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
-  return n;
-}
-
 // Every binade of f32 (normal and subnormal), both signs, a few random mantissas each, and
 // the special values.
 std::vector<float> whole_range() {

@@ -95,4 +95,11 @@ inline void check_text(const std::string& text, const std::vector<RtValue>& args
 
 inline RtValue ref_of(Array a) { return std::make_shared<RefBuffer>(std::move(a)); }
 
+// How often `what` occurs in `text` (checks on emitted MLIR, LLVM IR and assembly).
+inline size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
 }  // namespace refjit::testing
