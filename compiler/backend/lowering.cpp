@@ -639,17 +639,12 @@ void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& grou
         continue;
       const ArrayType xt = type_of(e.ins[0]).array;
       const IntList& dims = e.params.get<IntList>("broadcast_dimensions");
-      std::vector<Value> at;
       bool invariant = true;
-      for (size_t d = 0; d < dims.size(); ++d) {
-        if (xt.shape[d] == 1) {
-          at.push_back(index(0));
-          continue;
-        }
-        if (dims[d] == last) invariant = false;
-        if (invariant) at.push_back(outer_ivs.at(static_cast<size_t>(dims[d])));
-      }
-      if (invariant) row_invariant_[e.outs[0].id] = load(e.ins[0], at);
+      for (size_t d = 0; d < dims.size(); ++d) invariant &= xt.shape[d] == 1 || dims[d] != last;
+      if (!invariant) continue;
+      std::vector<Value> ivs(outer_ivs.begin(), outer_ivs.end());
+      ivs.push_back(index(0));  // not read: no operand dim maps to the last one
+      row_invariant_[e.outs[0].id] = load(e.ins[0], broadcast_operand_index(e, ivs));
     }
     loop_nest({rt.shape.back()}, [&](Ivs inner) {
       std::vector<Value> ivs(outer_ivs.begin(), outer_ivs.end());
@@ -659,6 +654,15 @@ void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& grou
     row_invariant_.clear();
   });
   outside_scalar_.clear();
+}
+
+std::vector<Value> LowerCtx::broadcast_operand_index(const Eqn& e, Ivs ivs) {
+  const ArrayType xt = type_of(e.ins[0]).array;
+  const IntList& dims = e.params.get<IntList>("broadcast_dimensions");
+  std::vector<Value> at;
+  for (size_t d = 0; d < dims.size(); ++d)
+    at.push_back(xt.shape[d] == 1 ? index(0) : ivs.at(static_cast<size_t>(dims[d])));
+  return at;
 }
 
 Value LowerCtx::fused_element(const Jaxpr& j, const std::vector<size_t>& members, Ivs ivs) {
@@ -675,12 +679,7 @@ Value LowerCtx::fused_element(const Jaxpr& j, const std::vector<size_t>& members
         element[e.outs[0].id] = element[as_var(e.ins[0]).id];
         continue;
       }
-      const ArrayType xt = type_of(e.ins[0]).array;
-      const IntList& dims = e.params.get<IntList>("broadcast_dimensions");
-      std::vector<Value> at;
-      for (size_t d = 0; d < dims.size(); ++d)
-        at.push_back(xt.shape[d] == 1 ? index(0) : ivs.at(static_cast<size_t>(dims[d])));
-      element[e.outs[0].id] = load(e.ins[0], at);
+      element[e.outs[0].id] = load(e.ins[0], broadcast_operand_index(e, ivs));
       continue;
     }
     const ElemFn* f = elementwise_rule(e.prim);

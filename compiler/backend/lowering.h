@@ -182,6 +182,8 @@ class LowerCtx {
   // The members of a group (eqn indices, in order) evaluated at element `ivs`, in
   // registers; returns the last member's value.
   mlir::Value fused_element(const Jaxpr& j, const std::vector<size_t>& members, Ivs ivs);
+  // The element of broadcast_in_dim `e`'s operand that its result element `ivs` reads.
+  std::vector<mlir::Value> broadcast_operand_index(const Eqn& e, Ivs ivs);
 
   // The slice move (fusion.h) of the eqn being lowered, or nullptr.
   const SliceMove* slice_move() const;
