@@ -42,6 +42,20 @@ Mode mode_of(const Params& p, std::string_view prim) {
                          m));
 }
 
+// Every entry of `dims` names a distinct dim of a rank-`rank` array (dimension numbers come
+// from the text, so nothing about them can be assumed).
+void check_dim_list(std::string_view prim, std::string_view what, const IntList& dims,
+                    std::string_view array, int64_t rank) {
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (dims[k] < 0 || dims[k] >= rank)
+      fail(prim, fmt::format("{} ({}) names dim {}, but {} has rank {}", what,
+                             fmt::join(dims, ", "), dims[k], array, rank));
+    for (size_t j = 0; j < k; ++j)
+      if (dims[j] == dims[k])
+        fail(prim, fmt::format("{} ({}) names dim {} twice", what, fmt::join(dims, ", "), dims[k]));
+  }
+}
+
 // The indexed dims of the operand and one index column for each, with shape `batch`.
 struct IndexColumns {
   IntList dims;             // operand dims, in column order
@@ -65,10 +79,15 @@ IndexColumns index_columns(Emit& e, std::string_view prim, const ArrayType& x, c
                            it.shape.back(), index_map.size()));
   if (operand_batching.size() != indices_batching.size())
     fail(prim, "operand and indices batching dims differ in number");
+  IntList indexed = index_map;
+  indexed.insert(indexed.end(), operand_batching.begin(), operand_batching.end());
+  if (indexed.empty()) fail(prim, "no operand dim is indexed (start_index_map is empty)");
+  check_dim_list(prim, "the indexed and batching operand dims", indexed, "the operand", x.rank());
+  check_dim_list(prim, "the indices batching dims", indices_batching, "the indices' batch shape",
+                 nb);
   DType d = it.dtype;
   for (size_t c = 0; c < index_map.size(); ++c) {
     int64_t dim = index_map[c];
-    if (dim < 0 || dim >= x.rank()) fail(prim, fmt::format("indexed dim {} is out of range", dim));
     IntList start(it.rank(), 0), limit(it.shape.begin(), it.shape.end());
     start.back() = static_cast<int64_t>(c);
     limit.back() = static_cast<int64_t>(c) + 1;
@@ -83,7 +102,6 @@ IndexColumns index_columns(Emit& e, std::string_view prim, const ArrayType& x, c
   }
   for (size_t k = 0; k < operand_batching.size(); ++k) {
     int64_t ib = indices_batching[k];
-    if (ib < 0 || ib >= nb) fail(prim, fmt::format("indices batching dim {} is out of range", ib));
     ic.dims.push_back(operand_batching[k]);
     ic.cols.push_back(e.op(Prim::iota, {},
                            Params{{"dimension", ib},
@@ -188,6 +206,7 @@ std::vector<Atom> gather(RewriteArgs& a) {
   if (static_cast<int64_t>(offset_dims.size()) != static_cast<int64_t>(rest.size()))
     fail(prim, fmt::format("offset_dims has {} entries but {} operand dims are kept whole",
                            offset_dims.size(), rest.size()));
+  check_dim_list(prim, "offset_dims", offset_dims, "the result", out_rank);
   IntList perm(out_rank), batch_pos;
   int64_t next_batch = 0, next_rest = 0;
   for (int64_t p = 0; p < out_rank; ++p) {
@@ -233,6 +252,7 @@ std::vector<Atom> scatter_like(RewriteArgs& a, std::string_view prim, Prim refji
     fail(prim, fmt::format("updates {} do not match the indices' batch shape and the operand's "
                            "whole dims",
                            u.str()));
+  check_dim_list(prim, "update_window_dims", window_dims, "the updates array", u.rank());
   for (size_t k = 0; k < rest.size(); ++k)
     if (u.shape[window_dims[k]] != x.shape[rest[k]])
       fail(prim, fmt::format("update window dim {} has size {} but operand dim {} has {}; refjit "

@@ -46,9 +46,35 @@ std::optional<IntRange> result_range(const Eqn& e, const IntRanges& r) {
     case Prim::reduce_min:
     case Prim::convert_element_type: return in(0);
     case Prim::select_n: {
-      std::optional<IntRange> out = in(1);
-      for (size_t k = 2; k < e.ins.size(); ++k) out = join(out, in(k));
-      return e.ins.size() >= 2 ? out : std::nullopt;
+      if (e.ins.size() < 2) return std::nullopt;
+      // Only the cases the predicate can pick.
+      const size_t cases = e.ins.size() - 1;
+      std::optional<IntRange> pick = in(0);
+      const int64_t first = pick ? std::clamp<int64_t>(pick->lo, 0, cases - 1) : 0;
+      const int64_t last = pick ? std::clamp<int64_t>(pick->hi, 0, cases - 1) : cases - 1;
+      std::optional<IntRange> out = in(1 + first);
+      for (int64_t k = first + 1; k <= last; ++k) out = join(out, in(1 + k));
+      return out;
+    }
+    case Prim::and_:
+    case Prim::or_:
+    case Prim::not_: {
+      // Logic on values in [0, 1] (bools, or integers known to be 0 or 1).
+      auto a = in(0), b = e.prim == Prim::not_ ? a : in(1);
+      if (!a || !b || a->lo < 0 || a->hi > 1 || b->lo < 0 || b->hi > 1) return std::nullopt;
+      if (e.prim == Prim::not_) return IntRange{1 - a->hi, 1 - a->lo};
+      if (e.prim == Prim::and_) return IntRange{a->lo & b->lo, a->hi & b->hi};
+      return IntRange{a->lo | b->lo, a->hi | b->hi};
+    }
+    case Prim::lt:
+    case Prim::le:
+    case Prim::gt:
+    case Prim::ge:
+    case Prim::eq:
+    case Prim::ne: {
+      auto a = in(0), b = in(1);
+      std::optional<bool> v = a && b ? decide_comparison(e.prim, *a, *b) : std::nullopt;
+      return v ? IntRange{*v, *v} : IntRange{0, 1};
     }
     case Prim::div: {
       // By a positive constant: truncation toward zero is monotonic.
@@ -97,10 +123,35 @@ std::optional<IntRange> result_range(const Eqn& e, const IntRanges& r) {
   }
 }
 
-// Ranges are tracked for i32 and i64 (index arithmetic); other integer dtypes stay unknown.
-bool tracked(DType d) { return d == DType::i32 || d == DType::i64; }
+// Ranges are tracked for i32 and i64 (index arithmetic) and bool (0 or 1: comparisons that
+// select between indices); other integer dtypes stay unknown.
+bool tracked(DType d) { return d == DType::i32 || d == DType::i64 || d == DType::bool_; }
 
 }  // namespace
+
+std::optional<bool> decide_comparison(Prim p, IntRange a, IntRange b) {
+  switch (p) {
+    case Prim::lt:
+      if (a.hi < b.lo) return true;
+      if (a.lo >= b.hi) return false;
+      return std::nullopt;
+    case Prim::le:
+      if (a.hi <= b.lo) return true;
+      if (a.lo > b.hi) return false;
+      return std::nullopt;
+    case Prim::gt: return decide_comparison(Prim::lt, b, a);
+    case Prim::ge: return decide_comparison(Prim::le, b, a);
+    case Prim::eq:
+      if (a.lo == a.hi && b.lo == b.hi && a.lo == b.lo) return true;
+      if (a.hi < b.lo || b.hi < a.lo) return false;
+      return std::nullopt;
+    case Prim::ne: {
+      std::optional<bool> e = decide_comparison(Prim::eq, a, b);
+      return e ? std::optional<bool>(!*e) : std::nullopt;
+    }
+    default: return std::nullopt;
+  }
+}
 
 std::optional<IntRange> range_of(const IntRanges& r, const Atom& a) {
   if (const Literal* l = std::get_if<Literal>(&a))
@@ -135,8 +186,9 @@ void analyze_int_ranges(const Jaxpr& j, IntRanges& r) {
     if (t.is_ref || !tracked(t.array.dtype)) continue;
     // A range the result's dtype cannot hold means the arithmetic may wrap: unknown.
     std::optional<IntRange> out = result_range(e, r);
-    const int64_t max = t.array.dtype == DType::i32 ? INT32_MAX : kRangeLimit;
-    const int64_t min = t.array.dtype == DType::i32 ? INT32_MIN : -kRangeLimit;
+    const DType d = t.array.dtype;
+    const int64_t max = d == DType::i32 ? INT32_MAX : d == DType::bool_ ? 1 : kRangeLimit;
+    const int64_t min = d == DType::i32 ? INT32_MIN : d == DType::bool_ ? 0 : -kRangeLimit;
     if (out && (out->lo < min || out->hi > max)) out.reset();
     r[e.outs[0].id] = out;
   }

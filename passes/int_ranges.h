@@ -5,8 +5,11 @@
 //
 // Propagated through slicing, reshaping, broadcasting, gathers and reductions (a result's
 // elements are some of the operand's), add/sub/mul/max/min/neg, div by a positive constant,
-// select_n and concatenate (the union), iota, and scans: consts and xs take their operand's
-// range inside the body (an xs row holds some of the stacked elements), ys the body's
+// select_n (the union of the cases its predicate's range allows) and concatenate (the union),
+// iota, comparisons (a bool is the range [0, 1], narrowed when the operands' ranges decide
+// the comparison: `select_n(i < 0, i, i + n)`, JAX's index normalisation, with i known
+// non-negative is i's range; and/or/not combine such bools), and scans: consts and xs take their
+// operand's range inside the body (an xs row holds some of the stacked elements), ys the body's
 // result's; carries are unknown. A range the result's dtype cannot hold (i32 arithmetic that
 // may wrap around) is unknown.
 #pragma once
@@ -37,5 +40,9 @@ IntRanges scan_body_int_ranges(const Eqn& e, const IntRanges& outer);
 
 // The range of an atom: a literal's value, or the var's entry.
 std::optional<IntRange> range_of(const IntRanges& r, const Atom& a);
+
+// Whether operands in ranges `a`, `b` decide comparison `p` (lt, le, gt, ge, eq, ne): its
+// value if so.
+std::optional<bool> decide_comparison(Prim p, IntRange a, IntRange b);
 
 }  // namespace refjit

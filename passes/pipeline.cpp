@@ -10,8 +10,9 @@
 
 #include "compiler/backend/rule_tables.h"
 #include "passes/buffer_assignment.h"
+#include "passes/canonicalize.h"
 #include "passes/dce.h"
-#include "passes/inline_zero_consts.h"
+#include "passes/inline_consts.h"
 #include "passes/jvp.h"
 #include "passes/range_simplify.h"
 #include "passes/simplify_dots.h"
@@ -28,7 +29,11 @@ namespace {
 constexpr PassInfo kPasses[] = {
     // ---- on the jaxpr
     {"autodiff", "--grad/--jvp: the gradient or forward-mode program (otherwise no change)"},
-    {"inline-zero-consts", "constants known to be all zeros become broadcasts of 0"},
+    {"inline-consts",
+     "constants known to be all zeros or integer runs become broadcasts of 0 or iotas"},
+    {"canonicalize",
+     "local rewrites to one spelling: slices of concatenates, reshapes of broadcasts, "
+     "arithmetic on broadcast scalars, constant scan consts moved into the body"},
     {"trim-rows", "carries and refs lose the trailing rows that no index reaches"},
     {"simplify-ranges", "what integer ranges decide is folded; row-run accesses become windows"},
     {"simplify-dots", "transposed products become swapped ones; products with ones, sums"},
@@ -98,7 +103,7 @@ class Run {
   PlannedProgram planned_;
 };
 
-// Per constvar still passed after inline-zero-consts: its known integer range.
+// Per constvar still passed after inline-consts: its known integer range.
 std::vector<std::optional<IntRange>> ranges_of_kept(const KnownConsts& known,
                                                     const std::vector<bool>& kept) {
   std::vector<std::optional<IntRange>> ranges;
@@ -125,17 +130,21 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
   // Specialisation to what is known of the constants.
   const KnownConsts& known = options.consts;
   p.consts_kept.assign(program.constvars.size(), true);
-  run.jaxpr_pass("inline-zero-consts", [&](const Jaxpr& j) {
-    std::vector<bool> zero(j.constvars.size(), false);
+  run.jaxpr_pass("inline-consts", [&](const Jaxpr& j) {
+    std::vector<ConstFold> folds(j.constvars.size());
     bool any = false;
-    for (size_t k = 0; k < zero.size() && k < known.zero.size(); ++k)
-      any |= zero[k] = known.zero[k];
-    for (size_t k = 0; k < zero.size(); ++k) p.consts_kept[k] = !zero[k];
-    return any ? inline_zero_consts(j, zero) : j;
+    for (size_t k = 0; k < folds.size() && k < known.fold.size(); ++k) {
+      folds[k] = known.fold[k];
+      any |= folds[k].kind != ConstFold::Kind::keep;
+    }
+    for (size_t k = 0; k < folds.size(); ++k)
+      p.consts_kept[k] = folds[k].kind == ConstFold::Kind::keep;
+    return any ? inline_known_consts(j, folds) : j;
   });
   const std::vector<std::optional<IntRange>> ranges = ranges_of_kept(known, p.consts_kept);
 
   // Simplification.
+  run.jaxpr_pass("canonicalize", [&](const Jaxpr& j) { return canonicalize(j); });
   run.jaxpr_pass("trim-rows", [&](const Jaxpr& j) { return trim_untouched_rows(j, ranges); });
   run.jaxpr_pass("simplify-ranges",
                  [&](const Jaxpr& j) { return simplify_with_ranges(j, ranges); });
@@ -186,11 +195,18 @@ KnownConsts KnownConsts::of(const std::vector<RtValue>& values) {
   KnownConsts known;
   for (const RtValue& v : values) {
     const Array* a = std::get_if<Array>(&v);
-    const std::byte* p = a ? a->data() : nullptr;
-    known.zero.push_back(a && a->size() >= 2 && std::all_of(p, p + a->byte_size(), [](std::byte b) {
-                           return b == std::byte{0};
-                         }));
+    ConstFold fold;
     std::optional<IntRange> range;
+    if (a && a->size() >= 2) {
+      const std::byte* p = a->data();
+      if (std::all_of(p, p + a->byte_size(), [](std::byte b) { return b == std::byte{0}; })) {
+        fold.kind = ConstFold::Kind::zeros;
+      } else if (a->rank() == 1 && is_int(a->dtype())) {
+        bool run = true;
+        for (int64_t i = 1; i < a->size() && run; ++i) run = a->as_int(i) == a->as_int(0) + i;
+        if (run) fold = ConstFold{ConstFold::Kind::run, a->as_int(0)};
+      }
+    }
     if (a && is_int(a->dtype()) && a->size() > 0) {
       range = IntRange{a->as_int(0), a->as_int(0)};
       for (int64_t i = 1; i < a->size(); ++i) {
@@ -198,6 +214,7 @@ KnownConsts KnownConsts::of(const std::vector<RtValue>& values) {
         range->hi = std::max(range->hi, a->as_int(i));
       }
     }
+    known.fold.push_back(fold);
     known.int_range.push_back(range);
   }
   return known;

@@ -19,6 +19,7 @@
 
 #include "compiler/backend/buffer_plan.h"
 #include "compiler/backend/native.h"
+#include "passes/inline_consts.h"
 #include "passes/int_ranges.h"
 #include "passes/pass_report.h"
 #include "refjit/ir/jaxpr.h"
@@ -42,13 +43,15 @@ bool is_pipeline_pass(std::string_view name);
 // values; `refjit dump` and `refjit compile` know nothing (constvars are arguments of the
 // object's entry point), so these stay empty there.
 struct KnownConsts {
-  std::vector<bool> zero;  // per constvar: an all-zero array (folded in, no longer passed)
+  // Per constvar: an all-zero array or an integer run start, start+1, ... (folded in by
+  // inline-consts, no longer passed), or neither.
+  std::vector<ConstFold> fold;
   // Per constvar: the range of an integer array's elements (lets trim-rows and
   // simplify-ranges decide what indices reach).
   std::vector<std::optional<IntRange>> int_range;
 
-  // What the values of the constvars tell: all-zero arrays of more than one element, and
-  // the ranges of integer arrays. Refs tell nothing (their contents change).
+  // What the values of the constvars tell: all-zero arrays and integer runs of more than one
+  // element, and the ranges of integer arrays. Refs tell nothing (their contents change).
   static KnownConsts of(const std::vector<RtValue>& values);
 };
 

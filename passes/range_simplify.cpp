@@ -17,31 +17,6 @@ bool same_atom(const Atom& a, const Atom& b) {
   return is_var(a) ? as_var(a) == as_var(b) : std::get<Literal>(a) == std::get<Literal>(b);
 }
 
-// Whether integer ranges `a`, `b` decide comparison `p`: its value if so.
-std::optional<bool> decide(Prim p, IntRange a, IntRange b) {
-  switch (p) {
-    case Prim::lt:
-      if (a.hi < b.lo) return true;
-      if (a.lo >= b.hi) return false;
-      return std::nullopt;
-    case Prim::le:
-      if (a.hi <= b.lo) return true;
-      if (a.lo > b.hi) return false;
-      return std::nullopt;
-    case Prim::gt: return decide(Prim::lt, b, a);
-    case Prim::ge: return decide(Prim::le, b, a);
-    case Prim::eq:
-      if (a.lo == a.hi && b.lo == b.hi && a.lo == b.lo) return true;
-      if (a.hi < b.lo || b.hi < a.lo) return false;
-      return std::nullopt;
-    case Prim::ne: {
-      std::optional<bool> e = decide(Prim::eq, a, b);
-      return e ? std::optional<bool>(!*e) : std::nullopt;
-    }
-    default: return std::nullopt;
-  }
-}
-
 class Simplifier {
  public:
   Simplifier(Jaxpr& j, IntRanges r) : j_(j), r_(std::move(r)) {}
@@ -114,7 +89,7 @@ class Simplifier {
       case Prim::ne: {
         auto a = range_of(r_, e.ins.at(0)), b = range_of(r_, e.ins.at(1));
         if (!a || !b) return;
-        if (std::optional<bool> v = decide(e.prim, *a, *b)) make_constant(e, *v);
+        if (std::optional<bool> v = decide_comparison(e.prim, *a, *b)) make_constant(e, *v);
         return;
       }
       case Prim::and_:

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "passes/dce.h"
+#include "passes/emitter.h"
 #include "passes/jaxpr_util.h"
 #include "refjit/ir/error.h"
 
@@ -21,13 +22,23 @@ VjpJaxprs vjp_jaxpr(const Jaxpr& f, const std::vector<bool>& differentiated,
   return out;
 }
 
-Jaxpr grad_jaxpr(const Jaxpr& f, const std::vector<int>& wrt) {
-  if (f.outvars.size() != 1 || !f.type_of(f.outvars[0]).array.is_scalar() ||
+Jaxpr grad_jaxpr(const Jaxpr& f, const std::vector<int>& wrt, int num_aux) {
+  const int num_out = static_cast<int>(f.outvars.size());
+  if (num_aux < 0 || num_aux >= std::max(num_out, 1))
+    throw Error(
+        fmt::format("grad: {} auxiliary output(s) asked for, but the function has {} "
+                    "output(s) and the first is the one differentiated",
+                    num_aux, num_out));
+  if (num_out != 1 + num_aux || !f.type_of(f.outvars[0]).array.is_scalar() ||
       !is_float(f.type_of(f.outvars[0]).dtype()) || f.type_of(f.outvars[0]).is_ref)
-    throw Error(fmt::format(
-        "grad: the function must have exactly one float scalar output, "
-        "it has {} output(s){}",
-        f.outvars.size(), f.outvars.empty() ? "" : " of type " + f.type_of(f.outvars[0]).str()));
+    throw Error(
+        fmt::format("grad: the function must have exactly one float scalar output{}, "
+                    "it has {} output(s){}",
+                    num_aux == 0 ? "" : fmt::format(" (then {} auxiliary ones)", num_aux), num_out,
+                    f.outvars.empty() ? "" : " of type " + f.type_of(f.outvars[0]).str()));
+  for (int k = 1; k < num_out; ++k)
+    if (f.type_of(f.outvars[k]).is_ref)
+      throw Error(fmt::format("grad: auxiliary output {} is a ref", k - 1));
   std::vector<bool> diff(f.invars.size(), false);
   for (int w : wrt) {
     if (w < 0 || w >= static_cast<int>(f.invars.size()))
@@ -60,14 +71,17 @@ Jaxpr grad_jaxpr(const Jaxpr& f, const std::vector<int>& wrt) {
   for (Var c : f.constvars) args.push_back(b.add_constvar(f.type_of(c), f.info(c).name));
   for (Var c : f.invars) args.push_back(b.add_invar(f.type_of(c), f.info(c).name));
   std::vector<Atom> fwd = inline_call(b, v.forward, args);
-  std::vector<Atom> bwd_args(fwd.begin() + 1, fwd.end());  // residuals
+  std::vector<Atom> bwd_args(fwd.begin() + num_out, fwd.end());  // residuals
   for (int r : v.ref_residuals) bwd_args.push_back(args[r]);
   bwd_args.push_back(Literal::of(f.type_of(f.outvars[0]).dtype(), 1.0));
+  // Auxiliary outputs are returned, not differentiated: their cotangents are zero.
+  Emitter e(b);
+  for (int k = 1; k < num_out; ++k) bwd_args.push_back(e.zeros(f.type_of(f.outvars[k]).array));
   std::vector<Atom> grads = inline_call(b, v.backward, bwd_args);
   // Gradients come in input order; return them in wrt order.
   std::vector<int> sorted = wrt;
   std::sort(sorted.begin(), sorted.end());
-  std::vector<Atom> outs{fwd[0]};
+  std::vector<Atom> outs(fwd.begin(), fwd.begin() + num_out);
   for (int w : wrt)
     outs.push_back(grads[std::find(sorted.begin(), sorted.end(), w) - sorted.begin()]);
   b.set_outvars(std::move(outs));

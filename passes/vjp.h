@@ -24,9 +24,10 @@ struct VjpJaxprs {
 VjpJaxprs vjp_jaxpr(const Jaxpr& f, const std::vector<bool>& differentiated,
                     const std::vector<AccumKind>& kinds);
 
-// The gradient program for `refjit run --grad`: same constvars and invars as f (whose one
-// output must be a float scalar); returns f's output, then d out / d invar[w] for each w in
-// `wrt`. RefError "E2" when a wrt position is a Ref argument; Error for a non-float one.
-Jaxpr grad_jaxpr(const Jaxpr& f, const std::vector<int>& wrt);
+// The gradient program for `refjit run --grad`: same constvars and invars as f (whose first
+// output must be a float scalar, followed by `num_aux` auxiliary outputs, JAX's has_aux);
+// returns f's outputs, then d out / d invar[w] for each w in `wrt`. RefError "E2" when a
+// wrt position is a Ref argument; Error for a non-float one.
+Jaxpr grad_jaxpr(const Jaxpr& f, const std::vector<int>& wrt, int num_aux = 0);
 
 }  // namespace refjit

@@ -50,6 +50,13 @@ Array::Array(ArrayType type, const void* data) : Array(std::move(type)) {
   if (byte_size() > 0) std::memcpy(data_, data, static_cast<size_t>(byte_size()));
 }
 
+Array::Array(ArrayType type, std::shared_ptr<std::byte[]> storage)
+    : type_(std::move(type)), storage_(std::move(storage)) {
+  for (int64_t d : type_.shape)
+    if (d < 0) throw TypeError("negative dimension in array type " + type_.str());
+  data_ = storage_.get();
+}
+
 template <class T>
 Array Array::from_vector(const std::vector<T>& values, Shape shape) {
   ArrayType t{dtype_of<T>(), std::move(shape)};

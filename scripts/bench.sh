@@ -6,7 +6,10 @@
 #   scripts/bench.sh peers [--runs N] [--only NAME,...] [--json OUT] [--svg OUT] [--check] [...]
 #       refjit against JAX on bench/peers/programs.py (bench/peers/run_peers.py --help):
 #       Markdown table on stdout, JSON to OUT, SVG chart of refjit/JAX; JAX from PyPI, installed
-#       into .venv-jax (as scripts/jax_corpus.sh does)
+#       into .venv (scripts/python_env.sh)
+#   scripts/bench.sh python [--runs N] [--repeats 1,10] [--json OUT]
+#       the seed's loss from Python: refjit.grad (the package, pip-installed into .venv) against
+#       jax.jit(jax.grad) and against the C++ API, gradients compared (bench/python/seed_bench.py)
 #
 # Environment: JOBS (build parallelism, default nproc); REFJIT_BENCH_BUILD_DIR to use an
 # already configured build directory instead of the release preset's build/release.
@@ -16,6 +19,7 @@ cd "$(dirname "$0")/.."
 usage() {
   echo "usage: scripts/bench.sh seed [--json OUT] [--runs N] [--repeats 1,10] [...]" >&2
   echo "       scripts/bench.sh peers [--json OUT] [--svg OUT] [--runs N] [--only NAME,...] [...]" >&2
+  echo "       scripts/bench.sh python [--runs N] [--repeats 1,10] [--json OUT]" >&2
   exit 2
 }
 [ $# -ge 1 ] || usage
@@ -23,7 +27,7 @@ what=$1
 shift
 jobs=${JOBS:-$(nproc)}
 
-source scripts/jax_venv.sh
+source scripts/python_env.sh
 
 build() {  # build <target>: configure (release preset) and build one target; prints its dir
   local target=$1
@@ -43,9 +47,14 @@ case "$what" in
     exec "$dir/bench/refjit_bench_seed" "$@"
     ;;
   peers)
-    ensure_jax
+    ensure_venv
     dir=$(build refjit_cli)
-    exec .venv-jax/bin/python bench/peers/run_peers.py --refjit "$dir/bin/refjit" "$@"
+    exec .venv/bin/python bench/peers/run_peers.py --refjit "$dir/bin/refjit" "$@"
+    ;;
+  python)
+    dir=$(build refjit_bench_seed)
+    install_refjit_package
+    exec .venv/bin/python bench/python/seed_bench.py --cpp-bench "$dir/bench/refjit_bench_seed" "$@"
     ;;
   *)
     usage

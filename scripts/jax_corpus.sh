@@ -3,13 +3,13 @@
 #   scripts/jax_corpus.sh run        runs refjit on the checked-in corpus (no JAX needed; ctest
 #                                    runs the same as the test `jax_corpus`)
 #   scripts/jax_corpus.sh generate   regenerates the corpus with JAX from PyPI, installed into
-#                                    .venv-jax (a test-generation dependency, never a run-time one)
+#                                    .venv (a test-generation dependency, never a run-time one)
 #   scripts/jax_corpus.sh random COUNT [SEED]
 #                                    COUNT random jax.numpy programs (JAX writes them, with their
 #                                    gradient and JVP programs), then refjit against JAX's numbers
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/jax_venv.sh
+source scripts/python_env.sh
 
 case "${1:-}" in
   run)
@@ -18,18 +18,18 @@ case "${1:-}" in
     python3 test/jax_corpus/run_corpus.py build/release/bin/refjit "${@:2}"
     ;;
   generate)
-    ensure_jax
-    .venv-jax/bin/python test/jax_corpus/generate.py "${@:2}"
+    ensure_venv
+    .venv/bin/python test/jax_corpus/generate.py "${@:2}"
     ;;
   random)
     count=${2:?usage: scripts/jax_corpus.sh random COUNT [SEED]}
     seed=${3:-$RANDOM}
-    ensure_jax
+    ensure_venv
     cmake --preset release >/dev/null
     cmake --build --preset release --target refjit_cli
     out=$(mktemp -d)
     trap 'rm -rf "$out"' EXIT
-    .venv-jax/bin/python test/jax_corpus/random_programs.py "$count" "$seed" "$out"
+    .venv/bin/python test/jax_corpus/random_programs.py "$count" "$seed" "$out"
     echo "seed $seed"
     python3 test/jax_corpus/run_corpus.py build/release/bin/refjit --cases "$out"
     ;;

@@ -21,6 +21,10 @@ class Array {
   Array();                                  // f32[] holding 0
   explicit Array(ArrayType type);           // zero-filled
   Array(ArrayType type, const void* data);  // copies type.byte_size() bytes
+  // Adopts `storage` (at least type.byte_size() bytes, aligned for the dtype) without copying:
+  // how memory owned elsewhere, e.g. a NumPy array's, is used in place. The deleter of
+  // `storage` releases it once no Array shares it.
+  Array(ArrayType type, std::shared_ptr<std::byte[]> storage);
 
   template <class T>
   static Array from_vector(const std::vector<T>& values, Shape shape);
@@ -84,6 +88,13 @@ class Array {
 class RefBuffer {
  public:
   explicit RefBuffer(Array initial) : value_(initial.clone()) {}
+  // A ref whose updates go to `storage`'s memory itself (no copy while nothing else shares
+  // it): a caller's buffer, e.g. a NumPy array, used as a gradient accumulator.
+  static std::shared_ptr<RefBuffer> over(Array storage) {
+    auto r = std::make_shared<RefBuffer>(Array());
+    r->value_ = std::move(storage);
+    return r;
+  }
   const Array& value() const { return value_; }
   Array& value() { return value_; }
   const ArrayType& type() const { return value_.type(); }

@@ -138,7 +138,7 @@ TEST(Pipeline, EmitAfterStopsAtThePassAndNamesUnknownOnes) {
       y:f32[4] = mul x x
     in (y,) })");
   std::string after_dce = emit_after(j, "dce", options);
-  EXPECT_EQ(reports, 6);  // autodiff .. dce
+  EXPECT_EQ(reports, 7);  // autodiff .. dce
   EXPECT_EQ(after_dce.find("neg"), std::string::npos) << after_dce;
   EXPECT_NE(emit_after(j, "autodiff", {}).find("neg"), std::string::npos);
   try {
@@ -170,7 +170,7 @@ TEST(Pipeline, KnownZeroConstantsAreFoldedAndNoLongerPassed) {
       y:f32[3] = add x a
     in (y,) })");
   PipelineOptions options;
-  options.consts.zero = {true, false};
+  options.consts.fold = {ConstFold{ConstFold::Kind::zeros}, ConstFold{}};
   PlannedProgram p = plan_program(j, options);
   EXPECT_EQ(p.consts_kept, (std::vector<bool>{false, true}));
   EXPECT_EQ(p.jaxpr.constvars.size(), 1u);

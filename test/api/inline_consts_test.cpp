@@ -1,15 +1,21 @@
-// jit folds closed-over all-zero arrays into the compiled program (passes/inline_zero_consts.h):
-// results are unchanged, the folded array is no longer passed, and functions closing over
-// different zero arrays of one shape share compiled code while non-zero arrays are passed.
+// jit folds closed-over all-zero arrays and integer runs into the compiled program
+// (passes/inline_consts.h): results are unchanged, the folded array is no longer passed, and
+// functions closing over different zero arrays of one shape share compiled code while
+// other arrays are passed.
+#include "passes/inline_consts.h"
+
 #include <gtest/gtest.h>
 
-#include "passes/inline_zero_consts.h"
+#include "passes/pipeline.h"
 #include "refjit/ir/text.h"
 #include "refjit/refjit.h"
 #include "runtime/interpreter.h"
 
 namespace refjit {
 namespace {
+
+constexpr ConstFold kKeep{};
+constexpr ConstFold kZeros{ConstFold::Kind::zeros};
 
 JitOptions native_fast(const char* name) {
   return JitOptions{.backend = Backend::native, .tier = Tier::fast, .name = name};
@@ -19,7 +25,7 @@ TEST(InlineZeroConsts, AZeroConstvarBecomesABroadcastOfZero) {
   Jaxpr j = parse_jaxpr(R"({ lambda a:f32[3] b:i32[2]; x:f32[3]. let
     y:f32[3] = add a x
   in (y, b) })");
-  Jaxpr k = inline_zero_consts(j, {true, false});
+  Jaxpr k = inline_known_consts(j, {kZeros, kKeep});
   EXPECT_EQ(print_jaxpr(k), print_jaxpr(parse_jaxpr(R"({ lambda b:i32[2]; x:f32[3]. let
     a:f32[3] = broadcast_in_dim[broadcast_dimensions=() shape=(3,) sharding=None] 0.0:f32[]
     y:f32[3] = add a x
@@ -29,12 +35,42 @@ TEST(InlineZeroConsts, AZeroConstvarBecomesABroadcastOfZero) {
   EXPECT_EQ(std::get<Array>(out.at(0)), Array::from_vector<float>({1, 2, 3}, {3}));
 }
 
+TEST(InlineConsts, AnIntegerRunBecomesAnIotaPlusItsStart) {
+  Jaxpr j = parse_jaxpr(R"({ lambda a:i32[4] b:i64[3]; x:i32[4]. let
+    y:i32[4] = add a x
+  in (y, b) })");
+  Jaxpr k = inline_known_consts(
+      j, {ConstFold{ConstFold::Kind::run, 5}, ConstFold{ConstFold::Kind::run, 0}});
+  EXPECT_TRUE(k.constvars.empty());
+  EXPECT_EQ(print_jaxpr(k), print_jaxpr(parse_jaxpr(R"({ lambda ; x:i32[4]. let
+    c:i32[4] = iota[dimension=0 dtype=int32 shape=(4,)]
+    a:i32[4] = add c 5:i32[]
+    b:i64[3] = iota[dimension=0 dtype=int64 shape=(3,)]
+    y:i32[4] = add a x
+  in (y, b) })")));
+  std::vector<RtValue> out = interpret(k, {Array::from_vector<int32_t>({1, 1, 1, 1}, {4})});
+  EXPECT_EQ(std::get<Array>(out.at(0)), Array::from_vector<int32_t>({6, 7, 8, 9}, {4}));
+  EXPECT_EQ(std::get<Array>(out.at(1)), Array::from_vector<int64_t>({0, 1, 2}, {3}));
+}
+
+TEST(InlineConsts, KnownConstsTellZerosRunsAndNeither) {
+  KnownConsts k = KnownConsts::of(
+      {Array::from_vector<int32_t>({3, 4, 5}, {3}), Array::from_vector<int32_t>({3, 5, 6}, {3}),
+       Array::from_vector<float>({0, 0}, {2}), Array::from_vector<int32_t>({7}, {1})});
+  ASSERT_EQ(k.fold.size(), 4u);
+  EXPECT_EQ(k.fold[0].kind, ConstFold::Kind::run);
+  EXPECT_EQ(k.fold[0].run_start, 3);
+  EXPECT_EQ(k.fold[1].kind, ConstFold::Kind::keep);
+  EXPECT_EQ(k.fold[2].kind, ConstFold::Kind::zeros);
+  EXPECT_EQ(k.fold[3].kind, ConstFold::Kind::keep);  // one element: nothing to gain
+}
+
 TEST(InlineZeroConsts, RefConstvarsAreKept) {
   Jaxpr j = parse_jaxpr(R"({ lambda r:Ref{f32[3]}; . let
     y:f32[3] <- r[...]
   in (y,) })");
-  EXPECT_EQ(inline_zero_consts(j, {true}).constvars.size(), 1u);
-  EXPECT_THROW(inline_zero_consts(j, {}), Error);
+  EXPECT_EQ(inline_known_consts(j, {kZeros}).constvars.size(), 1u);
+  EXPECT_THROW(inline_known_consts(j, {}), Error);
 }
 
 TEST(JitZeroConsts, ClosedOverZerosGiveTheSameResultsAsTheInterpreter) {

@@ -1,0 +1,228 @@
+#include "passes/canonicalize.h"
+
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "passes/dce.h"
+
+namespace refjit {
+namespace {
+
+bool is_rank0(const Jaxpr& j, const Atom& a) { return j.type_of(a).array.rank() == 0; }
+
+IntList broadcast_dims_of(const Eqn& e) {
+  return e.params.get_or<IntList>("broadcast_dimensions", {});
+}
+
+// Whether a slice eqn takes every element along its range (no strides other than 1).
+bool unit_strides(const Eqn& e) {
+  const ParamValue* s = e.params.find("strides");
+  if (!s || std::holds_alternative<NoneParam>(*s)) return true;
+  const IntList* l = std::get_if<IntList>(s);
+  if (!l) return false;
+  for (int64_t k : *l)
+    if (k != 1) return false;
+  return true;
+}
+
+class Canonicalizer {
+ public:
+  explicit Canonicalizer(Jaxpr& j) : j_(j) {}
+
+  int run() {
+    std::vector<Eqn> in = std::move(j_.eqns);
+    j_.eqns.clear();
+    j_.eqns.reserve(in.size());
+    for (Eqn& e : in) {
+      for (Atom& a : e.ins) a = substituted(a);
+      rewrite_bodies(e);
+      if (slice_of_concatenate(e) || reshape_of_broadcast(e) || scalar_arithmetic(e)) continue;
+      push(std::move(e));
+    }
+    for (Atom& a : j_.outvars) a = substituted(a);
+    return changes_;
+  }
+
+ private:
+  Atom substituted(const Atom& a) const {
+    if (!is_var(a)) return a;
+    auto it = subst_.find(as_var(a).id);
+    return it == subst_.end() ? a : it->second;
+  }
+
+  const Eqn* def(const Atom& a) const {
+    if (!is_var(a)) return nullptr;
+    auto it = defs_.find(as_var(a).id);
+    return it == defs_.end() ? nullptr : &j_.eqns[it->second];
+  }
+
+  void push(Eqn e) {
+    for (Var o : e.outs) defs_[o.id] = j_.eqns.size();
+    j_.eqns.push_back(std::move(e));
+  }
+
+  // The eqn is dropped: its single result is `x` from now on.
+  bool forward(const Eqn& e, const Atom& x) {
+    if (j_.type_of(x) != j_.type_of(e.outs[0])) return false;
+    subst_[e.outs[0].id] = x;
+    ++changes_;
+    return true;
+  }
+
+  bool slice_of_concatenate(Eqn& e) {
+    if (e.prim != Prim::slice || e.outs.size() != 1 || !unit_strides(e)) return false;
+    const Eqn* c = def(e.ins.at(0));
+    if (!c || c->prim != Prim::concatenate) return false;
+    const auto d = static_cast<size_t>(c->params.get<int64_t>("dimension"));
+    IntList start = e.params.get<IntList>("start_indices");
+    IntList limit = e.params.get<IntList>("limit_indices");
+    if (d >= start.size() || d >= limit.size()) return false;
+    int64_t offset = 0;
+    for (const Atom& operand : c->ins) {
+      const Shape& s = j_.type_of(operand).array.shape;
+      const int64_t n = s.at(d);
+      if (start[d] >= offset && limit[d] <= offset + n) {
+        start[d] -= offset;
+        limit[d] -= offset;
+        bool whole = true;
+        for (size_t k = 0; k < s.size(); ++k) whole &= start[k] == 0 && limit[k] == s[k];
+        if (whole) return forward(e, operand);
+        e.ins[0] = operand;
+        e.params.set("start_indices", start);
+        e.params.set("limit_indices", limit);
+        ++changes_;
+        push(std::move(e));
+        return true;
+      }
+      offset += n;
+    }
+    return false;
+  }
+
+  bool reshape_of_broadcast(const Eqn& e) {
+    const bool plain_reshape = e.prim == Prim::reshape &&
+                               (!e.params.find("dimensions") ||
+                                std::holds_alternative<NoneParam>(*e.params.find("dimensions")));
+    if (!plain_reshape && e.prim != Prim::squeeze) return false;
+    const Eqn* b = def(e.ins.at(0));
+    if (!b || b->prim != Prim::broadcast_in_dim || b->ins.size() != 1) return false;
+    const Shape& x = j_.type_of(b->outs[0]).array.shape;
+    const Shape& y = j_.type_of(b->ins[0]).array.shape;
+    if (j_.type_of(e.outs[0]).array.shape != y) return false;
+    // The broadcast only inserted size-1 dims, keeping y's dims in order.
+    const IntList dims = broadcast_dims_of(*b);
+    if (dims.size() != y.size()) return false;
+    std::vector<bool> mapped(x.size(), false);
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] < 0 || static_cast<size_t>(dims[i]) >= x.size() || x[dims[i]] != y[i] ||
+          (i > 0 && dims[i] <= dims[i - 1]))
+        return false;
+      mapped[dims[i]] = true;
+    }
+    for (size_t k = 0; k < x.size(); ++k)
+      if (!mapped[k] && x[k] != 1) return false;
+    return forward(e, b->ins[0]);
+  }
+
+  // The scalar an operand stands for: a rank-0 atom, or the operand of its broadcast.
+  std::optional<Atom> scalar_of(const Atom& a, bool& broadcast) const {
+    if (is_rank0(j_, a)) return a;
+    const Eqn* b = def(a);
+    if (b && b->prim == Prim::broadcast_in_dim && b->ins.size() == 1 && is_rank0(j_, b->ins[0])) {
+      broadcast = true;
+      return b->ins[0];
+    }
+    return std::nullopt;
+  }
+
+  bool scalar_arithmetic(Eqn& e) {
+    if ((e.prim != Prim::add && e.prim != Prim::sub && e.prim != Prim::mul) || e.outs.size() != 1 ||
+        e.ins.size() != 2)
+      return false;
+    const ArrayType t = j_.type_of(e.outs[0]).array;
+    if (t.rank() == 0) return false;
+    bool broadcast = false;
+    std::optional<Atom> a = scalar_of(e.ins[0], broadcast), b = scalar_of(e.ins[1], broadcast);
+    if (!a || !b || !broadcast) return false;
+    const Var s = j_.new_var(Type(ArrayType{t.dtype, {}}));
+    push(Eqn{e.prim, e.params, {*a, *b}, {s}});
+    push(Eqn{Prim::broadcast_in_dim,
+             Params{{"shape", IntList(t.shape)},
+                    {"broadcast_dimensions", IntList{}},
+                    {"sharding", NoneParam{}}},
+             {s},
+             {e.outs[0]}});
+    ++changes_;
+    return true;
+  }
+
+  // Sub-jaxprs are canonicalised too; scan consts computed from nothing move into the body.
+  void rewrite_bodies(Eqn& e) {
+    if (e.prim == Prim::scan) {
+      Jaxpr body = *e.params.get<JaxprPtr>("jaxpr");
+      int n = sink_nullary_consts(e, body);
+      n += Canonicalizer(body).run();
+      if (n > 0) {
+        e.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(body)));
+        changes_ += n;
+      }
+    } else if (e.prim == Prim::jit) {
+      Jaxpr body = *e.params.get<JaxprPtr>("jaxpr");
+      if (int n = Canonicalizer(body).run(); n > 0) {
+        e.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(body)));
+        changes_ += n;
+      }
+    } else if (e.prim == Prim::cond) {
+      JaxprList branches = e.params.get<JaxprList>("branches");
+      int n = 0;
+      for (JaxprPtr& p : branches) {
+        Jaxpr branch = *p;
+        if (int k = Canonicalizer(branch).run(); k > 0) {
+          p = std::make_shared<const Jaxpr>(std::move(branch));
+          n += k;
+        }
+      }
+      if (n > 0) {
+        e.params.set("branches", std::move(branches));
+        changes_ += n;
+      }
+    }
+  }
+
+  int sink_nullary_consts(const Eqn& scan, Jaxpr& body) const {
+    const auto num_consts = static_cast<size_t>(scan.params.get<int64_t>("num_consts"));
+    std::vector<Eqn> moved;
+    for (size_t p = 0; p < num_consts && p < scan.ins.size() && p < body.invars.size(); ++p) {
+      const Eqn* d = def(scan.ins[p]);
+      if (!d || d->outs.size() != 1 || (d->prim != Prim::iota && d->prim != Prim::broadcast_in_dim))
+        continue;
+      bool nullary = true;
+      for (const Atom& a : d->ins) nullary &= !is_var(a);
+      if (!nullary) continue;
+      const Var inner = body.invars[p];
+      body.invars[p] = body.new_var(body.type_of(inner));  // the operand, now unused
+      moved.push_back(Eqn{d->prim, d->params, d->ins, {inner}});
+    }
+    body.eqns.insert(body.eqns.begin(), moved.begin(), moved.end());
+    return static_cast<int>(moved.size());
+  }
+
+  Jaxpr& j_;
+  std::unordered_map<uint32_t, Atom> subst_;
+  std::unordered_map<uint32_t, size_t> defs_;
+  int changes_ = 0;
+};
+
+}  // namespace
+
+Jaxpr canonicalize(const Jaxpr& jaxpr, int* changes) {
+  Jaxpr out = jaxpr;
+  const int n = Canonicalizer(out).run();
+  if (changes) *changes = n;
+  return n > 0 ? dce(out) : jaxpr;
+}
+
+}  // namespace refjit

@@ -1,0 +1,25 @@
+// Canonicalisation: local rewrites that undo the detours of how programs are written (JAX's
+// printouts above all), so that the passes after it see one spelling of each computation.
+//
+//   - a slice of a concatenate that falls within one operand is a slice of that operand (the
+//     operand itself when it covers it): JAX builds the [n, 2] index matrix of `x.at[i, j]`
+//     by concatenating columns, and reading it back column by column is the columns;
+//   - a reshape that only drops the size-1 dims a broadcast_in_dim added is the broadcast's
+//     operand (the columns above are [n, 1] broadcasts of [n] vectors);
+//   - an add / sub / mul of broadcast scalars and scalar literals is a broadcast of the scalar
+//     result (`row * 1000` where row is a broadcast row index), so index vectors read as
+//     "one iota plus scalars" (unit_run.h);
+//   - a scan const computed from nothing (an iota, a broadcast literal) is computed inside the
+//     body instead, where the body's index arithmetic can see it.
+// Applied in nested scan bodies, cond branches and jit bodies too; results nobody reads are
+// removed.
+#pragma once
+
+#include "refjit/ir/jaxpr.h"
+
+namespace refjit {
+
+// `changes`, when given, receives the number of rewrites made.
+Jaxpr canonicalize(const Jaxpr& jaxpr, int* changes = nullptr);
+
+}  // namespace refjit

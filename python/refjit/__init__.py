@@ -1,0 +1,53 @@
+"""refjit for JAX users: compile JAX functions with refjit, differentiate them with
+refjit's copy-free reverse mode (docs/python.md).
+
+    import jax.numpy as jnp, refjit
+
+    def loss(w, x):
+        return jnp.sum(jnp.tanh(x * w) ** 2)
+
+    refjit.jit(loss)(2.0, x)        # refjit's native code
+    refjit.grad(loss)(2.0, x)       # refjit's gradient
+
+Functions are traced with ``jax.make_jaxpr`` (JAX is the package's tracing dependency);
+everything after the trace is refjit's: its passes, its autodiff, its compiled code.
+"""
+
+from ._api import (
+    DontWant,
+    GradValue,
+    Jaxpr,
+    VjpFunction,
+    clear_cache,
+    compile,
+    grad,
+    jit,
+    jvp,
+    linearize,
+    make_jaxpr,
+    value_and_grad,
+    vjp,
+)
+from ._errors import Error, ParseError, RefError, TypeCheckError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DontWant",
+    "Error",
+    "GradValue",
+    "Jaxpr",
+    "ParseError",
+    "RefError",
+    "TypeCheckError",
+    "VjpFunction",
+    "clear_cache",
+    "compile",
+    "grad",
+    "jit",
+    "jvp",
+    "linearize",
+    "make_jaxpr",
+    "value_and_grad",
+    "vjp",
+]

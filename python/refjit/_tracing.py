@@ -1,0 +1,163 @@
+"""From a Python call to a refjit program: arguments become flat arrays of the types JAX
+would trace them at, ``jax.make_jaxpr`` turns the function into jaxpr text, and refjit's
+parser reads that text (refjit/_core, python/src/module.cpp).
+
+JAX is used for tracing only: nothing JAX compiles runs here.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Sequence
+
+import jax
+import numpy as np
+from jax import tree_util
+
+from . import _core
+from ._errors import ParseError
+from ._nested_consts import has_nested_consts, lift_nested_consts
+
+# The element types refjit computes in, as NumPy names them.
+_SUPPORTED = frozenset(
+    np.dtype(t)
+    for t in (
+        np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+        np.uint8, np.uint16, np.uint32, np.uint64, np.bool_,
+    )
+)
+_PYTHON_SCALARS = (bool, int, float)
+_canonical_cache: dict[np.dtype, np.dtype] = {}
+
+
+def canonical_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype JAX traces an array of ``dtype`` at (float64 -> float32 unless x64 is on)."""
+    c = _canonical_cache.get(dtype)
+    if c is None:
+        c = np.dtype(jax.dtypes.canonicalize_dtype(dtype))
+        _canonical_cache[dtype] = c
+    return c
+
+
+class LeafError(Exception):
+    """A leaf that is not an array refjit can take; `index` is its flat position."""
+
+    def __init__(self, index: int, reason: str):
+        super().__init__(reason)
+        self.index = index
+        self.reason = reason
+
+
+def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
+    """The leaves as C-contiguous NumPy arrays of the dtypes JAX traces them at, and the
+    compile-cache key of their types. Python scalars are weakly typed, as in JAX."""
+    arrays = []
+    key = []
+    for i, x in enumerate(leaves):
+        weak = False
+        if type(x) is np.ndarray:
+            a = x
+        elif isinstance(x, _PYTHON_SCALARS):
+            weak = type(x) is not bool
+            a = np.asarray(x, dtype=canonical_dtype(np.result_type(type(x))))
+        elif isinstance(x, (jax.Array, np.ndarray, np.generic)):
+            a = np.asarray(x)
+        else:
+            raise LeafError(
+                i,
+                f"has type {type(x).__name__}, which is not an array: refjit takes NumPy "
+                "arrays, JAX arrays and Python scalars (in tuples, lists and dicts)",
+            )
+        dtype = a.dtype
+        want = canonical_dtype(dtype) if dtype in _SUPPORTED else dtype
+        if want not in _SUPPORTED:
+            raise LeafError(
+                i,
+                f"has dtype {dtype}, which refjit does not compute in (float32, float64, "
+                "signed and unsigned integers and bool)",
+            )
+        if want != dtype or not a.flags.c_contiguous:
+            a = np.ascontiguousarray(a, dtype=want).reshape(a.shape)
+        arrays.append(a)
+        key.append((a.shape, want, weak))
+    return arrays, tuple(key)
+
+
+def leaf_names(fun: Callable, args: tuple, kwargs: dict) -> list[str]:
+    """How error messages name each flat leaf of (args, kwargs): the parameter's name and
+    the path inside it, e.g. ``params['w'][1]``."""
+    try:
+        params = list(inspect.signature(fun).parameters)
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for path, _ in tree_util.tree_flatten_with_path((args, kwargs))[0]:
+        top = path[0].idx if hasattr(path[0], "idx") else 0
+        rest = path[1:]
+        inner = tree_util.keystr(tuple(rest[1:]))
+        if top == 0:  # positional
+            pos = rest[0].idx
+            name = f"{params[pos]}{inner} (argument {pos})" if pos < len(params) else \
+                f"argument {pos}{inner}"
+        else:
+            name = f"{rest[0].key}{inner} (keyword argument)"
+        names.append(name)
+    return names
+
+
+def function_name(fun: Callable) -> str:
+    name = getattr(fun, "__name__", None)
+    if name is None and hasattr(fun, "func"):  # functools.partial
+        name = getattr(fun.func, "__name__", None)
+    return name or type(fun).__name__
+
+
+class Traced:
+    """One function traced at one set of argument types."""
+
+    __slots__ = ("program", "consts", "out_tree", "jax_text", "name")
+
+    def __init__(self, program, consts, out_tree, jax_text, name):
+        self.program = program
+        self.consts = consts
+        self.out_tree = out_tree
+        self.jax_text = jax_text
+        self.name = name
+
+
+def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in_tree,
+          out_transform: Callable[[Any], Any] | None = None) -> Traced:
+    """Traces ``fun`` on the flat arguments ``leaves`` (unflattened with ``in_tree`` into
+    ``(args, kwargs)``) and parses JAX's printout. ``out_transform`` may restructure the
+    result before it is flattened (grad's ``(loss, aux)``)."""
+    store = {}
+
+    def flat_fun(*flat):
+        args, kwargs = tree_util.tree_unflatten(in_tree, flat)
+        out = fun(*args, **kwargs)
+        if out_transform is not None:
+            out = out_transform(out)
+        out_leaves, store["out_tree"] = tree_util.tree_flatten(out)
+        return out_leaves
+
+    # Python scalars are traced as themselves, so that JAX gives them weak types.
+    values = [x if isinstance(x, _PYTHON_SCALARS) else a for x, a in zip(leaves, arrays)]
+    closed = jax.make_jaxpr(flat_fun)(*values)
+    if has_nested_consts(closed.jaxpr):
+        closed = lift_nested_consts(closed)
+    text = str(closed)
+    name = function_name(fun)
+    program = parse(text, f"<jaxpr of {name}>")
+    consts = [np.ascontiguousarray(np.asarray(c)) for c in closed.consts]
+    return Traced(program, consts, store["out_tree"], text, name)
+
+
+def parse(text: str, source: str):
+    """Parses jaxpr text; a ParseError carries the offending line as ``equation``."""
+    try:
+        return _core.parse(text, source)
+    except ParseError as e:
+        lines = text.splitlines()
+        if 1 <= e.line <= len(lines):
+            e.equation = lines[e.line - 1]
+        raise

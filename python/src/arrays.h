@@ -1,0 +1,34 @@
+// NumPy arrays <-> refjit Arrays, without copies where the memory can be shared.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <string>
+
+#include "refjit/array.h"
+#include "refjit/ir/type.h"
+
+namespace refjit::python {
+
+// A read-only, C-contiguous host array (the refjit package makes inputs so before calling).
+using InArray = nanobind::ndarray<nanobind::ro, nanobind::c_contig, nanobind::device::cpu>;
+// A writable, C-contiguous host array (a gradient accumulator updated in place).
+using InOutArray = nanobind::ndarray<nanobind::c_contig, nanobind::device::cpu>;
+
+// The refjit dtype of a NumPy array; TypeError (Python) for a dtype refjit has no type for.
+DType dtype_of(const nanobind::dlpack::dtype& d, const std::string& what);
+
+// The type of `a` as refjit names it (f32[3,4]).
+ArrayType array_type_of(const InArray& a, const std::string& what);
+
+// An Array over `a`'s memory, keeping the NumPy object alive while any Array shares it.
+// The memory is read, and written only through copy on write unless the Array is the only
+// holder (a donated input, a ref accumulator).
+Array borrow(const InArray& a, const std::string& what);
+Array borrow_writable(const InOutArray& a, const std::string& what);
+
+// A NumPy array over `a`'s memory (the Array is kept alive by the NumPy array's base).
+nanobind::object to_numpy(Array a);
+
+}  // namespace refjit::python

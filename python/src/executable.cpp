@@ -1,0 +1,138 @@
+#include "python/src/executable.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "passes/pipeline.h"
+#include "python/src/arrays.h"
+#include "refjit/ir/error.h"
+
+namespace nb = nanobind;
+
+namespace refjit::python {
+
+namespace {
+
+std::string argument_name(size_t k) { return fmt::format("argument {}", k); }
+
+void check_type(const ArrayType& got, const Type& want, const std::string& what) {
+  if (got != want.array)
+    throw nb::type_error(
+        fmt::format("{} has type {} but the compiled program takes {}", what, got.str(), want.str())
+            .c_str());
+}
+
+}  // namespace
+
+std::vector<RtValue> const_values(const Jaxpr& program, const nb::list& consts) {
+  if (nb::len(consts) != program.constvars.size())
+    throw nb::value_error(fmt::format("{} constant(s) given for a program with {} constvar(s)",
+                                      nb::len(consts), program.constvars.size())
+                              .c_str());
+  std::vector<RtValue> values;
+  for (size_t k = 0; k < program.constvars.size(); ++k) {
+    const std::string what = fmt::format("constant {}", k);
+    Array a = borrow(nb::cast<InArray>(consts[k]), what).clone();
+    check_type(a.type(), program.type_of(program.constvars[k]), what);
+    values.emplace_back(std::move(a));
+  }
+  return values;
+}
+
+Executable::Executable(const Jaxpr& program, const nb::list& consts, ExecutableOptions options)
+    : donated_(std::move(options.donated)) {
+  for (Var v : program.invars) in_types_.push_back(program.type_of(v));
+  std::vector<RtValue> values = const_values(program, consts);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (options.interpret) {
+    interpreted_ = program;
+    consts_ = std::move(values);
+  } else {
+    PipelineOptions p;
+    p.consts = KnownConsts::of(values);
+    p.buffers.donated = donated_;
+    p.exact_math = options.exact_math;
+    p.opt_level = options.opt_level;
+    nb::gil_scoped_release unlocked;
+    PlannedProgram planned = plan_program(program, p);
+    compiled_ = std::make_shared<const CompiledFunction>(compile_planned(planned, p));
+    for (size_t k = 0; k < values.size(); ++k)
+      if (planned.consts_kept[k]) consts_.push_back(std::move(values[k]));
+  }
+  compile_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+nb::list Executable::call(const nb::list& args) const {
+  if (nb::len(args) != in_types_.size())
+    throw nb::type_error(fmt::format("the compiled program takes {} argument(s), {} given",
+                                     in_types_.size(), nb::len(args))
+                             .c_str());
+  std::vector<RtValue> all(consts_.begin(), consts_.end());
+  // What the caller's memory was, to tell results that alias an input (copied below) and
+  // refs whose storage moved (copied back).
+  std::vector<const std::byte*> input_data;
+  std::vector<std::pair<RefBufferPtr, nb::object>> refs;
+  bool take = false;
+  for (size_t k = 0; k < in_types_.size(); ++k) {
+    const std::string what = argument_name(k);
+    const Type& want = in_types_[k];
+    const bool donated = k < donated_.size() && donated_[k];
+    InOutArray writable;
+    if ((want.is_ref || donated) && nb::try_cast(args[k], writable)) {
+      Array a = borrow_writable(writable, what);
+      check_type(a.type(), want, what);
+      input_data.push_back(a.data());
+      if (want.is_ref) {
+        refs.emplace_back(RefBuffer::over(std::move(a)), nb::borrow(args[k]));
+        all.emplace_back(refs.back().first);
+      } else {
+        take = true;
+        all.emplace_back(std::move(a));
+      }
+      continue;
+    }
+    if (want.is_ref)
+      throw nb::type_error(fmt::format("{} must be a writable, C-contiguous NumPy array of type {} "
+                                       "(it is updated in place)",
+                                       what, want.array.str())
+                               .c_str());
+    Array a = borrow(nb::cast<InArray>(args[k]), what);
+    check_type(a.type(), want, what);
+    input_data.push_back(a.data());
+    all.emplace_back(std::move(a));
+  }
+  std::vector<RtValue> outs;
+  {
+    nb::gil_scoped_release unlocked;
+    if (interpreted_)
+      outs = interpret(*interpreted_, all);
+    else if (take)
+      outs = (*compiled_)(std::move(all));
+    else
+      outs = (*compiled_)(all);
+  }
+  // A ref's storage moves only if something else shared it; write the result back.
+  for (auto& [ref, array] : refs) {
+    InOutArray target = nb::cast<InOutArray>(array);
+    if (ref->value().data() != target.data() && target.nbytes() > 0)
+      std::memcpy(target.data(), ref->value().data(), target.nbytes());
+  }
+  all.clear();
+  nb::list results;
+  for (RtValue& v : outs) {
+    Array* a = std::get_if<Array>(&v);
+    if (!a) throw Error("the program returned a ref; only arrays can be returned to Python");
+    // A result that is an input passed through (not donated) must not let NumPy write the
+    // caller's array: it gets its own copy.
+    bool aliases_input = false;
+    for (size_t k = 0; k < input_data.size(); ++k)
+      aliases_input |= a->data() == input_data[k] && !(k < donated_.size() && donated_[k]);
+    results.append(to_numpy(aliases_input ? a->clone() : std::move(*a)));
+  }
+  return results;
+}
+
+}  // namespace refjit::python

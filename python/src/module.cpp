@@ -1,0 +1,224 @@
+// refjit._core: the C++ side of the Python package (python/refjit/). It parses jaxpr text,
+// applies refjit's transformations to it, compiles it and runs it on NumPy arrays; the
+// package's Python code traces JAX functions and handles pytrees.
+#include <fmt/format.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "passes/jvp.h"
+#include "passes/pipeline.h"
+#include "passes/vjp.h"
+#include "python/src/executable.h"
+#include "refjit/aot.h"
+#include "refjit/ir/error.h"
+#include "refjit/ir/text.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace refjit::python {
+
+namespace {
+
+// One jaxpr, as the transformations pass it around.
+struct Program {
+  Jaxpr jaxpr;
+};
+
+nb::tuple type_tuple(const Type& t) {
+  nb::list shape;
+  for (int64_t d : t.array.shape) shape.append(d);
+  return nb::make_tuple(std::string(short_name(t.array.dtype)), nb::tuple(shape), t.is_ref);
+}
+
+template <class V>
+nb::list types_of(const Jaxpr& j, const std::vector<V>& vars) {
+  nb::list out;
+  for (const V& v : vars) out.append(type_tuple(j.type_of(v)));
+  return out;
+}
+
+std::vector<AccumKind> accum_kinds(const std::vector<std::string>& names) {
+  std::vector<AccumKind> kinds;
+  for (const std::string& n : names) {
+    if (n == "value")
+      kinds.push_back(AccumKind::value);
+    else if (n == "ref")
+      kinds.push_back(AccumKind::ref);
+    else if (n == "dont_want")
+      kinds.push_back(AccumKind::dont_want);
+    else
+      throw nb::value_error(
+          fmt::format("unknown accumulator kind '{}' (value, ref or dont_want)", n).c_str());
+  }
+  return kinds;
+}
+
+// refjit's errors become the package's exception classes (refjit/_errors.py), which carry
+// the E-code and, for parse errors, the position.
+void translate_errors(const std::exception_ptr& p, void*) {
+  nb::module_ errors = nb::module_::import_("refjit._errors");
+  auto raise = [](nb::object instance) {
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(instance.ptr())), instance.ptr());
+  };
+  try {
+    std::rethrow_exception(p);
+  } catch (const ParseError& e) {
+    raise(errors.attr("ParseError")(e.what(), e.file(), e.line(), e.col()));
+  } catch (const RefError& e) {
+    raise(errors.attr("RefError")(e.what(), e.code()));
+  } catch (const TypeError& e) {
+    raise(errors.attr("TypeCheckError")(e.what()));
+  } catch (const Error& e) {
+    raise(errors.attr("Error")(e.what()));
+  }
+}
+
+}  // namespace
+
+}  // namespace refjit::python
+
+using namespace refjit;
+using namespace refjit::python;
+
+NB_MODULE(_core, m) {
+  m.doc() = "refjit's compiler and runtime (used by the refjit package; not a public API)";
+  nb::register_exception_translator(translate_errors);
+
+  nb::class_<Program>(m, "Program")
+      .def_prop_ro("text", [](const Program& p) { return print_jaxpr(p.jaxpr); })
+      .def_prop_ro("num_consts", [](const Program& p) { return p.jaxpr.constvars.size(); })
+      .def_prop_ro("input_types",
+                   [](const Program& p) { return types_of(p.jaxpr, p.jaxpr.invars); })
+      .def_prop_ro("const_types",
+                   [](const Program& p) { return types_of(p.jaxpr, p.jaxpr.constvars); })
+      .def_prop_ro("output_types",
+                   [](const Program& p) { return types_of(p.jaxpr, p.jaxpr.outvars); })
+      .def(
+          "emit",
+          [](const Program& p, const std::string& stage, const nb::list& consts) {
+            PipelineOptions options;
+            if (nb::len(consts) > 0)
+              options.consts = KnownConsts::of(const_values(p.jaxpr, consts));
+            nb::gil_scoped_release unlocked;
+            return emit_after(p.jaxpr, stage, options);
+          },
+          "stage"_a, "consts"_a = nb::list(),
+          "The program after pipeline pass `stage` (refjit dump --emit=STAGE), specialised to "
+          "the constants' values when given, as compiling does.")
+      .def("__str__", [](const Program& p) { return print_jaxpr(p.jaxpr); });
+
+  m.def(
+      "parse",
+      [](const std::string& text, const std::string& source) {
+        return Program{parse_jaxpr(text, source)};
+      },
+      "text"_a, "source"_a, "Parses and verifies jaxpr text (refjit's or JAX's syntax).");
+
+  m.def(
+      "grad",
+      [](const Program& p, const std::vector<int>& wrt, int num_aux) {
+        return Program{grad_jaxpr(p.jaxpr, wrt, num_aux)};
+      },
+      "program"_a, "wrt"_a, "num_aux"_a,
+      "outputs then gradients: f's outputs (the loss, then the auxiliary ones), then d loss / "
+      "d invar[w] for w in wrt");
+
+  m.def(
+      "jvp",
+      [](const Program& p, const std::vector<bool>& nonzero) {
+        return Program{jvp_jaxpr(p.jaxpr, nonzero)};
+      },
+      "program"_a, "nonzero"_a,
+      "primals, then a tangent per invar with nonzero[i] -> outputs, then their tangents");
+
+  m.def(
+      "linearize",
+      [](const Program& p, const std::vector<bool>& differentiated) {
+        Linearized l = linearize_jaxpr(p.jaxpr, differentiated);
+        if (!l.ref_residuals.empty())
+          throw Error(
+              "linearize: the linear part needs one of the function's own refs again, "
+              "which the Python package cannot pass; use the C++ API");
+        return nb::make_tuple(Program{std::move(l.primal)}, Program{std::move(l.linear)},
+                              l.num_residuals);
+      },
+      "program"_a, "differentiated"_a,
+      "(primal, linear, num_residuals): primal gives the outputs then the residuals; linear "
+      "takes the residuals then one tangent per differentiated input");
+
+  m.def(
+      "vjp",
+      [](const Program& p, const std::vector<bool>& differentiated,
+         const std::vector<std::string>& kinds) {
+        VjpJaxprs v = vjp_jaxpr(p.jaxpr, differentiated, accum_kinds(kinds));
+        if (!v.ref_residuals.empty())
+          throw Error(
+              "vjp: the backward pass needs one of the function's own refs again, "
+              "which the Python package cannot pass; use the C++ API");
+        return nb::make_tuple(Program{std::move(v.forward)}, Program{std::move(v.backward)},
+                              v.num_residuals);
+      },
+      "program"_a, "differentiated"_a, "kinds"_a,
+      "(forward, backward, num_residuals): forward gives the outputs then the residuals; "
+      "backward takes the residuals, a ref per `ref` accumulator, then one cotangent per "
+      "output, and returns one cotangent per `value` accumulator");
+
+  m.def(
+      "compile_object",
+      [](const Program& p, const std::string& name, const std::string& object_path,
+         const std::string& header_path, const std::string& mode, const std::vector<int>& wrt,
+         const std::vector<std::string>& accum, const std::string& cpu, bool exact_math,
+         const std::string& source) {
+        AotOptions a;
+        a.name = name;
+        a.object_path = object_path;
+        a.header_path = header_path;
+        a.cpu = cpu;
+        a.exact_math = exact_math;
+        a.source_name = source;
+        a.wrt = wrt;
+        if (mode == "forward")
+          a.mode = AotMode::function;
+        else if (mode == "grad")
+          a.mode = AotMode::grad;
+        else if (mode == "vjp")
+          a.mode = AotMode::vjp;
+        else if (mode == "jvp")
+          a.mode = AotMode::jvp;
+        else
+          throw nb::value_error(
+              fmt::format("unknown mode '{}' (forward, grad, vjp or jvp)", mode).c_str());
+        for (const std::string& k : accum)
+          a.accum.push_back(k == "value" ? AotAccum::value
+                            : k == "ref" ? AotAccum::ref
+                                         : AotAccum::dont_want);
+        AotArtifact art;
+        {
+          nb::gil_scoped_release unlocked;
+          art = compile_to_object(p.jaxpr, a);
+        }
+        return nb::make_tuple(art.symbols, art.residual_bytes);
+      },
+      "program"_a, "name"_a, "object_path"_a, "header_path"_a, "mode"_a, "wrt"_a, "accum"_a,
+      "cpu"_a, "exact_math"_a, "source"_a,
+      "Writes an object file and a C header (docs/aot.md); returns (symbols, residual_bytes).");
+
+  nb::class_<Executable>(m, "Executable")
+      .def(
+          "__init__",
+          [](Executable* self, const Program& p, const nb::list& consts, bool interpret,
+             const std::vector<bool>& donated, bool exact_math, int opt_level) {
+            new (self) Executable(p.jaxpr, consts,
+                                  ExecutableOptions{interpret, donated, exact_math, opt_level});
+          },
+          "program"_a, "consts"_a, "interpret"_a = false, "donated"_a = std::vector<bool>{},
+          "exact_math"_a = false, "opt_level"_a = 3)
+      .def("__call__", &Executable::call, "args"_a)
+      .def_prop_ro("num_inputs", &Executable::num_inputs)
+      .def_prop_ro("workspace_bytes", &Executable::workspace_bytes)
+      .def_prop_ro("compile_ms", &Executable::compile_ms);
+}

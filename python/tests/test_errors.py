@@ -1,0 +1,76 @@
+"""Errors reach Python as exceptions that say what was wrong and where, never as a crash:
+refjit.Error and its subclasses (with the E-code), TypeError for bad arguments."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import refjit
+
+
+def test_an_unsupported_primitive_is_a_parse_error_naming_the_equation():
+    def conv(x, w):
+        return jax.lax.conv(x, w, (1, 1), "SAME")
+
+    with pytest.raises(refjit.ParseError) as e:
+        refjit.jit(conv)(np.ones((1, 1, 4, 4), np.float32), np.ones((1, 1, 3, 3), np.float32))
+    assert "unknown primitive 'conv_general_dilated'" in str(e.value)
+    assert e.value.line == 2 and e.value.col > 0
+    assert "conv_general_dilated[" in e.value.equation
+    assert e.value.equation.strip() in str(e.value)
+    assert isinstance(e.value, refjit.Error)
+
+
+@pytest.mark.parametrize("bad, what", [
+    ("abc", "has type str, which is not an array"),
+    (np.ones(2, np.complex64), "has dtype complex64"),
+    (np.ones(2, np.float16), "has dtype float16"),
+])
+def test_bad_arguments_are_type_errors_naming_the_argument(bad, what):
+    with pytest.raises(TypeError) as e:
+        refjit.jit(lambda params, x: params["w"] * x)({"w": bad}, 1.0)
+    assert "params['w'] (argument 0)" in str(e.value) and what in str(e.value)
+
+
+def test_wrong_argument_count_is_a_type_error():
+    with pytest.raises(TypeError):
+        refjit.jit(lambda x: x)(1.0, 2.0)
+
+
+def test_ref_misuse_carries_its_code():
+    def use_after_freeze(x):
+        r = jax.new_ref(x)
+        y = jax.freeze(r)
+        r[...] = y * 2
+        return y
+
+    with pytest.raises(refjit.RefError) as e:
+        refjit.jit(use_after_freeze)(np.ones(2, np.float32))
+    assert e.value.code == "E12" and "froze" in str(e.value)
+
+
+def test_shape_errors_in_the_program_are_type_check_errors():
+    from refjit import _core
+
+    with pytest.raises(refjit.TypeCheckError) as e:
+        _core.parse("{ lambda ; a:f32[3] b:f32[4]. let\n    c:f32[3] = mul a b\n  in (c,) }",
+                    "<test>")
+    assert isinstance(e.value, TypeError) and "mul" in str(e.value)
+
+
+def test_mismatched_tangents_are_type_errors():
+    with pytest.raises(TypeError, match="shape"):
+        refjit.jvp(jnp.sin, (np.ones(3, np.float32),), (np.ones(4, np.float32),))
+    with pytest.raises(TypeError, match="structure"):
+        refjit.jvp(jnp.sin, (np.ones(3, np.float32),), ())
+
+
+def test_has_aux_needs_a_pair():
+    with pytest.raises(TypeError, match=r"pair \(loss, aux\)"):
+        refjit.grad(lambda x: jnp.sum(x), has_aux=True)(np.ones(2, np.float32))
+
+
+def test_bad_argnums_is_a_value_error():
+    with pytest.raises(ValueError, match="argnums"):
+        refjit.grad(lambda x: jnp.sum(x), argnums=3)(np.ones(2, np.float32))

@@ -1,0 +1,138 @@
+"""refjit.jit: JAX functions compiled by refjit, called with pytrees of NumPy arrays, JAX
+arrays and Python scalars, cached per argument types."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import assert_tree_close
+
+import refjit
+
+
+def test_elementwise_matches_jax(rng):
+    def f(x, y):
+        return jnp.sin(x) * y + jnp.exp(-x * x)
+
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    y = rng.standard_normal((3, 4)).astype(np.float32)
+    assert_tree_close(refjit.jit(f)(x, y), jax.jit(f)(x, y))
+
+
+def test_pytrees_in_and_out_keep_their_structure(rng):
+    def f(params, x, *, scale):
+        h = jnp.tanh(x @ params["w"] + params["b"])
+        return {"h": h * scale, "stats": (h.sum(), h.max())}
+
+    params = {"w": rng.standard_normal((4, 3)).astype(np.float32),
+              "b": rng.standard_normal(3).astype(np.float32)}
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    out = refjit.jit(f)(params, x, scale=2.0)
+    assert set(out) == {"h", "stats"} and isinstance(out["stats"], tuple)
+    assert_tree_close(out, jax.jit(f)(params, x, scale=2.0))
+
+
+def test_python_scalars_and_jax_arrays_are_arguments():
+    def f(x, n):
+        return x * n + 1
+
+    assert_tree_close(refjit.jit(f)(jnp.arange(3.0), 2), jax.jit(f)(jnp.arange(3.0), 2))
+    out = refjit.jit(f)(1.5, 2.0)
+    assert out.dtype == np.float32 and out.shape == () and float(out) == 4.0
+
+
+def test_float64_inputs_are_traced_as_jax_would():
+    # Without jax_enable_x64, JAX computes float64 inputs in float32; so does refjit.
+    out = refjit.jit(lambda x: x * 2)(np.arange(3, dtype=np.float64))
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, [0, 2, 4])
+
+
+def test_compiles_once_per_argument_types():
+    traces = []
+
+    def f(x):
+        traces.append(x.shape)
+        return x + 1
+
+    g = refjit.jit(f)
+    for _ in range(3):
+        g(np.zeros(3, np.float32))
+    g(np.zeros(4, np.float32))
+    g(np.zeros(4, np.int32))
+    assert traces == [(3,), (4,), (4,)]
+
+
+def test_static_argnums_are_part_of_the_cache_key():
+    traces = []
+
+    def f(x, power):
+        traces.append(power)
+        return x ** power
+
+    g = refjit.jit(f, static_argnums=1)
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(g(x, 2), x ** 2)
+    np.testing.assert_array_equal(g(x, 3), x ** 3)
+    np.testing.assert_array_equal(g(x, 2), x ** 2)
+    assert traces == [2, 3]
+
+
+def test_interpreter_and_native_code_agree(rng):
+    def f(x):
+        c = jnp.cumsum(x, axis=1)
+        return jnp.where(c > 0, jnp.log1p(c), c).sum(axis=0)
+
+    x = rng.standard_normal((5, 6)).astype(np.float32)
+    native = refjit.jit(f)(x)
+    interpreted = refjit.jit(f, backend="interpreter")(x)
+    np.testing.assert_allclose(native, interpreted, rtol=1e-5, atol=1e-6)
+    assert_tree_close(native, jax.jit(f)(x))
+
+
+def test_results_are_writable_numpy_arrays_that_do_not_alias_inputs():
+    x = np.arange(3, dtype=np.float32)
+    y = refjit.jit(lambda a: a)(x)
+    assert isinstance(y, np.ndarray) and y.flags.writeable
+    y[0] = 42
+    assert x[0] == 0
+
+
+def test_donated_input_memory_becomes_the_result():
+    def step(state, row, value):
+        return jax.lax.dynamic_update_slice(state, jnp.full((1, 4), value), (row, 0))
+
+    g = refjit.jit(step, donate_argnums=0)
+    state = np.zeros((3, 4), np.float32)
+    out = g(state, np.int32(1), np.float32(5))
+    np.testing.assert_array_equal(out[1], [5, 5, 5, 5])
+    assert np.shares_memory(out, state), "the donated buffer was copied"
+    kept = np.zeros((3, 4), np.float32)
+    out2 = refjit.jit(step)(kept, np.int32(1), np.float32(5))
+    assert not np.shares_memory(out2, kept) and kept.sum() == 0
+
+
+def test_refs_inside_the_function():
+    def f(x):
+        r = jax.new_ref(jnp.zeros_like(x))
+        r[...] += x
+        r[1] = 2.0
+        return jax.freeze(r) * 3
+
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(refjit.jit(f)(x), [0, 6, 6])
+
+
+def test_decorator_form_and_wrapped_metadata():
+    @refjit.jit(static_argnums=(1,))
+    def scaled(x, k):
+        """doc"""
+        return x * k
+
+    assert scaled.__name__ == "scaled" and scaled.__doc__ == "doc"
+    np.testing.assert_array_equal(scaled(np.ones(2, np.float32), 3), [3, 3])
+
+
+def test_unknown_backend_is_a_value_error():
+    with pytest.raises(ValueError, match="backend"):
+        refjit.jit(lambda x: x, backend="gpu")
