@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: installs what refjit needs, builds it (release preset), runs the seed
 # programs of autodiff-with-refs.txt written with the C++ API (traced, printed, evaluated,
-# differentiated), then the same programs as jaxpr text through the `refjit` tool.
+# differentiated), then the same programs as jaxpr text through the `refjit` tool, then the
+# seed grad-scan-slice-update-slow written in JAX, differentiated by the Python package.
 # Usage: scripts/demo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,3 +46,10 @@ echo "# this third VJP (i = 3) adds 1 at index 3 in place, giving the seed's fin
 show run "$seeds/take_vjp.jaxpr" '[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]' '[0, 0, 0, 1, 0, 1, 0, 0, 0, 0]'
 show run --interpret "$seeds/take_vjp.jaxpr" '[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]' \
   '[0, 0, 0, 1, 0, 1, 0, 0, 0, 0]'
+
+echo "== grad-scan-slice-update-slow in JAX, differentiated by refjit from Python =="
+echo "# pip install . into .venv (scripts/python_env.sh), then examples/python/seed_insert.py:"
+source scripts/python_env.sh
+install_refjit_package
+echo "\$ .venv/bin/python examples/python/seed_insert.py"
+.venv/bin/python examples/python/seed_insert.py

@@ -5,11 +5,13 @@
 python_packages=(numpy jax jaxlib nanobind scikit-build-core pytest)
 
 ensure_venv() {
-  if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import jax, nanobind, pytest" 2>/dev/null; then
-    echo "python_env.sh: creating .venv (${python_packages[*]})" >&2
+  # .venv/refjit-packages records what was installed, so a complete .venv costs nothing.
+  if [ ! -x .venv/bin/python ] || [ "$(cat .venv/refjit-packages 2>/dev/null)" != "${python_packages[*]}" ]; then
+    echo "python_env.sh: setting up .venv (${python_packages[*]})" >&2
     python3 -m venv .venv
     .venv/bin/pip install -q --upgrade pip
     .venv/bin/pip install -q "${python_packages[@]}"
+    echo "${python_packages[*]}" > .venv/refjit-packages
   fi
 }
 

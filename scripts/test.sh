@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds refjit and runs every test: GoogleTest binaries, lit text tests, the installed-package
-# example build, then the same suite under AddressSanitizer + UndefinedBehaviorSanitizer, then
-# each libFuzzer target for a short bounded time (REFJIT_FUZZ_SECONDS each, default 20).
+# example build, the Python package (`pip install .` into .venv, then pytest), then the same
+# C++ suite under AddressSanitizer + UndefinedBehaviorSanitizer, then each libFuzzer target
+# for a short bounded time (REFJIT_FUZZ_SECONDS each, default 20).
 # Usage: scripts/test.sh [--no-asan] [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +33,11 @@ cmake -G Ninja -S examples -B "$prefix/examples-build" -DCMAKE_PREFIX_PATH="$pre
   -DCMAKE_CXX_COMPILER=clang++-19 >/dev/null
 cmake --build "$prefix/examples-build" -j "$jobs"
 ctest --test-dir "$prefix/examples-build" --output-on-failure
+
+echo "== the Python package (pip install . into .venv, pytest) =="
+source scripts/python_env.sh
+install_refjit_package
+.venv/bin/python -m pytest -q python/tests
 
 if [ "$run_asan" = 1 ]; then
   echo "== asan + ubsan build =="

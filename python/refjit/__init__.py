@@ -29,10 +29,12 @@ from ._api import (
     vjp,
 )
 from ._errors import Error, ParseError, RefError, TypeCheckError
+from ._tracing import CustomRuleWarning
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CustomRuleWarning",
     "DontWant",
     "Error",
     "GradValue",

@@ -249,6 +249,7 @@ class _Grad:
     def _compile(self, leaves, arrays, in_tree, args, kwargs, nums):
         traced = trace(self._fun, leaves, arrays, in_tree,
                        _loss_and_aux(self._has_aux, self._what))
+        traced.warn_if_custom_rules(self._what)
         loss_types = traced.program.output_types
         dtype, shape, _ = loss_types[0]
         if shape != () or not dtype.startswith("f"):
@@ -324,6 +325,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, *, backend: str = 
     entry = cache.get(cache_key)
     if entry is None:
         traced = trace(fun, leaves, arrays, in_tree)
+        traced.warn_if_custom_rules("refjit.jvp")
         nonzero = [_is_float(a.dtype) for a in arrays]
         program = _core.jvp(traced.program, nonzero)
         entry = (_executable(program, traced.consts, interpret), traced.out_tree)
@@ -364,6 +366,7 @@ def linearize(fun: Callable, *primals, backend: str = "native"):
     entry = cache.get(cache_key)
     if entry is None:
         traced = trace(fun, leaves, arrays, in_tree)
+        traced.warn_if_custom_rules("refjit.linearize")
         diff = [_is_float(a.dtype) for a in arrays]
         primal, linear, num_residuals = _core.linearize(traced.program, diff)
         entry = (_executable(primal, traced.consts, interpret),
@@ -530,6 +533,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = "native")
     if entry is None:
         split = _loss_and_aux(has_aux, "refjit.vjp")
         traced = trace(fun, leaves, arrays, in_tree, lambda out: split(out))
+        traced.warn_if_custom_rules("refjit.vjp")
         diff = [_is_float(a.dtype) for a in arrays]
         kinds = ["value"] * sum(diff)
         forward, _, num_residuals = _core.vjp(traced.program, diff, kinds)

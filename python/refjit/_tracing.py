@@ -8,6 +8,7 @@ JAX is used for tracing only: nothing JAX compiles runs here.
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import Any, Callable, Sequence
 
 import jax
@@ -62,6 +63,12 @@ def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
             a = np.asarray(x, dtype=canonical_dtype(np.result_type(type(x))))
         elif isinstance(x, (jax.Array, np.ndarray, np.generic)):
             a = np.asarray(x)
+        elif type(x).__name__ == "Ref" and type(x).__module__.startswith("jax"):
+            raise LeafError(
+                i,
+                "is a jax Ref: refjit's Python package takes arrays; create the ref inside the "
+                "function (jax.new_ref), or pass its value and return the new one",
+            )
         else:
             raise LeafError(
                 i,
@@ -113,16 +120,47 @@ def function_name(fun: Callable) -> str:
 
 
 class Traced:
-    """One function traced at one set of argument types."""
+    """One function traced at one set of argument types. ``custom_vjps`` names the
+    ``jax.custom_vjp`` functions it calls, whose Python rules refjit cannot run."""
 
-    __slots__ = ("program", "consts", "out_tree", "jax_text", "name")
+    __slots__ = ("program", "consts", "out_tree", "jax_text", "name", "custom_vjps")
 
-    def __init__(self, program, consts, out_tree, jax_text, name):
+    def __init__(self, program, consts, out_tree, jax_text, name, custom_vjps=()):
         self.program = program
         self.consts = consts
         self.out_tree = out_tree
         self.jax_text = jax_text
         self.name = name
+        self.custom_vjps = tuple(custom_vjps)
+
+    def warn_if_custom_rules(self, what: str) -> None:
+        """Differentiating a custom_vjp function differentiates its primal: say so."""
+        if self.custom_vjps:
+            names = ", ".join(sorted(set(self.custom_vjps)))
+            warnings.warn(
+                f"{what}({self.name}): refjit differentiates the primal computation of the "
+                f"jax.custom_vjp function(s) {names}; their Python fwd/bwd rules are not used "
+                "(docs/python.md, \"Limits\")", CustomRuleWarning, stacklevel=3)
+
+
+class CustomRuleWarning(UserWarning):
+    """A jax.custom_vjp rule written in Python is not applied by refjit's autodiff."""
+
+
+def _custom_vjp_names(jaxpr) -> list[str]:
+    names = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "custom_vjp_call":
+            debug = getattr(eqn.params.get("call_jaxpr"), "jaxpr", None)
+            debug = getattr(debug, "debug_info", None)
+            names.append(str(getattr(debug, "func_name", None) or "?"))
+        for v in eqn.params.values():
+            subs = v if isinstance(v, (tuple, list)) else (v,)
+            for sub in subs:
+                inner = getattr(sub, "jaxpr", None)
+                if inner is not None and hasattr(inner, "eqns"):
+                    names.extend(_custom_vjp_names(inner))
+    return names
 
 
 def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in_tree,
@@ -149,7 +187,8 @@ def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in
     name = function_name(fun)
     program = parse(text, f"<jaxpr of {name}>")
     consts = [np.ascontiguousarray(np.asarray(c)) for c in closed.consts]
-    return Traced(program, consts, store["out_tree"], text, name)
+    return Traced(program, consts, store["out_tree"], text, name,
+                  _custom_vjp_names(closed.jaxpr))
 
 
 def parse(text: str, source: str):

@@ -158,3 +158,15 @@ def test_integer_primals_get_float0_cotangents():
     out, f_vjp = refjit.vjp(lambda x, n: x * n, np.float32(2), np.int32(3))
     gx, gn = f_vjp(np.float32(1))
     assert float(gx) == 3.0 and gn.dtype == jax.dtypes.float0
+
+
+def test_custom_vjp_rules_written_in_python_are_named_in_a_warning():
+    @jax.custom_vjp
+    def clipped(x):
+        return jnp.sin(x)
+
+    clipped.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (2 * c * g,))
+    x = np.ones(3, np.float32)
+    with pytest.warns(refjit.CustomRuleWarning, match="clipped"):
+        g = refjit.grad(lambda v: jnp.sum(clipped(v)))(x)
+    np.testing.assert_allclose(g, np.cos(x), rtol=1e-6)  # the primal's derivative

@@ -33,6 +33,15 @@ def test_bad_arguments_are_type_errors_naming_the_argument(bad, what):
     assert "params['w'] (argument 0)" in str(e.value) and what in str(e.value)
 
 
+def test_a_jax_ref_argument_is_a_type_error_saying_what_to_do():
+    def bump(ref):
+        ref[...] += 1
+        return ref[...]
+
+    with pytest.raises(TypeError, match=r"ref \(argument 0\) is a jax Ref.*inside the function"):
+        refjit.jit(bump)(jax.new_ref(jnp.zeros(3)))
+
+
 def test_wrong_argument_count_is_a_type_error():
     with pytest.raises(TypeError):
         refjit.jit(lambda x: x)(1.0, 2.0)
