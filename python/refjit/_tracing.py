@@ -17,7 +17,7 @@ from jax import tree_util
 
 from . import _core
 from ._errors import ParseError
-from ._nested_consts import has_nested_consts, lift_nested_consts
+from ._retrace import custom_vjp_p, needs_retrace, retrace
 
 # The element types refjit computes in, as NumPy names them.
 _SUPPORTED = frozenset(
@@ -150,7 +150,7 @@ class CustomRuleWarning(UserWarning):
 def _custom_vjp_names(jaxpr) -> list[str]:
     names = []
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "custom_vjp_call":
+        if eqn.primitive.name == "custom_vjp_call" and eqn.primitive is not custom_vjp_p:
             debug = getattr(eqn.params.get("call_jaxpr"), "jaxpr", None)
             debug = getattr(debug, "debug_info", None)
             names.append(str(getattr(debug, "func_name", None) or "?"))
@@ -181,8 +181,8 @@ def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in
     # Python scalars are traced as themselves, so that JAX gives them weak types.
     values = [x if isinstance(x, _PYTHON_SCALARS) else a for x, a in zip(leaves, arrays)]
     closed = jax.make_jaxpr(flat_fun)(*values)
-    if has_nested_consts(closed.jaxpr):
-        closed = lift_nested_consts(closed)
+    if needs_retrace(closed.jaxpr):
+        closed = retrace(closed)
     text = str(closed)
     name = function_name(fun)
     program = parse(text, f"<jaxpr of {name}>")

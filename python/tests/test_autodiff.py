@@ -1,6 +1,8 @@
 """refjit's own autodiff on JAX functions: grad, value_and_grad, vjp (with gradient
 accumulators), jvp and linearize, checked against JAX and against finite differences."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -160,13 +162,42 @@ def test_integer_primals_get_float0_cotangents():
     assert float(gx) == 3.0 and gn.dtype == jax.dtypes.float0
 
 
-def test_custom_vjp_rules_written_in_python_are_named_in_a_warning():
+def test_custom_vjp_rules_written_in_python_are_applied():
+    # The bwd rule is deliberately not the derivative (2 cos x): refjit must use it, as JAX.
     @jax.custom_vjp
-    def clipped(x):
-        return jnp.sin(x)
+    def f(x, y):
+        return jnp.sin(x) * y
 
-    clipped.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (2 * c * g,))
-    x = np.ones(3, np.float32)
-    with pytest.warns(refjit.CustomRuleWarning, match="clipped"):
-        g = refjit.grad(lambda v: jnp.sum(clipped(v)))(x)
-    np.testing.assert_allclose(g, np.cos(x), rtol=1e-6)  # the primal's derivative
+    f.defvjp(lambda x, y: (jnp.sin(x) * y, (jnp.cos(x), y, x)),
+             lambda res, g: (2 * res[0] * g * res[1], g * jnp.sin(res[2])))
+
+    def loss(x, y):
+        return jnp.sum(f(x, y) ** 2)
+
+    x = np.linspace(0, 1, 3, dtype=np.float32)
+    y = np.full(3, 2.0, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_tree_close(refjit.grad(loss, argnums=(0, 1))(x, y),
+                          jax.grad(loss, argnums=(0, 1))(x, y))
+        out, f_vjp = refjit.vjp(loss, x, y)
+        assert_tree_close(f_vjp(np.float32(1)), jax.vjp(loss, x, y)[1](np.float32(1)))
+    assert "bwd_jaxpr=" in str(refjit.make_jaxpr(loss)(x, y))
+
+
+def test_custom_vjp_rules_capturing_arrays_are_applied():
+    weights = np.array([1.0, 2.0, 3.0], np.float32)
+    offsets = np.array([0.5, 0.0, -0.5], np.float32)
+
+    @jax.custom_vjp
+    def scaled(x):
+        return jnp.sin(x) + offsets
+
+    scaled.defvjp(lambda x: (jnp.sin(x) + offsets, jnp.cos(x)), lambda c, g: (c * g * weights,))
+    x = np.linspace(0, 1, 3, dtype=np.float32)
+
+    def loss(v):
+        return jnp.sum(scaled(v) ** 2)
+
+    assert_tree_close(refjit.jit(loss)(x), jax.jit(loss)(x))
+    assert_tree_close(refjit.grad(loss)(x), jax.grad(loss)(x))
