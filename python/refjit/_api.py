@@ -251,8 +251,8 @@ class _Grad:
                        _loss_and_aux(self._has_aux, self._what))
         traced.warn_if_custom_rules(self._what)
         loss_types = traced.program.output_types
-        dtype, shape, _ = loss_types[0]
-        if shape != () or not dtype.startswith("f"):
+        dtype, shape, _, _ = loss_types[0]
+        if shape != () or not dtype.startswith("float"):
             raise TypeError(f"{self._what}({traced.name}): the function must return a float "
                             f"scalar{' (then its aux)' if self._has_aux else ''}, not {dtype}"
                             f"{list(shape)}")
@@ -475,15 +475,15 @@ class VjpFunction:
             raise TypeError(f"refjit.vjp: the cotangent's structure {ct_tree} does not match "
                             f"the output's {core.out_tree}")
         cts = []
-        for k, (c, (dtype, shape, _)) in enumerate(zip(ct_leaves, core.out_types)):
-            a = np.ascontiguousarray(np.asarray(c, dtype=np.dtype(_NUMPY_DTYPES[dtype])))
+        for k, (c, (dtype, shape, _, _)) in enumerate(zip(ct_leaves, core.out_types)):
+            a = np.ascontiguousarray(np.asarray(c, dtype=dtype))
             a = a.reshape(np.shape(c))
             if a.shape != tuple(shape):
                 raise _errors_ref("E6", f"refjit.vjp: cotangent {k} has shape {a.shape} but "
                                         f"output {k} has shape {tuple(shape)}")
             cts.append(a)
-        for dtype, shape, _ in core.out_types[len(cts):]:  # has_aux: the aux outputs
-            cts.append(np.zeros(shape, dtype=_NUMPY_DTYPES[dtype]))
+        for dtype, shape, _, _ in core.out_types[len(cts):]:  # has_aux: the aux outputs
+            cts.append(np.zeros(shape, dtype=dtype))
         per_leaf = self._leaf_entries()
         kinds = tuple(k for k, _ in per_leaf)
         refs = [acc for k, acc in per_leaf if k == "ref"]
@@ -505,10 +505,6 @@ class VjpFunction:
             results.append(tree_util.tree_unflatten(tree, leaves))
         return tuple(results)
 
-
-_NUMPY_DTYPES = {"f32": "float32", "f64": "float64", "i8": "int8", "i16": "int16",
-                 "i32": "int32", "i64": "int64", "u8": "uint8", "u16": "uint16",
-                 "u32": "uint32", "u64": "uint64", "bool": "bool"}
 
 
 def _describe(x) -> str:
@@ -573,17 +569,11 @@ class Jaxpr:
 
     @property
     def in_types(self) -> list[str]:
-        return [_type_str(t) for t in self._program.input_types]
+        return [t[3] for t in self._program.input_types]
 
     @property
     def out_types(self) -> list[str]:
-        return [_type_str(t) for t in self._program.output_types]
-
-
-def _type_str(t) -> str:
-    dtype, shape, is_ref = t
-    s = f"{dtype}[{','.join(str(d) for d in shape)}]"
-    return f"Ref{{{s}}}" if is_ref else s
+        return [t[3] for t in self._program.output_types]
 
 
 def make_jaxpr(fun: Callable, *, stage: str | None = None):

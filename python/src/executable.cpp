@@ -17,6 +17,13 @@ namespace {
 
 std::string argument_name(size_t k) { return fmt::format("argument {}", k); }
 
+struct MemorySpan {
+  const std::byte* begin;
+  const std::byte* end;
+  bool updated_in_place;
+  bool overlaps(const MemorySpan& o) const { return begin < o.end && o.begin < end; }
+};
+
 void check_type(const ArrayType& got, const Type& want, const std::string& what) {
   if (got != want.array)
     throw nb::type_error(
@@ -74,6 +81,7 @@ nb::list Executable::call(const nb::list& args) const {
   // What the caller's memory was, to tell results that alias an input (copied below) and
   // refs whose storage moved (copied back).
   std::vector<const std::byte*> input_data;
+  std::vector<MemorySpan> spans;  // per argument: its bytes, and whether the call writes them
   std::vector<std::pair<RefBufferPtr, nb::object>> refs;
   bool take = false;
   for (size_t k = 0; k < in_types_.size(); ++k) {
@@ -85,6 +93,7 @@ nb::list Executable::call(const nb::list& args) const {
       Array a = borrow_writable(writable, what);
       check_type(a.type(), want, what);
       input_data.push_back(a.data());
+      spans.push_back(MemorySpan{a.data(), a.data() + a.byte_size(), want.is_ref});
       if (want.is_ref) {
         refs.emplace_back(RefBuffer::over(std::move(a)), nb::borrow(args[k]));
         all.emplace_back(refs.back().first);
@@ -102,8 +111,20 @@ nb::list Executable::call(const nb::list& args) const {
     Array a = borrow(nb::cast<InArray>(args[k]), what);
     check_type(a.type(), want, what);
     input_data.push_back(a.data());
+    spans.push_back(MemorySpan{a.data(), a.data() + a.byte_size(), false});
     all.emplace_back(std::move(a));
   }
+  // The compiled code updates refs and donated arrays in place assuming no other argument
+  // shares their memory (two NumPy views of one buffer would).
+  for (size_t i = 0; i < spans.size(); ++i)
+    for (size_t j = 0; j < spans.size(); ++j) {
+      if (i == j || !spans[i].overlaps(spans[j])) continue;
+      if (spans[i].updated_in_place)
+        throw RefError("E7", fmt::format("argument {} is updated in place but shares memory with "
+                                         "argument {}; pass arrays that do not overlap",
+                                         i, j));
+      if (i < donated_.size() && donated_[i]) take = false;  // read it; do not reuse it
+    }
   std::vector<RtValue> outs;
   {
     nb::gil_scoped_release unlocked;

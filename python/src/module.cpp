@@ -28,10 +28,11 @@ struct Program {
   Jaxpr jaxpr;
 };
 
+// (NumPy's name of the dtype, the shape, whether it is a ref, refjit's spelling "f32[3]").
 nb::tuple type_tuple(const Type& t) {
   nb::list shape;
   for (int64_t d : t.array.shape) shape.append(d);
-  return nb::make_tuple(std::string(short_name(t.array.dtype)), nb::tuple(shape), t.is_ref);
+  return nb::make_tuple(std::string(long_name(t.array.dtype)), nb::tuple(shape), t.is_ref, t.str());
 }
 
 template <class V>

@@ -201,3 +201,16 @@ def test_custom_vjp_rules_capturing_arrays_are_applied():
 
     assert_tree_close(refjit.jit(loss)(x), jax.jit(loss)(x))
     assert_tree_close(refjit.grad(loss)(x), jax.grad(loss)(x))
+
+
+def test_accumulators_sharing_memory_are_refused():
+    def loss(a, b):
+        return jnp.sum(a * b)
+
+    x = np.ones(4, np.float32)
+    _, f_vjp = refjit.vjp(loss, x, x)
+    buffer = np.zeros(8, np.float32)
+    with pytest.raises(refjit.RefError) as e:
+        f_vjp.with_refs(buffer[:4], buffer[2:6])(np.float32(1))
+    assert e.value.code == "E7" and "shares memory" in str(e.value)
+    assert not buffer.any()

@@ -136,3 +136,25 @@ def test_decorator_form_and_wrapped_metadata():
 def test_unknown_backend_is_a_value_error():
     with pytest.raises(ValueError, match="backend"):
         refjit.jit(lambda x: x, backend="gpu")
+
+
+def test_a_donated_array_passed_twice_is_read_not_reused():
+    g = refjit.jit(lambda a, b: a * 2 + b, donate_argnums=0)
+    x = np.arange(4, dtype=np.float32)
+    out = g(x, x)
+    np.testing.assert_array_equal(out, 3 * np.arange(4))
+    np.testing.assert_array_equal(x, np.arange(4))
+
+
+def test_make_jaxpr_gives_refjit_program_and_its_stages():
+    def f(x):
+        return jnp.sin(x) * 2
+
+    j = refjit.make_jaxpr(f)(np.ones(3, np.float32))
+    assert str(j).startswith("{ lambda ; a:f32[3]. let") and "sin a" in str(j)
+    assert j.in_types == ["f32[3]"] and j.out_types == ["f32[3]"]
+    assert "sin" in j.jax_text
+    plan = refjit.make_jaxpr(f, stage="buffers")(np.ones(3, np.float32))
+    assert str(plan).startswith("plan 0: top level")
+    with pytest.raises(refjit.Error, match="unknown stage|bufers"):
+        refjit.make_jaxpr(f, stage="bufers")(np.ones(3, np.float32))
