@@ -13,23 +13,14 @@ Functions are traced with ``jax.make_jaxpr`` (JAX is the package's tracing depen
 everything after the trace is refjit's: its passes, its autodiff, its compiled code.
 """
 
-from ._api import (
-    DontWant,
-    GradValue,
-    Jaxpr,
-    VjpFunction,
-    clear_cache,
-    compile,
-    grad,
-    jit,
-    jvp,
-    linearize,
-    make_jaxpr,
-    value_and_grad,
-    vjp,
-)
+from ._common import clear_cache
 from ._errors import Error, ParseError, RefError, TypeCheckError
+from ._forward import jvp, linearize
+from ._grad import grad, value_and_grad
+from ._inspect import Jaxpr, compile, make_jaxpr
+from ._jit import jit
 from ._tracing import CustomRuleWarning
+from ._vjp import DontWant, GradValue, VjpFunction, vjp
 
 __version__ = "0.1.0"
 

@@ -1,0 +1,94 @@
+"""What refjit's transformations share: the compile cache (per function, then per argument
+types, as ``jax.jit``'s), backends, and the flattening of a call's arguments."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from jax import tree_util
+
+from . import _core
+from ._tracing import LeafError, function_name, leaf_names, to_arrays
+
+_BACKENDS = ("native", "interpreter")
+
+# ---- the compile cache ------------------------------------------------------------------
+
+# function -> {key: compiled entry}. Weak, so that a function's programs go with it.
+_cache: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+_strong_cache: dict = {}  # for callables that cannot be weakly referenced
+
+
+def _entries(fun: Callable) -> dict:
+    try:
+        return _cache.setdefault(fun, {})
+    except TypeError:
+        return _strong_cache.setdefault(fun, {})
+
+
+def clear_cache() -> None:
+    """Drops every compiled program (they are compiled again on their next call)."""
+    _cache.clear()
+    _strong_cache.clear()
+
+
+def _check_backend(backend: str) -> bool:
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be 'native' or 'interpreter', not {backend!r}")
+    return backend == "interpreter"
+
+
+def _executable(program, consts, interpret: bool, donated: Sequence[bool] = (),
+                exact_math: bool = False):
+    return _core.Executable(program, list(consts), interpret=interpret, donated=list(donated),
+                            exact_math=exact_math)
+
+
+# ---- arguments ----------------------------------------------------------------------------
+
+
+def _argnums_tuple(argnums, nargs: int, what: str) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for n in nums:
+        if not isinstance(n, int) or not -nargs <= n < nargs:
+            raise ValueError(f"{what}: argnums {argnums!r} names no argument of a call with "
+                             f"{nargs} positional argument(s)")
+    return tuple(n % nargs for n in nums)
+
+
+def _flatten_call(fun: Callable, args: tuple, kwargs: dict, what: str):
+    """(leaves, arrays, key, in_tree) for a call, with TypeErrors naming bad arguments."""
+    leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+    try:
+        arrays, key = to_arrays(leaves)
+    except LeafError as e:
+        name = leaf_names(fun, args, kwargs)[e.index]
+        raise TypeError(f"{what}({function_name(fun)}): {name} {e.reason}") from None
+    return leaves, arrays, key, in_tree
+
+
+def _leaf_ranges(args: tuple) -> list[range]:
+    """The flat leaf positions of each positional argument (kwargs come after them)."""
+    ranges, start = [], 0
+    for a in args:
+        n = tree_util.tree_structure(a).num_leaves
+        ranges.append(range(start, start + n))
+        start += n
+    return ranges
+
+
+def _is_float(dtype) -> bool:
+    return np.issubdtype(dtype, np.floating)
+
+
+def _loss_and_aux(has_aux: bool, name: str):
+    def split(out):
+        if not has_aux:
+            return (out, ())
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise TypeError(f"{name}: with has_aux=True the function must return a pair "
+                            f"(loss, aux), not {type(out).__name__}")
+        return (out[0], out[1])
+    return split

@@ -1,0 +1,97 @@
+"""refjit.jvp and refjit.linearize: refjit's forward mode on a JAX function."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+from jax import tree_util
+
+from . import _core
+from ._common import _check_backend, _entries, _executable, _flatten_call, _is_float
+from ._tracing import function_name, trace
+
+def _tangent_arrays(fun, primal_arrays, tangents, in_tree, what):
+    """The tangents of the float primals, checked against them."""
+    t_leaves, t_tree = tree_util.tree_flatten(tangents)
+    if t_tree != in_tree:
+        raise TypeError(f"{what}({function_name(fun)}): the tangents' structure {t_tree} does "
+                        f"not match the primals' {in_tree}")
+    out = []
+    for k, (p, t) in enumerate(zip(primal_arrays, t_leaves)):
+        if not _is_float(p.dtype):
+            continue
+        ta = np.ascontiguousarray(np.asarray(t, dtype=p.dtype)).reshape(np.shape(t))
+        if ta.shape != p.shape:
+            raise TypeError(f"{what}({function_name(fun)}): tangent {k} has shape {ta.shape} "
+                            f"but its primal has shape {p.shape}")
+        out.append(ta)
+    return out
+
+
+def jvp(fun: Callable, primals: Sequence, tangents: Sequence, *, backend: str = "native"):
+    """``(fun(*primals), J tangents)``: forward mode, one tangent per primal (pytrees of the
+    same structure). Tangents of integer primals are ignored."""
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("refjit.jvp: primals and tangents must be tuples or lists")
+    primals, tangents = tuple(primals), tuple(tangents)
+    leaves, arrays, key, in_tree = _flatten_call(fun, primals, {}, "refjit.jvp")
+    t_arrays = _tangent_arrays(fun, arrays, (tangents, {}), in_tree, "refjit.jvp")
+    interpret = _check_backend(backend)
+    cache = _entries(fun)
+    cache_key = ("jvp", in_tree, key, interpret)
+    entry = cache.get(cache_key)
+    if entry is None:
+        traced = trace(fun, leaves, arrays, in_tree)
+        traced.warn_if_custom_rules("refjit.jvp")
+        nonzero = [_is_float(a.dtype) for a in arrays]
+        program = _core.jvp(traced.program, nonzero)
+        entry = (_executable(program, traced.consts, interpret), traced.out_tree)
+        cache[cache_key] = entry
+    executable, out_tree = entry
+    outs = executable(arrays + t_arrays)
+    n = out_tree.num_leaves
+    return (tree_util.tree_unflatten(out_tree, outs[:n]),
+            tree_util.tree_unflatten(out_tree, outs[n:]))
+
+
+class _LinearFunction:
+    """``f_jvp`` of :func:`linearize`: tangents in, output tangents out, any number of
+    times (the primal computation is not repeated)."""
+
+    def __init__(self, executable, residuals, primal_arrays, in_tree, out_tree, fun):
+        self._executable = executable
+        self._residuals = residuals
+        self._primal_arrays = primal_arrays
+        self._in_tree = in_tree
+        self._out_tree = out_tree
+        self._fun = fun
+
+    def __call__(self, *tangents):
+        t_arrays = _tangent_arrays(self._fun, self._primal_arrays, (tangents, {}),
+                                   self._in_tree, "refjit.linearize")
+        outs = self._executable(self._residuals + t_arrays)
+        return tree_util.tree_unflatten(self._out_tree, outs)
+
+
+def linearize(fun: Callable, *primals, backend: str = "native"):
+    """``(fun(*primals), f_jvp)``: runs the primal computation now; ``f_jvp(*tangents)``
+    applies the linear map J (refjit's linearize: only what the tangents need is saved)."""
+    leaves, arrays, key, in_tree = _flatten_call(fun, primals, {}, "refjit.linearize")
+    interpret = _check_backend(backend)
+    cache = _entries(fun)
+    cache_key = ("linearize", in_tree, key, interpret)
+    entry = cache.get(cache_key)
+    if entry is None:
+        traced = trace(fun, leaves, arrays, in_tree)
+        traced.warn_if_custom_rules("refjit.linearize")
+        diff = [_is_float(a.dtype) for a in arrays]
+        primal, linear, num_residuals = _core.linearize(traced.program, diff)
+        entry = (_executable(primal, traced.consts, interpret),
+                 _executable(linear, [], interpret), traced.out_tree)
+        cache[cache_key] = entry
+    primal_exe, linear_exe, out_tree = entry
+    outs = primal_exe(arrays)
+    n = out_tree.num_leaves
+    f_jvp = _LinearFunction(linear_exe, outs[n:], arrays, in_tree, out_tree, fun)
+    return tree_util.tree_unflatten(out_tree, outs[:n]), f_jvp

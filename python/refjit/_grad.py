@@ -1,0 +1,91 @@
+"""refjit.grad and refjit.value_and_grad: refjit's reverse mode on a JAX function."""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+from jax import tree_util
+
+from . import _core
+from ._common import (_argnums_tuple, _check_backend, _entries, _executable, _flatten_call,
+                      _is_float, _leaf_ranges, _loss_and_aux)
+from ._tracing import leaf_names, trace
+
+class _Grad:
+    def __init__(self, fun, argnums, has_aux, with_value, backend, exact_math):
+        self._fun = fun
+        self._argnums = argnums
+        self._has_aux = has_aux
+        self._with_value = with_value
+        self._interpret = _check_backend(backend)
+        self._exact_math = exact_math
+        self._what = "refjit.value_and_grad" if with_value else "refjit.grad"
+        functools.update_wrapper(self, fun)
+
+    def __call__(self, *args, **kwargs):
+        leaves, arrays, key, in_tree = _flatten_call(self._fun, args, kwargs, self._what)
+        nums = _argnums_tuple(self._argnums, len(args), self._what)
+        cache = _entries(self._fun)
+        cache_key = ("grad", self._has_aux, nums, in_tree, key, self._interpret,
+                     self._exact_math)
+        entry = cache.get(cache_key)
+        if entry is None:
+            entry = self._compile(leaves, arrays, in_tree, args, kwargs, nums)
+            cache[cache_key] = entry
+        executable, out_tree, num_out, grad_trees = entry
+        outs = executable(arrays)
+        value_and_aux = tree_util.tree_unflatten(out_tree, outs[:num_out])
+        grads, pos = [], num_out
+        for tree in grad_trees:
+            n = tree.num_leaves
+            grads.append(tree_util.tree_unflatten(tree, outs[pos:pos + n]))
+            pos += n
+        g = grads[0] if isinstance(self._argnums, int) else tuple(grads)
+        value, aux = value_and_aux
+        if not self._with_value:
+            return (g, aux) if self._has_aux else g
+        return ((value, aux) if self._has_aux else value), g
+
+    def _compile(self, leaves, arrays, in_tree, args, kwargs, nums):
+        traced = trace(self._fun, leaves, arrays, in_tree,
+                       _loss_and_aux(self._has_aux, self._what))
+        traced.warn_if_custom_rules(self._what)
+        loss_types = traced.program.output_types
+        dtype, shape, _, _ = loss_types[0]
+        if shape != () or not dtype.startswith("float"):
+            raise TypeError(f"{self._what}({traced.name}): the function must return a float "
+                            f"scalar{' (then its aux)' if self._has_aux else ''}, not {dtype}"
+                            f"{list(shape)}")
+        ranges = _leaf_ranges(args)
+        wrt = []
+        names = None
+        for n in nums:
+            for k in ranges[n]:
+                if not _is_float(arrays[k].dtype):
+                    names = names or leaf_names(self._fun, args, kwargs)
+                    raise TypeError(f"{self._what}({traced.name}): {names[k]} has dtype "
+                                    f"{arrays[k].dtype}; only float arguments can be "
+                                    "differentiated")
+                wrt.append(k)
+        num_out = len(loss_types)
+        program = _core.grad(traced.program, wrt, num_out - 1)
+        executable = _executable(program, traced.consts, self._interpret,
+                                 exact_math=self._exact_math)
+        grad_trees = [tree_util.tree_structure(args[n]) for n in nums]
+        return executable, traced.out_tree, num_out, grad_trees
+
+
+def grad(fun: Callable, argnums=0, has_aux: bool = False, *, backend: str = "native",
+         exact_math: bool = False):
+    """The gradient of ``fun`` (a float scalar function) with respect to the arguments
+    ``argnums`` (an int or a tuple), computed by refjit's reverse mode. With
+    ``has_aux=True``, ``fun`` returns ``(loss, aux)`` and the result is ``(grad, aux)``."""
+    return _Grad(fun, argnums, has_aux, False, backend, exact_math)
+
+
+def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *,
+                   backend: str = "native", exact_math: bool = False):
+    """Like :func:`grad`, returning ``(value, grad)`` (``((value, aux), grad)`` with
+    ``has_aux``)."""
+    return _Grad(fun, argnums, has_aux, True, backend, exact_math)

@@ -1,0 +1,95 @@
+"""refjit.jit: a JAX function compiled by refjit, once per argument types."""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+from jax import tree_util
+
+from ._common import _check_backend, _executable, _leaf_ranges
+from ._tracing import LeafError, function_name, leaf_names, to_arrays, trace
+
+class _Jitted:
+    """What ``refjit.jit`` returns: call it like the function."""
+
+    def __init__(self, fun, donate_argnums, static_argnums, backend, exact_math):
+        self._fun = fun
+        self._donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(
+            donate_argnums)
+        self._static = (static_argnums,) if isinstance(static_argnums, int) else tuple(
+            static_argnums)
+        self._interpret = _check_backend(backend)
+        self._exact_math = exact_math
+        self._entries: dict = {}
+        functools.update_wrapper(self, fun)
+
+    def _split_static(self, args):
+        if not self._static:
+            return self._fun, args, ()
+        static = tuple(n % len(args) for n in self._static)
+        values = tuple(args[n] for n in static)
+        try:
+            hash(values)
+        except TypeError:
+            raise TypeError(f"refjit.jit({function_name(self._fun)}): static arguments must be "
+                            "hashable (they key the compile cache)") from None
+        dynamic = tuple(a for k, a in enumerate(args) if k not in static)
+
+        def bound(*dyn, **kw):
+            it = iter(dyn)
+            full = [values[static.index(k)] if k in static else next(it)
+                    for k in range(len(dyn) + len(static))]
+            return self._fun(*full, **kw)
+
+        functools.update_wrapper(bound, self._fun)
+        return bound, dynamic, (static, values)
+
+    def __call__(self, *args, **kwargs):
+        fun, dyn_args, static_key = self._split_static(args)
+        leaves, in_tree = tree_util.tree_flatten((dyn_args, kwargs))
+        try:
+            arrays, key = to_arrays(leaves)
+        except LeafError as e:
+            name = leaf_names(fun, dyn_args, kwargs)[e.index]
+            raise TypeError(f"refjit.jit({function_name(fun)}): {name} {e.reason}") from None
+        cache_key = (in_tree, key, static_key)
+        entry = self._entries.get(cache_key)
+        if entry is None:
+            entry = self._compile(fun, leaves, arrays, in_tree, dyn_args, static_key)
+            self._entries[cache_key] = entry
+        executable, out_tree = entry
+        return tree_util.tree_unflatten(out_tree, executable(arrays))
+
+    def _compile(self, fun, leaves, arrays, in_tree, dyn_args, static_key):
+        traced = trace(fun, leaves, arrays, in_tree)
+        donated = [False] * len(arrays)
+        if self._donate:
+            ranges = _leaf_ranges(dyn_args)
+            static = static_key[0] if static_key else ()
+            for n in self._donate:
+                n %= len(dyn_args) + len(static)
+                if n in static:
+                    continue
+                pos = n - sum(1 for s in static if s < n)
+                for k in ranges[pos]:
+                    donated[k] = True
+        executable = _executable(traced.program, traced.consts, self._interpret, donated,
+                                 self._exact_math)
+        return executable, traced.out_tree
+
+
+def jit(fun: Callable | None = None, *, donate_argnums=(), static_argnums=(),
+        backend: str = "native", exact_math: bool = False):
+    """Compiles ``fun`` with refjit, once per argument types (like ``jax.jit``).
+
+    ``donate_argnums``: arguments whose memory the result may take over (a donated NumPy
+    array must not be read afterwards). ``static_argnums``: hashable arguments traced as
+    constants. ``backend``: ``"native"`` (compiled code) or ``"interpreter"`` (refjit's
+    reference interpreter). ``exact_math``: libm for every transcendental function.
+    """
+    if fun is None:
+        return functools.partial(jit, donate_argnums=donate_argnums,
+                                 static_argnums=static_argnums, backend=backend,
+                                 exact_math=exact_math)
+    return _Jitted(fun, donate_argnums, static_argnums, backend, exact_math)

@@ -1,0 +1,199 @@
+"""refjit.vjp: the forward pass now, a reusable backward pass whose gradients can be added
+into the caller's NumPy arrays in place (``with_refs``)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import numpy as np
+from jax import tree_util
+
+from . import _core
+from ._common import (_check_backend, _entries, _executable, _flatten_call, _is_float,
+                      _leaf_ranges, _loss_and_aux)
+from ._errors import RefError
+from ._tracing import trace
+
+class _Marker:
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __repr__(self) -> str:
+        return f"refjit.{self._name}"
+
+
+#: ``with_refs`` entry: return this argument's gradient as a value (the default).
+GradValue = _Marker("GradValue")
+#: ``with_refs`` entry: do not compute this argument's gradient.
+DontWant = _Marker("DontWant")
+
+
+
+class _VjpCore:
+    """What every VJP function of one forward run shares: the residuals, and the backward
+    programs, one per accumulator combination (compiled on first use)."""
+
+    def __init__(self, fun, traced_program, arrays, arg_trees, arg_ranges, residuals,
+                 out_tree, out_types, interpret, backward_cache):
+        self.fun = fun
+        self.program = traced_program
+        self.arrays = arrays
+        self.arg_trees = arg_trees
+        self.arg_ranges = arg_ranges
+        self.residuals = residuals
+        self.out_tree = out_tree
+        self.out_types = out_types
+        self.interpret = interpret
+        self.backward_cache = backward_cache
+
+    def backward(self, kinds: tuple):
+        exe = self.backward_cache.get(kinds)
+        if exe is None:
+            diff = [k != "none" for k in kinds]
+            used = [k for k in kinds if k != "none"]
+            _, bwd, _ = _core.vjp(self.program, diff, used)
+            exe = _executable(bwd, [], self.interpret)
+            self.backward_cache[kinds] = exe
+        return exe
+
+
+class VjpFunction:
+    """The backward pass :func:`vjp` returns. ``f_vjp(ct)`` maps a cotangent of the
+    function's output (same structure) to one cotangent per primal argument; it may be
+    applied any number of times. ``f_vjp.with_refs(*entries)`` accumulates gradients into
+    NumPy arrays in place instead (see :meth:`with_refs`)."""
+
+    def __init__(self, core: _VjpCore, entries: tuple | None = None):
+        self._core = core
+        self._entries = entries
+
+    def with_refs(self, *entries) -> "VjpFunction":
+        """One entry per primal argument: :data:`GradValue` (return its gradient, the
+        default), :data:`DontWant` (skip it; its slot holds ``None``), or a writable float
+        NumPy array (a pytree of them for a pytree argument) that the gradient is added into
+        (``+=``, in place; its slot holds that array)."""
+        n = len(self._core.arg_trees)
+        if len(entries) != n:
+            raise _ref_error("E3", f"with_refs: {len(entries)} entries for a function of {n} "
+                                    "argument(s); give one per argument")
+        return VjpFunction(self._core, tuple(entries))
+
+    def _leaf_entries(self):
+        """Per flat leaf: ("value"|"dont_want"|"ref"|"none", accumulator or None)."""
+        core = self._core
+        per_leaf = []
+        entries = self._entries or (GradValue,) * len(core.arg_trees)
+        seen = {}
+        for a, (entry, tree, rng) in enumerate(zip(entries, core.arg_trees, core.arg_ranges)):
+            if entry is GradValue or entry is DontWant:
+                leaf_entries = [entry] * len(rng)
+            else:
+                leaf_entries, e_tree = tree_util.tree_flatten(
+                    entry, is_leaf=lambda x: x is GradValue or x is DontWant)
+                if e_tree != tree:
+                    raise _ref_error("E3", f"with_refs: the entry for argument {a} has the "
+                                            f"structure {e_tree}, the argument {tree}")
+            for k, e in zip(rng, leaf_entries):
+                primal = core.arrays[k]
+                if not _is_float(primal.dtype):
+                    per_leaf.append(("none", None))
+                elif e is GradValue:
+                    per_leaf.append(("value", None))
+                elif e is DontWant:
+                    per_leaf.append(("dont_want", None))
+                else:
+                    if (not isinstance(e, np.ndarray) or e.dtype != primal.dtype
+                            or e.shape != primal.shape):
+                        raise _ref_error("E6", f"with_refs: the gradient ref for argument {a} "
+                                                f"must be a NumPy array {primal.dtype}"
+                                                f"{list(primal.shape)}, got "
+                                                f"{_describe(e)}")
+                    if id(e) in seen:
+                        raise _ref_error("E7", f"with_refs: the same array is bound for "
+                                                f"arguments {seen[id(e)]} and {a}")
+                    seen[id(e)] = a
+                    per_leaf.append(("ref", e))
+        return per_leaf
+
+    def __call__(self, ct):
+        core = self._core
+        ct_leaves, ct_tree = tree_util.tree_flatten(ct)
+        if ct_tree != core.out_tree:
+            raise TypeError(f"refjit.vjp: the cotangent's structure {ct_tree} does not match "
+                            f"the output's {core.out_tree}")
+        cts = []
+        for k, (c, (dtype, shape, _, _)) in enumerate(zip(ct_leaves, core.out_types)):
+            a = np.ascontiguousarray(np.asarray(c, dtype=dtype))
+            a = a.reshape(np.shape(c))
+            if a.shape != tuple(shape):
+                raise _ref_error("E6", f"refjit.vjp: cotangent {k} has shape {a.shape} but "
+                                        f"output {k} has shape {tuple(shape)}")
+            cts.append(a)
+        for dtype, shape, _, _ in core.out_types[len(cts):]:  # has_aux: the aux outputs
+            cts.append(np.zeros(shape, dtype=dtype))
+        per_leaf = self._leaf_entries()
+        kinds = tuple(k for k, _ in per_leaf)
+        refs = [acc for k, acc in per_leaf if k == "ref"]
+        outs = core.backward(kinds)(core.residuals + refs + cts)
+        values = iter(outs)
+        results = []
+        for tree, rng in zip(core.arg_trees, core.arg_ranges):
+            leaves = []
+            for k in rng:
+                kind, acc = per_leaf[k]
+                if kind == "value":
+                    leaves.append(next(values))
+                elif kind == "ref":
+                    leaves.append(acc)
+                elif kind == "dont_want":
+                    leaves.append(None)
+                else:  # an integer argument: JAX's float0 zeros
+                    leaves.append(np.zeros(core.arrays[k].shape, dtype=jax.dtypes.float0))
+            results.append(tree_util.tree_unflatten(tree, leaves))
+        return tuple(results)
+
+
+
+def _ref_error(code: str, message: str) -> RefError:
+    return RefError(message, code)
+
+
+def _describe(x) -> str:
+    if isinstance(x, np.ndarray):
+        return f"{x.dtype}{list(x.shape)}"
+    return type(x).__name__
+
+
+
+def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = "native"):
+    """``(fun(*primals), f_vjp)`` (``(out, f_vjp, aux)`` with ``has_aux``): runs the forward
+    pass now and returns the reusable backward pass :class:`VjpFunction`."""
+    leaves, arrays, key, in_tree = _flatten_call(fun, primals, {}, "refjit.vjp")
+    interpret = _check_backend(backend)
+    cache = _entries(fun)
+    cache_key = ("vjp", has_aux, in_tree, key, interpret)
+    entry = cache.get(cache_key)
+    if entry is None:
+        split = _loss_and_aux(has_aux, "refjit.vjp")
+        traced = trace(fun, leaves, arrays, in_tree, lambda out: split(out))
+        traced.warn_if_custom_rules("refjit.vjp")
+        diff = [_is_float(a.dtype) for a in arrays]
+        kinds = ["value"] * sum(diff)
+        forward, _, num_residuals = _core.vjp(traced.program, diff, kinds)
+        entry = (traced, _executable(forward, traced.consts, interpret), {})
+        cache[cache_key] = entry
+    traced, forward_exe, backward_cache = entry
+    outs = forward_exe(arrays)
+    out_tree = traced.out_tree
+    n = out_tree.num_leaves
+    (out, aux) = tree_util.tree_unflatten(out_tree, outs[:n])
+    # The backward pass differentiates the primary output only: aux gets zero cotangents.
+    main_tree = tree_util.tree_structure(out)
+    core = _VjpCore(fun, traced.program, arrays, [tree_util.tree_structure(p) for p in primals],
+                    _leaf_ranges(primals), outs[n:], main_tree,
+                    traced.program.output_types, interpret, backward_cache)
+    f_vjp = VjpFunction(core)
+    return (out, f_vjp, aux) if has_aux else (out, f_vjp)
