@@ -211,11 +211,47 @@ std::vector<Atom> call_as_jit(RewriteArgs& a, std::string_view prim) {
 
 std::vector<Atom> custom_jvp_call(RewriteArgs& a) { return call_as_jit(a, "custom_jvp_call"); }
 
+// remat2 (jax.checkpoint / jax.remat): a call of its jaxpr. Its policy says which values the
+// backward pass recomputes instead of keeping; refjit's reverse mode keeps the residuals its
+// linearization needs (only what the linear part reads, passes/linearize.h), so the program is
+// the call. The results are the same; the memory trade-off JAX's policy asks for is not made.
+std::vector<Atom> remat(RewriteArgs& a) {
+  const JaxprPtr& body = a.params.get<JaxprPtr>("jaxpr");
+  if (!body) fail("remat2", "jaxpr is None");
+  if (!body->constvars.empty()) fail("remat2", "a jaxpr with constvars cannot be called");
+  std::vector<Var> outs =
+      a.b.add_eqn(Prim::jit, a.ins, Params{{"jaxpr", body}, {"name", std::string("checkpoint")}});
+  return {outs.begin(), outs.end()};
+}
+
 // custom_vjp_call as JAX prints it: `fwd=f bwd=g` name Python functions whose bodies are not in
 // the text. refjit runs call_jaxpr (the primal, exact) and differentiates call_jaxpr itself:
 // the gradient is the primal's true derivative, not the custom rule's. refjit's own
 // custom_vjp_call (fwd_jaxpr / bwd_jaxpr in the text) keeps its rules.
 std::vector<Atom> custom_vjp_call(RewriteArgs& a) { return call_as_jit(a, "custom_vjp_call"); }
+
+// name (jax.ad_checkpoint.checkpoint_name): tags a value for a remat policy; the value itself.
+std::vector<Atom> checkpoint_name(RewriteArgs& a) {
+  expect_operands(a, "name", 1);
+  return {a.ins[0]};
+}
+
+// reduce_precision: rounds to a float format of fewer bits. JAX emits it with the operand's
+// own format (8/23 bits for f32) in the gradient of jax.checkpoint, to keep the recomputed
+// values from being merged with the saved ones; that is the identity, which refjit reads.
+std::vector<Atom> reduce_precision(RewriteArgs& a) {
+  constexpr std::string_view prim = "reduce_precision";
+  expect_operands(a, prim, 1);
+  const ArrayType x = array_of(a, prim, 0);
+  const int64_t exponent = a.params.get<int64_t>("exponent_bits");
+  const int64_t mantissa = a.params.get<int64_t>("mantissa_bits");
+  const bool f64 = x.dtype == DType::f64;
+  if (!is_float(x.dtype) || exponent < (f64 ? 11 : 8) || mantissa < (f64 ? 52 : 23))
+    fail(prim, fmt::format("rounding {} to {} exponent and {} mantissa bits is not supported; "
+                           "refjit reads reduce_precision only to the operand's own format",
+                           x.str(), exponent, mantissa));
+  return {a.ins[0]};
+}
 
 std::vector<JaxRewrite> make_rewrites() {
   std::vector<JaxRewrite> r;
@@ -236,6 +272,13 @@ std::vector<JaxRewrite> make_rewrites() {
                {{"call_jaxpr", K::jaxpr}, {"name", K::name}},
                {"jvp", "jvp_jaxpr_fun", "jvp_jaxpr_thunk", "num_consts", "symbolic_zeros"},
                custom_jvp_call});
+  r.push_back({"name", {{"name", K::name}}, {}, checkpoint_name});
+  r.push_back({"reduce_precision",
+               {{"exponent_bits", K::integer}, {"mantissa_bits", K::integer}},
+               {},
+               reduce_precision});
+  r.push_back(
+      {"remat2", {{"jaxpr", K::jaxpr}}, {"differentiated", "policy", "prevent_cse"}, remat});
   r.push_back({"custom_vjp_call",
                {{"call_jaxpr", K::jaxpr}, {"name", K::name}},
                {"fwd", "bwd", "num_consts", "out_trees", "symbolic_zeros"},

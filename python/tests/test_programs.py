@@ -240,3 +240,19 @@ def test_seed_custom_vjp_inserts_use_their_rules_as_jax_does(fn):
         values=r.random_sample(N_STEPS).astype(np.float32))
     w = np.float32(2)
     assert_tree_close(refjit.grad(f)(w), jax.grad(f)(w), rtol=1e-4, atol=1e-7)
+
+
+def test_checkpoint_with_a_policy(rng):
+    from jax.ad_checkpoint import checkpoint_name
+
+    def loss(w, x):
+        def layer(h):
+            h = checkpoint_name(jnp.tanh(h @ w), "act")
+            return jnp.sin(h) * h
+
+        policy = jax.checkpoint_policies.save_only_these_names("act")
+        return jnp.sum(jax.checkpoint(layer, policy=policy)(jax.checkpoint(layer)(x)) ** 2)
+
+    w = (rng.standard_normal((4, 4)) * 0.5).astype(np.float32)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    check_jit_and_grad(loss, w, x, argnums=(0, 1), rtol=1e-4, atol=1e-6)

@@ -22,6 +22,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.ad_checkpoint import checkpoint_name
 
 jax.config.update("jax_enable_x64", False)
 
@@ -366,6 +367,19 @@ _clip_gradient.defvjp(_clip_gradient_fwd, _clip_gradient_bwd)
 @program(f32(5), jvp=False)  # JAX has no forward mode for custom_vjp functions
 def custom_vjp_tanh(x):
     return jnp.sum(_clip_gradient(x) * x)
+
+
+@program(f32(3, 4), f32(4, 4))
+def checkpointed_layers(x, w):
+    # jax.checkpoint prints as remat2 (with a policy), checkpoint_name as name[name=...].
+    def layer(h):
+        h = checkpoint_name(jnp.tanh(h @ w), "act")
+        return jnp.sin(h) * h
+
+    policy = jax.checkpoint_policies.save_only_these_names("act")
+    h = jax.checkpoint(layer, policy=policy)(x)
+    h = jax.checkpoint(layer)(h)
+    return jnp.sum(h ** 2)
 
 
 @program(f32(6, lo=-3, hi=3), tol=1e-4)
