@@ -190,6 +190,65 @@ std::vector<Operand> scan_call(const TraceBody& body, const std::vector<Operand>
   return bind_prim(Prim::scan, operands, std::move(params));
 }
 
+std::vector<Operand> while_call(const TraceBody& cond, const TraceBody& body,
+                                const std::vector<Operand>& carry_init, const std::string& what) {
+  std::vector<Operand> carry = carry_init;
+  for (size_t k = 0; k < carry.size(); ++k)
+    if (std::holds_alternative<Ref>(carry[k]))
+      throw RefError("E9", fmt::format("{}: carry leaf {} of the initial carry is a {}; refs "
+                                       "cannot be loop carries. Close over the ref in the body "
+                                       "and the condition instead",
+                                       what, k, type_of(carry[k]).long_str()));
+  const size_t n_carry = carry.size();
+  auto checked = [&](const TraceBody& fn, std::string_view part) {
+    return [&, part](const std::vector<Operand>& in) {
+      std::vector<Operand> outs = fn(in);
+      for (size_t k = 0; k < outs.size(); ++k)
+        if (std::holds_alternative<Ref>(outs[k]))
+          throw RefError("E9", fmt::format("{}: the {} returns a {} as output {}; refs cannot be "
+                                           "loop carries. Return its contents instead (r.get())",
+                                           what, part, type_of(outs[k]).long_str(), k));
+      return outs;
+    };
+  };
+  // As in scan: a C++ scalar init takes the dtype the body gives it (one more trace).
+  TracedFunction fn = trace_function(checked(body, "body"), types_of(carry), what + " body");
+  std::vector<Type> outs = fn.jaxpr->out_types();
+  if (outs.size() != n_carry)
+    throw TypeError(fmt::format("{}: the body returns {} values but the carry has {} leaves", what,
+                                outs.size(), n_carry));
+  bool retrace = false;
+  for (size_t k = 0; k < n_carry; ++k) {
+    const Type in = type_of(carry[k]);
+    if (outs[k] == in) continue;
+    if (std::get<Value>(carry[k]).is_weak() && outs[k].shape() == in.shape()) {
+      carry[k] = coerce_weak(carry[k], outs[k]);
+      retrace = true;
+      continue;
+    }
+    throw TypeError(
+        fmt::format("{}: the body returns carry leaf {} as a {} but it enters the "
+                    "body as a {}; the carry must keep its shape and dtype",
+                    what, k, outs[k].long_str(), in.long_str()));
+  }
+  if (retrace) fn = trace_function(checked(body, "body"), types_of(carry), what + " body");
+  TracedFunction c =
+      trace_function(checked(cond, "condition"), types_of(carry), what + " condition");
+  const std::vector<Type> pred = c.jaxpr->out_types();
+  if (pred.size() != 1 || pred[0].is_ref || !pred[0].shape().empty() ||
+      pred[0].dtype() != DType::bool_)
+    throw TypeError(fmt::format("{}: the condition must return one bool scalar, it returns {}",
+                                what, pred.empty() ? "nothing" : pred[0].long_str()));
+  std::vector<Operand> operands = c.consts;
+  operands.insert(operands.end(), fn.consts.begin(), fn.consts.end());
+  operands.insert(operands.end(), carry.begin(), carry.end());
+  Params params{{"cond_jaxpr", std::make_shared<const Jaxpr>(consts_to_invars(*c.jaxpr))},
+                {"cond_nconsts", static_cast<int64_t>(c.consts.size())},
+                {"body_jaxpr", std::make_shared<const Jaxpr>(consts_to_invars(*fn.jaxpr))},
+                {"body_nconsts", static_cast<int64_t>(fn.consts.size())}};
+  return bind_prim(Prim::while_, operands, std::move(params));
+}
+
 Value cond_index_of_pred(const Value& pred) {
   if (pred.rank() != 0)
     throw TypeError(fmt::format("cond: the predicate must be a scalar, got a {}",

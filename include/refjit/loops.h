@@ -1,10 +1,12 @@
-// Loops and branches with refs (REFS.md 4): scan, foreach, fori_loop, cond, switch_.
+// Loops and branches with refs (REFS.md 4): scan, foreach, fori_loop, while_loop, cond,
+// switch_.
 //
 //   auto [carry, ys] = scan([&](Value c, Value x) { return std::pair{c + x, c * x}; },
 //                           init, xs);                          // lax.scan
 //   auto [c2, ys2] = scan(body, init, std::tuple{xs, r}, {.reverse = true});
 //   Value ys3 = foreach(xs)([&](Value x) { r[...] += x; return x * 2; });
 //   Value s = fori_loop(0, 10, [](Value i, Value acc) { return acc + i; }, 0);
+//   Value p = while_loop([](Value v) { return v < 100.0f; }, [](Value v) { return v * 2; }, x);
 //   Value y = cond(x > 0, [](Value x) { return x; }, [](Value x) { return -x; }, x);
 //
 // Each call traces its body once (trace.h) and binds one `scan` (or `cond`) eqn: outside any
@@ -153,6 +155,32 @@ auto fori_loop(int64_t lo, int64_t hi, Body body, const Carry& init) {
       std::tuple<Value, Carry>{Value::scalar(DType::i32, static_cast<double>(lo)), init},
       std::tuple<>{}, options);
   return std::get<1>(carry);
+}
+
+// lax.while_loop: carry = body(carry) as long as cond(carry) holds; cond returns a bool
+// scalar computed from the (traced) carry, so the number of iterations is known only when it
+// runs. Both functions may read refs they close over, and body may write them. Forward mode
+// (jvp, linearize's primal pass) differentiates it; reverse mode is refused, as in JAX: its
+// trip count is not known when the backward pass is built (write the loop as scan or
+// fori_loop with static bounds).
+template <class CondFn, class BodyFn, class Carry>
+auto while_loop(CondFn cond_fn, BodyFn body_fn, const Carry& init) {
+  using C = tree::traced_t<Carry>;
+  using R = std::remove_cvref_t<std::invoke_result_t<BodyFn&, C&>>;
+  std::vector<Operand> flat;
+  tree::flatten_arg(init, flat);
+  auto traced = [&](auto& fn) -> TraceBody {
+    return [&](const std::vector<Operand>& in) {
+      size_t pos = 0;
+      C c = tree::unflatten_arg(in, pos, init);
+      std::vector<Operand> out;
+      tree::flatten_out(fn(c), out);
+      return out;
+    };
+  };
+  std::vector<Operand> outs =
+      detail::while_call(traced(cond_fn), traced(body_fn), flat, "while_loop");
+  return detail::unflatten_part<R>(outs, 0, outs.size());
 }
 
 // lax.cond: true_fn(operands...) if pred, else false_fn(operands...); both return the same

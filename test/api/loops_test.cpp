@@ -1,5 +1,5 @@
-// scan / foreach / fori_loop / cond / switch_ through the C++ API (refjit/loops.h): eager
-// runs, staged eqns, refs closed over, scanned over and created inside, and the ref errors.
+// scan / foreach / fori_loop / while_loop / cond / switch_ through the C++ API (refjit/loops.h):
+// eager runs, staged eqns, refs closed over, scanned over and created inside, and the ref errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -381,6 +381,88 @@ TEST(ForiLoop, SumsTheIndexAndStagesAScan) {
                          .str();
   EXPECT_CONTAINS(text, ("length=3"));
   EXPECT_CONTAINS(text, ("num_carry=2"));
+}
+
+// lax.while_loop: the trip count depends on traced values. x doubles while below 10.
+TEST(WhileLoop, RunsEagerlyNativeAndOnTheInterpreter) {
+  auto doubling = [](Value x) {
+    return while_loop([](Value v) { return v < 10.0f; }, [](Value v) { return v * 2.0f; }, x);
+  };
+  EXPECT_EQ(doubling(1.5f).item(), 12.0);
+  EXPECT_EQ(doubling(11.0f).item(), 11.0);  // the condition fails at once: no iteration
+  for (Backend backend : {Backend::native, Backend::interpreter}) {
+    auto f = jit(doubling, JitOptions{.backend = backend, .tier = Tier::fast, .name = "doubling"});
+    EXPECT_EQ(f(1.5f).item(), 12.0);
+    EXPECT_EQ(f(0.3f).item(), 0.3f * 64);
+  }
+  std::string text = make_jaxpr(doubling)(1.0f).str();
+  EXPECT_CONTAINS(text, "while[");
+  EXPECT_CONTAINS(text, "cond_nconsts=0");
+  EXPECT_EQ(print_jaxpr(parse_jaxpr(text)), text);  // prints as it parses
+}
+
+TEST(WhileLoop, CarriesTuplesAndReadsAndWritesClosedOverRefs) {
+  Ref steps = new_ref(0);
+  Ref limit = new_ref(20.0f);
+  auto f = [&](Value x) {
+    auto [v, n] =
+        while_loop([&](const std::tuple<Value, Value>& c) { return std::get<0>(c) < limit.get(); },
+                   [&](const std::tuple<Value, Value>& c) {
+                     steps[ellipsis] += 1;
+                     return std::tuple<Value, Value>{std::get<0>(c) * 3.0f, std::get<1>(c) + 1};
+                   },
+                   std::tuple<Value, Value>{x, Value::scalar(DType::i32, 0)});
+    return v + convert(n, DType::f32);
+  };
+  EXPECT_EQ(f(1.0f).item(), 27 + 3);
+  EXPECT_EQ(steps.value(), Array::scalar<int32_t>(3));
+  auto g = jit(f, JitOptions{.backend = Backend::native, .tier = Tier::fast, .name = "while_refs"});
+  EXPECT_EQ(g(2.0f).item(), 54 + 3);
+  EXPECT_EQ(steps.value(), Array::scalar<int32_t>(6));
+}
+
+TEST(WhileLoop, ForwardModeMatchesFiniteDifferencesAndReverseModeIsRefused) {
+  // y = x s^k, k the trip count (x s^j < 10): dy/dx = s^k, dy/ds = k x s^(k-1).
+  auto f = [](Value x, Value s) {
+    return while_loop([](Value v) { return v < 10.0f; }, [&](Value v) { return v * s; }, x);
+  };
+  auto [y, y_dot] =
+      jvp(f, std::tuple{Value(1.5f), Value(2.0f)}, std::tuple{Value(1.0f), Value(0.0f)});
+  EXPECT_EQ(y.item(), 12.0);
+  EXPECT_EQ(y_dot.item(), 8.0);
+  const float eps = 1e-3f;
+  auto [ys, ys_dot] =
+      jvp(f, std::tuple{Value(1.5f), Value(2.0f)}, std::tuple{Value(0.0f), Value(1.0f)});
+  const double fd = (f(1.5f, 2.0f + eps).item() - f(1.5f, 2.0f - eps).item()) / (2 * eps);
+  EXPECT_NEAR(ys_dot.item(), 18.0, 1e-4);
+  EXPECT_NEAR(fd, 18.0, 2e-2);
+  try {
+    (void)grad([&](Value x) { return f(x, Value(2.0f)); })(1.5f);
+    ADD_FAILURE() << "reverse mode through a while loop must be refused";
+  } catch (const Error& e) {
+    EXPECT_CONTAINS(e.what(), "while loop");
+    EXPECT_CONTAINS(e.what(), "scan or fori_loop");
+  }
+}
+
+TEST(WhileLoop, TheConditionMustBeABoolScalarAndTheCarryKeepsItsType) {
+  auto bad_cond = [](Value x) {
+    return while_loop([](Value v) { return v; }, [](Value v) { return v * 2.0f; }, x);
+  };
+  try {
+    (void)bad_cond(1.0f);
+    ADD_FAILURE() << "expected a TypeError";
+  } catch (const TypeError& e) {
+    EXPECT_CONTAINS(e.what(), "while_loop: the condition must return one bool scalar, it returns");
+  }
+  auto bad_body = [](Value x) {
+    return while_loop([](Value v) { return reduce_sum(v) < 1.0f; },
+                      [](Value v) { return convert(v, DType::f64); }, x);
+  };
+  EXPECT_THROW((void)bad_body(zeros({2})), TypeError);
+  Ref r = new_ref(zeros({2}));
+  ref_error([&] { (void)while_loop([](Ref) { return Value(true); }, [](Ref q) { return q; }, r); },
+            "E9");
 }
 
 TEST(Cond, PicksTheBranchEagerlyAndWritesRefs) {

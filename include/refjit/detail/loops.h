@@ -25,6 +25,12 @@ std::vector<Operand> scan_call(const TraceBody& body, const std::vector<Operand>
                                const std::vector<Operand>& xs, const ScanOptions& options,
                                const std::string& what);
 
+// Traces `cond` (carry leaves -> one bool scalar) and `body` (carry leaves -> carry leaves)
+// and binds one while eqn over the consts each closed over and `carry`. Returns the final
+// carry leaves.
+std::vector<Operand> while_call(const TraceBody& cond, const TraceBody& body,
+                                const std::vector<Operand>& carry, const std::string& what);
+
 // Traces each branch on the operands' types and binds one cond eqn; `index` is an integer
 // or bool scalar (bool false = branch 0), clamped into range.
 std::vector<Operand> cond_call(const Value& index, const std::vector<TraceBody>& branches,
