@@ -10,6 +10,7 @@
 #include "refjit/ir/error.h"
 #include "refjit/ir/jaxpr.h"
 #include "refjit/ir/text.h"
+#include "refjit/jacobian.h"
 #include "refjit/jit.h"
 #include "refjit/loops.h"
 #include "refjit/ops.h"
