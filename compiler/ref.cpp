@@ -175,4 +175,12 @@ Ref new_ref(const Value& init) {
 
 Value freeze(const Ref& r) { return bind_prim1(Prim::freeze, std::vector<Operand>{r}); }
 
+Ref empty_ref(const ArrayType& type) {
+  return new_ref(broadcast_to(Value::scalar(type.dtype, 0.0), type.shape));
+}
+
+// Freezing is the IR's "no use after this point": the value it returns is dropped, and the
+// eqn with it when nothing else needs it (dce keeps no freeze whose result is unread).
+void free_ref(const Ref& r) { (void)freeze(r); }
+
 }  // namespace refjit

@@ -166,6 +166,13 @@ class RefView {
 Ref new_ref(const Value& init);
 // jax.freeze(r): the final contents; using r afterwards is an error (E12).
 Value freeze(const Ref& r);
+// JAX's empty_ref(type): a fresh ref whose initial contents the program must not rely on
+// (scratch space, written before it is read). refjit gives it zeros, so a read before the
+// first write is deterministic; it is new_ref of a zero broadcast (no array is copied).
+Ref empty_ref(const ArrayType& type);
+// JAX's free_ref(r): the program is done with r; using it afterwards is an error (E12, as after
+// freeze). Its storage goes when nothing refers to it.
+void free_ref(const Ref& r);
 
 std::string to_string(const Ref& r);
 std::ostream& operator<<(std::ostream& os, const Ref& r);
