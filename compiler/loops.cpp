@@ -59,13 +59,36 @@ std::vector<Operand> scan_call(const TraceBody& body, const std::vector<Operand>
                                const std::string& what) {
   std::vector<Operand> carry = carry_init;
   const size_t n_carry = carry.size();
-  for (size_t k = 0; k < n_carry; ++k)
-    if (std::holds_alternative<Ref>(carry[k]))
-      throw RefError("E9", fmt::format("{}: carry leaf {} of the initial carry is a {} passed as "
-                                       "init; refs cannot be scan carries (the body would have "
-                                       "to return it). Close over the ref in the body, or scan "
-                                       "over it among xs",
-                                       what, k, type_of(carry[k]).long_str()));
+  // Aliasing is reported before "a ref cannot be a carry", as JAX orders them: the same ref
+  // twice among carry and xs is E7, a ref passed and also closed over by the body E8.
+  std::vector<Operand> passed = carry;
+  passed.insert(passed.end(), xs.begin(), xs.end());
+  check_ref_aliasing(passed, {}, what);
+  for (size_t k = 0; k < n_carry; ++k) {
+    if (!std::holds_alternative<Ref>(carry[k])) continue;
+    std::vector<Type> in_types = types_of(carry);
+    for (const Operand& x : xs) in_types.push_back(row_type(type_of(x)));
+    // Traced only for what it closes over: its ref outputs (the carry it must return) are
+    // dropped, as a jaxpr cannot return them.
+    auto captures_only = [&](const std::vector<Operand>& in) {
+      std::vector<Operand> values;
+      for (Operand& o : body(in))
+        if (!std::holds_alternative<Ref>(o)) values.push_back(std::move(o));
+      return values;
+    };
+    std::optional<TracedFunction> traced;
+    try {
+      traced = trace_function(captures_only, in_types, fmt::format("{} body", what));
+    } catch (const Error&) {
+      // The body cannot even be traced with a ref carry; E9 says why it cannot be one.
+    }
+    if (traced) check_ref_aliasing(passed, traced->consts, what);
+    throw RefError("E9", fmt::format("{}: carry leaf {} of the initial carry is a {} passed as "
+                                     "init; refs cannot be scan carries (the body would have "
+                                     "to return it). Close over the ref in the body, or scan "
+                                     "over it among xs",
+                                     what, k, type_of(carry[k]).long_str()));
+  }
 
   int64_t length = -1;
   for (size_t k = 0; k < xs.size(); ++k) {

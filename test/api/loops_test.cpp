@@ -572,6 +572,28 @@ TEST(LoopErrors, RefAsCarryIsE9) {
   EXPECT_CONTAINS(msg, ("carry leaf 0 of the initial carry is a Ref{float32[]}"));
 }
 
+// JAX's order: aliasing (E7, E8) is reported before "a ref cannot be a carry" (E9).
+TEST(LoopErrors, AliasingOfARefCarryIsReportedBeforeE9) {
+  Ref r = new_ref(zeros({2}));
+  std::string msg = ref_error(
+      [&] {
+        scan([](Ref c, Ref x) { return std::pair{c, x.get()}; }, r, r, {.length = 2});
+      },
+      "E7");
+  EXPECT_CONTAINS(msg, "passed as argument 0 and as argument 1");
+  msg = ref_error(
+      [&] {
+        scan(
+            [&](Ref c, Value x) {
+              r[ellipsis] += x;
+              return std::pair{c, x};
+            },
+            r, zeros({2, 2}));
+      },
+      "E8");
+  EXPECT_CONTAINS(msg, "also closed over");
+}
+
 TEST(LoopErrors, ReturningARefFromABodyIsE9NamingItsOrigin) {
   Ref r = new_ref(zeros({}));
   Ref m = new_ref(zeros({2, 3}));
