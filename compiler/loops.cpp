@@ -59,13 +59,14 @@ std::vector<Operand> scan_call(const TraceBody& body, const std::vector<Operand>
                                const std::string& what) {
   std::vector<Operand> carry = carry_init;
   const size_t n_carry = carry.size();
-  // Aliasing is reported before "a ref cannot be a carry", as JAX orders them: the same ref
-  // twice among carry and xs is E7, a ref passed and also closed over by the body E8.
-  std::vector<Operand> passed = carry;
-  passed.insert(passed.end(), xs.begin(), xs.end());
-  check_ref_aliasing(passed, {}, what);
+  // A ref carry is E9, but aliasing is reported first, as JAX orders them: the same ref twice
+  // among carry and xs is E7 (positions count the carry leaves, then the xs leaves), a ref
+  // passed and also closed over by the body E8.
   for (size_t k = 0; k < n_carry; ++k) {
     if (!std::holds_alternative<Ref>(carry[k])) continue;
+    std::vector<Operand> passed = carry;
+    passed.insert(passed.end(), xs.begin(), xs.end());
+    check_ref_aliasing(passed, {}, fmt::format("{} (its carry, then its xs)", what));
     std::vector<Type> in_types = types_of(carry);
     for (const Operand& x : xs) in_types.push_back(row_type(type_of(x)));
     // Traced only for what it closes over: its ref outputs (the carry it must return) are

@@ -7,7 +7,7 @@
 //   Value w = r[ellipsis];         // r[...] as well
 //   r.set(v * 2);                  // r[...] = v * 2
 //   r.set(i, v);                   // r[i] = v          (i: int or integer Value)
-//   r.get(slice(2, 3), all);       // r[2:5, :]
+//   r.get(slice(2, 5), all);       // r[2:5, :]  (Python's start:stop, as lax.slice's limits)
 //   r.get(ds(i, 4));               // r[pl.ds(i, 4)]: dynamic start, static size
 //   r[i] += g;                     // one addupdate eqn: r.addupdate(g, i)
 //   Value old = r.swap(v);         // swap, keeping the old contents
@@ -25,14 +25,19 @@
 
 namespace refjit {
 
-// A static slice start:start+size*stride:stride, keeping the dim.
+// A static slice, keeping the dim: the `size` elements start, start+stride, ...
 struct Slice {
   int64_t start = 0;
   int64_t size = 0;
   int64_t stride = 1;
 };
-inline Slice slice(int64_t start, int64_t size, int64_t stride = 1) {
-  return Slice{start, size, stride};
+// Python's r[start:stop:step] (stop excluded; step >= 1), the convention of every range in
+// the API (slice(x, start_indices, limit_indices) on values too). ds(i, size) is the one
+// spelled by size, as Pallas's pl.ds.
+inline Slice slice(int64_t start, int64_t stop, int64_t step = 1) {
+  const int64_t stride = step >= 1 ? step : 1;  // a zero or negative step is refused by the
+  const int64_t n = stop > start ? (stop - start + stride - 1) / stride : 0;  // indexer (E12)
+  return Slice{start, n, step};
 }
 // A slice with a dynamic start (clamped into range like dynamic_slice) and a static size.
 struct DSlice {

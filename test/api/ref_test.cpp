@@ -25,7 +25,7 @@ TEST(Refs, EagerReadWriteAndAddUpdate) {
   r.add(0, 5);
   r[3] += 1.5f;
   EXPECT_EQ(r.value(), Array::from_vector<float>({6, 2, 10, 5.5f}, {4}));
-  EXPECT_EQ(r.get(slice(1, 2)).array(), Array::from_vector<float>({2, 10}, {2}));
+  EXPECT_EQ(r.get(slice(1, 3)).array(), Array::from_vector<float>({2, 10}, {2}));
   Value old = r.swap(zeros({4}));
   EXPECT_EQ(old.array(), Array::from_vector<float>({6, 2, 10, 5.5f}, {4}));
   EXPECT_EQ(r.value(), Array::from_vector<float>({0, 0, 0, 0}, {4}));
@@ -45,7 +45,7 @@ TEST(Refs, TwoDimIndexersPrintAsJax) {
   std::string text = make_jaxpr([&](Value i, Value v) {
                        Value row = r.get(i, all);
                        r.set(all, 0, v);
-                       r.add(ds(i, 2), slice(1, 2), ones({2, 2}));
+                       r.add(ds(i, 2), slice(1, 3), ones({2, 2}));
                        return row;
                      })(1, zeros({3}))
                          .str();
