@@ -169,6 +169,11 @@ std::string to_string(const Ref& r) { return r.str(); }
 std::ostream& operator<<(std::ostream& os, const Ref& r) { return os << r.str(); }
 
 Ref new_ref(const Value& init) {
+  // A C++ floating-point scalar (weakly typed, like a Python float) makes a float32 ref, as
+  // jax.new_ref(0.0) does; a ref's dtype is fixed from then on.
+  if (init.is_weak() && init.dtype() == DType::f64)
+    return new_ref(init.is_concrete() && init.rank() == 0 ? Value::scalar(DType::f32, init.item())
+                                                          : convert(init, DType::f32));
   std::vector<Operand> outs = bind_prim(Prim::new_ref, std::vector<Operand>{init});
   return std::get<Ref>(outs.at(0));
 }

@@ -167,7 +167,8 @@ class RefView {
   Indices idx_;
 };
 
-// jax.new_ref(x): a fresh ref holding a copy of x.
+// jax.new_ref(x): a fresh ref holding a copy of x. A C++ double (weakly typed, as a Python
+// float) gives a float32 ref, as jax.new_ref(0.0) does; an int gives an int32 one.
 Ref new_ref(const Value& init);
 // jax.freeze(r): the final contents; using r afterwards is an error (E12).
 Value freeze(const Ref& r);

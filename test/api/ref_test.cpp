@@ -121,6 +121,22 @@ TEST(Refs, ReturningRefIsE9) {
   EXPECT_NE(msg.find("`ident`"), std::string::npos) << msg;
 }
 
+// As jax.new_ref(0.0) with JAX's weak types: a C++ double gives a float32 ref, which a
+// float32 value can then be added into.
+TEST(Refs, AFloatLiteralMakesAFloat32Ref) {
+  Ref r = new_ref(0.0);
+  EXPECT_EQ(r.dtype(), DType::f32);
+  EXPECT_EQ(new_ref(0).dtype(), DType::i32);
+  std::string text = make_jaxpr([](Value x) {
+                       Ref a = new_ref(0.0);
+                       a[ellipsis] += x;
+                       return a.get();
+                     })(2.0f)
+                         .str();
+  EXPECT_NE(text.find("b:Ref{f32[]} = new_ref 0.0:f32[]"), std::string::npos) << text;
+  EXPECT_EQ(new_ref(Value::scalar(DType::f64, 1.0)).dtype(), DType::f64);  // asked for: kept
+}
+
 TEST(Refs, EmptyRefIsScratchStartingAtZeros) {
   Ref r = empty_ref(ArrayType{DType::f32, {3}});
   EXPECT_EQ(r.value(), Array::from_vector<float>({0, 0, 0}, {3}));
