@@ -15,8 +15,9 @@
 //
 // Structures (the C++ stand-in for JAX's pytrees, see tree.h): a carry, an xs or a body
 // output is a Value (or a C++ scalar / Array), a std::vector<Value>, a std::tuple / std::pair
-// of those, or std::tuple{} for "nothing" (JAX's None). xs may also hold Refs: a Ref among
-// xs is scanned over, iteration i sees a Ref view of its row i (writes land in that row).
+// of those, or `nothing` (std::tuple<>{}, JAX's None) for no carry, no xs or no y. xs may also hold
+// Refs: a Ref among xs is scanned over, iteration i sees a Ref view of its row i (writes land in
+// that row).
 //
 // Refs: the body may read, write and += refs it closes over (they become Ref-typed consts
 // of the scan eqn, passed by reference) and refs it scans over; refs it creates with
@@ -44,6 +45,11 @@
 #include "refjit/tree.h"
 
 namespace refjit {
+
+// JAX's None where a loop takes or returns a structure: no carry, no xs, no y.
+//   scan([&](auto, Value x) { r[ellipsis] += x; return std::pair{nothing, nothing}; }, nothing,
+//   xs);
+inline constexpr std::tuple<> nothing{};
 
 struct ScanOptions {
   // Number of iterations; needed when xs is empty, checked against xs otherwise.

@@ -383,6 +383,25 @@ TEST(ForiLoop, SumsTheIndexAndStagesAScan) {
   EXPECT_CONTAINS(text, ("num_carry=2"));
 }
 
+TEST(Scan, NothingSpellsNoCarryNoXsAndNoY) {
+  Ref r = new_ref(0.0);
+  auto [c, ys] = scan(
+      [&](std::tuple<>, Value x) {
+        r[ellipsis] += x;
+        return std::pair{nothing, nothing};
+      },
+      nothing, array<float>({1, 2, 3}, {3}));
+  static_assert(std::is_same_v<decltype(c), std::tuple<>>);
+  EXPECT_EQ(r.value(), Array::scalar<float>(6));
+  auto [n, counts] = scan(
+      [](Value k, std::tuple<>) {
+        return std::pair{k + 1, k};
+      },
+      0, nothing, {.length = 4});
+  EXPECT_EQ(n.item(), 4);
+  EXPECT_EQ(counts.array(), Array::from_vector<int32_t>({0, 1, 2, 3}, {4}));
+}
+
 // lax.while_loop: the trip count depends on traced values. x doubles while below 10.
 TEST(WhileLoop, RunsEagerlyNativeAndOnTheInterpreter) {
   auto doubling = [](Value x) {
