@@ -180,6 +180,20 @@ Ref new_ref(const Value& init) {
 
 Value freeze(const Ref& r) { return bind_prim1(Prim::freeze, std::vector<Operand>{r}); }
 
+Value ValueAt::get() const { return new_ref(x_).get_at(idx_); }
+
+Value ValueAt::set(const Value& v) const {
+  Ref r = new_ref(x_);
+  r.set_at(idx_, v);
+  return freeze(r);
+}
+
+Value ValueAt::add(const Value& v) const {
+  Ref r = new_ref(x_);
+  r.add_at(idx_, v);
+  return freeze(r);
+}
+
 Ref empty_ref(const ArrayType& type) {
   return new_ref(broadcast_to(Value::scalar(type.dtype, 0.0), type.shape));
 }

@@ -167,6 +167,27 @@ class RefView {
   Indices idx_;
 };
 
+// What x.at(idx...) returns (JAX's x.at[idx]): the functional reads and updates of a Value,
+// spelled with a ref's indexers. Each goes through a ref holding x (new_ref, then get, or
+// set / add and freeze), so the rules, derivatives and in-place buffers are the refs' own:
+// compiled, the update happens in x's buffer when x is not used afterwards.
+class ValueAt {
+ public:
+  ValueAt(Value x, Indices idx) : x_(std::move(x)), idx_(std::move(idx)) {}
+  Value get() const;                // x[idx]
+  Value set(const Value& v) const;  // x.at[idx].set(v)
+  Value add(const Value& v) const;  // x.at[idx].add(v): repeated indices add up
+
+ private:
+  Value x_;
+  Indices idx_;
+};
+
+template <class... I>
+ValueAt Value::at(const I&... idx) const {
+  return ValueAt(*this, Indices{Index(idx)...});
+}
+
 // jax.new_ref(x): a fresh ref holding a copy of x. A C++ double (weakly typed, as a Python
 // float) gives a float32 ref, as jax.new_ref(0.0) does; an int gives an int32 one.
 Ref new_ref(const Value& init);

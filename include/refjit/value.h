@@ -14,6 +14,8 @@
 
 namespace refjit {
 
+class ValueAt;  // refjit/ref.h
+
 // A C++ arithmetic type usable as a refjit scalar.
 template <class T>
 concept Scalar = std::is_arithmetic_v<T>;
@@ -56,6 +58,13 @@ class Value {
     return index_static(static_cast<int64_t>(i));
   }
   Value operator[](const Value& i) const;
+  // x.at(idx...), JAX's x.at[idx]: .get() reads, .set(v) and .add(v) return an updated copy,
+  // with the indexers refs take (ints, integer Values and index arrays, slice(start, stop),
+  // ds(start, size), all, ellipsis; refjit/ref.h):
+  //   Value y = x.at(i, slice(0, 2)).get();     // x[i, 0:2]
+  //   Value z = x.at(idx).add(g);                // x.at[idx].add(g)
+  template <class... I>
+  ValueAt at(const I&... idx) const;
 
   // "[1.0, 2.0]" for a concrete value, "Traced<f32[2]>" for a traced one.
   std::string str() const;

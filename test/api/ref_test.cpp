@@ -137,6 +137,37 @@ TEST(Refs, AFloatLiteralMakesAFloat32Ref) {
   EXPECT_EQ(new_ref(Value::scalar(DType::f64, 1.0)).dtype(), DType::f64);  // asked for: kept
 }
 
+// x.at(...), JAX's x.at[...]: reads and functional updates with a ref's indexers.
+TEST(ValueAt, ReadsAndUpdatesLikeJaxAtWithoutTouchingX) {
+  Value x = array<float>({0, 1, 2, 3, 4, 5}, {2, 3});
+  EXPECT_EQ(x.at(1, slice(0, 2)).get().array(), Array::from_vector<float>({3, 4}, {2}));
+  EXPECT_EQ(x.at(all, 2).get().array(), Array::from_vector<float>({2, 5}, {2}));
+  Value rows = array<int32_t>({1, 0, 1}, {3});
+  EXPECT_EQ(x.at(rows, 0).get().array(), Array::from_vector<float>({3, 0, 3}, {3}));
+  EXPECT_EQ(x.at(0, ds(Value::scalar(DType::i32, 1), 2)).set(9.0f).array(),
+            Array::from_vector<float>({0, 9, 9, 3, 4, 5}, {2, 3}));
+  // Repeated indices add up, as in x.at[idx].add(v).
+  Value cols = array<int32_t>({2, 2, 0}, {3});
+  EXPECT_EQ(x.at(1, cols).add(array<float>({1, 10, 100}, {3})).array(),
+            Array::from_vector<float>({0, 1, 2, 103, 4, 16}, {2, 3}));
+  EXPECT_EQ(x.array(), Array::from_vector<float>({0, 1, 2, 3, 4, 5}, {2, 3}));  // unchanged
+}
+
+TEST(ValueAt, DifferentiatesAndCompilesAsRefs) {
+  // f(x, u) = sum(x.at[1].add(u)^2): df/dx = 2 y, df/du = 2 y[1], with y the updated x.
+  auto f = [](Value x, Value u) {
+    Value y = x.at(1).add(u);
+    return reduce_sum(y * y);
+  };
+  Value x = array<float>({1, 2, 3, 4}, {2, 2});
+  Value u = array<float>({0.5f, -1}, {2});
+  auto [gx, gu] = std::pair{grad(f, 0)(x, u), grad(f, 1)(x, u)};
+  EXPECT_EQ(gx.array(), Array::from_vector<float>({2, 4, 7, 6}, {2, 2}));
+  EXPECT_EQ(gu.array(), Array::from_vector<float>({7, 6}, {2}));
+  auto native = jit(f, JitOptions{.backend = Backend::native, .tier = Tier::fast, .name = "at"});
+  EXPECT_EQ(native(x, u).item(), 1 + 4 + 3.5 * 3.5 + 3 * 3);
+}
+
 TEST(Refs, EmptyRefIsScratchStartingAtZeros) {
   Ref r = empty_ref(ArrayType{DType::f32, {3}});
   EXPECT_EQ(r.value(), Array::from_vector<float>({0, 0, 0}, {3}));
