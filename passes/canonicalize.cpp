@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "passes/dce.h"
+#include "passes/jaxpr_util.h"
 
 namespace refjit {
 namespace {
@@ -37,22 +38,16 @@ class Canonicalizer {
     j_.eqns.clear();
     j_.eqns.reserve(in.size());
     for (Eqn& e : in) {
-      for (Atom& a : e.ins) a = substituted(a);
+      for (Atom& a : e.ins) a = subst_(a);
       rewrite_bodies(e);
       if (slice_of_concatenate(e) || reshape_of_broadcast(e) || scalar_arithmetic(e)) continue;
       push(std::move(e));
     }
-    for (Atom& a : j_.outvars) a = substituted(a);
+    for (Atom& a : j_.outvars) a = subst_(a);
     return changes_;
   }
 
  private:
-  Atom substituted(const Atom& a) const {
-    if (!is_var(a)) return a;
-    auto it = subst_.find(as_var(a).id);
-    return it == subst_.end() ? a : it->second;
-  }
-
   const Eqn* def(const Atom& a) const {
     if (!is_var(a)) return nullptr;
     auto it = defs_.find(as_var(a).id);
@@ -67,7 +62,7 @@ class Canonicalizer {
   // The eqn is dropped: its single result is `x` from now on.
   bool forward(const Eqn& e, const Atom& x) {
     if (j_.type_of(x) != j_.type_of(e.outs[0])) return false;
-    subst_[e.outs[0].id] = x;
+    subst_.set(e.outs[0], x);
     ++changes_;
     return true;
   }
@@ -211,7 +206,7 @@ class Canonicalizer {
   }
 
   Jaxpr& j_;
-  std::unordered_map<uint32_t, Atom> subst_;
+  Substitution subst_;
   std::unordered_map<uint32_t, size_t> defs_;
   int changes_ = 0;
 };

@@ -1,7 +1,8 @@
-// Small helpers shared by the passes: copying a jaxpr's eqns into a builder.
+// Small helpers shared by the passes: copying a jaxpr's eqns into a builder, substitutions.
 #pragma once
 
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "refjit/ir/builder.h"
@@ -12,6 +13,22 @@ namespace refjit {
 // its outvars as atoms of `b`. Nested jit eqns are inlined too when `inline_jits` is set.
 std::vector<Atom> inline_call(JaxprBuilder& b, const Jaxpr& callee, std::span<const Atom> args,
                               bool inline_jits = false);
+
+// Vars replaced by other atoms: where a pass that drops or rewrites an eqn records what its
+// results became, and reads every later operand through.
+class Substitution {
+ public:
+  // `a`, or the atom that replaced it.
+  Atom operator()(const Atom& a) const {
+    if (!is_var(a)) return a;
+    auto it = map_.find(as_var(a).id);
+    return it == map_.end() ? a : it->second;
+  }
+  void set(Var v, Atom replacement) { map_[v.id] = std::move(replacement); }
+
+ private:
+  std::unordered_map<uint32_t, Atom> map_;
+};
 
 // True when some operand or output of `eqn` has a Ref type (in `j`).
 bool touches_refs(const Jaxpr& j, const Eqn& eqn);

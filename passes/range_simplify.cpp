@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "passes/inline.h"
+#include "passes/jaxpr_util.h"
 #include "passes/unit_run.h"
 
 namespace refjit {
@@ -24,14 +25,14 @@ class Simplifier {
   int run() {
     for (size_t i = 0; i < j_.eqns.size(); ++i) {
       Eqn& e = j_.eqns[i];
-      for (Atom& a : e.ins) a = substituted(a);
+      for (Atom& a : e.ins) a = subst_(a);
       if (e.prim == Prim::scan) {
         simplify_scan_body(e);
         continue;
       }
       fold(e);
     }
-    for (Atom& a : j_.outvars) a = substituted(a);
+    for (Atom& a : j_.outvars) a = subst_(a);
     rewrite_split_runs();
     rewrite_index_runs();
     lift_flat_updates();
@@ -41,12 +42,6 @@ class Simplifier {
   }
 
  private:
-  Atom substituted(const Atom& a) const {
-    if (!is_var(a)) return a;
-    auto it = subst_.find(as_var(a).id);
-    return it == subst_.end() ? a : it->second;
-  }
-
   std::optional<bool> known(const Atom& a) const {
     if (const Literal* l = std::get_if<Literal>(&a))
       return l->dtype == DType::bool_ ? std::optional<bool>(l->i != 0) : std::nullopt;
@@ -57,7 +52,7 @@ class Simplifier {
   // `out` is `x` (same type): later reads of `out` read `x`.
   bool forward(Var out, const Atom& x) {
     if (j_.type_of(x) != j_.type_of(out)) return false;
-    subst_[out.id] = x;
+    subst_.set(out, x);
     ++changes_;
     return true;
   }
@@ -300,8 +295,8 @@ class Simplifier {
     j_.eqns = std::move(eqns);
     stale_defs();
     for (Eqn& e : j_.eqns)
-      for (Atom& a : e.ins) a = substituted(a);
-    for (Atom& a : j_.outvars) a = substituted(a);
+      for (Atom& a : e.ins) a = subst_(a);
+    for (Atom& a : j_.outvars) a = subst_(a);
     r_.resize(j_.vars.size());
   }
 
@@ -356,7 +351,7 @@ class Simplifier {
         ins.insert(ins.end(), starts.begin(), starts.end());
         replacement = emit(before[i], Prim::dynamic_update_slice, {}, ins, t);
       }
-      subst_[out.id] = replacement;
+      subst_.set(out, replacement);
       any = true;
       ++changes_;
     }
@@ -402,7 +397,7 @@ class Simplifier {
       const Atom row = as_row(u, n, before[i]);
       const Var updated = emit(before[i], Prim::dynamic_update_slice, {},
                                {y, row, rc->first, rc->second}, yt.array);
-      for (Var b : backs) subst_[b.id] = updated;
+      for (Var b : backs) subst_.set(b, updated);
       any = true;
       ++changes_;
     }
@@ -518,7 +513,7 @@ class Simplifier {
 
   Jaxpr& j_;
   IntRanges r_;
-  std::unordered_map<uint32_t, Atom> subst_;
+  Substitution subst_;
   std::unordered_map<uint32_t, bool> known_;
   mutable std::vector<int32_t> defs_;  // by var id: index of its defining eqn, or -1
   int changes_ = 0;
