@@ -168,6 +168,22 @@ TEST(ValueAt, DifferentiatesAndCompilesAsRefs) {
   EXPECT_EQ(native(x, u).item(), 1 + 4 + 3.5 * 3.5 + 3 * 3);
 }
 
+// As JAX: writing a value whose tangent is a symbolic zero into a ref that has a tangent ref
+// zeroes the tangent ref there (it is not left holding the old tangent).
+TEST(Refs, JvpOfAWriteWithAZeroTangentZeroesTheTangentRef) {
+  auto g = [](Value x, Ref r) {
+    r.set(0, Value(5.0f));  // a constant: zero tangent
+    return r.get() * x;
+  };
+  Ref r = new_ref(array<float>({1, 2}, {2}));
+  Ref r_dot = new_ref(array<float>({7, 7}, {2}));
+  auto [y, y_dot] = jvp(g, std::tuple{Value(3.0f), r}, std::tuple{Value(1.0f), r_dot});
+  EXPECT_EQ(y.array(), Array::from_vector<float>({15, 6}, {2}));
+  EXPECT_EQ(r_dot.value(), Array::from_vector<float>({0, 7}, {2}));
+  // d(r x) = r_dot x + r x_dot, with r_dot[0] = 0 after the write: [0 + 5, 21 + 2].
+  EXPECT_EQ(y_dot.array(), Array::from_vector<float>({5, 23}, {2}));
+}
+
 TEST(Refs, EmptyRefIsScratchStartingAtZeros) {
   Ref r = empty_ref(ArrayType{DType::f32, {3}});
   EXPECT_EQ(r.value(), Array::from_vector<float>({0, 0, 0}, {3}));
