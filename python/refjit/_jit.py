@@ -7,8 +7,8 @@ from typing import Callable
 
 from jax import tree_util
 
-from ._common import _check_backend, _executable, _leaf_ranges
-from ._tracing import LeafError, function_name, leaf_names, to_arrays, trace
+from ._common import _check_backend, _executable, _flatten_call, _leaf_ranges
+from ._tracing import function_name, trace
 
 class _Jitted:
     """What ``refjit.jit`` returns: call it like the function."""
@@ -47,12 +47,7 @@ class _Jitted:
 
     def __call__(self, *args, **kwargs):
         fun, dyn_args, static_key = self._split_static(args)
-        leaves, in_tree = tree_util.tree_flatten((dyn_args, kwargs))
-        try:
-            arrays, key = to_arrays(leaves)
-        except LeafError as e:
-            name = leaf_names(fun, dyn_args, kwargs)[e.index]
-            raise TypeError(f"refjit.jit({function_name(fun)}): {name} {e.reason}") from None
+        leaves, arrays, key, in_tree = _flatten_call(fun, dyn_args, kwargs, "refjit.jit")
         cache_key = (in_tree, key, static_key)
         entry = self._entries.get(cache_key)
         if entry is None:
