@@ -28,6 +28,15 @@ def _entries(fun: Callable) -> dict:
         return _strong_cache.setdefault(fun, {})
 
 
+def _cached(fun: Callable, key: tuple, build: Callable[[], Any]):
+    """The compiled entry of ``fun`` for ``key``, built by ``build()`` on first use."""
+    entries = _entries(fun)
+    entry = entries.get(key)
+    if entry is None:
+        entry = entries[key] = build()
+    return entry
+
+
 def clear_cache() -> None:
     """Drops every compiled program (they are compiled again on their next call)."""
     _cache.clear()

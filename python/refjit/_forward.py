@@ -8,7 +8,7 @@ import numpy as np
 from jax import tree_util
 
 from . import _core
-from ._common import _check_backend, _entries, _executable, _flatten_call, _is_float
+from ._common import _check_backend, _cached, _executable, _flatten_call, _is_float
 from ._tracing import function_name, trace
 
 def _tangent_arrays(fun, primal_arrays, tangents, in_tree, what):
@@ -38,16 +38,14 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, *, backend: str = 
     leaves, arrays, key, in_tree = _flatten_call(fun, primals, {}, "refjit.jvp")
     t_arrays = _tangent_arrays(fun, arrays, (tangents, {}), in_tree, "refjit.jvp")
     interpret = _check_backend(backend)
-    cache = _entries(fun)
-    cache_key = ("jvp", in_tree, key, interpret)
-    entry = cache.get(cache_key)
-    if entry is None:
+    def build():
         traced = trace(fun, leaves, arrays, in_tree)
         traced.warn_if_custom_rules("refjit.jvp")
         nonzero = [_is_float(a.dtype) for a in arrays]
         program = _core.jvp(traced.program, nonzero)
-        entry = (_executable(program, traced.consts, interpret), traced.out_tree)
-        cache[cache_key] = entry
+        return _executable(program, traced.consts, interpret), traced.out_tree
+
+    entry = _cached(fun, ("jvp", in_tree, key, interpret), build)
     executable, out_tree = entry
     outs = executable(arrays + t_arrays)
     n = out_tree.num_leaves
@@ -79,17 +77,15 @@ def linearize(fun: Callable, *primals, backend: str = "native"):
     applies the linear map J (refjit's linearize: only what the tangents need is saved)."""
     leaves, arrays, key, in_tree = _flatten_call(fun, primals, {}, "refjit.linearize")
     interpret = _check_backend(backend)
-    cache = _entries(fun)
-    cache_key = ("linearize", in_tree, key, interpret)
-    entry = cache.get(cache_key)
-    if entry is None:
+    def build():
         traced = trace(fun, leaves, arrays, in_tree)
         traced.warn_if_custom_rules("refjit.linearize")
         diff = [_is_float(a.dtype) for a in arrays]
-        primal, linear, num_residuals = _core.linearize(traced.program, diff)
-        entry = (_executable(primal, traced.consts, interpret),
-                 _executable(linear, [], interpret), traced.out_tree)
-        cache[cache_key] = entry
+        primal, linear, _ = _core.linearize(traced.program, diff)
+        return (_executable(primal, traced.consts, interpret),
+                _executable(linear, [], interpret), traced.out_tree)
+
+    entry = _cached(fun, ("linearize", in_tree, key, interpret), build)
     primal_exe, linear_exe, out_tree = entry
     outs = primal_exe(arrays)
     n = out_tree.num_leaves

@@ -8,7 +8,7 @@ from typing import Callable
 from jax import tree_util
 
 from . import _core
-from ._common import (_argnums_tuple, _check_backend, _entries, _executable, _flatten_call,
+from ._common import (_argnums_tuple, _check_backend, _cached, _executable, _flatten_call,
                       _is_float, _leaf_ranges, _loss_and_aux)
 from ._tracing import leaf_names, trace
 
@@ -26,13 +26,9 @@ class _Grad:
     def __call__(self, *args, **kwargs):
         leaves, arrays, key, in_tree = _flatten_call(self._fun, args, kwargs, self._what)
         nums = _argnums_tuple(self._argnums, len(args), self._what)
-        cache = _entries(self._fun)
-        cache_key = ("grad", self._has_aux, nums, in_tree, key, self._interpret,
-                     self._exact_math)
-        entry = cache.get(cache_key)
-        if entry is None:
-            entry = self._compile(leaves, arrays, in_tree, args, kwargs, nums)
-            cache[cache_key] = entry
+        entry = _cached(self._fun, ("grad", self._has_aux, nums, in_tree, key, self._interpret,
+                                    self._exact_math),
+                        lambda: self._compile(leaves, arrays, in_tree, args, kwargs, nums))
         executable, out_tree, num_out, grad_trees = entry
         outs = executable(arrays)
         value_and_aux = tree_util.tree_unflatten(out_tree, outs[:num_out])

@@ -10,7 +10,7 @@ import numpy as np
 from jax import tree_util
 
 from . import _core
-from ._common import (_check_backend, _entries, _executable, _flatten_call, _is_float,
+from ._common import (_check_backend, _cached, _executable, _flatten_call, _is_float,
                       _leaf_ranges, _loss_and_aux)
 from ._errors import RefError
 from ._tracing import trace
@@ -173,18 +173,15 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = "native")
     pass now and returns the reusable backward pass :class:`VjpFunction`."""
     leaves, arrays, key, in_tree = _flatten_call(fun, primals, {}, "refjit.vjp")
     interpret = _check_backend(backend)
-    cache = _entries(fun)
-    cache_key = ("vjp", has_aux, in_tree, key, interpret)
-    entry = cache.get(cache_key)
-    if entry is None:
+    def build():
         split = _loss_and_aux(has_aux, "refjit.vjp")
         traced = trace(fun, leaves, arrays, in_tree, lambda out: split(out))
         traced.warn_if_custom_rules("refjit.vjp")
         diff = [_is_float(a.dtype) for a in arrays]
-        kinds = ["value"] * sum(diff)
-        forward, _, num_residuals = _core.vjp(traced.program, diff, kinds)
-        entry = (traced, _executable(forward, traced.consts, interpret), {})
-        cache[cache_key] = entry
+        forward, _, _ = _core.vjp(traced.program, diff, ["value"] * sum(diff))
+        return traced, _executable(forward, traced.consts, interpret), {}
+
+    entry = _cached(fun, ("vjp", has_aux, in_tree, key, interpret), build)
     traced, forward_exe, backward_cache = entry
     outs = forward_exe(arrays)
     out_tree = traced.out_tree
