@@ -89,5 +89,6 @@ inline IntList front_permutation(const ArrayType& x, const IntList& dims) {
 void add_gather_scatter_rewrites(std::vector<JaxRewrite>& table);
 void add_fold_rewrites(std::vector<JaxRewrite>& table);
 void add_prng_rewrites(std::vector<JaxRewrite>& table);
+void add_conv_rewrites(std::vector<JaxRewrite>& table);
 
 }  // namespace refjit::text

@@ -1,6 +1,6 @@
 // The table of JAX rewrites, and the simple ones (jax_rewrites.h). The families with more
 // machinery have files of their own: jax_rewrites_gather_scatter.cpp, jax_rewrites_folds.cpp
-// (cumulative ops and reductions as scans), jax_rewrites_prng.cpp.
+// (cumulative ops and reductions as scans), jax_rewrites_prng.cpp, jax_rewrites_conv.cpp.
 #include "ir/jax_rewrites.h"
 
 #include <fmt/format.h>
@@ -286,6 +286,7 @@ std::vector<JaxRewrite> make_rewrites() {
   add_gather_scatter_rewrites(r);
   add_fold_rewrites(r);
   add_prng_rewrites(r);
+  add_conv_rewrites(r);
   return r;
 }
 

@@ -97,6 +97,7 @@ inline std::string_view kind_text(ParamKind k) {
     case ParamKind::number_or_none: return "a number or None";
     case ParamKind::gather_dims: return "GatherDimensionNumbers(offset_dims=(...), ...)";
     case ParamKind::scatter_dims: return "ScatterDimensionNumbers(update_window_dims=(...), ...)";
+    case ParamKind::conv_dims: return "ConvDimensionNumbers(lhs_spec=(...), ...)";
   }
   return "a value";
 }

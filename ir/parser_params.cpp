@@ -314,10 +314,14 @@ ParamValue Parser::parse_param(const text::ParamSpec& spec, int depth) {
       if (v.kind == Value::Kind::boolean) return v.b ? 1.0 : 0.0;
       bad_value(spec, v);
     case ParamKind::gather_dims:
-    case ParamKind::scatter_dims: {
-      std::span<const std::string_view> fields = spec.kind == ParamKind::gather_dims
-                                                     ? std::span(text::kGatherDimsFields)
-                                                     : std::span(text::kScatterDimsFields);
+    case ParamKind::scatter_dims:
+    case ParamKind::conv_dims: {
+      std::span<const std::string_view> fields =
+          spec.kind == ParamKind::gather_dims
+              ? std::span<const std::string_view>(text::kGatherDimsFields)
+          : spec.kind == ParamKind::scatter_dims
+              ? std::span<const std::string_view>(text::kScatterDimsFields)
+              : std::span<const std::string_view>(text::kConvDimsFields);
       if (v.kind != Value::Kind::record) bad_value(spec, v);
       IntListList out(fields.size());
       std::vector<bool> seen(fields.size());

@@ -32,6 +32,7 @@ enum class ParamKind : uint8_t {
   number_or_none,  // double or NoneParam: a gather's fill_value
   gather_dims,     // IntListList, GatherDimensionNumbers(...)'s fields in kGatherDimsFields order
   scatter_dims,    // IntListList, ScatterDimensionNumbers(...)'s fields in kScatterDimsFields order
+  conv_dims,       // IntListList, ConvDimensionNumbers(...)'s fields in kConvDimsFields order
 };
 
 inline constexpr std::string_view kGatherDimsFields[] = {"offset_dims", "collapsed_slice_dims",
@@ -40,6 +41,8 @@ inline constexpr std::string_view kGatherDimsFields[] = {"offset_dims", "collaps
 inline constexpr std::string_view kScatterDimsFields[] = {
     "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
     "operand_batching_dims", "scatter_indices_batching_dims"};
+
+inline constexpr std::string_view kConvDimsFields[] = {"lhs_spec", "rhs_spec", "out_spec"};
 
 struct ParamSpec {
   std::string_view name;

@@ -48,6 +48,20 @@ def test_cond_and_switch(rng):
             check_jit_and_grad(f, x, np.int32(k))
 
 
+def test_convolution_layer(rng):
+    # A small CNN layer: a strided, grouped NHWC convolution, its bias and a relu-free
+    # nonlinearity; JAX's gradient of it is itself a pair of convolutions.
+    def loss(x, k, b):
+        y = lax.conv_general_dilated(x, k, (2, 1), "SAME", feature_group_count=2,
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return jnp.sum(jnp.tanh(y + b) ** 2)
+
+    x = rng.standard_normal((2, 7, 6, 4)).astype(np.float32)
+    k = (rng.standard_normal((3, 3, 2, 6)) * 0.3).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    check_jit_and_grad(loss, x, k, b, argnums=(0, 1, 2), rtol=1e-4, atol=1e-5)
+
+
 def test_gather_and_scatter_add(rng):
     def f(table, idx, updates):
         rows = table[idx]                        # gather

@@ -514,6 +514,43 @@ def seed_scatter_loss(w, init_state, target, rows, cols, values):
     return ((target - state[:SEED_ROWS, :SEED_COLS]) ** 2).mean()
 
 
+# --- convolutions ---------------------------------------------------------------------------
+# JAX prints their gradients as convolutions too: negative padding, lhs dilation, and
+# batch_group_count for the kernel gradient of a grouped convolution.
+
+
+@program(f32(2, 6, 6, 3), f32(3, 3, 3, 4), tol=1e-4)
+def conv2d_nhwc_same(x, k):
+    y = lax.conv_general_dilated(x, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    return jnp.sum(jnp.tanh(y))
+
+
+@program(f32(2, 3, 7, 6), f32(4, 3, 2, 2), tol=1e-4)
+def conv2d_strided_dilated(x, k):
+    y = lax.conv_general_dilated(x, k, (2, 1), ((1, 0), (2, 1)), lhs_dilation=(1, 2),
+                                 rhs_dilation=(2, 1))
+    return jnp.sum(jnp.sin(y))
+
+
+@program(f32(2, 4, 9), f32(6, 2, 3), tol=1e-4)
+def conv1d_grouped(x, k):
+    y = lax.conv_general_dilated(x, k, (2,), "VALID", feature_group_count=2)
+    return jnp.sum(y * y)
+
+
+@program(f32(4, 3, 5, 5), f32(6, 3, 3, 3), tol=1e-4)
+def conv2d_batch_grouped(x, k):
+    y = lax.conv_general_dilated(x, k, (1, 1), ((1, 1), (0, 0)), batch_group_count=2)
+    return jnp.sum(jnp.cos(y))
+
+
+@program(f32(1, 2, 4, 4, 3), f32(2, 2, 2, 3, 2), tol=1e-4)
+def conv3d_ndhwc(x, k):
+    y = lax.conv_general_dilated(x, k, (1, 2, 1), "SAME",
+                                 dimension_numbers=("NDHWC", "DHWIO", "NDHWC"))
+    return jnp.sum(y ** 2)
+
+
 # --- writing ---------------------------------------------------------------------------------
 
 
