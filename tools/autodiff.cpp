@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "passes/discharge.h"
 #include "passes/dump.h"
 #include "passes/linearize.h"
 #include "refjit/ir/error.h"
@@ -39,7 +40,7 @@ PipelineOptions pipeline_options(const Options& o, const Jaxpr& program) {
   return p;
 }
 
-std::string autodiff_dump(std::string_view view, const Jaxpr& program) {
+std::string program_view(std::string_view view, const Jaxpr& program) {
   if (view == "jvp") return dump_jvp(program);
   if (view == "linearize") {
     // CLI.md: the primal jaxpr, a blank line, then the linear jaxpr.
@@ -47,7 +48,8 @@ std::string autodiff_dump(std::string_view view, const Jaxpr& program) {
     return print_jaxpr(l.primal) + "\n\n" + print_jaxpr(l.linear);
   }
   if (view == "vjp") return dump_vjp(program);
-  throw Error(fmt::format("--emit={} is not an autodiff view", view));
+  if (view == "discharged") return print_jaxpr(discharge_state(program));
+  throw Error(fmt::format("--emit={} is not a view of the program", view));
 }
 
 }  // namespace refjit::cli

@@ -23,7 +23,7 @@ std::vector<int> gradient_positions(const Jaxpr& program,
 // --verify-each).
 PipelineOptions pipeline_options(const Options& o, const Jaxpr& program);
 
-// The text of `dump --emit=jvp|linearize|vjp` (docs/cli.md describes each shape).
-std::string autodiff_dump(std::string_view view, const Jaxpr& program);
+// The text of `dump --emit=jvp|linearize|vjp|discharged` (docs/cli.md describes each shape).
+std::string program_view(std::string_view view, const Jaxpr& program);
 
 }  // namespace refjit::cli

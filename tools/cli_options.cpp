@@ -18,7 +18,8 @@ constexpr std::string_view kCommandNames[] = {"dump", "run", "compile", "bench"}
 // What the usage errors list, in the order `refjit --help` shows the commands.
 constexpr std::string_view kCommandList = "dump, run, bench and compile";
 
-constexpr std::string_view kAutodiffViews[] = {"jvp", "linearize", "vjp"};
+// The views of the program as read that are not pipeline passes (tools/autodiff.h).
+constexpr std::string_view kProgramViews[] = {"jvp", "linearize", "vjp", "discharged"};
 
 std::optional<Command> command_from_name(std::string_view name) {
   for (size_t i = 0; i < std::size(kCommandNames); ++i)
@@ -54,8 +55,8 @@ struct OptionSpec {
 }
 
 std::string parse_emit(Command c, std::string_view text) {
-  if (text == "jaxpr" || is_autodiff_view(text) || is_pipeline_pass(text)) return std::string(text);
-  std::string names = "jaxpr, jvp, linearize, vjp";
+  if (text == "jaxpr" || is_program_view(text) || is_pipeline_pass(text)) return std::string(text);
+  std::string names = "jaxpr, jvp, linearize, vjp, discharged";
   for (const PassInfo& p : pipeline_passes()) names += fmt::format(", {}", p.name);
   usage_error(c, fmt::format("unknown stage '{}' for --emit; the stages are {}", text, names));
 }
@@ -278,9 +279,9 @@ Invocation parse_compile(Options o, std::span<const std::string> args) {
 
 std::string_view command_name(Command c) { return kCommandNames[static_cast<int>(c)]; }
 
-bool is_autodiff_view(std::string_view stage) {
-  return std::find(std::begin(kAutodiffViews), std::end(kAutodiffViews), stage) !=
-         std::end(kAutodiffViews);
+bool is_program_view(std::string_view stage) {
+  return std::find(std::begin(kProgramViews), std::end(kProgramViews), stage) !=
+         std::end(kProgramViews);
 }
 
 Invocation parse_command_line(std::span<const std::string> args) {

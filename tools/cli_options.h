@@ -18,7 +18,7 @@ std::string_view command_name(Command c);
 
 // The views `dump --emit=STAGE` prints besides the pipeline's passes (passes/pipeline.h):
 // the program as read, and the derived programs of forward and reverse mode.
-bool is_autodiff_view(std::string_view stage);  // jvp, linearize, vjp
+bool is_program_view(std::string_view stage);  // jvp, linearize, vjp, discharged
 
 struct Options {
   Command command = Command::run;

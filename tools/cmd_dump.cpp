@@ -37,7 +37,7 @@ int dump_command(const Options& o, StageTimings& timings) {
     if (o.emit == "jaxpr")
       out = timings.time("print", [&] { return print_jaxpr(program); });
     else
-      out = timings.time(o.emit, [&] { return autodiff_dump(o.emit, program); });
+      out = timings.time(o.emit, [&] { return program_view(o.emit, program); });
   }
   if (!out.empty() && out.back() != '\n') out += '\n';
   std::fwrite(out.data(), 1, out.size(), stdout);

@@ -37,8 +37,9 @@ the program after one pass of the compilation pipeline.
 
 Options:
   --emit=STAGE       what to print: jaxpr (default: the program as read), the
-                     autodiff views jvp, linearize and vjp, or the program after
-                     one of the passes below
+                     autodiff views jvp, linearize and vjp, the program with its
+                     refs discharged into values (discharged), or the program
+                     after one of the passes below
   --print-after-all  the program after every pass, each headed `# after NAME`
   --verify-each      verify the program after every pass (on in debug builds)
   --grad             work on the gradient program: d(scalar output)/d(arguments)

@@ -10,9 +10,10 @@
 #include <random>
 
 #include "compiler/backend/native.h"
-#include "passes/pipeline.h"
+#include "passes/discharge.h"
 #include "passes/jvp.h"
 #include "passes/linearize.h"
+#include "passes/pipeline.h"
 #include "passes/range_simplify.h"
 #include "passes/transpose.h"
 #include "passes/trim_rows.h"
@@ -191,6 +192,34 @@ void check_specialise(const Program& p) {
   std::vector<RtValue> args = consts;
   args.insert(args.end(), rest.begin(), rest.end());
   expect_close(run_observed(t, args), run_observed(j, args), 0, "specialised vs original, value");
+}
+
+// Whether any binder of `j` or of its sub-jaxprs has a Ref type.
+bool mentions_refs(const Jaxpr& j) {
+  for (const VarInfo& v : j.vars)
+    if (v.type.is_ref) return true;
+  for (const Eqn& e : j.eqns)
+    for (const auto& [key, value] : e.params.entries()) {
+      if (const auto* sub = std::get_if<JaxprPtr>(&value); sub && mentions_refs(**sub)) return true;
+      if (const auto* subs = std::get_if<JaxprList>(&value))
+        for (const JaxprPtr& s : *subs)
+          if (mentions_refs(*s)) return true;
+    }
+  return false;
+}
+
+// The program with its refs discharged into values (passes/discharge.h) returns what the
+// original returns, then what the original leaves in its ref arguments, exactly.
+void check_discharge(const Program& p) {
+  if (!mentions_refs(p.jaxpr)) return;
+  Jaxpr d = discharge_state(p.jaxpr);
+  verify(d);
+  if (mentions_refs(d)) throw Disagreement{"the discharged program still has refs"};
+  std::vector<RtValue> args;
+  for (const RtValue& a : p.args) args.push_back(value_of(a));
+  std::vector<Array> got;
+  for (const RtValue& o : interpret(d, args)) got.push_back(value_of(o));
+  expect_close(got, run_observed(p.jaxpr, p.args), 0, "discharged vs original, value");
 }
 
 struct AdSetup {
@@ -434,6 +463,7 @@ void check_seed(uint64_t seed, const CheckOptions& options, Tally& tally) {
     if (!run_check(tally, seed, "interpret" + suffix, p, [&] { run_observed(p.jaxpr, p.args); }))
       continue;
     run_check(tally, seed, "specialise" + suffix, p, [&] { check_specialise(p); });
+    run_check(tally, seed, "discharge" + suffix, p, [&] { check_discharge(p); });
     if (options.native && v.control)
       run_check(tally, seed, "native" + suffix, p, [&] {
         check_native(p, options, dt == DType::f32 ? kNativeTolF32 : kNativeTolF64);
