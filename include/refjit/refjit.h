@@ -19,3 +19,4 @@
 #include "refjit/trace.h"
 #include "refjit/tree.h"
 #include "refjit/value.h"
+#include "refjit/vmap.h"

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cstring>
 #include <cmath>
 #include <exception>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "passes/pipeline.h"
 #include "passes/range_simplify.h"
 #include "passes/transpose.h"
+#include "passes/vmap.h"
 #include "passes/trim_rows.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/text.h"
@@ -220,6 +222,67 @@ void check_discharge(const Program& p) {
   std::vector<Array> got;
   for (const RtValue& o : interpret(d, args)) got.push_back(value_of(o));
   expect_close(got, run_observed(p.jaxpr, p.args), 0, "discharged vs original, value");
+}
+
+// B examples of type t stacked along a new leading dim, and row b back.
+Array stack(const std::vector<Array>& rows) {
+  ArrayType t = rows.at(0).type();
+  t.shape.insert(t.shape.begin(), static_cast<int64_t>(rows.size()));
+  Array out(t);
+  for (size_t b = 0; b < rows.size(); ++b)
+    std::memcpy(out.mutable_data() + b * rows[b].byte_size(), rows[b].data(),
+                static_cast<size_t>(rows[b].byte_size()));
+  return out;
+}
+Array row(const Array& a, int64_t b) {
+  ArrayType t{a.dtype(), Shape(a.shape().begin() + 1, a.shape().end())};
+  return Array(t, a.data() + b * t.byte_size());
+}
+
+// vmap (passes/vmap.h) over a batch of 3: the batched program's outputs and final ref values
+// are, row by row, what the program computes on each example alone. Float arguments (and
+// every ref, so no example writes a ref another one reads) are batched with a different
+// example per row; the rest are batched at random, with equal rows, or left unbatched.
+void check_vmap(const Program& p, std::mt19937_64& rng) {
+  constexpr int64_t kBatch = 3;
+  const Jaxpr& j = p.jaxpr;
+  if (!j.constvars.empty()) return;
+  std::vector<bool> batched;
+  std::vector<std::vector<Array>> examples;  // per invar: its B rows
+  for (size_t k = 0; k < j.invars.size(); ++k) {
+    const Type& t = j.type_of(j.invars[k]);
+    const Array& a = value_of(p.args[k]);
+    const bool differ = is_float(t.dtype());
+    batched.push_back(t.is_ref || differ || rng() % 2 == 0);
+    std::vector<Array> rows{a};
+    for (int64_t b = 1; b < kBatch; ++b) rows.push_back(differ ? random_like(rng, a.type()) : a);
+    examples.push_back(std::move(rows));
+  }
+  BatchedJaxpr v;
+  try {
+    v = vmap_jaxpr(j, batched, kBatch);
+  } catch (const RefError& e) {
+    if (e.code() == "E11") throw Declined{e.what()};
+    throw;
+  }
+  verify(v.jaxpr);
+  std::vector<RtValue> args;
+  for (size_t k = 0; k < j.invars.size(); ++k)
+    args.push_back(as_arg(batched[k] ? stack(examples[k]) : examples[k][0],
+                          j.type_of(j.invars[k]).is_ref));
+  std::vector<Array> got = run_observed(v.jaxpr, args);
+  for (int64_t b = 0; b < kBatch; ++b) {
+    std::vector<RtValue> one;
+    for (size_t k = 0; k < j.invars.size(); ++k)
+      one.push_back(as_arg(examples[k][static_cast<size_t>(b)], j.type_of(j.invars[k]).is_ref));
+    std::vector<Array> want = run_observed(j, one);
+    std::vector<Array> got_b;
+    for (size_t k = 0; k < got.size(); ++k) {
+      const bool out_batched = k < v.out_batched.size() ? v.out_batched[k] : true;  // refs
+      got_b.push_back(out_batched ? row(got[k], b) : got[k]);
+    }
+    expect_close(got_b, want, 0, fmt::format("vmap example {}, value", b));
+  }
 }
 
 struct AdSetup {
@@ -464,6 +527,10 @@ void check_seed(uint64_t seed, const CheckOptions& options, Tally& tally) {
       continue;
     run_check(tally, seed, "specialise" + suffix, p, [&] { check_specialise(p); });
     run_check(tally, seed, "discharge" + suffix, p, [&] { check_discharge(p); });
+    run_check(tally, seed, "vmap" + suffix, p, [&] {
+      std::mt19937_64 rng(seed ^ 0xba7c4);
+      check_vmap(p, rng);
+    });
     if (options.native && v.control)
       run_check(tally, seed, "native" + suffix, p, [&] {
         check_native(p, options, dt == DType::f32 ? kNativeTolF32 : kNativeTolF64);

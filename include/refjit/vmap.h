@@ -1,0 +1,91 @@
+// vmap: a function written for one example, applied to a batch at once (jax.vmap).
+//
+//   auto f = [](Value x, Value w) { return dot(w, x); };             // x: [3], w: [2, 3]
+//   Value ys = vmap(f, {.in_axes = {0, std::nullopt}})(xs, w);       // xs: [B, 3] -> ys: [B, 2]
+//
+// `in_axes` has one entry per argument (every leaf of a vector or tuple argument takes its
+// argument's axis): the axis of that argument that is the batch, or nullopt for an argument
+// shared by the whole batch. Empty means axis 0 for every argument. `out_axes` has one entry
+// per output leaf, or one for all (default 0): where the batch dim goes in each result; an
+// output that does not depend on the batch is broadcast along it, unless its out axis is
+// nullopt (then it must not depend on the batch).
+//
+// The function is traced once at the per-example types and the jaxpr is batched (one rule per
+// primitive, passes/vmap.h): products gain a batch dim, elementwise ops broadcast their shared
+// operands, loops and branches batch their bodies, a ref argument batched along axis 0 is a
+// batched ref (each example reads and writes its own row). What no rule covers (a cond on a
+// batched predicate, a read at batched indices of a ref, ...) runs as a loop over the batch:
+// the same results, more slowly. Writing a batched value into a ref shared by the batch (a
+// captured ref or an unbatched argument) is RefError E11. vmap nests with jit, grad, vjp, jvp
+// and itself, in any order.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "refjit/detail/vmap.h"
+#include "refjit/tree.h"
+
+namespace refjit {
+
+struct VmapOptions {
+  std::vector<std::optional<int>> in_axes;         // per argument; empty: 0 for all
+  std::vector<std::optional<int>> out_axes = {0};  // per output leaf, or one for all
+  std::string name = "vmap";
+};
+
+template <class F>
+class Vmapped {
+ public:
+  Vmapped(F f, VmapOptions options) : f_(std::move(f)), options_(std::move(options)) {}
+
+  template <class... A>
+  auto operator()(const A&... args) const {
+    std::vector<Operand> leaves;
+    std::vector<std::optional<int>> axes;
+    size_t arg = 0;
+    auto flatten = [&](const auto& a) {
+      const size_t before = leaves.size();
+      tree::flatten_arg(a, leaves);
+      std::optional<int> axis = 0;
+      if (!options_.in_axes.empty())
+        axis = arg < options_.in_axes.size() ? options_.in_axes[arg] : std::optional<int>{};
+      axes.insert(axes.end(), leaves.size() - before, axis);
+      ++arg;
+    };
+    (flatten(args), ...);
+    if (!options_.in_axes.empty() && options_.in_axes.size() != sizeof...(A))
+      throw Error(options_.name + ": in_axes has " + std::to_string(options_.in_axes.size()) +
+                  " entries for " + std::to_string(sizeof...(A)) + " arguments");
+    detail::VmapShape shape = detail::vmap_shape(leaves, axes, options_.name);
+    F f = f_;
+    TracedFunction traced = trace_function(
+        [&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); },
+        shape.per_example, options_.name);
+    std::vector<Operand> outs =
+        detail::vmap_call(traced, leaves, axes, options_.out_axes, shape, options_.name);
+    using R =
+        decltype(std::apply(std::declval<F&>(), std::declval<std::tuple<tree::traced_t<A>...>&>()));
+    if constexpr (std::is_void_v<R>) {
+      return;
+    } else {
+      size_t pos = 0;
+      return tree::unflatten_out<R>(outs, pos);
+    }
+  }
+
+ private:
+  F f_;
+  VmapOptions options_;
+};
+
+// jax.vmap(f, in_axes, out_axes).
+template <class F>
+Vmapped<F> vmap(F f, VmapOptions options = {}) {
+  return Vmapped<F>(std::move(f), std::move(options));
+}
+
+}  // namespace refjit

@@ -1,0 +1,199 @@
+// vmap (refjit/vmap.h): a batched call equals the per-example calls stacked, for products,
+// loops, branches, refs and derivatives, eagerly and under jit; its errors name what is wrong.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "refjit/refjit.h"
+
+namespace refjit {
+namespace {
+
+void expect_near(const Value& got, const Value& want, double tol = 1e-5) {
+  ASSERT_EQ(got.shape(), want.shape());
+  Array g = got.array(), w = want.array();
+  for (int64_t i = 0; i < g.size(); ++i)
+    EXPECT_NEAR(g.as_double(i), w.as_double(i), tol * (1 + std::abs(w.as_double(i))))
+        << "element " << i;
+}
+
+// Row k of each example's result, stacked.
+template <class F>
+Value stacked(int64_t n, F one) {
+  std::vector<Value> rows;
+  for (int64_t k = 0; k < n; ++k) rows.push_back(expand_dims(one(k), {0}));
+  return concatenate(rows, 0);
+}
+
+Value ramp(const Ints& shape, float scale) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return reshape(sin(convert(arange(n), DType::f32) * scale), shape);
+}
+
+TEST(Vmap, MatvecWithASharedMatrixAndOutAxes) {
+  Value w = ramp({2, 3}, 0.7f), xs = ramp({4, 3}, 0.3f);
+  auto f = [](const Value& x, const Value& m) { return std::pair{dot(m, x), reduce_sum(m)}; };
+  auto [ys, total] = vmap(f, {.in_axes = {0, std::nullopt}})(xs, w);
+  expect_near(ys, stacked(4, [&](int64_t k) { return dot(w, xs[k]); }));
+  // An output that does not depend on the batch is broadcast along it.
+  expect_near(total, stacked(4, [&](int64_t) { return reduce_sum(w); }));
+  // The batch along axis 1 of the input and of the output.
+  Value xs_t = transpose(xs, {1, 0});
+  Value ys_t =
+      vmap([&](const Value& x) { return dot(w, x); }, {.in_axes = {1}, .out_axes = {1}})(xs_t);
+  expect_near(ys_t, transpose(ys, {1, 0}));
+}
+
+TEST(Vmap, RnnScanWithBatchedSequencesUnderJit) {
+  Value w = ramp({3, 3}, 0.4f) * 0.5f;
+  auto rnn = [&](const Value& xs) {
+    auto [h, hs] = scan(
+        [&](Value h, Value x) {
+          Value next = tanh(dot(w, h) + x);
+          return std::pair{next, reduce_sum(next)};
+        },
+        zeros({3}), xs);
+    return std::pair{h, hs};
+  };
+  Value batch = ramp({5, 7, 3}, 0.2f);  // 5 sequences of 7 steps
+  auto [h, hs] = jit([&](const Value& b) { return vmap(rnn)(b); })(batch);
+  expect_near(h, stacked(5, [&](int64_t k) { return rnn(batch[k]).first; }));
+  expect_near(hs, stacked(5, [&](int64_t k) { return rnn(batch[k]).second; }));
+}
+
+TEST(Vmap, BranchesAndWhileOnBatchedPredicatesRunPerExample) {
+  auto f = [](const Value& x) {
+    Value y = cond(
+        reduce_sum(x) > 0.0f, [](Value v) { return sin(v) * 2.0f; }, [](Value v) { return v * v; },
+        x);
+    Value n = while_loop([](Value c) { return c < 20.0f; }, [](Value c) { return c * 2.0f + 1.0f; },
+                         reduce_sum(abs(x)) + 1.0f);
+    return y * n;
+  };
+  Value xs = ramp({6, 4}, 1.3f) - 0.2f;
+  Value got = vmap(f)(xs);
+  expect_near(got, stacked(6, [&](int64_t k) { return f(xs[k]); }));
+  Value native = jit([&](const Value& b) { return vmap(f)(b); },
+                     JitOptions{.backend = Backend::native, .name = "vmap_branches"})(xs);
+  expect_near(native, got);
+}
+
+TEST(Vmap, PerExampleGradientsAndTheGradientOfABatchedLoss) {
+  Value w = ramp({3}, 0.9f);
+  auto loss = [](const Value& w, const Value& x) { return reduce_sum(tanh(w * x) * x); };
+  Value xs = ramp({4, 3}, 0.5f);
+  // jax.vmap(jax.grad(loss), in_axes=(None, 0)): one gradient per example.
+  Value per = vmap(grad(loss), {.in_axes = {std::nullopt, 0}})(w, xs);
+  expect_near(per, stacked(4, [&](int64_t k) { return grad(loss)(w, xs[k]); }));
+  // jax.grad(lambda w: vmap(loss)(w, xs).sum()) is their sum; checked by finite differences.
+  auto batch_loss = [&](const Value& w) {
+    return reduce_sum(vmap(loss, {.in_axes = {std::nullopt, 0}})(w, xs));
+  };
+  Value g = grad(batch_loss)(w);
+  expect_near(g, reduce_sum(per, {0}), 1e-5);
+  const float eps = 1e-3f;
+  for (int64_t i = 0; i < 3; ++i) {
+    Value e = convert(eq(arange(3), Value(int32_t(i))), DType::f32) * eps;
+    double fd = (batch_loss(w + e).array().as_double(0) - batch_loss(w - e).array().as_double(0)) /
+                (2 * eps);
+    EXPECT_NEAR(g.array().as_double(i), fd, 2e-3) << i;
+  }
+}
+
+TEST(Vmap, BatchedRefsKeepOneRowPerExample) {
+  // Each example accumulates into its own row of the ref and reads it back.
+  auto f = [](const Ref& acc, const Value& x) {
+    acc[ellipsis] += x * 2.0f;
+    acc[0] = acc.get(1);
+    Ref local = new_ref(x);  // a ref made from a batched value is batched
+    local[1] += 1.0f;
+    return freeze(local) + acc.get();
+  };
+  Value init = ramp({3, 2}, 0.6f), xs = ramp({3, 2}, 1.1f);
+  Ref batched = new_ref(init);
+  Value got = vmap(f)(batched, xs);
+  for (int64_t k = 0; k < 3; ++k) {
+    Ref one = new_ref(init[k]);
+    Value want = f(one, xs[k]);
+    expect_near(got[k], want);
+    expect_near(Value(batched.value())[k], Value(one.value()));
+  }
+}
+
+TEST(Vmap, WritingABatchedValueIntoASharedRefIsE11) {
+  Ref shared = new_ref(zeros({2}));
+  auto f = [&](const Value& x) {
+    shared[ellipsis] += x;
+    return x;
+  };
+  try {
+    vmap(f)(ramp({3, 2}, 0.5f));
+    FAIL() << "expected RefError E11";
+  } catch (const RefError& e) {
+    EXPECT_EQ(e.code(), "E11");
+    EXPECT_NE(std::string(e.what()).find("ref that is not batched"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Vmap, ABranchOnTheBatchThatWritesASharedRefIsE11) {
+  // The branch taken depends on the example, so the shared ref's final value would too.
+  Ref shared = new_ref(zeros({}));
+  auto f = [&](const Value& x) {
+    return cond(
+        x > 0.0f,
+        [&] {
+          shared[ellipsis] += 1.0f;
+          return x;
+        },
+        [&] { return -x; });
+  };
+  try {
+    vmap(f)(array<float>({1, -2, 3}));
+    FAIL() << "expected RefError E11";
+  } catch (const RefError& e) {
+    EXPECT_EQ(e.code(), "E11") << e.what();
+  }
+  // Reading the shared ref from such a branch is fine.
+  auto g = [&](const Value& x) {
+    return cond(
+        x > 0.0f, [&] { return x + shared.get(); }, [&] { return -x; });
+  };
+  expect_near(vmap(g)(array<float>({1, -2, 3})), array<float>({1, 2, 3}));
+}
+
+TEST(Vmap, NestedVmapIsAnOuterProductOfBatches) {
+  Value a = ramp({3}, 0.5f), b = ramp({4}, 0.8f);
+  auto mul = [](const Value& x, const Value& y) { return x * y; };
+  Value outer =
+      vmap(vmap(mul, {.in_axes = {std::nullopt, 0}}), {.in_axes = {0, std::nullopt}})(a, b);
+  expect_near(outer, stacked(3, [&](int64_t i) { return a[i] * b; }));
+}
+
+TEST(Vmap, ErrorsNameTheArgument) {
+  auto f = [](const Value& x, const Value& y) { return x + y; };
+  try {
+    vmap(f)(zeros({3, 2}), zeros({4, 2}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("batch axes differ in size"), std::string::npos)
+        << e.what();
+  }
+  try {
+    vmap(f, {.in_axes = {2, 0}})(zeros({3, 2}), zeros({3, 2}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the batch axis 2, which it does not have"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    vmap(f, {.in_axes = {0, 0}, .out_axes = {std::nullopt}})(zeros({3, 2}), zeros({3, 2}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("depends on the batch"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace refjit
