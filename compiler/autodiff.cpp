@@ -296,6 +296,31 @@ std::vector<Operand> LinearCore::apply(const std::vector<Operand>& tangents) con
   return bind_jaxpr(st.name, TracedFunction{st.linear, {}}, args);
 }
 
+std::vector<int> leaf_argnums(const std::vector<int>& argnums, const std::vector<size_t>& first,
+                              const std::string& name) {
+  const size_t nargs = first.size() - 1;
+  std::vector<int> leaves;
+  for (int a : argnums) {
+    if (a < 0 || static_cast<size_t>(a) >= nargs)
+      throw Error(
+          fmt::format("grad of `{}`: argnum {} is out of range; the function is called "
+                      "with {} arguments",
+                      name, a, nargs));
+    for (size_t k = first[static_cast<size_t>(a)]; k < first[static_cast<size_t>(a) + 1]; ++k)
+      leaves.push_back(static_cast<int>(k));
+  }
+  return leaves;
+}
+
+void check_one_leaf(int argnum, size_t leaves, const std::string& name) {
+  if (leaves != 1)
+    throw Error(
+        fmt::format("grad of `{}`: argument {} is a vector or tuple of {} values, so its "
+                    "gradient is not one Value; use grad<{}>(f) to get it shaped like "
+                    "the argument, or grad(f, {{{}}}) for one Value per leaf",
+                    name, argnum, leaves, argnum, argnum));
+}
+
 std::vector<Operand> grad_call(const TraceBody& f, const std::vector<Operand>& flat,
                                const std::vector<int>& argnums, const std::string& name) {
   for (int w : argnums) {

@@ -91,36 +91,70 @@ auto vjp(F f, const A&... args) {
 // argnums are not differentiated (Ref arguments among them are plumbing: only
 // stop_gradient'ed values may be written into them, E1). A Ref argument in argnums is an
 // error (E2): use vjp and with_refs.
-template <class F, bool kMulti, bool kWithValue>
+//
+// Arguments may be pytrees (std::vector<Value>, std::tuple of leaves and pytrees), as JAX's
+// params. The argument positions to differentiate are given either at compile time, and the
+// gradients come back shaped like their arguments:
+//   grad(f)(params, x)           // d f / d params, a std::vector<Value> if params is one
+//   grad<0, 2>(f)(w, x, b)       // std::tuple of the gradients of w and b
+// or at run time, and the gradients come back as Values, one per leaf:
+//   grad(f, 1)(x, y)             // a Value (argument 1 must be one leaf)
+//   grad(f, {0, 2})(w, x, b)     // std::vector<Value>, the leaves of w, then of b
+template <class F, bool kMulti, bool kWithValue, int... K>
 class GradFunction {
  public:
   GradFunction(F f, std::vector<int> argnums) : f_(std::move(f)), argnums_(std::move(argnums)) {}
 
   template <class... A>
   auto operator()(const A&... args) const {
-    static_assert((detail::is_leaf_arg_v<A> && ...),
-                  "grad: each argument must be one Value (or C++ scalar or Array) or one Ref");
-    std::vector<Operand> flat = detail::flatten_all(args...);
+    std::vector<Operand> flat;
+    std::vector<size_t> first;  // each argument's first leaf, then the leaf count
+    auto flatten = [&](const auto& a) {
+      first.push_back(flat.size());
+      tree::flatten_arg(a, flat);
+    };
+    (flatten(args), ...);
+    first.push_back(flat.size());
+    const std::string name = detail::function_name(f_);
+    const std::vector<int> leaves = detail::leaf_argnums(argnums_, first, name);
     const F& f = f_;
     std::vector<Operand> outs = detail::grad_call(
         [&](const std::vector<Operand>& in) {
           F g = f;
           return tree::call_flat(g, in, args...);
         },
-        flat, argnums_, detail::function_name(f_));
+        flat, leaves, name);
     Value value = std::get<Value>(outs[0]);
-    std::vector<Value> grads;
-    for (size_t k = 1; k < outs.size(); ++k) grads.push_back(std::get<Value>(outs[k]));
-    if constexpr (kMulti) {
+    std::vector<Operand> grads(outs.begin() + 1, outs.end());
+    if constexpr (sizeof...(K) > 0) {
+      // Shaped like the arguments they differentiate.
+      auto originals = std::forward_as_tuple(args...);
+      size_t pos = 0;
+      auto shaped = [&]() {
+        if constexpr (sizeof...(K) == 1)
+          return tree::unflatten_arg(grads, pos, std::get<K...>(originals));
+        else
+          return std::tuple{tree::unflatten_arg(grads, pos, std::get<K>(originals))...};
+      }();
       if constexpr (kWithValue)
-        return std::pair<Value, std::vector<Value>>(value, grads);
+        return std::pair{value, std::move(shaped)};
       else
-        return grads;
+        return shaped;
     } else {
-      if constexpr (kWithValue)
-        return std::pair<Value, Value>(value, grads.at(0));
-      else
-        return grads.at(0);
+      std::vector<Value> values;
+      for (const Operand& g : grads) values.push_back(std::get<Value>(g));
+      if constexpr (kMulti) {
+        if constexpr (kWithValue)
+          return std::pair<Value, std::vector<Value>>(value, values);
+        else
+          return values;
+      } else {
+        detail::check_one_leaf(argnums_.at(0), values.size(), name);
+        if constexpr (kWithValue)
+          return std::pair<Value, Value>(value, values.at(0));
+        else
+          return values.at(0);
+      }
     }
   }
 
@@ -131,8 +165,19 @@ class GradFunction {
   std::vector<int> argnums_;
 };
 
+// jax.grad(f): with respect to argument 0, shaped like it.
 template <class F>
-GradFunction<F, false, false> grad(F f, int argnum = 0) {
+GradFunction<F, false, false, 0> grad(F f) {
+  return GradFunction<F, false, false, 0>(std::move(f), {0});
+}
+// jax.grad(f, argnums=(K...)) with the positions known at compile time: the gradients are
+// shaped like their arguments (one, or a std::tuple of them).
+template <int... K, class F>
+requires(sizeof...(K) > 0) GradFunction<F, (sizeof...(K) > 1), false, K...> grad(F f) {
+  return GradFunction<F, (sizeof...(K) > 1), false, K...>(std::move(f), {K...});
+}
+template <class F>
+GradFunction<F, false, false> grad(F f, int argnum) {
   return GradFunction<F, false, false>(std::move(f), {argnum});
 }
 template <class F>
@@ -140,7 +185,15 @@ GradFunction<F, true, false> grad(F f, std::vector<int> argnums) {
   return GradFunction<F, true, false>(std::move(f), std::move(argnums));
 }
 template <class F>
-GradFunction<F, false, true> value_and_grad(F f, int argnum = 0) {
+GradFunction<F, false, true, 0> value_and_grad(F f) {
+  return GradFunction<F, false, true, 0>(std::move(f), {0});
+}
+template <int... K, class F>
+requires(sizeof...(K) > 0) GradFunction<F, (sizeof...(K) > 1), true, K...> value_and_grad(F f) {
+  return GradFunction<F, (sizeof...(K) > 1), true, K...>(std::move(f), {K...});
+}
+template <class F>
+GradFunction<F, false, true> value_and_grad(F f, int argnum) {
   return GradFunction<F, false, true>(std::move(f), {argnum});
 }
 template <class F>

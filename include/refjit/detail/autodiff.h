@@ -78,6 +78,14 @@ class LinearCore {
   std::shared_ptr<const LinearState> state_;
 };
 
+// The leaf positions of the arguments `argnums` (each argument's leaves are first[a] to
+// first[a + 1]); throws Error naming an argnum out of range.
+std::vector<int> leaf_argnums(const std::vector<int>& argnums, const std::vector<size_t>& first,
+                              const std::string& name);
+// grad(f, argnum) returns one Value: throws Error when that argument has another number of
+// leaves, saying how to get its gradient shaped like it.
+void check_one_leaf(int argnum, size_t leaves, const std::string& name);
+
 // Returns f's output, then one gradient per argnum (in argnums order).
 std::vector<Operand> grad_call(const TraceBody& f, const std::vector<Operand>& flat,
                                const std::vector<int>& argnums, const std::string& name);
