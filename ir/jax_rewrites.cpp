@@ -211,16 +211,38 @@ std::vector<Atom> call_as_jit(RewriteArgs& a, std::string_view prim) {
 
 std::vector<Atom> custom_jvp_call(RewriteArgs& a) { return call_as_jit(a, "custom_jvp_call"); }
 
-// remat2 (jax.checkpoint / jax.remat): a call of its jaxpr. Its policy says which values the
-// backward pass recomputes instead of keeping; refjit's reverse mode keeps the residuals its
-// linearization needs (only what the linear part reads, passes/linearize.h), so the program is
-// the call. The results are the same; the memory trade-off JAX's policy asks for is not made.
+// remat2 (jax.checkpoint / jax.remat): a checkpointed call of its jaxpr, whose `policy` param
+// (passes/remat.h) refjit's reverse mode follows. JAX prints the policy as Python reprs:
+// None and nothing_saveable recompute everything, DotsSaveable(only_if_no_batch_dims=...) keeps
+// products, everything_saveable keeps all. Policies by name (save_only_these_names, offload)
+// are read as nothing_saveable: refjit keeps no named values, so it recomputes more than JAX
+// would, with the same results. A policy of the user's own is read as everything_saveable.
+std::string remat_policy_of(const std::string& text) {
+  if (text == "None" || text.find("nothing_saveable") != std::string::npos)
+    return "nothing_saveable";
+  if (text.rfind("DotsSaveable(", 0) == 0)
+    return text.find("only_if_no_batch_dims=True") != std::string::npos
+               ? "dots_with_no_batch_dims_saveable"
+               : "dots_saveable";
+  if (text.find("dots_saveable") != std::string::npos) return "dots_saveable";
+  if (text.find("dots_with_no_batch_dims") != std::string::npos)
+    return "dots_with_no_batch_dims_saveable";
+  if (text.rfind("SaveOnlyTheseNames(", 0) == 0 ||
+      text.find("save_only_these_names") != std::string::npos ||
+      text.find("save_any_names_but_these") != std::string::npos)
+    return "nothing_saveable";
+  return "everything_saveable";
+}
+
 std::vector<Atom> remat(RewriteArgs& a) {
   const JaxprPtr& body = a.params.get<JaxprPtr>("jaxpr");
   if (!body) fail("remat2", "jaxpr is None");
   if (!body->constvars.empty()) fail("remat2", "a jaxpr with constvars cannot be called");
-  std::vector<Var> outs =
-      a.b.add_eqn(Prim::jit, a.ins, Params{{"jaxpr", body}, {"name", std::string("checkpoint")}});
+  std::vector<Var> outs = a.b.add_eqn(
+      Prim::jit, a.ins,
+      Params{{"jaxpr", body},
+             {"name", std::string("checkpoint")},
+             {"policy", remat_policy_of(a.params.get_or<std::string>("policy", "None"))}});
   return {outs.begin(), outs.end()};
 }
 
@@ -277,8 +299,10 @@ std::vector<JaxRewrite> make_rewrites() {
                {{"exponent_bits", K::integer}, {"mantissa_bits", K::integer}},
                {},
                reduce_precision});
-  r.push_back(
-      {"remat2", {{"jaxpr", K::jaxpr}}, {"differentiated", "policy", "prevent_cse"}, remat});
+  r.push_back({"remat2",
+               {{"jaxpr", K::jaxpr}, {"policy", K::raw_text}},
+               {"differentiated", "prevent_cse"},
+               remat});
   r.push_back({"custom_vjp_call",
                {{"call_jaxpr", K::jaxpr}, {"name", K::name}},
                {"fwd", "bwd", "num_consts", "out_trees", "symbolic_zeros"},

@@ -98,6 +98,7 @@ inline std::string_view kind_text(ParamKind k) {
     case ParamKind::gather_dims: return "GatherDimensionNumbers(offset_dims=(...), ...)";
     case ParamKind::scatter_dims: return "ScatterDimensionNumbers(update_window_dims=(...), ...)";
     case ParamKind::conv_dims: return "ConvDimensionNumbers(lhs_spec=(...), ...)";
+    case ParamKind::raw_text: return "a value";
   }
   return "a value";
 }

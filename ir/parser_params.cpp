@@ -236,6 +236,13 @@ IntList Parser::ints_of(const text::ParamSpec& spec, const Value& v) const {
 
 ParamValue Parser::parse_param(const text::ParamSpec& spec, int depth) {
   if (spec.kind == ParamKind::name) return read_word();
+  if (spec.kind == ParamKind::raw_text) {
+    const Token& first = peek();
+    skip_value();
+    const Token& last = prev();
+    if (&last < &first) fail(first, fmt::format("param '{}' has no value", spec.name));
+    return std::string(first.text.data(), last.end_offset() - first.offset);
+  }
   Value v = parse_value(depth);
   bool none = v.kind == Value::Kind::none;
   switch (spec.kind) {
@@ -340,6 +347,7 @@ ParamValue Parser::parse_param(const text::ParamSpec& spec, int depth) {
       return out;
     }
     case ParamKind::name:
+    case ParamKind::raw_text:
     case ParamKind::indexer: break;
   }
   bad_value(spec, v);

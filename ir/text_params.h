@@ -33,6 +33,7 @@ enum class ParamKind : uint8_t {
   gather_dims,     // IntListList, GatherDimensionNumbers(...)'s fields in kGatherDimsFields order
   scatter_dims,    // IntListList, ScatterDimensionNumbers(...)'s fields in kScatterDimsFields order
   conv_dims,       // IntListList, ConvDimensionNumbers(...)'s fields in kConvDimsFields order
+  raw_text,        // std::string: any value, as written (remat2's policy)
 };
 
 inline constexpr std::string_view kGatherDimsFields[] = {"offset_dims", "collapsed_slice_dims",

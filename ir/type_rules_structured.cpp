@@ -3,6 +3,7 @@
 // that they fit the eqn's operands and give its result types.
 #include <algorithm>
 
+#include "ir/remat_policy.h"
 #include "ir/type_rule_support.h"
 #include "ir/type_rules.h"
 #include "refjit/ir/jaxpr.h"
@@ -72,6 +73,11 @@ std::vector<Type> jit_rule(std::span<const Type> in, const Params& params) {
   check_no_constvars(c, body, "the jit body");
   check_operands_match(c, body, 0, "the jit body");
   check_no_ref_outputs(c, body, "the jit body");
+  if (const std::string* policy = c.optional_param<std::string>("policy");
+      policy && !is_remat_policy(*policy))
+    c.fail("policy '{}' is not a remat policy (nothing_saveable, dots_saveable, "
+           "dots_with_no_batch_dims_saveable or everything_saveable)",
+           *policy);
   return body.out_types();
 }
 

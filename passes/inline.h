@@ -1,11 +1,18 @@
 // inline_jit: replaces every (nested) jit eqn by the eqns of its body.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "refjit/ir/jaxpr.h"
 
 namespace refjit {
 
 Jaxpr inline_jit(const Jaxpr& jaxpr);
+
+// inline_jit, and for each eqn of the result the remat policy it runs under (the `policy`
+// param of the innermost checkpointed jit around it; "" outside any). passes/remat.h.
+Jaxpr inline_jit(const Jaxpr& jaxpr, std::vector<std::string>& eqn_policies);
 
 // Whether some top-level eqn of `jaxpr` is a jit.
 bool has_jit_eqn(const Jaxpr& jaxpr);

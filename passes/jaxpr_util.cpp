@@ -14,8 +14,12 @@ const Jaxpr& jit_body(const Eqn& eqn) {
   return *p;
 }
 
-std::vector<Atom> inline_call(JaxprBuilder& b, const Jaxpr& callee, std::span<const Atom> args,
-                              bool inline_jits) {
+namespace {
+
+// Both inliners: `policies`, when given, receives one entry per appended eqn.
+std::vector<Atom> inline_impl(JaxprBuilder& b, const Jaxpr& callee, std::span<const Atom> args,
+                              bool inline_jits, const std::string& policy,
+                              std::vector<std::string>* policies) {
   const size_t n_bind = callee.constvars.size() + callee.invars.size();
   if (args.size() != n_bind)
     throw Error(fmt::format("internal: inlining a jaxpr with {} binders given {} arguments", n_bind,
@@ -35,7 +39,10 @@ std::vector<Atom> inline_call(JaxprBuilder& b, const Jaxpr& callee, std::span<co
     std::vector<Atom> ins;
     for (const Atom& a : e.ins) ins.push_back(read(a));
     if (inline_jits && e.prim == Prim::jit) {
-      std::vector<Atom> outs = inline_call(b, jit_body(e), ins, true);
+      std::string inner = policy;
+      if (const auto* p = e.params.find("policy"))
+        if (const auto* name = std::get_if<std::string>(p)) inner = *name;
+      std::vector<Atom> outs = inline_impl(b, jit_body(e), ins, true, inner, policies);
       for (size_t i = 0; i < e.outs.size(); ++i) env[e.outs[i].id] = outs[i];
       continue;
     }
@@ -47,10 +54,24 @@ std::vector<Atom> inline_call(JaxprBuilder& b, const Jaxpr& callee, std::span<co
       env[o.id] = n;
     }
     b.add_eqn_with_outs(e.prim, std::move(ins), e.params, std::move(outs));
+    if (policies) policies->push_back(policy);
   }
   std::vector<Atom> result;
   for (const Atom& a : callee.outvars) result.push_back(read(a));
   return result;
+}
+
+}  // namespace
+
+std::vector<Atom> inline_call(JaxprBuilder& b, const Jaxpr& callee, std::span<const Atom> args,
+                              bool inline_jits) {
+  return inline_impl(b, callee, args, inline_jits, "", nullptr);
+}
+
+std::vector<Atom> inline_call_with_policies(JaxprBuilder& b, const Jaxpr& callee,
+                                            std::span<const Atom> args, const std::string& policy,
+                                            std::vector<std::string>& eqn_policies) {
+  return inline_impl(b, callee, args, true, policy, &eqn_policies);
 }
 
 bool touches_refs(const Jaxpr& j, const Eqn& eqn) {

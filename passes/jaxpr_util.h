@@ -2,6 +2,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -13,6 +14,13 @@ namespace refjit {
 // its outvars as atoms of `b`. Nested jit eqns are inlined too when `inline_jits` is set.
 std::vector<Atom> inline_call(JaxprBuilder& b, const Jaxpr& callee, std::span<const Atom> args,
                               bool inline_jits = false);
+
+// inline_call with every nested jit inlined, recording for each eqn appended to `b` the remat
+// policy it runs under (passes/remat.h): the `policy` param of the innermost checkpointed jit
+// around it, or `policy` (the caller's) outside any.
+std::vector<Atom> inline_call_with_policies(JaxprBuilder& b, const Jaxpr& callee,
+                                            std::span<const Atom> args, const std::string& policy,
+                                            std::vector<std::string>& eqn_policies);
 
 // Vars replaced by other atoms: where a pass that drops or rewrites an eqn records what its
 // results became, and reads every later operand through.

@@ -82,6 +82,7 @@ JvpResult jvp_jaxpr_general(const Jaxpr& f, const std::vector<bool>& nonzero_tan
 
   for (size_t k = 0; k < f.eqns.size(); ++k) {
     const Eqn& e = f.eqns[k];
+    result.source_eqn.resize(b.jaxpr().eqns.size(), k == 0 ? 0 : k - 1);  // eqn k - 1's
     JvpArgs args{e, {}, {}, {}};
     bool any_tangent = false;
     for (const Atom& a : e.ins) {
@@ -135,6 +136,7 @@ JvpResult jvp_jaxpr_general(const Jaxpr& f, const std::vector<bool>& nonzero_tan
   b.set_outvars(std::move(outs));
   result.jaxpr = b.finish();
   result.tangent_eqn.resize(result.jaxpr.eqns.size(), false);
+  result.source_eqn.resize(result.jaxpr.eqns.size(), f.eqns.empty() ? 0 : f.eqns.size() - 1);
   return result;
 }
 

@@ -21,6 +21,9 @@ struct JvpResult {
   std::vector<bool> nonzero_out;  // which outputs have a tangent output (others are zero)
   // One entry per eqn of `jaxpr`: true when the eqn is tangent work (for linearize).
   std::vector<bool> tangent_eqn;
+  // One entry per eqn of `jaxpr`: the index of the eqn of f it was emitted for (linearize
+  // reads the remat policy of that eqn, passes/remat.h).
+  std::vector<size_t> source_eqn;
 };
 // `instantiate[i]` forces output i's tangent to be present (zeros if symbolic); empty = all.
 // `for_linearize`: custom_vjp_call eqns are split into their fwd (primal) and a

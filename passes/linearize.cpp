@@ -4,12 +4,15 @@
 
 #include <deque>
 #include <functional>
+#include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "passes/dce.h"
 #include "passes/inline.h"
 #include "passes/jaxpr_util.h"
 #include "passes/jvp.h"
+#include "passes/remat.h"
 #include "refjit/ir/error.h"
 
 namespace refjit {
@@ -24,7 +27,8 @@ ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
                                    const std::function<bool(const Atom&)>& outer_unknown);
 
 Linearized linearize_jaxpr(const Jaxpr& f_in, std::vector<bool> differentiated) {
-  const Jaxpr f = inline_jit(f_in);
+  std::vector<std::string> policies;  // per eqn of f: its remat policy (passes/remat.h)
+  const Jaxpr f = inline_jit(f_in, policies);
   JvpResult jr = jvp_jaxpr_general(f, differentiated, {}, /*for_linearize=*/true);
   Jaxpr& j = jr.jaxpr;
   const size_t n_in = f.invars.size(), n_out = f.outvars.size();
@@ -34,6 +38,8 @@ Linearized linearize_jaxpr(const Jaxpr& f_in, std::vector<bool> differentiated) 
   std::unordered_set<uint32_t> unknown;
   for (size_t i = n_in; i < j.invars.size(); ++i) unknown.insert(j.invars[i].id);
   std::vector<const Eqn*> known_eqns, staged_eqns;
+  std::vector<size_t> staged_at;  // per staged eqn: its position in j
+  std::unordered_map<uint32_t, size_t> known_producer;
   std::deque<Eqn> split_eqns;  // the halves of split scans (stable addresses)
   for (size_t k = 0; k < j.eqns.size(); ++k) {
     const Eqn& e = j.eqns[k];
@@ -41,8 +47,10 @@ Linearized linearize_jaxpr(const Jaxpr& f_in, std::vector<bool> differentiated) 
     for (const Atom& a : e.ins) staged |= is_var(a) && unknown.count(as_var(a).id);
     if (!staged) {
       known_eqns.push_back(&e);
+      for (Var o : e.outs) known_producer[o.id] = k;
       continue;
     }
+    staged_at.push_back(k);
     if (e.prim == Prim::scan) {
       ScanSplit s = split_scan_for_linearize(
           j, e, [&](const Atom& a) { return is_var(a) && unknown.count(as_var(a).id) > 0; });
@@ -62,14 +70,44 @@ Linearized linearize_jaxpr(const Jaxpr& f_in, std::vector<bool> differentiated) 
     for (Var o : e.outs) unknown.insert(o.id);
   }
 
+  // Rematerialisation: a known eqn under a checkpoint policy that does not save it is copied
+  // into the linear part when the linear part reads its result; its operands are needed in
+  // turn (passes/remat.h).
+  std::vector<bool> recompute(j.eqns.size(), false);
+  std::function<void(const Atom&)> need = [&](const Atom& a) {
+    if (!is_var(a) || unknown.count(as_var(a).id)) return;
+    auto it = known_producer.find(as_var(a).id);
+    if (it == known_producer.end() || recompute[it->second]) return;
+    const size_t k = it->second;
+    if (f.eqns.empty() || !recomputed_by_remat(j, j.eqns[k], policies.at(jr.source_eqn.at(k))))
+      return;
+    recompute[k] = true;
+    for (const Atom& x : j.eqns[k].ins) need(x);
+  };
+  for (const Eqn* e : staged_eqns)
+    for (const Atom& a : e->ins) need(a);
+  for (size_t i = n_out; i < j.outvars.size(); ++i) need(j.outvars[i]);
+  // The linear part's eqns, in program order: recomputed and staged ones.
+  std::vector<const Eqn*> linear_eqns;
+  std::unordered_set<uint32_t> recomputed_vars;
+  for (size_t k = 0, s = 0; k < j.eqns.size(); ++k) {
+    if (recompute[k]) {
+      linear_eqns.push_back(&j.eqns[k]);
+      for (Var o : j.eqns[k].outs) recomputed_vars.insert(o.id);
+    }
+    while (s < staged_eqns.size() && staged_at[s] == k) linear_eqns.push_back(staged_eqns[s++]);
+  }
+
   // Known vars read by the linear part become residuals (in order of first use).
   std::vector<Var> residuals;
   std::unordered_set<uint32_t> seen;
   auto maybe_residual = [&](const Atom& a) {
-    if (!is_var(a) || unknown.count(as_var(a).id) || !seen.insert(as_var(a).id).second) return;
+    if (!is_var(a) || unknown.count(as_var(a).id) || recomputed_vars.count(as_var(a).id) ||
+        !seen.insert(as_var(a).id).second)
+      return;
     residuals.push_back(as_var(a));
   };
-  for (const Eqn* e : staged_eqns)
+  for (const Eqn* e : linear_eqns)
     for (const Atom& a : e->ins) maybe_residual(a);
   for (size_t i = n_out; i < j.outvars.size(); ++i) maybe_residual(j.outvars[i]);
 
@@ -78,7 +116,7 @@ Linearized linearize_jaxpr(const Jaxpr& f_in, std::vector<bool> differentiated) 
   lin.vars = j.vars;
   lin.invars = residuals;
   lin.invars.insert(lin.invars.end(), j.invars.begin() + static_cast<long>(n_in), j.invars.end());
-  for (const Eqn* e : staged_eqns) lin.eqns.push_back(*e);
+  for (const Eqn* e : linear_eqns) lin.eqns.push_back(*e);
   lin.outvars.assign(j.outvars.begin() + static_cast<long>(n_out), j.outvars.end());
   lin = dce(lin);
 

@@ -24,6 +24,7 @@
 #include <unordered_set>
 
 #include "passes/inline.h"
+#include "passes/remat.h"
 #include "passes/jaxpr_util.h"
 #include "refjit/ir/error.h"
 
@@ -135,8 +136,10 @@ bool is_index_math(const Jaxpr& body, const Eqn& q) {
 ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
                                    const std::function<bool(const Atom&)>& outer_unknown) {
   // Jits in the body (the JVP of a jit is one fused jit) are inlined: partial evaluation
-  // then sees their primal and tangent eqns separately.
-  Jaxpr body = inline_jit(*e.params.get<JaxprPtr>("jaxpr"));
+  // then sees their primal and tangent eqns separately. A checkpointed one's eqns keep its
+  // remat policy (passes/remat.h).
+  std::vector<std::string> policies;
+  Jaxpr body = inline_jit(*e.params.get<JaxprPtr>("jaxpr"), policies);
   const size_t nc = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
   const size_t ncar = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
   const int64_t length = e.params.get<int64_t>("length");
@@ -193,6 +196,9 @@ ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
     for (const Atom& a : q.ins)
       rep &= !is_var(a) || replicable.count(as_var(a).id) > 0 ||
              (index_math && passed_binders.count(as_var(a).id) > 0);
+    // Under a checkpoint policy that does not save it, the linear body recomputes it from its
+    // operands, which are then needed in turn (a step's carry is stacked instead).
+    rep |= recomputed_by_remat(body, q, policies[k]);
     if (rep)
       for (Var o : q.outs) replicable.insert(o.id);
   }

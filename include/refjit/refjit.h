@@ -4,6 +4,7 @@
 #include "refjit/aot.h"
 #include "refjit/array.h"
 #include "refjit/autodiff.h"
+#include "refjit/checkpoint.h"
 #include "refjit/custom_vjp.h"
 #include "refjit/discharge.h"
 #include "refjit/grad.h"

@@ -1,0 +1,87 @@
+// checkpoint (jax.checkpoint, also spelled remat): the backward pass recomputes what the
+// function computes instead of keeping it from the forward pass, trading compute for memory.
+//
+//   auto layer = checkpoint([&](Value h) { return tanh(matmul(h, w)); });
+//   auto step = checkpoint(step_fn, {.policy = RematPolicy::dots_saveable});
+//   auto [h, hs] = scan(checkpoint(step_fn), h0, xs);   // saves each step's carry only
+//
+// Forward results and derivatives are unchanged; only what reverse mode keeps between its
+// forward and backward passes changes. The policy says which values may still be kept:
+//   nothing_saveable (the default)     none: the backward pass recomputes from the inputs
+//   dots_saveable                      products (dot_general results)
+//   dots_with_no_batch_dims_saveable   products without batch dims
+//   everything_saveable                all: an ordinary call
+// Code with ref effects is never recomputed (its results are kept), so a checkpointed
+// function may read and write refs. Forward mode (jvp) ignores the policy.
+#pragma once
+
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "refjit/detail/checkpoint.h"
+#include "refjit/tree.h"
+
+namespace refjit {
+
+enum class RematPolicy {
+  nothing_saveable,
+  dots_saveable,
+  dots_with_no_batch_dims_saveable,
+  everything_saveable,
+};
+
+// The policy's name in the jaxpr (`jit[... policy=NAME]`).
+std::string policy_name(RematPolicy p);
+
+struct CheckpointOptions {
+  RematPolicy policy = RematPolicy::nothing_saveable;
+  std::string name = "checkpoint";
+};
+
+template <class F>
+class Checkpointed {
+ public:
+  Checkpointed(F f, CheckpointOptions options) : f_(std::move(f)), options_(std::move(options)) {}
+
+  template <class... A>
+  auto operator()(const A&... args) const {
+    std::vector<Operand> flat;
+    (tree::flatten_arg(args, flat), ...);
+    F f = f_;
+    TracedFunction traced = trace_function(
+        [&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); },
+        types_of(flat), options_.name);
+    std::vector<Operand> outs =
+        detail::checkpoint_call(traced, flat, policy_name(options_.policy), options_.name);
+    using R =
+        decltype(std::apply(std::declval<F&>(), std::declval<std::tuple<tree::traced_t<A>...>&>()));
+    if constexpr (std::is_void_v<R>) {
+      return;
+    } else {
+      size_t pos = 0;
+      return tree::unflatten_out<R>(outs, pos);
+    }
+  }
+
+  const std::string& name() const { return options_.name; }
+
+ private:
+  F f_;
+  CheckpointOptions options_;
+};
+
+// jax.checkpoint(f, policy=...).
+template <class F>
+Checkpointed<F> checkpoint(F f, CheckpointOptions options = {}) {
+  return Checkpointed<F>(std::move(f), std::move(options));
+}
+
+// jax.remat: another name for checkpoint.
+template <class F>
+Checkpointed<F> remat(F f, CheckpointOptions options = {}) {
+  return Checkpointed<F>(std::move(f), std::move(options));
+}
+
+}  // namespace refjit

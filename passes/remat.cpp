@@ -1,0 +1,31 @@
+#include "passes/remat.h"
+
+#include "passes/jaxpr_util.h"
+
+namespace refjit {
+
+namespace {
+
+constexpr std::array<std::string_view, 4> kPolicies = {
+    "nothing_saveable", "dots_saveable", "dots_with_no_batch_dims_saveable", "everything_saveable"};
+
+bool structured(Prim p) {
+  return p == Prim::scan || p == Prim::cond || p == Prim::while_ || p == Prim::jit ||
+         p == Prim::custom_vjp_call;
+}
+
+}  // namespace
+
+bool recomputed_by_remat(const Jaxpr& j, const Eqn& e, std::string_view policy) {
+  if (policy.empty() || policy == "everything_saveable") return false;
+  if (structured(e.prim) || touches_refs(j, e)) return false;
+  if (e.prim == Prim::dot_general) {
+    if (policy == "dots_saveable") return false;
+    if (policy == "dots_with_no_batch_dims_saveable" &&
+        e.params.get<DotDims>("dimension_numbers").lhs_batch.empty())
+      return false;
+  }
+  return true;
+}
+
+}  // namespace refjit
