@@ -75,9 +75,10 @@ std::vector<Type> jit_rule(std::span<const Type> in, const Params& params) {
   check_no_ref_outputs(c, body, "the jit body");
   if (const std::string* policy = c.optional_param<std::string>("policy");
       policy && !is_remat_policy(*policy))
-    c.fail("policy '{}' is not a remat policy (nothing_saveable, dots_saveable, "
-           "dots_with_no_batch_dims_saveable or everything_saveable)",
-           *policy);
+    c.fail(
+        "policy '{}' is not a remat policy (nothing_saveable, dots_saveable, "
+        "dots_with_no_batch_dims_saveable or everything_saveable)",
+        *policy);
   return body.out_types();
 }
 
