@@ -32,6 +32,9 @@ std::string_view short_name(DType d) { return names(d).short_name; }
 std::string_view long_name(DType d) { return names(d).long_name; }
 
 std::optional<DType> parse_dtype(std::string_view name) {
+  // JAX's float0, the tangent type of integer and bool values, holds no data: refjit reads
+  // it as bool, whose zero (False) stands for that tangent.
+  if (name == "float0") return DType::bool_;
   for (DType d : kAllDTypes) {
     if (name == short_name(d) || name == long_name(d)) return d;
   }

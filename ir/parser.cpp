@@ -308,6 +308,26 @@ Literal Parser::parse_typed_literal() {
   return literal_value(v, t.dtype);
 }
 
+bool Parser::at_float0_literal() const {
+  if (!peek().is(Tok::lparen)) return false;
+  size_t k = 1;
+  for (int depth = 1; depth > 0; ++k) {
+    const Token& t = peek(k);
+    if (t.is(Tok::end) || t.line != peek().line) return false;
+    if (t.is(Tok::lparen)) ++depth;
+    if (t.is(Tok::rparen)) --depth;
+  }
+  return peek(k).is(Tok::colon) && peek(k + 1).is_ident("float0") && peek(k + 2).is(Tok::lbracket);
+}
+
+Literal Parser::parse_float0_literal() {
+  while (!next().is(Tok::colon)) {
+  }
+  ArrayType t = parse_array_type();
+  if (!t.is_scalar()) fail(prev(), "a float0 literal must be a scalar, float0[]");
+  return Literal::of_bool(false);
+}
+
 Literal Parser::bare_literal(const Token& v, std::optional<DType> hint) const {
   DType d;
   if (v.is_ident("True") || v.is_ident("False")) {

@@ -171,6 +171,10 @@ class Parser {
   Literal literal_value(const Token& v, DType d) const;
 
   Literal parse_typed_literal();
+  // JAX's float0 literal, `(b'',):float0[]` (the zero tangent of an integer value), read as
+  // False:bool[] (docs/ir.md).
+  bool at_float0_literal() const;
+  Literal parse_float0_literal();
 
   // A literal written without its type (older JAX printouts): it takes `hint`'s dtype when the
   // kinds agree, else i32 / f32 / bool.

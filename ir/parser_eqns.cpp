@@ -204,6 +204,11 @@ std::vector<Atom> Parser::parse_operands(Scope& s) {
       ins.push_back(parse_typed_literal());
       continue;
     }
+    if (at_float0_literal()) {
+      toks.push_back(&t);
+      ins.push_back(parse_float0_literal());
+      continue;
+    }
     if (is_number(t)) {
       toks.push_back(&next());
       ins.push_back(std::nullopt);

@@ -579,9 +579,10 @@ def value_text(v):
 
 
 def flat_results(out):
-    # Integer outputs have float0 tangents, which a jaxpr does not return.
-    return [value_text(leaf) for leaf in jax.tree_util.tree_leaves(out)
-            if np.asarray(leaf).dtype != jax.dtypes.float0]
+    # Integer outputs have float0 tangents (no data), which refjit reads as bool zeros.
+    return [value_text(np.zeros(np.shape(leaf), np.bool_)
+                       if np.asarray(leaf).dtype == jax.dtypes.float0 else leaf)
+            for leaf in jax.tree_util.tree_leaves(out)]
 
 
 def float_argnums(args):
