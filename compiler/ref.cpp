@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <ostream>
 
 #include "compiler/node.h"
@@ -67,7 +68,11 @@ BuiltIndexer build_indexer(const ArrayType& t, const Indices& idx) {
       d.dynamic = true;
       b.dynamic.push_back(i);
     } else if (const Slice* s = std::get_if<Slice>(&v)) {
-      d = IndexerDim{IndexerDim::Kind::slice, s->start, s->size, s->stride, false};
+      auto bound = [size](int64_t x) { return std::clamp<int64_t>(x < 0 ? x + size : x, 0, size); };
+      const int64_t start = bound(s->start), stop = bound(s->stop);
+      const int64_t step = s->step >= 1 ? s->step : 1;  // a bad step is refused below (E12)
+      const int64_t n = stop > start ? (stop - start + step - 1) / step : 0;
+      d = IndexerDim{IndexerDim::Kind::slice, start, n, s->step, false};
     } else if (const DSlice* s = std::get_if<DSlice>(&v)) {
       d = IndexerDim{IndexerDim::Kind::slice, 0, s->size, 1, true};
       b.dynamic.push_back(as_index_value(s->start));

@@ -278,7 +278,7 @@ BatchedJaxpr vmap_jaxpr(const Jaxpr& jaxpr, const std::vector<bool>& in_batched,
   for (size_t i = 0; i < jaxpr.eqns.size(); ++i) {
     const Eqn& e = jaxpr.eqns[i];
     std::vector<BVal> ins;
-    bool any = false;
+    bool any = e.prim == Prim::new_ref;  // refs made inside are batched (vmap_rules.cpp)
     for (const Atom& a : e.ins) {
       ins.push_back(val(a));
       any = any || ins.back().batched;

@@ -9,8 +9,9 @@
 // indexed with a leading whole slice, scan/while/cond/jit batch their bodies. An eqn no rule
 // covers (a gather whose operand and indices are both batched, a cond on a batched predicate,
 // a ref read at batched indices, ...) runs as a scan over the batch, one example per step:
-// slower, never wrong. Writing a batched value, or at a batched index, into an unbatched ref
-// is RefError E11.
+// slower, never wrong. A ref made inside is batched, one per example (as in JAX). Writing a
+// batched value, or at a batched index, into an unbatched ref (one given to the function
+// unbatched, or captured) is RefError E11.
 #pragma once
 
 #include <cstdint>

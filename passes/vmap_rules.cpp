@@ -318,7 +318,11 @@ BatchRuleTable make_rules() {
   for (Prim p : {Prim::reduce_sum, Prim::reduce_max, Prim::reduce_min, Prim::argmax})
     t.set(p, reduce);
   t.set(Prim::dot_general, dot_general);
-  t.set(Prim::new_ref, pass_through);
+  // A ref made inside the batched function is always batched (from an unbatched value too, as
+  // in JAX): one ref per example, so each may later be written with its example's value.
+  t.set(Prim::new_ref, [](BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) -> Outs {
+    return c.emit_batched(e, {c.batched(ins[0])}, e.params);
+  });
   t.set(Prim::freeze, pass_through);
   t.set(Prim::get, get);
   t.set(Prim::swap, write);

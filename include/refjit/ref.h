@@ -25,19 +25,19 @@
 
 namespace refjit {
 
-// A static slice, keeping the dim: the `size` elements start, start+stride, ...
+// A static slice, keeping the dim: Python's start:stop:step, resolved against the dim's size
+// as Python and NumPy do (negative bounds count from the end; bounds past either end are
+// clipped, so r[1:99] of 3 rows is r[1:3]).
 struct Slice {
   int64_t start = 0;
-  int64_t size = 0;
-  int64_t stride = 1;
+  int64_t stop = 0;
+  int64_t step = 1;
 };
-// Python's r[start:stop:step] (stop excluded; step >= 1), the convention of every range in
-// the API (slice(x, start_indices, limit_indices) on values too). ds(i, size) is the one
-// spelled by size, as Pallas's pl.ds.
+// Python's r[start:stop:step] (stop excluded; step >= 1, else E12), the convention of every
+// range in the API (slice(x, start_indices, limit_indices) on values too). ds(i, size) is the
+// one spelled by size, as Pallas's pl.ds.
 inline Slice slice(int64_t start, int64_t stop, int64_t step = 1) {
-  const int64_t stride = step >= 1 ? step : 1;  // a zero or negative step is refused by the
-  const int64_t n = stop > start ? (stop - start + stride - 1) / stride : 0;  // indexer (E12)
-  return Slice{start, n, step};
+  return Slice{start, stop, step};
 }
 // A slice with a dynamic start (clamped into range like dynamic_slice) and a static size.
 struct DSlice {

@@ -302,7 +302,10 @@ TEST(RefErrorCatalogue, E12OutOfBoundsStaticIndexer) {
   std::string msg = ref_error([&] { (void)r.get(4); }, "E12");
   EXPECT_MENTIONS(msg, "4");
   EXPECT_MENTIONS(msg, "out of bounds");
-  msg = ref_error([&] { (void)r.get(slice(3, 5)); }, "E12");
+  // A slice's bounds are clipped as Python's are (r[3:5] of 4 rows is r[3:4]); an index is not.
+  EXPECT_EQ(r.get(slice(3, 5)).shape(), (Shape{1, 2}));
+  EXPECT_EQ(r.get(slice(-1, 99)).shape(), (Shape{1, 2}));
+  msg = ref_error([&] { (void)r.get(-5); }, "E12");
   EXPECT_MENTIONS(msg, "dim 0");
   // The same indexer in jaxpr text is found by the type rule.
   msg = ref_error(
