@@ -5,14 +5,14 @@
 // Python's `r[...] += v` (get, add, swap) is spelled `r[ellipsis] += v` (one addupdate), the
 // refjit idiom for it (docs/api.md); `jax.new_ref(0.)` is `new_ref(0.0f)`.
 //
-// Not ported (23 of the file's 104 tests):
+// Not ported (21 of the file's 104 tests):
 //   AOT lowering: test_basic_aot, test_basic_aot_closure, test_can_dce_internal_ref_effect;
 //   sharding: test_basic_sharded_aot, test_sharded_aot_mutable_sds, test_sharding_persists,
 //     test_explicit_sharding_after_indexing;
 //   the rng key: test_rng_key;
-//   remat with refs and the no_grad_no_remat ref kind: test_remat_basic_internal,
-//     test_remat_grad_stats_plumbing_basic, test_remat_while_loop_residuals,
-//     test_remat_basic_arg, test_remat_basic_closed_over, test_remat_basic_closed_over_nested;
+//   the no_grad_no_remat ref kind: test_remat_basic_arg, test_remat_basic_closed_over,
+//     test_remat_basic_closed_over_nested; test_remat_while_loop_residuals (linearize through
+//     while, which refjit refuses in reverse mode as JAX does for while_loop's grad);
 //   no optimization_barrier: test_optimization_barrier_with_refs;
 //   no custom_vmap: test_custom_vmap_discharge_internal_ref,
 //     test_custom_vmap_discharge_ref_across_boundary;
@@ -535,6 +535,55 @@ TEST(JaxMutableArrayPort, CustomVjpGradStatsPlumbingScan) {
     expect_close(grads_ref, {}, {std::cos(std::sin(1.0))});
     expect_scalar(g, std::cos(std::sin(1.0)) * std::cos(1.0));
   }
+}
+
+// jax tests/mutable_array_test.py::test_custom_vjp_grad_stats_plumbing_scan
+// (the remat=True parameterizations: the scan body checkpointed)
+TEST(JaxMutableArrayPort, CustomVjpGradStatsPlumbingScanRemat) {
+  auto stash_grads = make_stash_grads();
+  auto primal = [&](Ref grads_ref, Value x) {
+    auto body = checkpoint([&](Value x, std::tuple<>) {
+      x = sin(x);
+      x = stash_grads(grads_ref, x);
+      x = sin(x);
+      return std::pair{x, nothing};
+    });
+    return scan(body, x, nothing, {.length = 1}).first;
+  };
+  for (bool use_jit : {false, true}) {
+    SCOPED_TRACE(use_jit ? "jit" : "eager");
+    Ref grads_ref = new_ref(f32(0));
+    Value g = use_jit ? grad(jit(primal, "primal"), 1)(grads_ref, f32(1))
+                      : grad(primal, 1)(grads_ref, f32(1));
+    expect_close(grads_ref, {}, {std::cos(std::sin(1.0))});
+    expect_scalar(g, std::cos(std::sin(1.0)) * std::cos(1.0));
+  }
+}
+
+// jax tests/mutable_array_test.py::test_remat_basic_internal
+TEST(JaxMutableArrayPort, RematBasicInternal) {
+  auto f = checkpoint([](Value y, Value x) {
+    Ref x_ref = new_ref(x);
+    Value out = y * x_ref.get();
+    x_ref[ellipsis] += 1.0f;
+    return out;
+  });
+  expect_scalar(grad(f)(f32(2), f32(1)), 1.0);
+  expect_scalar(grad(jit(f, "f"))(f32(2), f32(1)), 1.0);
+}
+
+// jax tests/mutable_array_test.py::test_remat_grad_stats_plumbing_basic
+TEST(JaxMutableArrayPort, RematGradStatsPlumbingBasic) {
+  auto stash_grads = make_stash_grads();
+  auto f = checkpoint([&](Ref x_ref, Value y) {
+    y = sin(y);
+    y = stash_grads(x_ref, y);
+    return sin(y);
+  });
+  Ref x_ref = new_ref(f32(0));
+  Value g = grad(f, 1)(x_ref, f32(1));
+  expect_close(x_ref, {}, {std::cos(std::sin(1.0))});
+  expect_scalar(g, std::cos(std::sin(1.0)) * std::cos(1.0));
 }
 
 // jax tests/mutable_array_test.py::test_custom_vjp_grad_stats_plumbing_basic_vjp3
