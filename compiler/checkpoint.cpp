@@ -2,19 +2,38 @@
 #include "refjit/checkpoint.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "refjit/ir/error.h"
 
 namespace refjit {
 
-std::string policy_name(RematPolicy p) {
+std::string policy_name(RematPolicy p, const std::vector<std::string>& names) {
   switch (p) {
+    case RematPolicy::save_only_these_names: {
+      for (const std::string& n : names)
+        if (n.empty() || n.find_first_of(", []=") != std::string::npos)
+          throw Error(
+              fmt::format("checkpoint: the name '{}' cannot be saved by name (names are "
+                          "non-empty, without spaces, commas, brackets or '=')",
+                          n));
+      return fmt::format("save_only_these_names:{}", fmt::join(names, ","));
+    }
     case RematPolicy::nothing_saveable: return "nothing_saveable";
     case RematPolicy::dots_saveable: return "dots_saveable";
     case RematPolicy::dots_with_no_batch_dims_saveable: return "dots_with_no_batch_dims_saveable";
     case RematPolicy::everything_saveable: return "everything_saveable";
   }
   throw Error("checkpoint: unknown remat policy");
+}
+
+Value checkpoint_name(const Value& x, const std::string& name) {
+  if (name.empty() || name.find_first_of(", []=") != std::string::npos)
+    throw Error(
+        fmt::format("checkpoint_name: '{}' is not a usable name (non-empty, without "
+                    "spaces, commas, brackets or '=')",
+                    name));
+  return bind_prim1(Prim::checkpoint_name, std::vector<Operand>{x}, Params{{"name", name}});
 }
 
 namespace detail {

@@ -4,6 +4,7 @@
 #include "ir/jax_rewrites.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <numeric>
@@ -214,9 +215,10 @@ std::vector<Atom> custom_jvp_call(RewriteArgs& a) { return call_as_jit(a, "custo
 // remat2 (jax.checkpoint / jax.remat): a checkpointed call of its jaxpr, whose `policy` param
 // (passes/remat.h) refjit's reverse mode follows. JAX prints the policy as Python reprs:
 // None and nothing_saveable recompute everything, DotsSaveable(only_if_no_batch_dims=...) keeps
-// products, everything_saveable keeps all. Policies by name (save_only_these_names, offload)
-// are read as nothing_saveable: refjit keeps no named values, so it recomputes more than JAX
-// would, with the same results. A policy of the user's own is read as everything_saveable.
+// products, everything_saveable keeps all, SaveOnlyTheseNames(...) keeps the values named by
+// `name[name=...]` eqns (checkpoint_name). Other policies by name (save_any_names_but_these,
+// offloading) are read as nothing_saveable: the same results, more recomputation than JAX's.
+// A policy of the user's own is read as everything_saveable.
 std::string remat_policy_of(const std::string& text) {
   if (text == "None" || text.find("nothing_saveable") != std::string::npos)
     return "nothing_saveable";
@@ -227,8 +229,19 @@ std::string remat_policy_of(const std::string& text) {
   if (text.find("dots_saveable") != std::string::npos) return "dots_saveable";
   if (text.find("dots_with_no_batch_dims") != std::string::npos)
     return "dots_with_no_batch_dims_saveable";
-  if (text.rfind("SaveOnlyTheseNames(", 0) == 0 ||
-      text.find("save_only_these_names") != std::string::npos ||
+  if (text.rfind("SaveOnlyTheseNames(", 0) == 0) {
+    // SaveOnlyTheseNames(saveable_names=frozenset({'a', 'b'})): the quoted names.
+    std::vector<std::string> names;
+    for (size_t at = text.find('\''); at != std::string::npos;) {
+      const size_t end = text.find('\'', at + 1);
+      if (end == std::string::npos) break;
+      names.push_back(text.substr(at + 1, end - at - 1));
+      at = text.find('\'', end + 1);
+    }
+    std::sort(names.begin(), names.end());
+    return fmt::format("save_only_these_names:{}", fmt::join(names, ","));
+  }
+  if (text.find("save_only_these_names") != std::string::npos ||
       text.find("save_any_names_but_these") != std::string::npos)
     return "nothing_saveable";
   return "everything_saveable";
@@ -251,12 +264,6 @@ std::vector<Atom> remat(RewriteArgs& a) {
 // the gradient is the primal's true derivative, not the custom rule's. refjit's own
 // custom_vjp_call (fwd_jaxpr / bwd_jaxpr in the text) keeps its rules.
 std::vector<Atom> custom_vjp_call(RewriteArgs& a) { return call_as_jit(a, "custom_vjp_call"); }
-
-// name (jax.ad_checkpoint.checkpoint_name): tags a value for a remat policy; the value itself.
-std::vector<Atom> checkpoint_name(RewriteArgs& a) {
-  expect_operands(a, "name", 1);
-  return {a.ins[0]};
-}
 
 // reduce_precision: rounds to a float format of fewer bits. JAX emits it with the operand's
 // own format (8/23 bits for f32) in the gradient of jax.checkpoint, to keep the recomputed
@@ -294,7 +301,6 @@ std::vector<JaxRewrite> make_rewrites() {
                {{"call_jaxpr", K::jaxpr}, {"name", K::name}},
                {"jvp", "jvp_jaxpr_fun", "jvp_jaxpr_thunk", "num_consts", "symbolic_zeros"},
                custom_jvp_call});
-  r.push_back({"name", {{"name", K::name}}, {}, checkpoint_name});
   r.push_back({"reduce_precision",
                {{"exponent_bits", K::integer}, {"mantissa_bits", K::integer}},
                {},

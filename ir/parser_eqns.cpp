@@ -116,7 +116,8 @@ void Parser::adapt_to_key_layout(const Token& at, Prim prim, Params& params) {
     case Prim::jit:
     case Prim::scan:
     case Prim::cond:
-    case Prim::copy: return;
+    case Prim::copy:
+    case Prim::checkpoint_name: return;
     default:
       fail(at, fmt::format("'{}' on a PRNG key array is not supported; refjit reads slice, "
                            "squeeze, expand_dims, reshape, broadcast_in_dim and concatenate "

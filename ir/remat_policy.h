@@ -9,11 +9,14 @@
 namespace refjit {
 
 inline constexpr std::array<std::string_view, 4> kRematPolicies = {
-    "nothing_saveable", "dots_saveable", "dots_with_no_batch_dims_saveable",
-    "everything_saveable"};
+    "nothing_saveable", "dots_saveable", "dots_with_no_batch_dims_saveable", "everything_saveable"};
+
+// save_only_these_names:NAME,NAME,...: the values tagged with those names by checkpoint_name.
+inline constexpr std::string_view kSaveOnlyTheseNames = "save_only_these_names:";
 
 inline bool is_remat_policy(std::string_view policy) {
-  return std::find(kRematPolicies.begin(), kRematPolicies.end(), policy) != kRematPolicies.end();
+  return policy.starts_with(kSaveOnlyTheseNames) ||
+         std::find(kRematPolicies.begin(), kRematPolicies.end(), policy) != kRematPolicies.end();
 }
 
 }  // namespace refjit

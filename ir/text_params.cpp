@@ -18,6 +18,7 @@ RuleTable<SpecList> make_specs() {
   RuleTable<SpecList> t;
   auto set = [&](Prim p, std::vector<ParamSpec> specs) { t.set(p, std::move(specs)); };
   set(Prim::round, {{"rounding_method", K::integer}});
+  set(Prim::checkpoint_name, {{"name", K::name}});
   set(Prim::integer_pow, {{"y", K::integer}});
   set(Prim::convert_element_type, {{"new_dtype", K::dtype}, {"weak_type", K::boolean}});
   set(Prim::bitcast_convert_type, {{"new_dtype", K::dtype}});

@@ -173,6 +173,7 @@ void register_elementwise_type_rules(TypeRuleTable& t) {
   set(Prim::convert_element_type, convert_element_type_rule);
   set(Prim::stop_gradient, unary<Prim::stop_gradient, kAny>);
   set(Prim::copy, unary<Prim::copy, kAny>);
+  set(Prim::checkpoint_name, unary<Prim::checkpoint_name, kAny>);
 
   set(Prim::add, binary<Prim::add, kNum>);
   set(Prim::add_any, binary<Prim::add_any, kNum>);

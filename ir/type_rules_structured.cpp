@@ -77,7 +77,7 @@ std::vector<Type> jit_rule(std::span<const Type> in, const Params& params) {
       policy && !is_remat_policy(*policy))
     c.fail(
         "policy '{}' is not a remat policy (nothing_saveable, dots_saveable, "
-        "dots_with_no_batch_dims_saveable or everything_saveable)",
+        "dots_with_no_batch_dims_saveable, everything_saveable or save_only_these_names:NAME,...)",
         *policy);
   return body.out_types();
 }

@@ -69,7 +69,8 @@ Table make_table() {
                  Prim::nextafter})
     t.set(p, B::elementwise);
   // Values are immutable, so an identity is a second name for the same bytes.
-  for (Prim p : {Prim::reshape, Prim::squeeze, Prim::expand_dims, Prim::copy, Prim::stop_gradient})
+  for (Prim p : {Prim::reshape, Prim::squeeze, Prim::expand_dims, Prim::copy, Prim::checkpoint_name,
+                 Prim::stop_gradient})
     t.set(p, B::view);
   for (Prim p : {Prim::slice, Prim::dynamic_slice, Prim::gather}) t.set(p, B::read);
   for (Prim p : {Prim::dynamic_update_slice, Prim::scatter, Prim::scatter_add, Prim::scatter_mul,

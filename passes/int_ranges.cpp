@@ -40,6 +40,7 @@ std::optional<IntRange> result_range(const Eqn& e, const IntRanges& r) {
     case Prim::broadcast_in_dim:
     case Prim::transpose:
     case Prim::copy:
+    case Prim::checkpoint_name:
     case Prim::dynamic_slice:
     case Prim::gather:
     case Prim::reduce_max:

@@ -151,6 +151,8 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
           if (!a.tangents[0]) return {std::nullopt};
           return {c.t.unary(Prim::copy, *a.tangents[0])};
         }});
+  // The name tags the primal value (remat policies read it); the tangent passes through.
+  t.set(Prim::checkpoint_name, {[](JvpCtx&, JvpArgs& a) -> Tangents { return {a.tangents[0]}; }});
 
   // Binary ops; each operand may be a scalar broadcast against the other.
   for (Prim p : {Prim::add, Prim::add_any, Prim::sub}) {

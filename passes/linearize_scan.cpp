@@ -24,8 +24,8 @@
 #include <unordered_set>
 
 #include "passes/inline.h"
-#include "passes/remat.h"
 #include "passes/jaxpr_util.h"
+#include "passes/remat.h"
 #include "refjit/ir/error.h"
 
 namespace refjit {

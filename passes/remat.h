@@ -8,6 +8,8 @@
 //   dots_saveable                      the results of dot_general
 //   dots_with_no_batch_dims_saveable   the results of dot_general without batch dims
 //   everything_saveable                all (the region is an ordinary call)
+//   save_only_these_names:A,B          the values tagged A or B by checkpoint_name (`name`
+//                                      eqns, JAX's name_p)
 // Linearize (passes/linearize.cpp, and the linear body of a scan, linearize_scan.cpp) copies an
 // eqn whose result the linear part reads into the linear part when the eqn is recomputable:
 // under a policy that does not save it, free of ref effects, not a loop or branch. Its

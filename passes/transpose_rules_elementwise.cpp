@@ -43,9 +43,10 @@ void register_elementwise_transpose_rules(TransposeRuleTable& t) {
   t.set(Prim::convert_element_type, [](Emitter& e, TransposeArgs& a) {
     if (a.wants(0)) a.acc[0]->add(e, e.convert(ct0(e, a), a.acc[0]->type().dtype));
   });
-  t.set(Prim::copy, [](Emitter& e, TransposeArgs& a) {
-    if (a.wants(0)) a.acc[0]->add(e, ct0(e, a));
-  });
+  for (Prim p : {Prim::copy, Prim::checkpoint_name})
+    t.set(p, [](Emitter& e, TransposeArgs& a) {
+      if (a.wants(0)) a.acc[0]->add(e, ct0(e, a));
+    });
   // select_n: case i receives the cotangent where it was chosen, zeros elsewhere.
   t.set(Prim::select_n, [](Emitter& e, TransposeArgs& a) {
     if (a.linear(0)) throw Error("transpose: `select_n` is not linear in its predicate");

@@ -577,6 +577,7 @@ void register_elementwise_eval_rules(EvalRuleTable& t) {
   t.set(Prim::convert_element_type, &eval_convert);
   t.set(Prim::stop_gradient, &eval_unary<Identity>);
   t.set(Prim::copy, &eval_unary<Identity>);
+  t.set(Prim::checkpoint_name, &eval_unary<Identity>);
   t.set(Prim::add, &eval_binary<Add>);
   t.set(Prim::add_any, &eval_binary<Add>);
   t.set(Prim::sub, &eval_binary<Sub>);

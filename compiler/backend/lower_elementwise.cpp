@@ -450,6 +450,7 @@ void register_elementwise_lowerings(LowerTable& t) {
   };
   t.set(Prim::stop_gradient, identity);
   t.set(Prim::copy, identity);
+  t.set(Prim::checkpoint_name, identity);
 
   // ---- binary
   set_ew(t, Prim::add, float_or_int<arith::AddFOp, arith::AddIOp>());

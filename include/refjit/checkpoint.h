@@ -11,6 +11,8 @@
 //   dots_saveable                      products (dot_general results)
 //   dots_with_no_batch_dims_saveable   products without batch dims
 //   everything_saveable                all: an ordinary call
+//   save_only_these_names              the values tagged by checkpoint_name(x, "NAME") with a
+//                                      name in CheckpointOptions::names
 // Code with ref effects is never recomputed (its results are kept), so a checkpointed
 // function may read and write refs. Forward mode (jvp) ignores the policy.
 #pragma once
@@ -30,15 +32,21 @@ enum class RematPolicy {
   dots_saveable,
   dots_with_no_batch_dims_saveable,
   everything_saveable,
+  save_only_these_names,  // the values tagged with CheckpointOptions::names by checkpoint_name
 };
 
 // The policy's name in the jaxpr (`jit[... policy=NAME]`).
-std::string policy_name(RematPolicy p);
+std::string policy_name(RematPolicy p, const std::vector<std::string>& names = {});
 
 struct CheckpointOptions {
   RematPolicy policy = RematPolicy::nothing_saveable;
+  std::vector<std::string> names;  // save_only_these_names: the names to save
   std::string name = "checkpoint";
 };
+
+// jax.ad_checkpoint.checkpoint_name: x itself, tagged `name` for the save_only_these_names
+// policy of an enclosing checkpoint (a `name[name=...]` eqn).
+Value checkpoint_name(const Value& x, const std::string& name);
 
 template <class F>
 class Checkpointed {
@@ -53,8 +61,8 @@ class Checkpointed {
     TracedFunction traced = trace_function(
         [&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); },
         types_of(flat), options_.name);
-    std::vector<Operand> outs =
-        detail::checkpoint_call(traced, flat, policy_name(options_.policy), options_.name);
+    std::vector<Operand> outs = detail::checkpoint_call(
+        traced, flat, policy_name(options_.policy, options_.names), options_.name);
     using R =
         decltype(std::apply(std::declval<F&>(), std::declval<std::tuple<tree::traced_t<A>...>&>()));
     if constexpr (std::is_void_v<R>) {

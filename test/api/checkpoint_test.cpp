@@ -97,6 +97,34 @@ TEST(Checkpoint, OutsideLoopsTheRegionIsRecomputedFromItsInputs) {
   EXPECT_EQ(count(text, "= sin"), 2) << text;
 }
 
+TEST(Checkpoint, SaveOnlyTheseNamesKeepsTheNamedValues) {
+  // jax.checkpoint(f, policy=save_only_these_names("z")) with checkpoint_name(h @ m, "z").
+  auto f = [](std::vector<std::string> names) {
+    return [names](const Value& x, const Value& w) {
+      auto layer = checkpoint(
+          [](Value h, Value m) {
+            Value act = tanh(checkpoint_name(matmul(h, m), "z"));
+            return sin(act) * act;
+          },
+          {.policy = RematPolicy::save_only_these_names, .names = names});
+      return reduce_sum(layer(layer(x, w), w));
+    };
+  };
+  const Value x = ramp({2, 3}, 0.4), w = ramp({3, 3}, 0.9);
+  const Value want = grad(f({"z"}))(x, w);
+  const Value other = grad(f({"other"}))(x, w);
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_NEAR(want.array().as_double(i), other.array().as_double(i), 1e-14);
+  // Saved by name, the product is kept; otherwise the backward pass computes it again (once
+  // per layer), to recompute tanh from it. tanh itself is recomputed either way (its
+  // derivative reads its result, which has no name).
+  const std::string saved = make_jaxpr(grad(f({"z"})))(x, w).str();
+  const std::string unsaved = make_jaxpr(grad(f({"other"})))(x, w).str();
+  EXPECT_EQ(count(unsaved, "dot_general"), count(saved, "dot_general") + 2) << saved;
+  EXPECT_EQ(count(saved, "= tanh"), 4);
+  EXPECT_THROW(checkpoint_name(x, "two words"), Error);
+}
+
 TEST(Checkpoint, RefEffectsInsideAreKeptNotRepeated) {
   // The checkpointed function accumulates into a captured ref: the backward pass must not
   // repeat the write, and the ref ends with one write per forward call.
