@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "passes/emitter.h"
 #include "passes/jaxpr_util.h"
 #include "refjit/ir/builder.h"
 #include "refjit/ir/error.h"
@@ -20,28 +21,15 @@ namespace {
 
 Type value_type(const Type& t) { return Type(t.array); }
 
-// Ops on the builder of the discharged program.
-struct Ops {
-  JaxprBuilder& b;
-
-  ArrayType type(const Atom& a) const { return b.type_of(a).array; }
+// Emitter over the discharged program's builder, with the clamp ref indexing applies.
+struct Ops : Emitter {
+  explicit Ops(JaxprBuilder& b) : Emitter(b) {}
+  ArrayType type(const Atom& a) const { return array_type_of(a); }
   Atom op(Prim p, std::vector<Atom> ins, Params params = {}) {
-    return b.add_eqn1(p, std::move(ins), std::move(params));
-  }
-  Atom reshape(const Atom& x, const Shape& to) {
-    if (type(x).shape == to) return x;
-    return op(Prim::reshape, {x},
-              Params{{"dimensions", NoneParam{}}, {"new_sizes", IntList(to.begin(), to.end())}});
-  }
-  Atom convert(const Atom& x, DType to) {
-    if (type(x).dtype == to) return x;
-    return op(Prim::convert_element_type, {x}, Params{{"new_dtype", to}, {"weak_type", false}});
+    return emit1(p, std::move(ins), std::move(params));
   }
   Atom broadcast(const Atom& x, const Shape& shape, const IntList& dims) {
-    if (type(x).shape == shape) return x;
-    return op(
-        Prim::broadcast_in_dim, {x},
-        Params{{"broadcast_dimensions", dims}, {"shape", IntList(shape.begin(), shape.end())}});
+    return broadcast_in_dim(x, shape, dims);
   }
   Atom clamp(const Atom& i, int64_t hi) {
     DType d = type(i).dtype;
@@ -200,7 +188,7 @@ Atom read(Ops& o, const Atom& cur, Access& a) {
 
 class Discharger {
  public:
-  explicit Discharger(JaxprBuilder& b) : o_{b} {}
+  explicit Discharger(JaxprBuilder& b) : o_(b) {}
 
   // The discharged atom of `a`: a ref's current value.
   Atom at(const Atom& a) const { return subst_(a); }
@@ -267,7 +255,7 @@ class Discharger {
     for (const auto& [key, value] : e.params.entries())
       if (const auto* sub = std::get_if<JaxprPtr>(&value))
         params.set(key, std::make_shared<const Jaxpr>(discharge_state(**sub)));
-    std::vector<Var> outs = o_.b.add_eqn(e.prim, at(e.ins), std::move(params));
+    std::vector<Var> outs = o_.emit(e.prim, at(e.ins), std::move(params));
     for (size_t k = 0; k < outs.size(); ++k) bind(e.outs[k], outs[k]);
   }
 
@@ -296,7 +284,7 @@ class Discharger {
     const Jaxpr& body = jit_body(e);
     Params params = e.params;
     params.set("jaxpr", std::make_shared<const Jaxpr>(discharge_state(body)));
-    std::vector<Var> outs = o_.b.add_eqn(Prim::jit, at(e.ins), std::move(params));
+    std::vector<Var> outs = o_.emit(Prim::jit, at(e.ins), std::move(params));
     for (size_t k = 0; k < e.outs.size(); ++k) bind(e.outs[k], outs[k]);
     size_t next = e.outs.size();
     for (size_t k : ref_operands(j, e)) bind(as_var(e.ins[k]), outs[next++]);
@@ -348,7 +336,7 @@ class Discharger {
       for (size_t k : order) reordered.push_back(linear->at(k));
       params.set("linear", reordered);
     }
-    std::vector<Var> res = o_.b.add_eqn(Prim::scan, std::move(ins), std::move(params));
+    std::vector<Var> res = o_.emit(Prim::scan, std::move(ins), std::move(params));
     const size_t nc = const_refs.size();
     for (size_t k = 0; k < nc; ++k) bind(as_var(e.ins[const_refs[k]]), res[k]);
     for (size_t k = 0; k < e.outs.size(); ++k) bind(e.outs[k], res[nc + k]);
@@ -363,7 +351,7 @@ class Discharger {
       branches.push_back(std::make_shared<const Jaxpr>(discharge_state(*br)));
     Params params = e.params;
     params.set("branches", branches);
-    std::vector<Var> outs = o_.b.add_eqn(Prim::cond, at(e.ins), std::move(params));
+    std::vector<Var> outs = o_.emit(Prim::cond, at(e.ins), std::move(params));
     for (size_t k = 0; k < e.outs.size(); ++k) bind(e.outs[k], outs[k]);
     size_t next = e.outs.size();
     for (size_t k : ref_operands(j, e)) bind(as_var(e.ins[k]), outs[next++]);
@@ -438,7 +426,7 @@ class Discharger {
     params.set("body_jaxpr", rebuild(dbody, ncc, nbc, true));
     params.set("cond_nconsts", static_cast<int64_t>(plain_cc));
     params.set("body_nconsts", static_cast<int64_t>(plain_bc));
-    std::vector<Var> res = o_.b.add_eqn(Prim::while_, std::move(ins), std::move(params));
+    std::vector<Var> res = o_.emit(Prim::while_, std::move(ins), std::move(params));
     for (size_t k = 0; k < refs.size(); ++k) bind(refs[k], res[k]);
     for (size_t k = 0; k < e.outs.size(); ++k) bind(e.outs[k], res[refs.size() + k]);
   }

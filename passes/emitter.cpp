@@ -85,6 +85,18 @@ Atom Emitter::broadcast_to(Atom x, const Shape& shape) {
                       {"sharding", NoneParam{}}});
 }
 
+Atom Emitter::broadcast_in_dim(Atom x, const Shape& shape, const IntList& dims) {
+  if (array_type_of(x).shape == shape) return x;
+  return emit1(Prim::broadcast_in_dim, {x},
+               Params{{"shape", IntList(shape)}, {"broadcast_dimensions", dims}});
+}
+
+Atom Emitter::reshape(Atom x, const Shape& shape) {
+  if (array_type_of(x).shape == shape) return x;
+  return emit1(Prim::reshape, {x},
+               Params{{"dimensions", NoneParam{}}, {"new_sizes", IntList(shape)}});
+}
+
 Atom Emitter::reduce_sum(Atom x, std::vector<int64_t> axes) {
   if (axes.empty()) return x;
   return emit1(Prim::reduce_sum, {x}, Params{{"axes", IntList(std::move(axes))}});

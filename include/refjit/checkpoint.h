@@ -63,14 +63,7 @@ class Checkpointed {
         types_of(flat), options_.name);
     std::vector<Operand> outs = detail::checkpoint_call(
         traced, flat, policy_name(options_.policy, options_.names), options_.name);
-    using R =
-        decltype(std::apply(std::declval<F&>(), std::declval<std::tuple<tree::traced_t<A>...>&>()));
-    if constexpr (std::is_void_v<R>) {
-      return;
-    } else {
-      size_t pos = 0;
-      return tree::unflatten_out<R>(outs, pos);
-    }
+    return tree::unflatten_result<F, A...>(outs);
   }
 
   const std::string& name() const { return options_.name; }

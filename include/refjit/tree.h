@@ -158,6 +158,19 @@ result_t<T> unflatten_tuple(const std::vector<Operand>& outs, size_t& pos,
   return result_t<T>{unflatten_out<std::tuple_element_t<K, T>>(outs, pos)...};
 }
 
+// What a function f called on traced arguments of types A... returns, rebuilt from its flat
+// outputs (nothing for a void f).
+template <class F, class... A>
+auto unflatten_result(const std::vector<Operand>& outs) {
+  using R = decltype(std::apply(std::declval<F&>(), std::declval<std::tuple<traced_t<A>...>&>()));
+  if constexpr (std::is_void_v<R>) {
+    return;
+  } else {
+    size_t pos = 0;
+    return unflatten_out<R>(outs, pos);
+  }
+}
+
 // Calls f on traced arguments rebuilt from `in` (shaped like `originals`) and flattens
 // what it returns.
 template <class F, class... A>

@@ -67,14 +67,7 @@ class Vmapped {
         shape.per_example, options_.name);
     std::vector<Operand> outs =
         detail::vmap_call(traced, leaves, axes, options_.out_axes, shape, options_.name);
-    using R =
-        decltype(std::apply(std::declval<F&>(), std::declval<std::tuple<tree::traced_t<A>...>&>()));
-    if constexpr (std::is_void_v<R>) {
-      return;
-    } else {
-      size_t pos = 0;
-      return tree::unflatten_out<R>(outs, pos);
-    }
+    return tree::unflatten_result<F, A...>(outs);
   }
 
  private:
