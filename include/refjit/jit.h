@@ -150,13 +150,7 @@ class Jitted {
             ? detail::run_native(*native_, name_, options_.tier, traced, flat, trace_ms, donated)
             : bind_jaxpr(name_, traced, flat);
     if (!donated.empty()) detail::retire_donated(flat, donated, name_);
-    using R = decltype(std::apply(*f_, std::declval<std::tuple<tree::traced_t<A>...>&>()));
-    if constexpr (std::is_void_v<R>) {
-      return;
-    } else {
-      size_t pos = 0;
-      return tree::unflatten_out<R>(outs, pos);
-    }
+    return tree::unflatten_result<F, A...>(outs);
   }
 
   // How many times f has been traced (once per new signature).
