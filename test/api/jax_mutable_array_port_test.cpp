@@ -515,48 +515,28 @@ TEST(JaxMutableArrayPort, CustomVjpGradStatsPlumbingBasic) {
 }
 
 // jax tests/mutable_array_test.py::test_custom_vjp_grad_stats_plumbing_scan
-// (the remat=False parameterizations; refjit has no remat)
+// (every parameterization: jit on/off, the scan body checkpointed or not)
 TEST(JaxMutableArrayPort, CustomVjpGradStatsPlumbingScan) {
   auto stash_grads = make_stash_grads();
-  auto primal = [&](Ref grads_ref, Value x) {
-    auto body = [&](Value x, std::tuple<>) {
-      x = sin(x);
-      x = stash_grads(grads_ref, x);
-      x = sin(x);
-      return std::pair{x, nothing};
+  for (bool remat : {false, true}) {
+    auto primal = [&](Ref grads_ref, Value x) {
+      auto step = [&](Value x, std::tuple<>) {
+        x = sin(x);
+        x = stash_grads(grads_ref, x);
+        x = sin(x);
+        return std::pair{x, nothing};
+      };
+      return remat ? scan(checkpoint(step), x, nothing, {.length = 1}).first
+                   : scan(step, x, nothing, {.length = 1}).first;
     };
-    return scan(body, x, nothing, {.length = 1}).first;
-  };
-  for (bool use_jit : {false, true}) {
-    SCOPED_TRACE(use_jit ? "jit" : "eager");
-    Ref grads_ref = new_ref(f32(0));
-    Value g = use_jit ? grad(jit(primal, "primal"), 1)(grads_ref, f32(1))
-                      : grad(primal, 1)(grads_ref, f32(1));
-    expect_close(grads_ref, {}, {std::cos(std::sin(1.0))});
-    expect_scalar(g, std::cos(std::sin(1.0)) * std::cos(1.0));
-  }
-}
-
-// jax tests/mutable_array_test.py::test_custom_vjp_grad_stats_plumbing_scan
-// (the remat=True parameterizations: the scan body checkpointed)
-TEST(JaxMutableArrayPort, CustomVjpGradStatsPlumbingScanRemat) {
-  auto stash_grads = make_stash_grads();
-  auto primal = [&](Ref grads_ref, Value x) {
-    auto body = checkpoint([&](Value x, std::tuple<>) {
-      x = sin(x);
-      x = stash_grads(grads_ref, x);
-      x = sin(x);
-      return std::pair{x, nothing};
-    });
-    return scan(body, x, nothing, {.length = 1}).first;
-  };
-  for (bool use_jit : {false, true}) {
-    SCOPED_TRACE(use_jit ? "jit" : "eager");
-    Ref grads_ref = new_ref(f32(0));
-    Value g = use_jit ? grad(jit(primal, "primal"), 1)(grads_ref, f32(1))
-                      : grad(primal, 1)(grads_ref, f32(1));
-    expect_close(grads_ref, {}, {std::cos(std::sin(1.0))});
-    expect_scalar(g, std::cos(std::sin(1.0)) * std::cos(1.0));
+    for (bool use_jit : {false, true}) {
+      SCOPED_TRACE(std::string(use_jit ? "jit" : "eager") + (remat ? ", remat" : ""));
+      Ref grads_ref = new_ref(f32(0));
+      Value g = use_jit ? grad(jit(primal, "primal"), 1)(grads_ref, f32(1))
+                        : grad(primal, 1)(grads_ref, f32(1));
+      expect_close(grads_ref, {}, {std::cos(std::sin(1.0))});
+      expect_scalar(g, std::cos(std::sin(1.0)) * std::cos(1.0));
+    }
   }
 }
 
