@@ -49,7 +49,7 @@ bool same_operand(const Operand& a, const Operand& b) {
 Type row_type(const Type& t) {
   ArrayType row = t.array;
   row.shape.erase(row.shape.begin());
-  return t.is_ref ? Type::ref(row) : Type(row);
+  return t.is_ref ? Type::ref(row, t.ref_kind) : Type(row);
 }
 
 }  // namespace

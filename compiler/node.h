@@ -39,7 +39,7 @@ inline NodePtr concrete_array_node(Array a, bool weak = false) {
 
 inline NodePtr concrete_ref_node(RefBufferPtr buffer) {
   auto n = std::make_shared<Node>();
-  n->type = Type::ref(buffer->type());
+  n->type = Type::ref(buffer->type(), buffer->kind());
   n->buffer = std::move(buffer);
   return n;
 }

@@ -111,6 +111,7 @@ Ref::Ref(detail::NodePtr node) : node_(std::move(node)) {
 }
 
 const ArrayType& Ref::type() const { return node_->type.array; }
+RefKind Ref::kind() const { return node_->type.ref_kind; }
 bool Ref::is_concrete() const { return node_->concrete(); }
 
 bool Ref::same_as(const Ref& other) const {
@@ -173,13 +174,16 @@ std::string Ref::str() const {
 std::string to_string(const Ref& r) { return r.str(); }
 std::ostream& operator<<(std::ostream& os, const Ref& r) { return os << r.str(); }
 
-Ref new_ref(const Value& init) {
+Ref new_ref(const Value& init, RefKind kind) {
   // A C++ floating-point scalar (weakly typed, like a Python float) makes a float32 ref, as
   // jax.new_ref(0.0) does; a ref's dtype is fixed from then on.
   if (init.is_weak() && init.dtype() == DType::f64)
     return new_ref(init.is_concrete() && init.rank() == 0 ? Value::scalar(DType::f32, init.item())
-                                                          : convert(init, DType::f32));
-  std::vector<Operand> outs = bind_prim(Prim::new_ref, std::vector<Operand>{init});
+                                                          : convert(init, DType::f32),
+                   kind);
+  Params params;
+  if (kind != RefKind::plain) params.set("kind", std::string(ref_kind_name(kind)));
+  std::vector<Operand> outs = bind_prim(Prim::new_ref, std::vector<Operand>{init}, params);
   return std::get<Ref>(outs.at(0));
 }
 

@@ -1,5 +1,7 @@
 #include "refjit/ir/params.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "refjit/ir/error.h"
@@ -36,6 +38,13 @@ void Params::erase(std::string_view name) {
 void Params::throw_bad(std::string_view name, bool missing) {
   if (missing) throw TypeError("missing param '" + std::string(name) + "'");
   throw TypeError("param '" + std::string(name) + "' has the wrong kind of value");
+}
+
+RefKind ref_kind_param(const Params& params) {
+  const std::string kind = params.get_or<std::string>("kind", "None");
+  if (std::optional<RefKind> k = parse_ref_kind(kind)) return *k;
+  throw TypeError(fmt::format("new_ref: unknown ref kind '{}' (refjit knows no_grad_no_remat)",
+                              kind));
 }
 
 }  // namespace refjit

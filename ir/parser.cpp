@@ -16,6 +16,17 @@
 
 namespace refjit::text::parser {
 
+namespace {
+
+// "f32, f64, ..., u64": the dtypes a type may name.
+std::string dtype_list() {
+  std::vector<std::string_view> names;
+  for (DType d : kAllDTypes) names.push_back(short_name(d));
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+}  // namespace
+
 Jaxpr Parser::parse() {
   parse_shared_jaxprs();
   Jaxpr j = parse_jaxpr(0);
@@ -170,8 +181,18 @@ Type Parser::parse_type() {
     next();
     expect(Tok::lbrace, "'{' after 'Ref' (a ref type is written Ref{f32[3]})");
     ArrayType a = parse_array_type();
+    RefKind kind = RefKind::plain;
+    if (peek().is(Tok::comma)) {  // Ref{f32[3], no_grad_no_remat}
+      next();
+      const Token& k = next();
+      std::optional<RefKind> parsed = k.is(Tok::ident) ? parse_ref_kind(k.text) : std::nullopt;
+      if (!parsed)
+        fail(k, fmt::format("unknown ref kind {} (refjit knows no_grad_no_remat)",
+                            text::describe(k)));
+      kind = *parsed;
+    }
     expect(Tok::rbrace, "'}' to close the Ref type");
-    return Type::ref(std::move(a));
+    return Type::ref(std::move(a), kind);
   }
   return parse_array_type();
 }
@@ -208,8 +229,7 @@ ArrayType Parser::parse_array_type() {
                         text::describe(t)));
   std::optional<DType> d = parse_dtype(t.text);
   if (!d)
-    fail(t, fmt::format("unknown dtype {} (refjit has f32, f64, i32, i64 and bool)",
-                        text::describe(t)));
+    fail(t, fmt::format("unknown dtype {} (refjit has {})", text::describe(t), dtype_list()));
   next();
   ArrayType a{*d, {}};
   expect(Tok::lbracket, "'[' after the dtype (a scalar is written f32[])");

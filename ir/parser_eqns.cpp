@@ -332,7 +332,9 @@ void Parser::emit(Scope& s, const Token& at, Prim prim, std::vector<Atom> ins, P
                         fmt::format("error: binder '{}' is written {} but {} produces {}", b.name,
                                     b.type.str(), prim_name(prim), inferred[k].str()));
     }
+    // A ref's kind is not written in its type (JAX prints Ref{f32[]}): it comes from the rule.
     Type t = ref_form && b.dropped ? inferred[k] : b.type;
+    if (t.is_ref && t.ref_kind == RefKind::plain) t.ref_kind = inferred[k].ref_kind;
     vars.push_back(j.new_var(std::move(t), b.dropped, b.dropped ? "" : b.name));
   }
   s.builder.add_eqn_with_outs(prim, std::move(ins), std::move(params), vars);

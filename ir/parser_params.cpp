@@ -65,6 +65,11 @@ void Parser::parse_params(Prim prim, Params& params, int depth) {
         return spec && spec->kind != ParamKind::indexer ? spec : nullptr;
       },
       [&](const Token& nt) { return unknown_param_message(prim, nt); });
+  // JAX writes kind=None for a plain ref; refjit's plain new_ref has no kind param.
+  if (prim == Prim::new_ref && params.has("kind")) {
+    const std::string* kind = std::get_if<std::string>(params.find("kind"));
+    if (kind && parse_ref_kind(*kind) == RefKind::plain) params.erase("kind");
+  }
 }
 
 std::string Parser::unknown_param_message(Prim prim, const Token& nt) const {

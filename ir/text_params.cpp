@@ -19,6 +19,7 @@ RuleTable<SpecList> make_specs() {
   auto set = [&](Prim p, std::vector<ParamSpec> specs) { t.set(p, std::move(specs)); };
   set(Prim::round, {{"rounding_method", K::integer}});
   set(Prim::checkpoint_name, {{"name", K::name}});
+  set(Prim::new_ref, {{"kind", K::name}});
   set(Prim::integer_pow, {{"y", K::integer}});
   set(Prim::convert_element_type, {{"new_dtype", K::dtype}, {"weak_type", K::boolean}});
   set(Prim::bitcast_convert_type, {{"new_dtype", K::dtype}});
@@ -79,7 +80,7 @@ const RuleTable<SpecList>& specs() {
 constexpr std::array<std::string_view, 9> kJitOnlyJax = {
     "donated_invars", "inline",      "keep_unused", "in_shardings",        "out_shardings",
     "in_layouts",     "out_layouts", "ctx_mesh",    "compiler_options_kvs"};
-constexpr std::array<std::string_view, 3> kNewRefOnlyJax = {"kind", "memory_space", "pin"};
+constexpr std::array<std::string_view, 2> kNewRefOnlyJax = {"memory_space", "pin"};
 
 bool contains(std::span<const std::string_view> names, std::string_view n) {
   return std::find(names.begin(), names.end(), n) != names.end();

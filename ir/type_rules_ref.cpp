@@ -17,8 +17,8 @@ std::vector<Type> new_ref_rule(std::span<const Type> in, const Params& params) {
                "operand 0 has type {}; a ref cannot hold another ref (read it with get "
                "first)",
                in[0].str());
-  // JAX's kind, memory_space and pin params are accepted and ignored.
-  return {Type::ref(in[0].array)};
+  // JAX's memory_space and pin params are accepted and ignored; kind is the ref's kind.
+  return {Type::ref(in[0].array, ref_kind_param(params))};
 }
 
 // The indexer param; absent means the whole ref.

@@ -25,12 +25,19 @@ std::vector<Atom> dyn_operands(const JvpArgs& a, size_t first) {
                              c.where, c.ref_name));
 }
 
+// A no_grad_no_remat ref never has a tangent, and writing a differentiated value into it is
+// allowed (the tangent is dropped, as JAX does).
+bool no_grad(const JvpCtx& c, const Atom& ref) {
+  return c.p.type_of(ref).ref_kind == RefKind::no_grad_no_remat;
+}
+
 }  // namespace
 
 void register_ref_jvp_rules(JvpRuleTable& t) {
   t.set(Prim::new_ref, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
           const ArrayType ty = c.p.array_type_of(a.primals[0]);
-          if (!is_float(ty.dtype)) return {std::nullopt};
+          if (!is_float(ty.dtype) || ref_kind_param(a.eqn.params) == RefKind::no_grad_no_remat)
+            return {std::nullopt};
           return {Atom(c.t.new_ref(instantiate(c.t, a.tangents[0], ty)))};
         }});
   t.set(
@@ -42,7 +49,7 @@ void register_ref_jvp_rules(JvpRuleTable& t) {
           const MaybeAtom& r_dot = a.tangents[0];
           const MaybeAtom& x_dot = a.tangents[1];
           if (!r_dot) {
-            if (x_dot) throw_e1(c);
+            if (x_dot && !no_grad(c, a.primals[0])) throw_e1(c);
             return {std::nullopt};
           }
           // Writing a constant writes zeros into the tangent ref.
@@ -53,7 +60,7 @@ void register_ref_jvp_rules(JvpRuleTable& t) {
           const MaybeAtom& r_dot = a.tangents[0];
           const MaybeAtom& x_dot = a.tangents[1];
           if (!r_dot) {
-            if (x_dot) throw_e1(c);
+            if (x_dot && !no_grad(c, a.primals[0])) throw_e1(c);
             return {};
           }
           // Adding a constant leaves the tangent unchanged: nothing to emit.

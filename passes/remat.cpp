@@ -6,9 +6,6 @@ namespace refjit {
 
 namespace {
 
-constexpr std::array<std::string_view, 4> kPolicies = {
-    "nothing_saveable", "dots_saveable", "dots_with_no_batch_dims_saveable", "everything_saveable"};
-
 bool structured(Prim p) {
   return p == Prim::scan || p == Prim::cond || p == Prim::while_ || p == Prim::jit ||
          p == Prim::custom_vjp_call;

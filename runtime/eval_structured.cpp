@@ -135,7 +135,7 @@ std::vector<RtValue> eval_scan(const EvalContext& cx, const Eqn& e, std::span<co
         const RefBufferPtr& parent = std::get<RefBufferPtr>(x);
         const Shape& s = parent->type().shape;
         auto row = std::make_shared<RefBuffer>(
-            take_elements(parent->value(), row_shape(s), row_offsets(s, i)));
+            take_elements(parent->value(), row_shape(s), row_offsets(s, i)), parent->kind());
         row_refs.emplace_back(parent, row);
         args.push_back(row);
       }

@@ -10,11 +10,17 @@ namespace refjit::cli {
 
 namespace {
 
-// Errors of the native backend point at the engine that covers every primitive.
+// Errors of the native backend point at the engine that covers every primitive. A program's
+// own errors (a ref or type error, found by autodiff or a type rule) are the same on both
+// engines and pass through unchanged.
 template <class F>
 auto native(F&& f) {
   try {
     return f();
+  } catch (const RefError&) {
+    throw;
+  } catch (const TypeError&) {
+    throw;
   } catch (const Error& e) {
     throw Error(
         fmt::format("{} (the native backend cannot compile this program; "

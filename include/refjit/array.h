@@ -87,7 +87,8 @@ class Array {
 // The storage behind a host ref: one mutable array that every holder sees.
 class RefBuffer {
  public:
-  explicit RefBuffer(Array initial) : value_(initial.clone()) {}
+  explicit RefBuffer(Array initial, RefKind kind = RefKind::plain)
+      : value_(initial.clone()), kind_(kind) {}
   // A ref whose updates go to `storage`'s memory itself (no copy while nothing else shares
   // it): a caller's buffer, e.g. a NumPy array, used as a gradient accumulator.
   static std::shared_ptr<RefBuffer> over(Array storage) {
@@ -98,11 +99,13 @@ class RefBuffer {
   const Array& value() const { return value_; }
   Array& value() { return value_; }
   const ArrayType& type() const { return value_.type(); }
+  RefKind kind() const { return kind_; }
   bool frozen() const { return frozen_; }
   void mark_frozen() { frozen_ = true; }
 
  private:
   Array value_;
+  RefKind kind_ = RefKind::plain;
   bool frozen_ = false;
 };
 using RefBufferPtr = std::shared_ptr<RefBuffer>;

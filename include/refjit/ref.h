@@ -77,6 +77,7 @@ class RefView;
 class Ref {
  public:
   const ArrayType& type() const;  // the inner array type: Ref{f32[3]} -> f32[3]
+  RefKind kind() const;           // new_ref's kind
   const Shape& shape() const { return type().shape; }
   DType dtype() const { return type().dtype; }
   int rank() const { return type().rank(); }
@@ -190,7 +191,9 @@ ValueAt Value::at(const I&... idx) const {
 
 // jax.new_ref(x): a fresh ref holding a copy of x. A C++ double (weakly typed, as a Python
 // float) gives a float32 ref, as jax.new_ref(0.0) does; an int gives an int32 one.
-Ref new_ref(const Value& init);
+// jax.new_ref(x, kind="no_grad_no_remat") is new_ref(x, RefKind::no_grad_no_remat): a ref that
+// autodiff leaves alone (statistics, counters, logs written from differentiated code).
+Ref new_ref(const Value& init, RefKind kind = RefKind::plain);
 // jax.freeze(r): the final contents; using r afterwards is an error (E12).
 Value freeze(const Ref& r);
 // JAX's empty_ref(type): a fresh ref whose initial contents the program must not rely on

@@ -74,6 +74,19 @@ def test_grad_through_refs_which_jax_cannot_differentiate():
     np.testing.assert_allclose(g, finite_difference(refjit.jit(f), x), rtol=1e-2)
 
 
+def test_no_grad_no_remat_ref_is_left_alone_by_grad():
+    # jax.new_ref(x, kind="no_grad_no_remat"): the differentiated write into the ref drops its
+    # tangent and the read back is a constant, so d/dx (r + x*x) = 2x. A plain ref gives 2 + 2x.
+    def f(x, kind):
+        r = jax.new_ref(x, kind=kind)
+        r[...] += x
+        return r[...] + x * x
+
+    x = np.float32(3.0)
+    assert float(refjit.grad(lambda x: f(x, "no_grad_no_remat"))(x)) == 6.0
+    assert float(refjit.grad(lambda x: f(x, None))(x)) == 8.0
+
+
 def test_grad_rejects_integer_arguments_naming_them():
     with pytest.raises(TypeError, match=r"n \(argument 1\) has dtype int32"):
         refjit.grad(lambda x, n: x * n, argnums=1)(1.0, 2)

@@ -5,14 +5,13 @@
 // Python's `r[...] += v` (get, add, swap) is spelled `r[ellipsis] += v` (one addupdate), the
 // refjit idiom for it (docs/api.md); `jax.new_ref(0.)` is `new_ref(0.0f)`.
 //
-// Not ported (21 of the file's 104 tests):
+// Not ported (18 of the file's 104 tests):
 //   AOT lowering: test_basic_aot, test_basic_aot_closure, test_can_dce_internal_ref_effect;
 //   sharding: test_basic_sharded_aot, test_sharded_aot_mutable_sds, test_sharding_persists,
 //     test_explicit_sharding_after_indexing;
 //   the rng key: test_rng_key;
-//   the no_grad_no_remat ref kind: test_remat_basic_arg, test_remat_basic_closed_over,
-//     test_remat_basic_closed_over_nested; test_remat_while_loop_residuals (linearize through
-//     while, which refjit refuses in reverse mode as JAX does for while_loop's grad);
+//   test_remat_while_loop_residuals (linearize through while, which refjit refuses in reverse
+//     mode as JAX does for while_loop's grad);
 //   no optimization_barrier: test_optimization_barrier_with_refs;
 //   no custom_vmap: test_custom_vmap_discharge_internal_ref,
 //     test_custom_vmap_discharge_ref_across_boundary;
@@ -550,6 +549,71 @@ TEST(JaxMutableArrayPort, RematBasicInternal) {
   });
   expect_scalar(grad(f)(f32(2), f32(1)), 1.0);
   expect_scalar(grad(jit(f, "f"))(f32(2), f32(1)), 1.0);
+}
+
+// jax tests/mutable_array_test.py::test_remat_basic_arg
+// A no_grad_no_remat ref takes a differentiated value; its update runs once (1 + y*y = 5), and
+// grad is unaffected by it.
+TEST(JaxMutableArrayPort, RematBasicArg) {
+  auto body = [](Value y, Ref x_ref) {
+    Value out = y * y;
+    x_ref[ellipsis] += out;
+    return out;
+  };
+  for (bool use_jit : {false, true}) {
+    SCOPED_TRACE(use_jit ? "jit" : "eager");
+    auto f = checkpoint(body);
+    auto jitted = jit(f, "f");
+    Ref x_ref = new_ref(1.0, RefKind::no_grad_no_remat);
+    Value g = use_jit ? grad(jitted)(f32(2), x_ref) : grad(f)(f32(2), x_ref);
+    expect_close(x_ref, {}, {5.0});
+    expect_scalar(g, 4.0);
+  }
+}
+
+// The same program with a plain ref is JAX's error: the differentiated write would lose its
+// derivative (E1).
+TEST(JaxMutableArrayPort, RematBasicArgPlainRefIsE1) {
+  auto f = checkpoint([](Value y, Ref x_ref) {
+    Value out = y * y;
+    x_ref[ellipsis] += out;
+    return out;
+  });
+  Ref x_ref = new_ref(1.0);
+  EXPECT_NE(ref_error([&] { grad(f)(f32(2), x_ref); }, "E1").find("not differentiated"),
+            std::string::npos);
+}
+
+// jax tests/mutable_array_test.py::test_remat_basic_closed_over
+TEST(JaxMutableArrayPort, RematBasicClosedOver) {
+  for (bool use_jit : {false, true}) {
+    SCOPED_TRACE(use_jit ? "jit" : "eager");
+    Ref x_ref = new_ref(1.0, RefKind::no_grad_no_remat);
+    auto f = checkpoint([&](Value y) {
+      Value out = y * x_ref.get();
+      x_ref[ellipsis] += 1.0f;
+      return out;
+    });
+    auto jitted = jit(f, "f");
+    Value g = use_jit ? grad(jitted)(f32(2)) : grad(f)(f32(2));
+    expect_close(x_ref, {}, {2.0});
+    expect_scalar(g, 1.0);
+  }
+}
+
+// jax tests/mutable_array_test.py::test_remat_basic_closed_over_nested
+// (without the debug callback that counts the traces, which refjit has no equivalent of)
+TEST(JaxMutableArrayPort, RematBasicClosedOverNested) {
+  Ref x_ref = new_ref(1.0, RefKind::no_grad_no_remat);
+  auto inner = checkpoint([&](Value y) {
+    Value out = y * x_ref.get();
+    x_ref[ellipsis] += 1.0f;
+    return sin(out);
+  });
+  auto f = checkpoint(checkpoint(inner, {.policy = RematPolicy::nothing_saveable}));
+  Value g = grad(f)(f32(2));
+  expect_close(x_ref, {}, {2.0});
+  expect_scalar(g, std::cos(2.0));
 }
 
 // jax tests/mutable_array_test.py::test_remat_grad_stats_plumbing_basic

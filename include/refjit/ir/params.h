@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "refjit/ir/dtype.h"
+#include "refjit/ir/type.h"
 
 namespace refjit {
 
@@ -103,5 +104,9 @@ const T& Params::get(std::string_view name) const {
   if (!t) throw_bad(name, false);
   return *t;
 }
+
+// new_ref's `kind` param: absent or "None" is the plain kind. Throws TypeError naming an
+// unknown kind.
+RefKind ref_kind_param(const Params& params);
 
 }  // namespace refjit
