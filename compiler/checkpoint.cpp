@@ -10,14 +10,18 @@ namespace refjit {
 
 std::string policy_name(RematPolicy p, const std::vector<std::string>& names) {
   switch (p) {
-    case RematPolicy::save_only_these_names: {
+    case RematPolicy::save_only_these_names:
+    case RematPolicy::save_any_names_but_these: {
       for (const std::string& n : names)
         if (n.empty() || n.find_first_of(", []=") != std::string::npos)
           throw Error(
               fmt::format("checkpoint: the name '{}' cannot be saved by name (names are "
                           "non-empty, without spaces, commas, brackets or '=')",
                           n));
-      return fmt::format("save_only_these_names:{}", fmt::join(names, ","));
+      return fmt::format("{}:{}",
+                         p == RematPolicy::save_only_these_names ? "save_only_these_names"
+                                                                 : "save_any_names_but_these",
+                         fmt::join(names, ","));
     }
     case RematPolicy::nothing_saveable: return "nothing_saveable";
     case RematPolicy::dots_saveable: return "dots_saveable";

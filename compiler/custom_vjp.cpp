@@ -20,14 +20,17 @@ void require_no_consts(const TracedFunction& fn, const std::string& what) {
                   what, fn.consts.size(), type_of(fn.consts[0]).long_str()));
 }
 
-}  // namespace
+// The primal and fwd functions traced at the call's types.
+struct TracedRules {
+  TracedFunction call;
+  JaxprPtr fwd;
+  size_t n_out = 0;
+  size_t n_res = 0;
+  std::vector<Type> bwd_in;  // bwd's inputs: the residuals, then one cotangent per output
+};
 
-std::vector<Operand> custom_vjp_call(const TraceBody& primal, const TraceBody& fwd,
-                                     const BwdBody& bwd, const std::vector<Operand>& flat,
-                                     const std::string& name) {
-  check_ref_aliasing(flat, {}, fmt::format("custom_vjp function `{}`", name));
-  const std::vector<Type> types = types_of(flat);
-
+TracedRules trace_primal_and_fwd(const TraceBody& primal, const TraceBody& fwd,
+                                 const std::vector<Type>& types, const std::string& name) {
   // The primal may take refs but not return them (E10).
   TracedFunction call = trace_function(
       [&](const std::vector<Operand>& in) {
@@ -91,10 +94,32 @@ std::vector<Operand> custom_vjp_call(const TraceBody& primal, const TraceBody& f
           "the function returns a {} there",
           name, fwd_out[k].long_str(), k, call.jaxpr->type_of(call.jaxpr->outvars[k]).long_str()));
   const size_t n_res = fwd_out.size() - n_out;
-
-  // bwd: residuals, then one cotangent per output -> one cotangent per argument.
   std::vector<Type> bwd_in(fwd_out.begin() + static_cast<long>(n_out), fwd_out.end());
   for (size_t k = 0; k < n_out; ++k) bwd_in.push_back(fwd_out[k]);
+  return {std::move(call), std::make_shared<const Jaxpr>(std::move(fwd_jaxpr)), n_out, n_res,
+          std::move(bwd_in)};
+}
+
+std::vector<Operand> bind_custom_vjp_call(const std::vector<Operand>& flat, TracedRules rules,
+                                          const TracedFunction& bwd_fn, const std::string& name) {
+  require_no_consts(bwd_fn, fmt::format("the bwd rule of custom_vjp `{}`", name));
+  Params params{{"call_jaxpr", rules.call.jaxpr},
+                {"fwd_jaxpr", std::move(rules.fwd)},
+                {"bwd_jaxpr", bwd_fn.jaxpr},
+                {"num_res", static_cast<int64_t>(rules.n_res)}};
+  return bind_prim(Prim::custom_vjp_call, flat, std::move(params));
+}
+
+}  // namespace
+
+std::vector<Operand> custom_vjp_call(const TraceBody& primal, const TraceBody& fwd,
+                                     const BwdBody& bwd, const std::vector<Operand>& flat,
+                                     const std::string& name) {
+  check_ref_aliasing(flat, {}, fmt::format("custom_vjp function `{}`", name));
+  const std::vector<Type> types = types_of(flat);
+  TracedRules rules = trace_primal_and_fwd(primal, fwd, types, name);
+
+  // bwd: residuals, then one cotangent per output -> one cotangent per argument.
   TracedFunction bwd_fn = trace_function(
       [&](const std::vector<Operand>& in) {
         std::vector<std::optional<Value>> cts = bwd(in);
@@ -123,14 +148,28 @@ std::vector<Operand> custom_vjp_call(const TraceBody& primal, const TraceBody& f
         }
         return outs;
       },
-      bwd_in, fmt::format("{}_bwd", name));
-  require_no_consts(bwd_fn, fmt::format("the bwd rule of custom_vjp `{}`", name));
+      rules.bwd_in, fmt::format("{}_bwd", name));
+  return bind_custom_vjp_call(flat, std::move(rules), bwd_fn, name);
+}
 
-  Params params{{"call_jaxpr", call.jaxpr},
-                {"fwd_jaxpr", std::make_shared<const Jaxpr>(std::move(fwd_jaxpr))},
-                {"bwd_jaxpr", bwd_fn.jaxpr},
-                {"num_res", static_cast<int64_t>(n_res)}};
-  return bind_prim(Prim::custom_vjp_call, flat, std::move(params));
+std::vector<Operand> custom_vjp_call_accumulating(const TraceBody& primal, const TraceBody& fwd,
+                                                  const AccumBwdBody& bwd,
+                                                  const std::vector<Operand>& flat,
+                                                  const std::string& name) {
+  check_ref_aliasing(flat, {}, fmt::format("custom_vjp function `{}`", name));
+  const std::vector<Type> types = types_of(flat);
+  TracedRules rules = trace_primal_and_fwd(primal, fwd, types, name);
+  // bwd: residuals, then one cotangent per output, then one accumulator (a ref of the
+  // argument's cotangent type) per argument; it returns nothing.
+  std::vector<Type> bwd_in = rules.bwd_in;
+  for (const Type& t : types) bwd_in.push_back(Type::ref(t.array));
+  TracedFunction bwd_fn = trace_function(
+      [&](const std::vector<Operand>& in) {
+        bwd(in);
+        return std::vector<Operand>{};
+      },
+      bwd_in, fmt::format("{}_bwd", name));
+  return bind_custom_vjp_call(flat, std::move(rules), bwd_fn, name);
 }
 
 }  // namespace refjit::detail

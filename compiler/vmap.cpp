@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <tuple>
+
 #include "refjit/ir/error.h"
 #include "refjit/ops.h"
 #include "refjit/vmap.h"
@@ -53,11 +55,6 @@ VmapShape vmap_shape(const std::vector<Operand>& leaves,
             fmt::format("{}: in_axes gives argument leaf {} ({}) the batch axis {}, "
                         "which it does not have",
                         name, k, t.long_str(), *axes[k]));
-      if (t.is_ref && *axis != 0)
-        throw Error(
-            fmt::format("{}: argument leaf {} is a ref ({}) batched along axis {}; a ref "
-                        "can only be batched along axis 0",
-                        name, k, t.long_str(), *axis));
       const int64_t n = t.array.shape[static_cast<size_t>(*axis)];
       if (s.size >= 0 && n != s.size)
         throw Error(
@@ -81,12 +78,23 @@ std::vector<Operand> vmap_call(const TracedFunction& traced, const std::vector<O
                                const VmapShape& shape, const std::string& name) {
   std::vector<Operand> args;
   std::vector<bool> batched;
+  // A ref batched along another axis than 0 runs on a ref with that axis in front (one row per
+  // example, as the batched jaxpr expects), whose contents are moved back afterwards.
+  std::vector<std::tuple<Ref, Ref, int>> moved_refs;  // (argument, stand-in, axis)
   for (size_t k = 0; k < leaves.size(); ++k) {
     batched.push_back(axes[k].has_value());
-    if (const Value* v = std::get_if<Value>(&leaves[k]); v && axes[k])
-      args.push_back(axis_to_front(*v, *normalised(*axes[k], v->rank())));
-    else
+    const Value* v = std::get_if<Value>(&leaves[k]);
+    const Ref* r = std::get_if<Ref>(&leaves[k]);
+    const int axis = axes[k] ? *normalised(*axes[k], type_of(leaves[k]).array.rank()) : 0;
+    if (v && axes[k]) {
+      args.push_back(axis_to_front(*v, axis));
+    } else if (r && axis != 0) {
+      Ref front = new_ref(axis_to_front(r->get(), axis), r->kind());
+      moved_refs.emplace_back(*r, front, axis);
+      args.push_back(front);
+    } else {
       args.push_back(leaves[k]);
+    }
   }
   BatchedJaxpr b = vmap_jaxpr(*traced.jaxpr, batched, shape.size);
   const size_t nout = b.out_batched.size();
@@ -97,6 +105,7 @@ std::vector<Operand> vmap_call(const TracedFunction& traced, const std::vector<O
                     name, out_axes.size(), nout));
   TracedFunction batched_fn{std::make_shared<const Jaxpr>(std::move(b.jaxpr)), traced.consts};
   std::vector<Operand> outs = bind_jaxpr(name, batched_fn, args);
+  for (const auto& [ref, front, axis] : moved_refs) ref.set(front_to_axis(freeze(front), axis));
   for (size_t k = 0; k < nout; ++k) {
     const std::optional<int> out_axis = out_axes.size() == 1 ? out_axes[0] : out_axes[k];
     Value v = std::get<Value>(outs[k]);

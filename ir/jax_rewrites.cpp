@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "ir/jax_rewrite_support.h"
+#include "ir/remat_policy.h"
 
 namespace refjit::text {
 
@@ -229,8 +230,10 @@ std::string remat_policy_of(const std::string& text) {
   if (text.find("dots_saveable") != std::string::npos) return "dots_saveable";
   if (text.find("dots_with_no_batch_dims") != std::string::npos)
     return "dots_with_no_batch_dims_saveable";
-  if (text.rfind("SaveOnlyTheseNames(", 0) == 0) {
-    // SaveOnlyTheseNames(saveable_names=frozenset({'a', 'b'})): the quoted names.
+  const bool only_these = text.rfind("SaveOnlyTheseNames(", 0) == 0;
+  if (only_these || text.rfind("SaveAnyNamesButThese(", 0) == 0) {
+    // SaveOnlyTheseNames(saveable_names=frozenset({'a', 'b'})),
+    // SaveAnyNamesButThese(names=frozenset({'a'})): the quoted names.
     std::vector<std::string> names;
     for (size_t at = text.find('\''); at != std::string::npos;) {
       const size_t end = text.find('\'', at + 1);
@@ -239,7 +242,8 @@ std::string remat_policy_of(const std::string& text) {
       at = text.find('\'', end + 1);
     }
     std::sort(names.begin(), names.end());
-    return fmt::format("save_only_these_names:{}", fmt::join(names, ","));
+    return fmt::format("{}{}", only_these ? kSaveOnlyTheseNames : kSaveAnyNamesButThese,
+                       fmt::join(names, ","));
   }
   if (text.find("save_only_these_names") != std::string::npos ||
       text.find("save_any_names_but_these") != std::string::npos)

@@ -89,4 +89,8 @@ std::vector<RefEffects> compute_effects(const Jaxpr& jaxpr) {
   return out;
 }
 
+bool bwd_accumulates(const Jaxpr& bwd, size_t n_res, size_t n_outs, size_t n_operands) {
+  return n_operands > 0 && bwd.outvars.empty() && bwd.invars.size() == n_res + n_outs + n_operands;
+}
+
 }  // namespace refjit

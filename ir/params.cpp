@@ -43,8 +43,8 @@ void Params::throw_bad(std::string_view name, bool missing) {
 RefKind ref_kind_param(const Params& params) {
   const std::string kind = params.get_or<std::string>("kind", "None");
   if (std::optional<RefKind> k = parse_ref_kind(kind)) return *k;
-  throw TypeError(fmt::format("new_ref: unknown ref kind '{}' (refjit knows no_grad_no_remat)",
-                              kind));
+  throw TypeError(
+      fmt::format("new_ref: unknown ref kind '{}' (refjit knows no_grad_no_remat)", kind));
 }
 
 }  // namespace refjit

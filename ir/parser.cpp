@@ -187,8 +187,8 @@ Type Parser::parse_type() {
       const Token& k = next();
       std::optional<RefKind> parsed = k.is(Tok::ident) ? parse_ref_kind(k.text) : std::nullopt;
       if (!parsed)
-        fail(k, fmt::format("unknown ref kind {} (refjit knows no_grad_no_remat)",
-                            text::describe(k)));
+        fail(k,
+             fmt::format("unknown ref kind {} (refjit knows no_grad_no_remat)", text::describe(k)));
       kind = *parsed;
     }
     expect(Tok::rbrace, "'}' to close the Ref type");
@@ -228,8 +228,7 @@ ArrayType Parser::parse_array_type() {
     fail(t, fmt::format("expected a type such as f32[3] or Ref{{f32[3]}}, found {}",
                         text::describe(t)));
   std::optional<DType> d = parse_dtype(t.text);
-  if (!d)
-    fail(t, fmt::format("unknown dtype {} (refjit has {})", text::describe(t), dtype_list()));
+  if (!d) fail(t, fmt::format("unknown dtype {} (refjit has {})", text::describe(t), dtype_list()));
   next();
   ArrayType a{*d, {}};
   expect(Tok::lbracket, "'[' after the dtype (a scalar is written f32[])");

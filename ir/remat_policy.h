@@ -13,9 +13,11 @@ inline constexpr std::array<std::string_view, 4> kRematPolicies = {
 
 // save_only_these_names:NAME,NAME,...: the values tagged with those names by checkpoint_name.
 inline constexpr std::string_view kSaveOnlyTheseNames = "save_only_these_names:";
+// save_any_names_but_these:NAME,...: every value tagged by checkpoint_name except those names.
+inline constexpr std::string_view kSaveAnyNamesButThese = "save_any_names_but_these:";
 
 inline bool is_remat_policy(std::string_view policy) {
-  return policy.starts_with(kSaveOnlyTheseNames) ||
+  return policy.starts_with(kSaveOnlyTheseNames) || policy.starts_with(kSaveAnyNamesButThese) ||
          std::find(kRematPolicies.begin(), kRematPolicies.end(), policy) != kRematPolicies.end();
 }
 

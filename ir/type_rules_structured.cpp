@@ -77,7 +77,8 @@ std::vector<Type> jit_rule(std::span<const Type> in, const Params& params) {
       policy && !is_remat_policy(*policy))
     c.fail(
         "policy '{}' is not a remat policy (nothing_saveable, dots_saveable, "
-        "dots_with_no_batch_dims_saveable, everything_saveable or save_only_these_names:NAME,...)",
+        "dots_with_no_batch_dims_saveable, everything_saveable, save_only_these_names:NAME,... or "
+        "save_any_names_but_these:NAME,...)",
         *policy);
   return body.out_types();
 }
@@ -250,18 +251,32 @@ std::vector<Type> custom_vjp_call_rule(std::span<const Type> in, const Params& p
                fwd_outs[k].str(), k, outs[k].str());
     if (const JaxprPtr* bwd = c.optional_param<JaxprPtr>("bwd_jaxpr"); bwd && *bwd) {
       std::vector<Type> bwd_in = (*bwd)->in_types();
-      if (bwd_in.size() != n_res + outs.size())
-        c.fail("bwd_jaxpr takes {} inputs but {} residuals and {} output cotangents are expected",
-               bwd_in.size(), n_res, outs.size());
+      const bool accumulating = bwd_accumulates(**bwd, n_res, outs.size(), in.size());
+      const size_t want_in = n_res + outs.size() + (accumulating ? in.size() : 0);
+      if (bwd_in.size() != want_in)
+        c.fail(
+            "bwd_jaxpr takes {} inputs but {} residuals and {} output cotangents are expected "
+            "(then, for a bwd that returns nothing, one accumulator ref per operand)",
+            bwd_in.size(), n_res, outs.size());
       for (size_t k = 0; k < n_res; ++k)
         if (bwd_in[k] != fwd_outs[outs.size() + k])
           c.fail("bwd_jaxpr input {} has type {} but residual {} has type {}", k, bwd_in[k].str(),
                  k, fwd_outs[outs.size() + k].str());
-      if ((*bwd)->outvars.size() != in.size())
+      if (accumulating) {
+        for (size_t k = 0; k < in.size(); ++k) {
+          const Type& acc = bwd_in[n_res + outs.size() + k];
+          if (!acc.is_ref || acc.array != in[k].array)
+            c.fail(
+                "bwd_jaxpr input {} is the accumulator of operand {}, a Ref{{{}}}, but has "
+                "type {}",
+                n_res + outs.size() + k, k, in[k].array.str(), acc.str());
+        }
+      } else if ((*bwd)->outvars.size() != in.size()) {
         c.fail(
             "bwd_jaxpr returns {} cotangents but there are {} operands; return one per "
             "operand",
             (*bwd)->outvars.size(), in.size());
+      }
     }
   }
   return outs;

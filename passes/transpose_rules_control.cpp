@@ -63,6 +63,15 @@ void register_control_transpose_rules(TransposeRuleTable& t) {
     const std::vector<Type> out_types = bwd.in_types();
     for (size_t k = 0; k < a.ct.size(); ++k)
       args.push_back(a.ct[k] ? *a.ct[k] : e.zeros(out_types.at(n_res + k).array));
+    if (bwd_accumulates(bwd, n_res, a.ct.size(), a.acc.size() - n_res)) {
+      // bwd adds into the operands' accumulators in place; an operand whose cotangent is not
+      // wanted gets a scratch ref that nothing reads.
+      for (size_t i = n_res; i < a.acc.size(); ++i)
+        args.push_back(a.wants(i) ? a.acc[i]->buffer(e)
+                                  : Atom(e.new_ref(e.zeros(out_types.at(args.size()).array))));
+      e.inline_jaxpr(bwd, args);
+      return;
+    }
     std::vector<Atom> cts = e.inline_jaxpr(bwd, args);
     if (cts.size() != a.acc.size() - n_res)
       throw Error(

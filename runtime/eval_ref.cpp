@@ -38,8 +38,8 @@ void check_value(const Eqn& e, const RefBuffer& ref, const IndexedRegion& region
 
 std::vector<RtValue> eval_new_ref(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
   expect_operands(e, ins, 1);
-  return {std::make_shared<RefBuffer>(array_in(e, ins, 0),
-                                      ref_kind_param(e.params))};  // holds a clone
+  return {
+      std::make_shared<RefBuffer>(array_in(e, ins, 0), ref_kind_param(e.params))};  // holds a clone
 }
 
 std::vector<RtValue> eval_get(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {

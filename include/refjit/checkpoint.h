@@ -32,7 +32,8 @@ enum class RematPolicy {
   dots_saveable,
   dots_with_no_batch_dims_saveable,
   everything_saveable,
-  save_only_these_names,  // the values tagged with CheckpointOptions::names by checkpoint_name
+  save_only_these_names,     // the values tagged with CheckpointOptions::names by checkpoint_name
+  save_any_names_but_these,  // the values tagged by checkpoint_name, except those names
 };
 
 // The policy's name in the jaxpr (`jit[... policy=NAME]`).
@@ -40,7 +41,7 @@ std::string policy_name(RematPolicy p, const std::vector<std::string>& names = {
 
 struct CheckpointOptions {
   RematPolicy policy = RematPolicy::nothing_saveable;
-  std::vector<std::string> names;  // save_only_these_names: the names to save
+  std::vector<std::string> names;  // the names save_only_these_names saves (the others don't)
   std::string name = "checkpoint";
 };
 

@@ -125,6 +125,42 @@ TEST(Checkpoint, SaveOnlyTheseNamesKeepsTheNamedValues) {
   EXPECT_THROW(checkpoint_name(x, "two words"), Error);
 }
 
+TEST(Checkpoint, SaveAnyNamesButTheseKeepsTheOtherNamedValues) {
+  // policy=save_any_names_but_these("z"): "y" is kept, "z" (and the unnamed tanh) recomputed.
+  auto f = [](std::vector<std::string> excluded) {
+    return [excluded](const Value& x, const Value& w) {
+      auto layer = checkpoint(
+          [](Value h, Value m) {
+            Value y = checkpoint_name(matmul(h, m), "y");
+            Value z = checkpoint_name(matmul(tanh(y), m), "z");
+            return sin(z) * z;
+          },
+          {.policy = RematPolicy::save_any_names_but_these, .names = excluded});
+      return reduce_sum(layer(layer(x, w), w));
+    };
+  };
+  const Value x = ramp({2, 3}, 0.4), w = ramp({3, 3}, 0.9);
+  const Value plain = grad([](const Value& x, const Value& w) {
+    auto layer = [](Value h, Value m) {
+      Value z = matmul(tanh(matmul(h, m)), m);
+      return sin(z) * z;
+    };
+    return reduce_sum(layer(layer(x, w), w));
+  })(x, w);
+  for (const auto& excluded : {std::vector<std::string>{"z"}, std::vector<std::string>{"y", "z"},
+                               std::vector<std::string>{}}) {
+    const Value g = grad(f(excluded))(x, w);
+    for (int64_t i = 0; i < 6; ++i)
+      EXPECT_NEAR(g.array().as_double(i), plain.array().as_double(i), 1e-12);
+  }
+  // Each excluded name costs its product again in the backward pass, once per layer.
+  const int none = count(make_jaxpr(grad(f({})))(x, w).str(), "dot_general");
+  const int z_only = count(make_jaxpr(grad(f({"z"})))(x, w).str(), "dot_general");
+  const int both = count(make_jaxpr(grad(f({"y", "z"})))(x, w).str(), "dot_general");
+  EXPECT_EQ(z_only, none + 2);
+  EXPECT_EQ(both, none + 4);
+}
+
 TEST(Checkpoint, RefEffectsInsideAreKeptNotRepeated) {
   // The checkpointed function accumulates into a captured ref: the backward pass must not
   // repeat the write, and the ref ends with one write per forward call.

@@ -359,13 +359,9 @@ TEST(JaxMutableArrayPort, VmapBasic) {
   expect_close(f(arange(4, DType::f32)), {4}, {0, 1, 4, 9});
 }
 
-// jax tests/mutable_array_test.py::test_vmap_axes_basic
-// refjit differs: a Ref argument can only be batched along axis 0 (docs/api.md), so
-// in_axes=(1, 0) is refused with an Error ("a ref can only be batched along axis 0") vs JAX: the
-// ref is batched along its axis 1 and every example writes its column, leaving the ref all ones
-// (jax#39288; JAX 0.11 at the mirror's HEAD; the venv's jax 0.10.2 still fails with "Invalid
-// shape for `swap`").
-TEST(JaxMutableArrayPort, DISABLED_VmapAxesBasic) {
+// jax tests/mutable_array_test.py::test_vmap_axes_basic (jax#39288): the ref is batched along
+// its axis 1 and every example writes its column, leaving the ref all ones.
+TEST(JaxMutableArrayPort, VmapAxesBasic) {
   auto f = [](Ref r, Value x) { r.set(x); };
   Ref ref = new_ref(zeros({2, 3}));
   vmap(f, {.in_axes = {1, 0}})(ref, ones({3, 2}));  // don't crash

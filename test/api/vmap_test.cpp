@@ -121,6 +121,29 @@ TEST(Vmap, BatchedRefsKeepOneRowPerExample) {
   }
 }
 
+TEST(Vmap, ARefBatchedAlongAnotherAxisUpdatesItsColumns) {
+  // The ref is [2, 3] batched along axis 1: example k reads and writes column k.
+  auto f = [](const Ref& acc, const Value& x) {
+    acc[ellipsis] += x * 2.0f;
+    acc[1] = acc.get(0) * 10.0f;
+    return acc.get();
+  };
+  Value init = ramp({2, 3}, 0.6f), xs = ramp({3, 2}, 1.1f);
+  for (bool use_jit : {false, true}) {
+    SCOPED_TRACE(use_jit ? "jit" : "eager");
+    Ref batched = new_ref(init);
+    auto g = vmap(f, {.in_axes = {1, 0}, .out_axes = {1}});
+    Value got = use_jit ? jit(g, "g")(batched, xs) : g(batched, xs);
+    Value after = Value(batched.value());
+    for (int64_t k = 0; k < 3; ++k) {
+      Ref one = new_ref(init.at(all, k).get());
+      Value want = f(one, xs[k]);
+      expect_near(got.at(all, k).get(), want);
+      expect_near(after.at(all, k).get(), Value(one.value()));
+    }
+  }
+}
+
 TEST(Vmap, WritingABatchedValueIntoASharedRefIsE11) {
   Ref shared = new_ref(zeros({2}));
   auto f = [&](const Value& x) {

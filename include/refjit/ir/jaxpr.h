@@ -72,4 +72,9 @@ struct RefEffects {
 // One entry per constvar then per invar (all-false for non-ref binders).
 std::vector<RefEffects> compute_effects(const Jaxpr& jaxpr);
 
+// Whether a custom_vjp_call's bwd_jaxpr adds the cotangents into accumulators (it takes the
+// residuals, the output cotangents, then one ref per operand, and returns nothing) rather
+// than returning one cotangent per operand.
+bool bwd_accumulates(const Jaxpr& bwd, size_t n_res, size_t n_outs, size_t n_operands);
+
 }  // namespace refjit
