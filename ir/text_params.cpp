@@ -20,6 +20,10 @@ RuleTable<SpecList> make_specs() {
   set(Prim::round, {{"rounding_method", K::integer}});
   set(Prim::checkpoint_name, {{"name", K::name}});
   set(Prim::new_ref, {{"kind", K::name}});
+  set(Prim::psum, {{"axis_name", K::name}});
+  set(Prim::all_gather, {{"axis_name", K::name}, {"axis_size", K::integer}});
+  set(Prim::broadcast_from, {{"axis_name", K::name}, {"root", K::integer}});
+  set(Prim::axis_index, {{"axis_name", K::name}});
   set(Prim::integer_pow, {{"y", K::integer}});
   set(Prim::convert_element_type, {{"new_dtype", K::dtype}, {"weak_type", K::boolean}});
   set(Prim::bitcast_convert_type, {{"new_dtype", K::dtype}});

@@ -18,5 +18,6 @@ void register_shape_type_rules(TypeRuleTable& table);        // type_rules_shape
 void register_reduce_type_rules(TypeRuleTable& table);       // type_rules_reduce.cpp
 void register_ref_type_rules(TypeRuleTable& table);          // type_rules_ref.cpp
 void register_structured_type_rules(TypeRuleTable& table);   // type_rules_structured.cpp
+void register_collective_type_rules(TypeRuleTable& table);   // type_rules_collective.cpp
 
 }  // namespace refjit

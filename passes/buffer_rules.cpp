@@ -66,7 +66,9 @@ Table make_table() {
                  Prim::shift_right_arithmetic,
                  Prim::lgamma,
                  Prim::digamma,
-                 Prim::nextafter})
+                 Prim::nextafter,
+                 Prim::psum,
+                 Prim::broadcast_from})
     t.set(p, B::elementwise);
   // Values are immutable, so an identity is a second name for the same bytes.
   for (Prim p : {Prim::reshape, Prim::squeeze, Prim::expand_dims, Prim::copy, Prim::checkpoint_name,

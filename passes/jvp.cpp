@@ -17,6 +17,7 @@ const JvpRuleTable& jvp_rules() {
     register_shape_jvp_rules(t);
     register_ref_jvp_rules(t);
     register_control_jvp_rules(t);
+    register_collective_jvp_rules(t);
     return t;
   }();
   return table;

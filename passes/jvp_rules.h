@@ -46,6 +46,7 @@ void register_elementwise_jvp_rules(JvpRuleTable& t);
 void register_shape_jvp_rules(JvpRuleTable& t);
 void register_ref_jvp_rules(JvpRuleTable& t);
 void register_control_jvp_rules(JvpRuleTable& t);
+void register_collective_jvp_rules(JvpRuleTable& t);
 
 const JvpRuleTable& jvp_rules();
 

@@ -33,6 +33,7 @@ void register_elementwise_transpose_rules(TransposeRuleTable& t);
 void register_shape_transpose_rules(TransposeRuleTable& t);
 void register_ref_transpose_rules(TransposeRuleTable& t);
 void register_control_transpose_rules(TransposeRuleTable& t);
+void register_collective_transpose_rules(TransposeRuleTable& t);
 
 // Primitives whose rules receive their outputs' accumulators unfrozen (args.ct is all
 // nullopt, out_acc is set): they may hand an output's buffer to an operand

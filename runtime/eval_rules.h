@@ -41,6 +41,7 @@ void register_shape_eval_rules(EvalRuleTable& t);
 void register_reduce_eval_rules(EvalRuleTable& t);
 void register_ref_eval_rules(EvalRuleTable& t);
 void register_structured_eval_rules(EvalRuleTable& t);
+void register_collective_eval_rules(EvalRuleTable& t);
 
 // The complete table (built once).
 const EvalRuleTable& eval_rules();

@@ -29,6 +29,7 @@ const LowerTable& lower_table() {
     register_dot_lowerings(t);
     register_ref_lowerings(t);
     register_control_lowerings(t);
+    register_collective_lowerings(t);
     return t;
   }();
   return table;

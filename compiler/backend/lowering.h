@@ -261,6 +261,7 @@ void register_reduce_lowerings(LowerTable& t);
 void register_dot_lowerings(LowerTable& t);
 void register_ref_lowerings(LowerTable& t);
 void register_control_lowerings(LowerTable& t);
+void register_collective_lowerings(LowerTable& t);
 
 // Builds the memref-level module with one function `refjit_main` taking one memref per
 // constvar, invar and outvar (in that order), with a C interface wrapper.

@@ -35,6 +35,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "refjit/ir/verifier.h"
+#include "runtime/collectives.h"
 // Conversion headers need mlir::Pass complete first (toolchain.md P5).
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -309,6 +310,10 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
   };
   add("refjit_gemm_f32", &refjit_gemm_f32);
   add("refjit_gemm_f64", &refjit_gemm_f64);
+  add("refjit_psum", &refjit_psum);
+  add("refjit_all_gather", &refjit_all_gather);
+  add("refjit_broadcast_from", &refjit_broadcast_from);
+  add("refjit_axis_index", &refjit_axis_index);
   return symbols;
 }
 
@@ -469,6 +474,7 @@ std::vector<RtValue> CompiledFunction::call(std::vector<RtValue>& args, bool tak
   }
   f.entry(packed.data());
   if (f.has_workspace) f.give_back(std::move(ws));
+  throw_pending_collective_error();  // a collective that failed inside the code
   return outs;
 }
 

@@ -5,6 +5,7 @@
 #include "refjit/array.h"
 #include "refjit/autodiff.h"
 #include "refjit/checkpoint.h"
+#include "refjit/collectives.h"
 #include "refjit/custom_vjp.h"
 #include "refjit/discharge.h"
 #include "refjit/grad.h"

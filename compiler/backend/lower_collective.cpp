@@ -1,0 +1,109 @@
+// Lowering of the collectives: calls into the runtime (runtime/collectives.h), which runs
+// them on the group the axis is bound to when the code runs. The array is handed over as an
+// unranked memref, as the matrix kernel takes its operands (lower_dot.cpp).
+#include <fmt/format.h>
+
+#include "compiler/backend/lowering.h"
+#include "refjit/ir/error.h"
+#include "runtime/collectives.h"
+
+namespace refjit::backend {
+
+namespace {
+
+using mlir::Value;
+
+Value unranked(LowerCtx& c, Value memref) {
+  auto type = mlir::cast<mlir::MemRefType>(memref.getType());
+  auto to = mlir::UnrankedMemRefType::get(type.getElementType(), type.getMemorySpace());
+  return c.b.create<mlir::memref::CastOp>(c.loc, to, memref);
+}
+
+bool contiguous(Value memref) {
+  return mlir::cast<mlir::MemRefType>(memref.getType()).getLayout().isIdentity();
+}
+
+void require_runtime(LowerCtx& c, const Eqn& e) {
+  if (c.options().runtime_kernels) return;
+  throw Error(fmt::format(
+      "{}: collectives run on refjit's runtime, which `refjit compile` objects do not link; "
+      "run the program with jit (or `refjit run`)",
+      prim_name(e.prim)));
+}
+
+Value axis_of(LowerCtx& c, const Eqn& e) {
+  return c.index(axis_id(e.params.get<std::string>("axis_name")));
+}
+
+// A contiguous buffer holding `v`'s value for the call, and where the result goes afterwards:
+// the result's own buffer when it is contiguous (the operand copied in unless it is already
+// there), else a fresh one copied back by finish().
+struct InPlace {
+  Value call_buffer;
+  Value result;
+  ArrayType type;
+  void finish(LowerCtx& c) const {
+    if (call_buffer != result) c.copy(call_buffer, result, type);
+  }
+};
+
+InPlace in_place(LowerCtx& c, const Eqn& e) {
+  const ArrayType t = c.type_of(e.outs[0]).array;
+  const Value result = c.result_buffer(e.outs[0]);
+  const Value call = contiguous(result) ? result : c.alloc(t);
+  if (!c.shares_buffer(e.ins[0], e.outs[0]) || call != result) c.copy(c.buffer(e.ins[0]), call, t);
+  return {call, result, t};
+}
+
+void lower_psum(LowerCtx& c, const Eqn& e) {
+  require_runtime(c, e);
+  InPlace p = in_place(c, e);
+  c.call_runtime("refjit_psum", {axis_of(c, e), c.index(static_cast<int64_t>(p.type.dtype)),
+                                 unranked(c, p.call_buffer), c.index(p.type.num_elements())});
+  p.finish(c);
+}
+
+void lower_broadcast_from(LowerCtx& c, const Eqn& e) {
+  require_runtime(c, e);
+  InPlace p = in_place(c, e);
+  c.call_runtime("refjit_broadcast_from",
+                 {axis_of(c, e), c.index(static_cast<int64_t>(p.type.dtype)),
+                  c.index(e.params.get<int64_t>("root")), unranked(c, p.call_buffer),
+                  c.index(p.type.num_elements())});
+  p.finish(c);
+}
+
+void lower_all_gather(LowerCtx& c, const Eqn& e) {
+  require_runtime(c, e);
+  const ArrayType in_t = c.type_of(e.ins[0]).array;
+  const ArrayType out_t = c.type_of(e.outs[0]).array;
+  Value in = c.buffer(e.ins[0]);
+  if (!contiguous(in)) {
+    Value dense = c.alloc(in_t);
+    c.copy(in, dense, in_t);
+    in = dense;
+  }
+  const Value result = c.result_buffer(e.outs[0]);
+  const Value out = contiguous(result) ? result : c.alloc(out_t);
+  c.call_runtime("refjit_all_gather",
+                 {axis_of(c, e), c.index(static_cast<int64_t>(in_t.dtype)), c.index(out_t.shape[0]),
+                  unranked(c, in), unranked(c, out), c.index(in_t.num_elements())});
+  if (out != result) c.copy(out, result, out_t);
+}
+
+void lower_axis_index(LowerCtx& c, const Eqn& e) {
+  require_runtime(c, e);
+  const Value result = c.result_buffer(e.outs[0]);
+  c.call_runtime("refjit_axis_index", {axis_of(c, e), unranked(c, result)});
+}
+
+}  // namespace
+
+void register_collective_lowerings(LowerTable& t) {
+  t.set(Prim::psum, lower_psum);
+  t.set(Prim::broadcast_from, lower_broadcast_from);
+  t.set(Prim::all_gather, lower_all_gather);
+  t.set(Prim::axis_index, lower_axis_index);
+}
+
+}  // namespace refjit::backend

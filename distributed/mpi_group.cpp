@@ -1,0 +1,188 @@
+// refjit/distributed.h over MPI: a CollectiveGroup per communicator, and the session.
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "refjit/distributed.h"
+#include "refjit/ir/error.h"
+#include "runtime/collectives.h"
+
+namespace refjit::distributed {
+
+namespace {
+
+enum class Op : long long { psum = 1, all_gather = 2, broadcast = 3 };
+
+const char* op_name(long long op) {
+  switch (static_cast<Op>(op)) {
+    case Op::psum: return "psum";
+    case Op::all_gather: return "all_gather";
+    case Op::broadcast: return "broadcast_from";
+  }
+  return "?";
+}
+
+class MpiGroup final : public CollectiveGroup {
+ public:
+  MpiGroup(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiGroup() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owned_ && !finalized) MPI_Comm_free(&comm_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  MPI_Comm comm() const { return comm_; }
+  std::string describe() const override {
+    return fmt::format("an MPI communicator of {} processes", size_);
+  }
+
+  // Data moves in rank order segments: member r sums segment r of everybody's data, in rank
+  // order, then every member gathers the sums. Each element is added by one member in one
+  // order, so every member ends with the same bits, for any network; the bytes moved per
+  // member are about 2 * count * (size - 1) / size elements, as a ring allreduce.
+  std::string sum_in_place(void* data, int64_t count, DType dtype) override {
+    if (std::string err = agree(Op::psum, count, dtype, 0); !err.empty()) return err;
+    if (size_ == 1 || count == 0) return {};
+    const int64_t bytes = byte_size(dtype);
+    std::vector<int> send_counts(size_), send_displs(size_), recv_counts(size_), recv_displs(size_);
+    auto seg_begin = [&](int r) { return count * r / size_; };
+    const int64_t mine = seg_begin(rank_ + 1) - seg_begin(rank_);
+    for (int r = 0; r < size_; ++r) {
+      send_counts[r] = static_cast<int>((seg_begin(r + 1) - seg_begin(r)) * bytes);
+      send_displs[r] = static_cast<int>(seg_begin(r) * bytes);
+      recv_counts[r] = static_cast<int>(mine * bytes);
+      recv_displs[r] = static_cast<int>(r * mine * bytes);
+    }
+    std::vector<std::byte> pieces(static_cast<size_t>(size_ * mine * bytes));
+    MPI_Alltoallv(data, send_counts.data(), send_displs.data(), MPI_BYTE, pieces.data(),
+                  recv_counts.data(), recv_displs.data(), MPI_BYTE, comm_);
+    for (int r = 1; r < size_; ++r)
+      add_elements(pieces.data(), pieces.data() + r * mine * bytes, mine, dtype);
+    std::vector<int> counts(size_), displs(size_);
+    for (int r = 0; r < size_; ++r) {
+      counts[r] = static_cast<int>((seg_begin(r + 1) - seg_begin(r)) * bytes);
+      displs[r] = static_cast<int>(seg_begin(r) * bytes);
+    }
+    MPI_Allgatherv(pieces.data(), static_cast<int>(mine * bytes), MPI_BYTE, data, counts.data(),
+                   displs.data(), MPI_BYTE, comm_);
+    return {};
+  }
+
+  std::string all_gather(const void* in, void* out, int64_t count, DType dtype) override {
+    if (std::string err = agree(Op::all_gather, count, dtype, 0); !err.empty()) return err;
+    const int n = static_cast<int>(count * byte_size(dtype));
+    MPI_Allgather(in, n, MPI_BYTE, out, n, MPI_BYTE, comm_);
+    return {};
+  }
+
+  std::string broadcast(void* data, int64_t count, DType dtype, int root) override {
+    if (std::string err = agree(Op::broadcast, count, dtype, root); !err.empty()) return err;
+    if (root >= size_) return fmt::format("root {} is not a member of {}", root, describe());
+    MPI_Bcast(data, static_cast<int>(count * byte_size(dtype)), MPI_BYTE, root, comm_);
+    return {};
+  }
+
+ private:
+  // One small allreduce before the data moves: every member learns the smallest and largest
+  // of each member's (collective, dtype, count, root), so all of them see the same mismatch
+  // and return the same error instead of waiting on each other.
+  std::string agree(Op op, int64_t count, DType dtype, int root) const {
+    long long v[8] = {static_cast<long long>(op),
+                      -static_cast<long long>(op),
+                      static_cast<long long>(dtype),
+                      -static_cast<long long>(dtype),
+                      count,
+                      -count,
+                      root,
+                      -root};
+    MPI_Allreduce(MPI_IN_PLACE, v, 8, MPI_LONG_LONG, MPI_MAX, comm_);
+    if (v[0] != -v[1])
+      return fmt::format("the processes disagree on the collective ({} and {} at the same step)",
+                         op_name(-v[1]), op_name(v[0]));
+    if (v[2] != -v[3])
+      return fmt::format("the processes disagree on the dtype ({} and {})",
+                         short_name(static_cast<DType>(-v[3])),
+                         short_name(static_cast<DType>(v[2])));
+    if (v[4] != -v[5])
+      return fmt::format(
+          "the processes disagree on the shape: their arrays have between {} and {} elements "
+          "(every process must pass the same shape)",
+          -v[5], v[4]);
+    if (v[6] != -v[7])
+      return fmt::format("the processes disagree on the root ({} and {})", -v[7], v[6]);
+    if (count * byte_size(dtype) > INT_MAX)
+      return fmt::format("{} elements of {} is more than the 2 GiB one MPI message carries", count,
+                         short_name(dtype));
+    return {};
+  }
+
+  MPI_Comm comm_;
+  bool owned_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+bool mpi_live() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+}  // namespace
+
+Communicator Communicator::world() {
+  if (!mpi_live())
+    throw Error("distributed: MPI is not running; create a refjit::distributed::Session first");
+  static const auto world = std::make_shared<MpiGroup>(MPI_COMM_WORLD, false);
+  return Communicator(world);
+}
+
+int Communicator::rank() const { return group_->rank(); }
+int Communicator::size() const { return group_->size(); }
+
+Communicator Communicator::split(int color, int key) const {
+  auto* mpi = dynamic_cast<MpiGroup*>(group_.get());
+  if (!mpi) throw Error("distributed: split needs an MPI communicator");
+  MPI_Comm out;
+  MPI_Comm_split(mpi->comm(), color, key, &out);
+  return Communicator(std::make_shared<MpiGroup>(out, true));
+}
+
+Session::Session(int& argc, char**& argv) {
+  if (!mpi_live()) {
+    MPI_Init(&argc, &argv);
+    owns_mpi_ = true;
+  }
+  set_default_group(Communicator::world().group());
+}
+
+Session::Session() {
+  if (!mpi_live()) {
+    MPI_Init(nullptr, nullptr);
+    owns_mpi_ = true;
+  }
+  set_default_group(Communicator::world().group());
+}
+
+Session::~Session() {
+  set_default_group(nullptr);
+  if (owns_mpi_ && mpi_live()) MPI_Finalize();
+}
+
+int rank() { return mpi_live() ? Communicator::world().rank() : 0; }
+int size() { return mpi_live() ? Communicator::world().size() : 1; }
+
+void bind_axis(const std::string& axis, const Communicator& comm) {
+  refjit::bind_axis(axis, comm.group());
+}
+
+}  // namespace refjit::distributed

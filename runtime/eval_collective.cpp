@@ -1,0 +1,66 @@
+// Interpreter rules of the collectives (runtime/collectives.h): each runs on the group its
+// axis is bound to.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "runtime/collectives.h"
+#include "runtime/eval_rules.h"
+
+namespace refjit {
+
+namespace {
+
+const std::string& axis_of(const Eqn& e) { return e.params.get<std::string>("axis_name"); }
+
+void check(const Eqn& e, const std::string& err) {
+  if (!err.empty()) eval_fail(e, fmt::format("over '{}': {}", axis_of(e), err));
+}
+
+std::vector<RtValue> eval_psum(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  Array out = array_in(e, ins, 0).clone();
+  check(e, group_of(axis_of(e))->sum_in_place(out.mutable_data(), out.size(), out.dtype()));
+  return {out};
+}
+
+std::vector<RtValue> eval_all_gather(const EvalContext& cx, const Eqn& e,
+                                     std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& x = array_in(e, ins, 0);
+  std::shared_ptr<CollectiveGroup> g = group_of(axis_of(e));
+  const int64_t n = e.params.get<int64_t>("axis_size");
+  if (n != g->size())
+    eval_fail(e, fmt::format("axis_size={} but axis '{}' is bound to {} ({} processes)", n,
+                             axis_of(e), g->describe(), g->size()));
+  Array out(cx.out_type(e, 0).array);
+  check(e, g->all_gather(x.data(), out.mutable_data(), x.size(), x.dtype()));
+  return {out};
+}
+
+std::vector<RtValue> eval_broadcast_from(const EvalContext&, const Eqn& e,
+                                         std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  Array out = array_in(e, ins, 0).clone();
+  check(e, group_of(axis_of(e))
+               ->broadcast(out.mutable_data(), out.size(), out.dtype(),
+                           static_cast<int>(e.params.get<int64_t>("root"))));
+  return {out};
+}
+
+std::vector<RtValue> eval_axis_index(const EvalContext&, const Eqn& e,
+                                     std::span<const RtValue> ins) {
+  expect_operands(e, ins, 0);
+  return {Array::scalar<int32_t>(group_of(axis_of(e))->rank())};
+}
+
+}  // namespace
+
+void register_collective_eval_rules(EvalRuleTable& t) {
+  t.set(Prim::psum, &eval_psum);
+  t.set(Prim::all_gather, &eval_all_gather);
+  t.set(Prim::broadcast_from, &eval_broadcast_from);
+  t.set(Prim::axis_index, &eval_axis_index);
+}
+
+}  // namespace refjit

@@ -1,0 +1,129 @@
+// The collectives across processes (refjit/collectives.h over refjit/distributed.h), run by
+// ctest under `mpirun -np 1` and `-np 2`: values, eager against native code, AD through the
+// collectives, and ranks that disagree failing on every rank instead of hanging. Every rank
+// runs every test; a failure on any rank fails the run.
+#include "refjit/distributed.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "refjit/refjit.h"
+
+namespace refjit {
+namespace {
+
+int my_rank() { return distributed::rank(); }
+int num_ranks() { return distributed::size(); }
+
+// Rank r's data: [1, 2, ..., n] * (r + 1) / 4 (exact in f32).
+std::vector<double> rank_values(int n, int r) {
+  std::vector<double> v;
+  for (int i = 0; i < n; ++i) v.push_back((i + 1) * (r + 1) * 0.25);
+  return v;
+}
+Value rank_data(int n, int r) {
+  return convert(arange(n) + 1, DType::f32) * (static_cast<float>(r + 1) * 0.25f);
+}
+
+void expect_values(const Value& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.array().size(), static_cast<int64_t>(want.size()));
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_DOUBLE_EQ(got.array().as_double(static_cast<int64_t>(i)), want[i]) << "element " << i;
+}
+
+TEST(Distributed, PsumAllGatherBroadcastAndAxisIndex) {
+  const int p = num_ranks();
+  std::vector<double> sum(5, 0.0);
+  for (int r = 0; r < p; ++r)
+    for (int i = 0; i < 5; ++i)
+      sum[static_cast<size_t>(i)] += rank_values(5, r)[static_cast<size_t>(i)];
+  auto f = [p](const Value& v) {
+    return std::tuple{psum(v, "data"), all_gather(v, "data"), broadcast_from(v, "data", p - 1),
+                      axis_index("data")};
+  };
+  for (bool native : {false, true}) {
+    SCOPED_TRACE(native ? "native" : "eager");
+    const Value x = rank_data(5, my_rank());
+    auto [s, g, b, i] = native ? jit(f, "collectives")(x) : f(x);
+    expect_values(s, sum);
+    ASSERT_EQ(g.shape(), (Shape{p, 5}));
+    for (int r = 0; r < p; ++r) expect_values(g[r], rank_values(5, r));
+    expect_values(b, rank_values(5, p - 1));
+    EXPECT_EQ(i.item(), my_rank());
+    EXPECT_EQ(axis_size("data"), p);
+  }
+}
+
+TEST(Distributed, PsumOfARefSumsItsContents) {
+  std::vector<double> sum(6, 0.0);
+  for (int r = 0; r < num_ranks(); ++r)
+    for (int i = 0; i < 6; ++i)
+      sum[static_cast<size_t>(i)] += rank_values(6, r)[static_cast<size_t>(i)];
+  for (bool native : {false, true}) {
+    SCOPED_TRACE(native ? "native" : "eager");
+    Ref g = new_ref(rank_data(6, my_rank()));
+    auto step = [](const Ref& acc) { psum(acc, "grads"); };
+    if (native)
+      jit(step, "allreduce")(g);
+    else
+      step(g);
+    expect_values(Value(g.value()), sum);
+  }
+}
+
+TEST(Distributed, GradientsThroughTheCollectives) {
+  // The loss of rank r depends on every rank's x; each rank's gradient is that of the sum of
+  // all ranks' losses with respect to its own x (psum is its own transpose).
+  const int p = num_ranks(), r = my_rank();
+  const Value x = rank_data(4, r);
+  auto psum_loss = [](const Value& v) { return reduce_sum(psum(v * v, "data")); };
+  auto gather_loss = [](const Value& v) {
+    Value weights = convert(iota(DType::i32, {axis_size("data"), 4}, 0) + 1, DType::f32);
+    return reduce_sum(all_gather(v, "data") * weights);
+  };
+  auto bcast_loss = [](const Value& v) { return reduce_sum(broadcast_from(v, "data", 0) * 3.0f); };
+  for (bool native : {false, true}) {
+    SCOPED_TRACE(native ? "native" : "eager");
+    auto g1 = native ? jit(grad(psum_loss), "g1")(x) : grad(psum_loss)(x);
+    auto g2 = native ? jit(grad(gather_loss), "g2")(x) : grad(gather_loss)(x);
+    auto g3 = native ? jit(grad(bcast_loss), "g3")(x) : grad(bcast_loss)(x);
+    std::vector<double> w1, w2, w3;
+    for (double v : rank_values(4, r)) w1.push_back(2 * v * p);
+    for (int i = 0; i < 4; ++i) w2.push_back(static_cast<double>(p) * (r + 1));
+    for (int i = 0; i < 4; ++i) w3.push_back(r == 0 ? 3.0 * p : 0.0);
+    expect_values(g1, w1);
+    expect_values(g2, w2);
+    expect_values(g3, w3);
+  }
+}
+
+TEST(Distributed, RanksThatDisagreeFailOnEveryRank) {
+  if (num_ranks() < 2) GTEST_SKIP() << "needs two processes";
+  // Rank 0 passes 3 elements, the others 4: every rank gets the error, none waits forever,
+  // and the next collective (with agreeing shapes) works.
+  const int n = my_rank() == 0 ? 3 : 4;
+  auto f = [](const Value& v) { return psum(v, "data"); };
+  for (bool native : {false, true}) {
+    SCOPED_TRACE(native ? "native" : "eager");
+    try {
+      Value s = native ? jit(f, "mismatch")(rank_data(n, my_rank())) : f(rank_data(n, my_rank()));
+      ADD_FAILURE() << "expected an error, got " << s.str();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("disagree on the shape"), std::string::npos) << e.what();
+    }
+    Value ok = f(rank_data(2, 0));
+    expect_values(ok, {0.25 * num_ranks(), 0.5 * num_ranks()});
+  }
+}
+
+}  // namespace
+}  // namespace refjit
+
+int main(int argc, char** argv) {
+  refjit::distributed::Session mpi(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
