@@ -12,6 +12,7 @@ packages=(
   libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
   libopenblas0-pthread
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

@@ -25,6 +25,20 @@ cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
 
+echo "== distributed training: 1 and 2 ranks train the same model =="
+one=$(scripts/distributed.sh 1 | tail -n 1)
+two=$(scripts/distributed.sh 2 | tail -n 1)
+echo "1 rank:  $one"
+echo "2 ranks: $two"
+python3 - "$one" "$two" <<'PY'
+import sys
+a, b = (line.split() for line in sys.argv[1:])
+assert a[0] == b[0] == "checksum", (a, b)
+for x, y in zip(a[1:], b[1:]):
+    x, y = float(x), float(y)
+    assert abs(x - y) <= 1e-4 * max(1.0, abs(x)), f"1 rank gives {x}, 2 ranks give {y}"
+PY
+
 echo "== examples against the installed package =="
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
