@@ -52,27 +52,38 @@ class MpiGroup final : public CollectiveGroup {
     if (std::string err = agree(Op::psum, count, dtype, 0); !err.empty()) return err;
     if (size_ == 1 || count == 0) return {};
     const int64_t bytes = byte_size(dtype);
-    std::vector<int> send_counts(size_), send_displs(size_), recv_counts(size_), recv_displs(size_);
     auto seg_begin = [&](int r) { return count * r / size_; };
+    auto seg_bytes = [&](int r) {
+      return static_cast<int>((seg_begin(r + 1) - seg_begin(r)) * bytes);
+    };
+    auto seg_offset = [&](int r) { return static_cast<int>(seg_begin(r) * bytes); };
     const int64_t mine = seg_begin(rank_ + 1) - seg_begin(rank_);
+    std::byte* own = static_cast<std::byte*>(data) + seg_offset(rank_);
+    // Every other member's piece of my segment (my own piece stays where it is), into a buffer
+    // kept from call to call so no fresh pages are touched per allreduce.
+    std::vector<int> send_counts(size_), send_displs(size_), recv_counts(size_), recv_displs(size_);
     for (int r = 0; r < size_; ++r) {
-      send_counts[r] = static_cast<int>((seg_begin(r + 1) - seg_begin(r)) * bytes);
-      send_displs[r] = static_cast<int>(seg_begin(r) * bytes);
-      recv_counts[r] = static_cast<int>(mine * bytes);
+      send_counts[r] = r == rank_ ? 0 : seg_bytes(r);
+      send_displs[r] = seg_offset(r);
+      recv_counts[r] = r == rank_ ? 0 : static_cast<int>(mine * bytes);
       recv_displs[r] = static_cast<int>(r * mine * bytes);
     }
-    std::vector<std::byte> pieces(static_cast<size_t>(size_ * mine * bytes));
-    MPI_Alltoallv(data, send_counts.data(), send_displs.data(), MPI_BYTE, pieces.data(),
+    const size_t need = static_cast<size_t>(size_ * mine * bytes);
+    if (scratch_.size() < need) scratch_.resize(need);
+    std::byte* pieces = scratch_.data();
+    MPI_Alltoallv(data, send_counts.data(), send_displs.data(), MPI_BYTE, pieces,
                   recv_counts.data(), recv_displs.data(), MPI_BYTE, comm_);
-    for (int r = 1; r < size_; ++r)
-      add_elements(pieces.data(), pieces.data() + r * mine * bytes, mine, dtype);
+    // piece(0) + piece(1) + ... in rank order, into the first piece (member 0's own data).
+    auto piece = [&](int r) { return r == rank_ ? own : pieces + r * mine * bytes; };
+    for (int r = 1; r < size_; ++r) add_elements(piece(0), piece(r), mine, dtype);
+    if (rank_ != 0) std::memcpy(own, piece(0), static_cast<size_t>(mine * bytes));
     std::vector<int> counts(size_), displs(size_);
     for (int r = 0; r < size_; ++r) {
-      counts[r] = static_cast<int>((seg_begin(r + 1) - seg_begin(r)) * bytes);
-      displs[r] = static_cast<int>(seg_begin(r) * bytes);
+      counts[r] = seg_bytes(r);
+      displs[r] = seg_offset(r);
     }
-    MPI_Allgatherv(pieces.data(), static_cast<int>(mine * bytes), MPI_BYTE, data, counts.data(),
-                   displs.data(), MPI_BYTE, comm_);
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), displs.data(), MPI_BYTE,
+                   comm_);
     return {};
   }
 
@@ -126,6 +137,7 @@ class MpiGroup final : public CollectiveGroup {
 
   MPI_Comm comm_;
   bool owned_;
+  std::vector<std::byte> scratch_;  // sum_in_place's received pieces
   int rank_ = 0;
   int size_ = 1;
 };
