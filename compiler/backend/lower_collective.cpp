@@ -1,6 +1,6 @@
 // Lowering of the collectives: calls into the runtime (runtime/collectives.h), which runs
 // them on the group the axis is bound to when the code runs. The array is handed over as an
-// unranked memref, as the matrix kernel takes its operands (lower_dot.cpp).
+// unranked memref (unranked_memref), as the matrix kernel takes its operands.
 #include <fmt/format.h>
 
 #include "compiler/backend/lowering.h"
@@ -12,12 +12,6 @@ namespace refjit::backend {
 namespace {
 
 using mlir::Value;
-
-Value unranked(LowerCtx& c, Value memref) {
-  auto type = mlir::cast<mlir::MemRefType>(memref.getType());
-  auto to = mlir::UnrankedMemRefType::get(type.getElementType(), type.getMemorySpace());
-  return c.b.create<mlir::memref::CastOp>(c.loc, to, memref);
-}
 
 bool contiguous(Value memref) {
   return mlir::cast<mlir::MemRefType>(memref.getType()).getLayout().isIdentity();
@@ -58,8 +52,9 @@ InPlace in_place(LowerCtx& c, const Eqn& e) {
 void lower_psum(LowerCtx& c, const Eqn& e) {
   require_runtime(c, e);
   InPlace p = in_place(c, e);
-  c.call_runtime("refjit_psum", {axis_of(c, e), c.index(static_cast<int64_t>(p.type.dtype)),
-                                 unranked(c, p.call_buffer), c.index(p.type.num_elements())});
+  c.call_runtime("refjit_psum",
+                 {axis_of(c, e), c.index(static_cast<int64_t>(p.type.dtype)),
+                  unranked_memref(c, p.call_buffer), c.index(p.type.num_elements())});
   p.finish(c);
 }
 
@@ -68,7 +63,7 @@ void lower_broadcast_from(LowerCtx& c, const Eqn& e) {
   InPlace p = in_place(c, e);
   c.call_runtime("refjit_broadcast_from",
                  {axis_of(c, e), c.index(static_cast<int64_t>(p.type.dtype)),
-                  c.index(e.params.get<int64_t>("root")), unranked(c, p.call_buffer),
+                  c.index(e.params.get<int64_t>("root")), unranked_memref(c, p.call_buffer),
                   c.index(p.type.num_elements())});
   p.finish(c);
 }
@@ -87,14 +82,14 @@ void lower_all_gather(LowerCtx& c, const Eqn& e) {
   const Value out = contiguous(result) ? result : c.alloc(out_t);
   c.call_runtime("refjit_all_gather",
                  {axis_of(c, e), c.index(static_cast<int64_t>(in_t.dtype)), c.index(out_t.shape[0]),
-                  unranked(c, in), unranked(c, out), c.index(in_t.num_elements())});
+                  unranked_memref(c, in), unranked_memref(c, out), c.index(in_t.num_elements())});
   if (out != result) c.copy(out, result, out_t);
 }
 
 void lower_axis_index(LowerCtx& c, const Eqn& e) {
   require_runtime(c, e);
   const Value result = c.result_buffer(e.outs[0]);
-  c.call_runtime("refjit_axis_index", {axis_of(c, e), unranked(c, result)});
+  c.call_runtime("refjit_axis_index", {axis_of(c, e), unranked_memref(c, result)});
 }
 
 }  // namespace

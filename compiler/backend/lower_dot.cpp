@@ -56,16 +56,6 @@ llvm::SmallVector<int64_t> static_strides(Value memref) {
   return strides;
 }
 
-// A memref as the runtime kernels take it: unranked, so every operand has one type and the
-// callee reads the aligned pointer and offset from its descriptor. (Its address is not taken
-// with memref.extract_aligned_pointer_as_index: expand-strided-metadata folds that through a
-// memref.view into the workspace and drops the view's byte shift.)
-Value unranked(LowerCtx& c, Value memref) {
-  auto type = mlir::cast<mlir::MemRefType>(memref.getType());
-  auto to = mlir::UnrankedMemRefType::get(type.getElementType(), type.getMemorySpace());
-  return c.b.create<mlir::memref::CastOp>(c.loc, to, memref);
-}
-
 // One operand as the kernel sees it: batch, row and column axes.
 struct MatrixAxes {
   Axis batch, rows, cols;
@@ -132,15 +122,15 @@ bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfr
                              c.index(m),
                              c.index(n),
                              c.index(k),
-                             unranked(c, a),
+                             unranked_memref(c, a),
                              c.index(am->batch.stride),
                              c.index(am->rows.stride),
                              c.index(am->cols.stride),
-                             unranked(c, b),
+                             unranked_memref(c, b),
                              c.index(bm->batch.stride),
                              c.index(bm->rows.stride),
                              c.index(bm->cols.stride),
-                             unranked(c, target),
+                             unranked_memref(c, target),
                              c.index(cm->batch.stride),
                              c.index(cm->rows.stride),
                              c.index(cm->cols.stride),

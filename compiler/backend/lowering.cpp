@@ -395,6 +395,12 @@ Value LowerCtx::row_view(Value memref, Value i) {
   return b.create<mlir::memref::SubViewOp>(loc, type, memref, offsets, sizes, strides);
 }
 
+mlir::Value unranked_memref(LowerCtx& c, mlir::Value memref) {
+  auto type = mlir::cast<mlir::MemRefType>(memref.getType());
+  auto to = mlir::UnrankedMemRefType::get(type.getElementType(), type.getMemorySpace());
+  return c.b.create<mlir::memref::CastOp>(c.loc, to, memref);
+}
+
 Value LowerCtx::call_libm(const std::string& name, mlir::ValueRange args) {
   mlir::Type t = args.front().getType();
   auto fn = module_.lookupSymbol<mlir::func::FuncOp>(name);

@@ -263,6 +263,13 @@ void register_ref_lowerings(LowerTable& t);
 void register_control_lowerings(LowerTable& t);
 void register_collective_lowerings(LowerTable& t);
 
+// A memref as the runtime's entry points take it (runtime/kernels/gemm.h, runtime/collectives.h):
+// unranked, so every operand has one type and the callee reads the aligned pointer and offset
+// from its descriptor. (Its address is not taken with memref.extract_aligned_pointer_as_index:
+// expand-strided-metadata folds that through a memref.view into the workspace and drops the
+// view's byte shift.)
+mlir::Value unranked_memref(LowerCtx& c, mlir::Value memref);
+
 // Builds the memref-level module with one function `refjit_main` taking one memref per
 // constvar, invar and outvar (in that order), with a C interface wrapper.
 // With plan.use_workspace, a last argument memref<?xi8> is the workspace; its required
