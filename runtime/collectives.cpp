@@ -24,8 +24,7 @@ class SingleProcessGroup final : public CollectiveGroup {
     return {};
   }
   std::string broadcast(void*, int64_t, DType, int root) override {
-    if (root != 0)
-      return fmt::format("broadcast_from: root {} is not a member of {}", root, describe());
+    if (root != 0) return fmt::format("root {} is not a member of {}", root, describe());
     return {};
   }
   std::string describe() const override { return "this process alone"; }
