@@ -284,6 +284,7 @@ bool Parser::is_broadcasting_binary(Prim p) {
     case Prim::atan2:
     case Prim::xor_:
     case Prim::nextafter:
+    case Prim::polygamma:
     case Prim::shift_left:
     case Prim::shift_right_logical:
     case Prim::shift_right_arithmetic: return true;

@@ -186,6 +186,7 @@ void register_elementwise_type_rules(TypeRuleTable& t) {
   set(Prim::rem, binary<Prim::rem, kNum>);
   set(Prim::atan2, binary<Prim::atan2, kFloat>);
   set(Prim::nextafter, binary<Prim::nextafter, kFloat>);
+  set(Prim::polygamma, binary<Prim::polygamma, kFloat>);
   set(Prim::eq, binary<Prim::eq, kAny, true>);
   set(Prim::ne, binary<Prim::ne, kAny, true>);
   set(Prim::lt, binary<Prim::lt, kAny, true>);

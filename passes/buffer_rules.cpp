@@ -67,6 +67,7 @@ Table make_table() {
                  Prim::lgamma,
                  Prim::digamma,
                  Prim::nextafter,
+                 Prim::polygamma,
                  Prim::psum,
                  Prim::broadcast_from})
     t.set(p, B::elementwise);

@@ -98,6 +98,23 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
   unary(t, Prim::cbrt,
         [d](Emitter& e, Atom, Atom y) { return e.div(e.scalar(d(e, y), 1.0 / 3.0), e.mul(y, y)); });
   unary(t, Prim::lgamma, [](Emitter& e, Atom x, Atom) { return e.unary(Prim::digamma, x); });
+  // digamma' = polygamma(1, x); polygamma(m, x)' = polygamma(m + 1, x) in x. The order m is an
+  // integer in all but type: like JAX, refjit does not differentiate with respect to it.
+  unary(t, Prim::digamma, [d](Emitter& e, Atom x, Atom) {
+    return e.emit1(Prim::polygamma, {e.scalar(d(e, x), 1.0), x});
+  });
+  t.set(Prim::polygamma, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
+          if (c.depends_on_tangents(a.tangents[0]))
+            throw Error(
+                fmt::format("{}: polygamma is not differentiable with respect to its "
+                            "order m (operand 0); wrap m in stop_gradient",
+                            c.where));
+          if (!a.tangents[1]) return {std::nullopt};
+          Atom m = a.primals[0];
+          Atom next = c.p.add(m, c.p.scalar(c.p.array_type_of(m).dtype, 1.0));
+          Atom slope = c.p.emit1(Prim::polygamma, {next, a.primals[1]});
+          return {c.t.mul(to_out_shape(c.t, *a.tangents[1], a), slope)};
+        }});
   // erf_inv' = sqrt(pi)/2 exp(y^2)
   unary(t, Prim::erf_inv, [d](Emitter& e, Atom, Atom y) {
     return e.mul(e.scalar(d(e, y), 0.88622692545275801), e.unary(Prim::exp, e.mul(y, y)));

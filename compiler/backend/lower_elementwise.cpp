@@ -265,6 +265,78 @@ Value lower_digamma(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& 
   return d == f ? y : Value(b.create<arith::TruncFOp>(loc, b.getF32Type(), y));
 }
 
+// polygamma(m, x) as the interpreter computes it (runtime/eval_elementwise.cpp), in f64: the
+// Hurwitz zeta's terms summed in a loop until x >= 16, then the Euler-Maclaurin tail;
+// digamma for m = 0; NaN for a non-integer m or x below -1e4, JAX's values at the poles.
+Value lower_polygamma(LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& xs) {
+  auto& b = c.b;
+  auto loc = c.loc;
+  const DType f = DType::f64;
+  mlir::Type f64 = b.getF64Type();
+  auto k = [&](double v) { return c.constant(f, v); };
+  auto add = [&](Value p, Value q) { return Value(b.create<arith::AddFOp>(loc, p, q)); };
+  auto mul = [&](Value p, Value q) { return Value(b.create<arith::MulFOp>(loc, p, q)); };
+  auto div = [&](Value p, Value q) { return Value(b.create<arith::DivFOp>(loc, p, q)); };
+  auto pow = [&](Value p, Value q) { return Value(b.create<math::PowFOp>(loc, p, q)); };
+  auto cmp = [&](arith::CmpFPredicate pred, Value p, Value q) {
+    return Value(b.create<arith::CmpFOp>(loc, pred, p, q));
+  };
+  auto sel = [&](Value p, Value t, Value f_) {
+    return Value(b.create<arith::SelectOp>(loc, p, t, f_));
+  };
+  auto wide = [&](Value v) { return d == f ? v : Value(b.create<arith::ExtFOp>(loc, f64, v)); };
+  const Value m = wide(xs[0]), x0 = wide(xs[1]);
+  const Value s = add(m, k(1));
+  const Value minus_s = b.create<arith::NegFOp>(loc, s);
+  // zeta += x^-s; x += 1, while -1e4 <= x < 16.
+  Value x = x0, zeta = k(0);
+  {
+    mlir::OpBuilder::InsertionGuard guard(b);
+    auto loop =
+        b.create<mlir::scf::WhileOp>(loc, mlir::TypeRange{f64, f64}, mlir::ValueRange{x0, k(0)});
+    mlir::Block* before = b.createBlock(&loop.getBefore(), {}, {f64, f64}, {loc, loc});
+    Value bx = before->getArgument(0);
+    Value go = b.create<arith::AndIOp>(loc, cmp(arith::CmpFPredicate::OLT, bx, k(16)),
+                                       cmp(arith::CmpFPredicate::OGE, bx, k(-1e4)));
+    b.create<mlir::scf::ConditionOp>(loc, go, before->getArguments());
+    mlir::Block* after = b.createBlock(&loop.getAfter(), {}, {f64, f64}, {loc, loc});
+    Value ax = after->getArgument(0), acc = after->getArgument(1);
+    b.create<mlir::scf::YieldOp>(loc, mlir::ValueRange{add(ax, k(1)), add(acc, pow(ax, minus_s))});
+    x = loop.getResult(0);
+    zeta = loop.getResult(1);
+  }
+  // The tail: z^(1-s)/(s-1) + z^-s/2 + sum_j B_2j/(2j)! s(s+1)...(s+2j-2) z^(-s-2j+1).
+  static constexpr double kBernoulliOverFactorial[] = {1.0 / 12,         -1.0 / 720,
+                                                       1.0 / 30240,      -1.0 / 1209600,
+                                                       1.0 / 47900160,   -691.0 / 1307674368000,
+                                                       1.0 / 74724249600};
+  zeta = add(zeta, div(pow(x, b.create<arith::SubFOp>(loc, k(1), s)), add(s, k(-1))));
+  zeta = add(zeta, mul(k(0.5), pow(x, minus_s)));
+  Value rising = s, power = pow(x, add(minus_s, k(-1)));
+  const Value x2 = mul(x, x);
+  for (int j = 0; j < 7; ++j) {
+    zeta = add(zeta, mul(k(kBernoulliOverFactorial[j]), mul(rising, power)));
+    rising = mul(rising, mul(add(s, k(2 * j + 1)), add(s, k(2 * j + 2))));
+    power = div(power, x2);
+  }
+  const Value factorial = b.create<math::ExpOp>(loc, c.call_libm("lgamma", {add(m, k(1))}));
+  const Value half = mul(m, k(0.5));
+  const Value odd = cmp(arith::CmpFPredicate::ONE, b.create<math::FloorOp>(loc, half), half);
+  Value y = mul(sel(odd, k(1), k(-1)), mul(factorial, zeta));
+  const Value nan = k(std::numeric_limits<double>::quiet_NaN());
+  const Value pole =
+      b.create<arith::AndIOp>(loc, cmp(arith::CmpFPredicate::OLE, x0, k(0)),
+                              cmp(arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, x0), x0));
+  y = sel(cmp(arith::CmpFPredicate::OLT, x0, k(-1e4)), nan, y);
+  y = sel(pole, sel(odd, k(std::numeric_limits<double>::infinity()), nan), y);
+  y = sel(cmp(arith::CmpFPredicate::OEQ, m, k(0)), lower_digamma(c, e, f, {x0}), y);
+  const Value integral =
+      b.create<arith::AndIOp>(loc, cmp(arith::CmpFPredicate::OGE, m, k(0)),
+                              cmp(arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, m), m));
+  y = sel(integral, y, nan);  // also NaN for a NaN m
+  return d == f ? y : Value(b.create<arith::TruncFOp>(loc, b.getF32Type(), y));
+}
+
 }  // namespace
 
 const ElemFn* elementwise_rule(Prim p) {
@@ -375,6 +447,7 @@ void register_elementwise_lowerings(LowerTable& t) {
   set_ew(t, Prim::lgamma, libm_unary("lgamma"));
   set_ew(t, Prim::nextafter, libm_unary("nextafter"));
   set_ew(t, Prim::digamma, lower_digamma);
+  set_ew(t, Prim::polygamma, lower_polygamma);
   set_ew(t, Prim::is_finite,
          [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
            // |x| < inf is false for inf and NaN (an ordered comparison).

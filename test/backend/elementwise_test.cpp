@@ -259,6 +259,53 @@ TEST(NativeElementwise, LgammaDigammaNextafterMatchTheInterpreter) {
   }
 }
 
+TEST(NativeElementwise, PolygammaMatchesJaxAndTheInterpreter) {
+  // JAX 0.10's jax.scipy.special.polygamma at these points (f32), negative x included.
+  const double xs[] = {-1.5, -0.5, 0.0, 0.3, 1.0, 2.5, 10.0, 100.0};
+  const double jax1[] = {9.3792467, 8.9348021,  INFINITY,   12.245364,
+                         1.6449341, 0.49035776, 0.10516632, 0.010050166};
+  const double jax2[] = {-0.23620448, -0.82879686, NAN,          -75.272537,
+                         -2.4041145,  -0.23620412, -0.011049839, -1.0100502e-4};
+  const double jax3[] = {194.59445, 193.40926,  INFINITY,     743.14227,
+                         6.4939461, 0.22390607, 0.0023199033, 2.0302018e-06};
+  for (DType d : {DType::f32, DType::f64}) {
+    Array x(at(d, {8}));
+    for (int i = 0; i < 8; ++i) x.set_from_double(i, xs[i]);
+    for (int order = 0; order <= 3; ++order) {
+      Array m(at(d, {8}));
+      for (int i = 0; i < 8; ++i) m.set_from_double(i, order);
+      const std::string text = binary_text("polygamma", m.type(), x.type(), x.type());
+      check_text(text, {m, x}, d == DType::f32 ? 2e-6 : 1e-12);
+      Array y = testing::as_array(interpret(parse_jaxpr(text), {m, x})[0]);
+      const double* want = order == 1 ? jax1 : order == 2 ? jax2 : order == 3 ? jax3 : nullptr;
+      for (int i = 0; i < 8; ++i) {
+        const double got = y.as_double(i);
+        if (!want) {  // polygamma(0, x) is digamma
+          Array dg = testing::as_array(
+              interpret(parse_jaxpr(unary_text("digamma", x.type(), x.type())), {x})[0]);
+          if (std::isnan(dg.as_double(i)))
+            EXPECT_TRUE(std::isnan(got));
+          else
+            EXPECT_DOUBLE_EQ(got, dg.as_double(i));
+        } else if (std::isnan(want[i])) {
+          EXPECT_TRUE(std::isnan(got)) << "order " << order << " x " << xs[i];
+        } else if (std::isinf(want[i])) {
+          EXPECT_EQ(got, want[i]) << "order " << order << " x " << xs[i];
+        } else {
+          EXPECT_NEAR(got, want[i], 2e-6 * std::abs(want[i]))
+              << "order " << order << " x " << xs[i];
+        }
+      }
+    }
+    // A non-integer order is NaN.
+    Array half(at(d, {8}));
+    for (int i = 0; i < 8; ++i) half.set_from_double(i, 1.5);
+    Array y = testing::as_array(interpret(
+        parse_jaxpr(binary_text("polygamma", half.type(), x.type(), x.type())), {half, x})[0]);
+    EXPECT_TRUE(std::isnan(y.as_double(3)));
+  }
+}
+
 TEST(NativeElementwise, ErfInvInvertsErfAndBitcastKeepsTheBits) {
   for (DType d : {DType::f32, DType::f64}) {
     Array x(at(d, {9}));
