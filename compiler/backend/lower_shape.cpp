@@ -425,9 +425,13 @@ Value sort_key_less(LowerCtx& c, DType d, Value x, Value y) {
   return c.b.create<arith::CmpIOp>(c.loc, pred, x, y);
 }
 
-// sort: the operands are copied into the results, then each lane along `dimension` is
-// insertion-sorted there, all operands moving together. Stable; O(n^2) comparisons in the
-// worst case, which suits the short lanes jnp.sort / argsort / top_k meet in practice.
+// Lanes up to this length are insertion-sorted (no scratch memory, fast on short lanes);
+// longer ones are merge-sorted.
+constexpr int64_t kInsertionSortMaxLane = 32;
+
+// sort: the operands are copied into the results, then each lane along `dimension` is sorted
+// there, all operands moving together, stably: by insertion for short lanes, else by a
+// bottom-up merge sort through one scratch lane per operand (O(n log n) comparisons).
 void lower_sort(LowerCtx& c, const Eqn& e) {
   namespace arith = mlir::arith;
   const int64_t dim = e.params.get<int64_t>("dimension");
@@ -444,8 +448,22 @@ void lower_sort(LowerCtx& c, const Eqn& e) {
   }
   const int64_t n = xt.shape[dim];
   if (n <= 1) return;
+  const bool merge = n > kInsertionSortMaxLane;
+  std::vector<Value> scratch;  // one lane per operand, for the merge sort
+  if (merge)
+    for (DType d : dtypes) scratch.push_back(c.alloc(ArrayType{d, {n}}));
   Shape lanes = xt.shape;
   lanes[dim] = 1;
+  mlir::Type index_type = c.b.getIndexType();
+  auto idx_op = [&](auto op, Value a, Value b) {
+    return Value(c.b.create<decltype(op)>(c.loc, a, b));
+  };
+  auto cmp = [&](arith::CmpIPredicate p, Value a, Value b) {
+    return Value(c.b.create<arith::CmpIOp>(c.loc, p, a, b));
+  };
+  auto sel = [&](Value p, Value a, Value b) {
+    return Value(c.b.create<arith::SelectOp>(c.loc, p, a, b));
+  };
   c.loop_nest(lanes, [&](LowerCtx::Ivs ivs) {
     auto at = [&](Value i) {
       std::vector<Value> idx(ivs.begin(), ivs.end());
@@ -469,29 +487,96 @@ void lower_sort(LowerCtx& c, const Eqn& e) {
       return r;
     };
     mlir::OpBuilder::InsertionGuard guard(c.b);
-    auto outer = c.b.create<mlir::scf::ForOp>(c.loc, c.index(1), c.index(n), c.index(1));
-    c.b.setInsertionPoint(outer.getBody()->getTerminator());
-    mlir::Type index_type = c.b.getIndexType();
-    // Move element i down while it sorts before its left neighbour.
-    auto loop = c.b.create<mlir::scf::WhileOp>(c.loc, mlir::TypeRange{index_type},
-                                               mlir::ValueRange{outer.getInductionVar()});
-    mlir::Block* before = c.b.createBlock(&loop.getBefore(), {}, {index_type}, {c.loc});
-    Value j = before->getArgument(0);
-    Value positive = c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sgt, j, c.index(0));
-    Value left = c.b.create<arith::SelectOp>(
-        c.loc, positive, c.b.create<arith::SubIOp>(c.loc, j, c.index(1)), c.index(0));
-    Value go = c.b.create<arith::AndIOp>(c.loc, positive, less(at(j), at(left)));
-    c.b.create<mlir::scf::ConditionOp>(c.loc, go, mlir::ValueRange{j});
-    mlir::Block* after = c.b.createBlock(&loop.getAfter(), {}, {index_type}, {c.loc});
-    Value jj = after->getArgument(0);
-    Value jl = c.b.create<arith::SubIOp>(c.loc, jj, c.index(1));
-    for (Value buf : bufs) {
-      Value x = c.b.create<mlir::memref::LoadOp>(c.loc, buf, at(jj));
-      Value y = c.b.create<mlir::memref::LoadOp>(c.loc, buf, at(jl));
-      c.b.create<mlir::memref::StoreOp>(c.loc, x, buf, at(jl));
-      c.b.create<mlir::memref::StoreOp>(c.loc, y, buf, at(jj));
+    if (!merge) {
+      auto outer = c.b.create<mlir::scf::ForOp>(c.loc, c.index(1), c.index(n), c.index(1));
+      c.b.setInsertionPoint(outer.getBody()->getTerminator());
+      // Move element i down while it sorts before its left neighbour.
+      auto loop = c.b.create<mlir::scf::WhileOp>(c.loc, mlir::TypeRange{index_type},
+                                                 mlir::ValueRange{outer.getInductionVar()});
+      mlir::Block* before = c.b.createBlock(&loop.getBefore(), {}, {index_type}, {c.loc});
+      Value j = before->getArgument(0);
+      Value positive = cmp(arith::CmpIPredicate::sgt, j, c.index(0));
+      Value left = sel(positive, idx_op(arith::SubIOp{}, j, c.index(1)), c.index(0));
+      Value go = c.b.create<arith::AndIOp>(c.loc, positive, less(at(j), at(left)));
+      c.b.create<mlir::scf::ConditionOp>(c.loc, go, mlir::ValueRange{j});
+      mlir::Block* after = c.b.createBlock(&loop.getAfter(), {}, {index_type}, {c.loc});
+      Value jj = after->getArgument(0);
+      Value jl = idx_op(arith::SubIOp{}, jj, c.index(1));
+      for (Value buf : bufs) {
+        Value x = c.b.create<mlir::memref::LoadOp>(c.loc, buf, at(jj));
+        Value y = c.b.create<mlir::memref::LoadOp>(c.loc, buf, at(jl));
+        c.b.create<mlir::memref::StoreOp>(c.loc, x, buf, at(jl));
+        c.b.create<mlir::memref::StoreOp>(c.loc, y, buf, at(jj));
+      }
+      c.b.create<mlir::scf::YieldOp>(c.loc, mlir::ValueRange{jl});
+      return;
     }
-    c.b.create<mlir::scf::YieldOp>(c.loc, mlir::ValueRange{jl});
+    // Merge sort: runs of `width` merged pairwise into the scratch lane, copied back, width
+    // doubled, until one run covers the lane.
+    const Value len = c.index(n);
+    auto passes = c.b.create<mlir::scf::WhileOp>(c.loc, mlir::TypeRange{index_type},
+                                                 mlir::ValueRange{c.index(1)});
+    {
+      mlir::Block* before = c.b.createBlock(&passes.getBefore(), {}, {index_type}, {c.loc});
+      Value width = before->getArgument(0);
+      c.b.create<mlir::scf::ConditionOp>(c.loc, cmp(arith::CmpIPredicate::slt, width, len),
+                                         mlir::ValueRange{width});
+    }
+    mlir::Block* pass = c.b.createBlock(&passes.getAfter(), {}, {index_type}, {c.loc});
+    const Value width = pass->getArgument(0);
+    const Value two_width = idx_op(arith::AddIOp{}, width, width);
+    auto pairs = c.b.create<mlir::scf::ForOp>(c.loc, c.index(0), len, two_width);
+    {
+      mlir::OpBuilder::InsertionGuard pair_guard(c.b);
+      c.b.setInsertionPoint(pairs.getBody()->getTerminator());
+      const Value lo = pairs.getInductionVar();
+      const Value mid = idx_op(arith::MinSIOp{}, idx_op(arith::AddIOp{}, lo, width), len);
+      const Value hi = idx_op(arith::MinSIOp{}, idx_op(arith::AddIOp{}, lo, two_width), len);
+      // (i, j, k): next of the left run, next of the right run, next output slot.
+      auto loop =
+          c.b.create<mlir::scf::WhileOp>(c.loc, mlir::TypeRange{index_type, index_type, index_type},
+                                         mlir::ValueRange{lo, mid, lo});
+      mlir::Block* before = c.b.createBlock(
+          &loop.getBefore(), {}, {index_type, index_type, index_type}, {c.loc, c.loc, c.loc});
+      c.b.create<mlir::scf::ConditionOp>(c.loc,
+                                         cmp(arith::CmpIPredicate::slt, before->getArgument(2), hi),
+                                         before->getArguments());
+      mlir::Block* after = c.b.createBlock(
+          &loop.getAfter(), {}, {index_type, index_type, index_type}, {c.loc, c.loc, c.loc});
+      const Value i = after->getArgument(0), j = after->getArgument(1), k = after->getArgument(2);
+      const Value left_left = cmp(arith::CmpIPredicate::slt, i, mid);
+      const Value right_left = cmp(arith::CmpIPredicate::slt, j, hi);
+      // Loads stay in range; the selects below ignore what an exhausted run would give.
+      const Value li = idx_op(arith::MinSIOp{}, i, idx_op(arith::SubIOp{}, mid, c.index(1)));
+      const Value rj = idx_op(arith::MinSIOp{}, j, idx_op(arith::SubIOp{}, hi, c.index(1)));
+      // Stable: the left element goes first unless the right one sorts strictly before it.
+      const Value right_first = c.b.create<arith::AndIOp>(
+          c.loc, right_left,
+          c.b.create<arith::OrIOp>(
+              c.loc, c.b.create<arith::XOrIOp>(c.loc, left_left, c.constant(DType::bool_, 1)),
+              less(at(rj), at(li))));
+      const Value src = sel(right_first, rj, li);
+      for (size_t q = 0; q < bufs.size(); ++q)
+        c.b.create<mlir::memref::StoreOp>(c.loc,
+                                          c.b.create<mlir::memref::LoadOp>(c.loc, bufs[q], at(src)),
+                                          scratch[q], mlir::ValueRange{k});
+      const Value one = c.index(1), zero = c.index(0);
+      c.b.create<mlir::scf::YieldOp>(
+          c.loc, mlir::ValueRange{idx_op(arith::AddIOp{}, i, sel(right_first, zero, one)),
+                                  idx_op(arith::AddIOp{}, j, sel(right_first, one, zero)),
+                                  idx_op(arith::AddIOp{}, k, one)});
+    }
+    auto back = c.b.create<mlir::scf::ForOp>(c.loc, c.index(0), len, c.index(1));
+    {
+      mlir::OpBuilder::InsertionGuard back_guard(c.b);
+      c.b.setInsertionPoint(back.getBody()->getTerminator());
+      const Value i = back.getInductionVar();
+      for (size_t q = 0; q < bufs.size(); ++q)
+        c.b.create<mlir::memref::StoreOp>(
+            c.loc, c.b.create<mlir::memref::LoadOp>(c.loc, scratch[q], mlir::ValueRange{i}),
+            bufs[q], at(i));
+    }
+    c.b.create<mlir::scf::YieldOp>(c.loc, mlir::ValueRange{two_width});
   });
 }
 

@@ -306,6 +306,34 @@ TEST(NativeElementwise, PolygammaMatchesJaxAndTheInterpreter) {
   }
 }
 
+TEST(NativeSort, LongLanesAreMergeSortedLikeTheInterpreter) {
+  // Lanes of 5 (insertion sort) and of 33, 64 and 1000 (merge sort, runs of unequal length),
+  // along either dimension, with two keys full of ties, NaNs and -0.0: the permutation
+  // operand shows stability and that every operand moves with its keys.
+  for (int64_t n : {5, 33, 64, 1000}) {
+    for (int dim : {0, 1}) {
+      SCOPED_TRACE(fmt::format("lane {} along dim {}", n, dim));
+      const Shape shape = dim == 1 ? Shape{3, n} : Shape{n, 3};
+      ArrayType ft = at(DType::f32, shape), it = at(DType::i32, shape);
+      Array key(ft), key2(it);
+      for (int64_t i = 0; i < key.size(); ++i) {
+        const int64_t r = (i * 7919) % 97;
+        key.set_from_double(i, r % 11 == 0   ? NAN
+                               : r % 13 == 0 ? -0.0
+                                             : static_cast<double>(r % 17));
+        key2.set_from_double(i, static_cast<double>((i * 31) % 5));
+      }
+      const std::string text = fmt::format(
+          "{{ lambda ; a:{0} b:{1}. let\n"
+          "    c:{1} = iota[dimension={2} dtype=int32 shape=({3}, {4})]\n"
+          "    d:{0} e:{1} f:{1} = sort[dimension={2} is_stable=True num_keys=2] a b c\n"
+          "  in (d, e, f) }}",
+          ft.str(), it.str(), dim, shape[0], shape[1]);
+      check_text(text, {key, key2});
+    }
+  }
+}
+
 TEST(NativeElementwise, ErfInvInvertsErfAndBitcastKeepsTheBits) {
   for (DType d : {DType::f32, DType::f64}) {
     Array x(at(d, {9}));
