@@ -28,9 +28,90 @@ void linear_in(JvpRuleTable& t, Prim p, std::vector<int> linear) {
         }});
 }
 
+// The combining scatters, whose tangents are the primal's coefficients times the operand's and
+// the updates' tangents: elementwise products, gathers and scatter-adds, all transposable.
+struct ScatterJvp {
+  JvpCtx& c;
+  JvpArgs& a;
+  Params axis;
+  ArrayType xt;
+
+  ScatterJvp(JvpCtx& ctx, JvpArgs& args)
+      : c(ctx),
+        a(args),
+        axis{{"axis", args.eqn.params.get<int64_t>("axis")}},
+        xt(ctx.p.array_type_of(args.primals[0])) {}
+
+  Atom x() const { return a.primals[0]; }
+  Atom idx() const { return a.primals[1]; }
+  Atom u() const { return a.primals[2]; }
+  Atom flt(Emitter& e, Atom b) const { return e.convert(b, xt.dtype); }
+  Atom eq(Emitter& e, Atom p, Atom q) const { return e.emit1(Prim::eq, {p, q}); }
+  Atom gather(Emitter& e, Atom from) const { return e.emit1(Prim::gather, {from, idx()}, axis); }
+  // base with each update added at its index (duplicates add up).
+  Atom scatter_add(Emitter& e, Atom base, Atom upd) const {
+    return e.emit1(Prim::scatter_add, {base, idx(), upd}, axis);
+  }
+  // t_x * operand_coef + scatter_add(0, idx, t_u * updates_coef).
+  MaybeAtom tangent(Atom operand_coef, Atom updates_coef) {
+    MaybeAtom r;
+    if (a.tangents[0]) r = c.t.mul(*a.tangents[0], operand_coef);
+    if (a.tangents[2]) {
+      Atom s = scatter_add(c.t, c.t.zeros(xt), c.t.mul(*a.tangents[2], updates_coef));
+      r = r ? c.t.add(*r, s) : s;
+    }
+    return r;
+  }
+};
+
+// scatter-min / scatter-max, as JAX: the result's tangent is the mean of the tangents of every
+// input (the operand's element, the updates landing there) equal to the result.
+Tangents scatter_extremal_jvp(JvpCtx& c, JvpArgs& a) {
+  if (!is_float(c.p.array_type_of(a.primals[0]).dtype) || (!a.tangents[0] && !a.tangents[2]))
+    return {std::nullopt};
+  ScatterJvp s(c, a);
+  Emitter& p = c.p;
+  const Atom out = a.primal_outs[0];
+  const Atom update_won = s.flt(p, s.eq(p, s.u(), s.gather(p, out)));
+  const Atom operand_kept = s.flt(p, s.eq(p, s.x(), out));
+  const Atom winners = p.add(s.scatter_add(p, p.zeros(s.xt), update_won), operand_kept);
+  // 1 / winners, with 1 where none (a NaN result equals nothing; its coefficients are 0).
+  const Atom share = p.div(p.full(s.xt, 1.0), p.emit1(Prim::max, {winners, p.full(s.xt, 1.0)}));
+  return {s.tangent(p.mul(operand_kept, share), p.mul(update_won, s.gather(p, share)))};
+}
+
+// scatter-mul: out = x * (the product of the updates at each index). d/dx is that product;
+// d/du_j is x times the product of the other updates at u_j's index, computed without
+// dividing by a zero: (nonzero updates' product) / u_j when no update there is zero, the
+// nonzero product when u_j is the only zero, else 0. Duplicate indices are exact, unlike
+// JAX's rule (unique indices only).
+Tangents scatter_mul_jvp(JvpCtx& c, JvpArgs& a) {
+  if (!is_float(c.p.array_type_of(a.primals[0]).dtype) || (!a.tangents[0] && !a.tangents[2]))
+    return {std::nullopt};
+  ScatterJvp s(c, a);
+  Emitter& p = c.p;
+  const ArrayType ut = p.array_type_of(s.u());
+  const Atom ones = p.full(s.xt, 1.0);
+  const Atom product = p.emit1(Prim::scatter_mul, {ones, s.idx(), s.u()}, s.axis);
+  const Atom is_zero = s.eq(p, s.u(), p.zeros(ut));
+  const Atom nonzero_u = p.select(is_zero, {s.u(), p.full(ut, 1.0)});
+  const Atom nonzero_product =
+      s.gather(p, p.emit1(Prim::scatter_mul, {ones, s.idx(), nonzero_u}, s.axis));
+  const Atom zeros_here = s.gather(p, s.scatter_add(p, p.zeros(s.xt), s.flt(p, is_zero)));
+  const Atom others_if_nonzero =
+      p.select(s.eq(p, zeros_here, p.zeros(ut)), {p.zeros(ut), p.div(nonzero_product, nonzero_u)});
+  const Atom others_if_zero =
+      p.select(s.eq(p, zeros_here, p.full(ut, 1.0)), {p.zeros(ut), nonzero_product});
+  const Atom others = p.select(is_zero, {others_if_nonzero, others_if_zero});
+  return {s.tangent(product, p.mul(s.gather(p, s.x()), others))};
+}
+
 }  // namespace
 
 void register_shape_jvp_rules(JvpRuleTable& t) {
+  t.set(Prim::scatter_min, {scatter_extremal_jvp});
+  t.set(Prim::scatter_max, {scatter_extremal_jvp});
+  t.set(Prim::scatter_mul, {scatter_mul_jvp});
   for (Prim p : {Prim::broadcast_in_dim, Prim::reshape, Prim::squeeze, Prim::expand_dims,
                  Prim::transpose, Prim::slice, Prim::reduce_sum, Prim::dynamic_slice, Prim::gather})
     linear_in(t, p, {0});

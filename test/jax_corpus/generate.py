@@ -551,6 +551,23 @@ def conv3d_ndhwc(x, k):
     return jnp.sum(y ** 2)
 
 
+@program(np.array([0.3, 0.7, -0.2, 0.25, 1.1, -0.6], np.float32),
+         np.array([[-1.5, 0.4, -1.5, 0.9], [0.8, 0.25, 1.4, -0.3]], np.float32), tol=1e-4)
+def scatter_min_max(x, u):
+    # Index 1 is hit twice; the two updates landing there in the min tie (-1.5), and in the
+    # max an update ties the operand (0.25 at index 3): each tie splits the tangent in half.
+    idx = jnp.array([1, 3, 1, 5])
+    lo = x.at[idx].min(u[0])
+    hi = x.at[idx].max(u[1])
+    return jnp.sum(lo * jnp.arange(6.0)) + jnp.sum(jnp.sin(hi) * jnp.arange(1.0, 7.0))
+
+
+@program(f32(6, lo=-2, hi=2), f32(3, lo=-2, hi=2), tol=1e-4)
+def scatter_multiply_unique(x, u):
+    y = x.at[jnp.array([0, 2, 5])].multiply(u, unique_indices=True)
+    return jnp.sum(jnp.sin(y) * jnp.arange(1.0, 7.0))
+
+
 # --- writing ---------------------------------------------------------------------------------
 
 
