@@ -15,7 +15,6 @@ JAX's results for each of the three programs. Regenerate with
 import json
 import os
 import sys
-from functools import partial
 
 import numpy as np
 
