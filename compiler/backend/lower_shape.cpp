@@ -455,9 +455,10 @@ void lower_sort(LowerCtx& c, const Eqn& e) {
   Shape lanes = xt.shape;
   lanes[dim] = 1;
   mlir::Type index_type = c.b.getIndexType();
-  auto idx_op = [&](auto op, Value a, Value b) {
-    return Value(c.b.create<decltype(op)>(c.loc, a, b));
-  };
+  // Index arithmetic.
+  auto add_i = [&](Value a, Value b) { return Value(c.b.create<arith::AddIOp>(c.loc, a, b)); };
+  auto sub_i = [&](Value a, Value b) { return Value(c.b.create<arith::SubIOp>(c.loc, a, b)); };
+  auto min_i = [&](Value a, Value b) { return Value(c.b.create<arith::MinSIOp>(c.loc, a, b)); };
   auto cmp = [&](arith::CmpIPredicate p, Value a, Value b) {
     return Value(c.b.create<arith::CmpIOp>(c.loc, p, a, b));
   };
@@ -496,12 +497,12 @@ void lower_sort(LowerCtx& c, const Eqn& e) {
       mlir::Block* before = c.b.createBlock(&loop.getBefore(), {}, {index_type}, {c.loc});
       Value j = before->getArgument(0);
       Value positive = cmp(arith::CmpIPredicate::sgt, j, c.index(0));
-      Value left = sel(positive, idx_op(arith::SubIOp{}, j, c.index(1)), c.index(0));
+      Value left = sel(positive, sub_i(j, c.index(1)), c.index(0));
       Value go = c.b.create<arith::AndIOp>(c.loc, positive, less(at(j), at(left)));
       c.b.create<mlir::scf::ConditionOp>(c.loc, go, mlir::ValueRange{j});
       mlir::Block* after = c.b.createBlock(&loop.getAfter(), {}, {index_type}, {c.loc});
       Value jj = after->getArgument(0);
-      Value jl = idx_op(arith::SubIOp{}, jj, c.index(1));
+      Value jl = sub_i(jj, c.index(1));
       for (Value buf : bufs) {
         Value x = c.b.create<mlir::memref::LoadOp>(c.loc, buf, at(jj));
         Value y = c.b.create<mlir::memref::LoadOp>(c.loc, buf, at(jl));
@@ -524,14 +525,14 @@ void lower_sort(LowerCtx& c, const Eqn& e) {
     }
     mlir::Block* pass = c.b.createBlock(&passes.getAfter(), {}, {index_type}, {c.loc});
     const Value width = pass->getArgument(0);
-    const Value two_width = idx_op(arith::AddIOp{}, width, width);
+    const Value two_width = add_i(width, width);
     auto pairs = c.b.create<mlir::scf::ForOp>(c.loc, c.index(0), len, two_width);
     {
       mlir::OpBuilder::InsertionGuard pair_guard(c.b);
       c.b.setInsertionPoint(pairs.getBody()->getTerminator());
       const Value lo = pairs.getInductionVar();
-      const Value mid = idx_op(arith::MinSIOp{}, idx_op(arith::AddIOp{}, lo, width), len);
-      const Value hi = idx_op(arith::MinSIOp{}, idx_op(arith::AddIOp{}, lo, two_width), len);
+      const Value mid = min_i(add_i(lo, width), len);
+      const Value hi = min_i(add_i(lo, two_width), len);
       // (i, j, k): next of the left run, next of the right run, next output slot.
       auto loop =
           c.b.create<mlir::scf::WhileOp>(c.loc, mlir::TypeRange{index_type, index_type, index_type},
@@ -547,8 +548,8 @@ void lower_sort(LowerCtx& c, const Eqn& e) {
       const Value left_left = cmp(arith::CmpIPredicate::slt, i, mid);
       const Value right_left = cmp(arith::CmpIPredicate::slt, j, hi);
       // Loads stay in range; the selects below ignore what an exhausted run would give.
-      const Value li = idx_op(arith::MinSIOp{}, i, idx_op(arith::SubIOp{}, mid, c.index(1)));
-      const Value rj = idx_op(arith::MinSIOp{}, j, idx_op(arith::SubIOp{}, hi, c.index(1)));
+      const Value li = min_i(i, sub_i(mid, c.index(1)));
+      const Value rj = min_i(j, sub_i(hi, c.index(1)));
       // Stable: the left element goes first unless the right one sorts strictly before it.
       const Value right_first = c.b.create<arith::AndIOp>(
           c.loc, right_left,
@@ -562,9 +563,8 @@ void lower_sort(LowerCtx& c, const Eqn& e) {
                                           scratch[q], mlir::ValueRange{k});
       const Value one = c.index(1), zero = c.index(0);
       c.b.create<mlir::scf::YieldOp>(
-          c.loc, mlir::ValueRange{idx_op(arith::AddIOp{}, i, sel(right_first, zero, one)),
-                                  idx_op(arith::AddIOp{}, j, sel(right_first, one, zero)),
-                                  idx_op(arith::AddIOp{}, k, one)});
+          c.loc, mlir::ValueRange{add_i(i, sel(right_first, zero, one)),
+                                  add_i(j, sel(right_first, one, zero)), add_i(k, one)});
     }
     auto back = c.b.create<mlir::scf::ForOp>(c.loc, c.index(0), len, c.index(1));
     {
