@@ -90,5 +90,6 @@ void add_gather_scatter_rewrites(std::vector<JaxRewrite>& table);
 void add_fold_rewrites(std::vector<JaxRewrite>& table);
 void add_prng_rewrites(std::vector<JaxRewrite>& table);
 void add_conv_rewrites(std::vector<JaxRewrite>& table);
+void add_collective_rewrites(std::vector<JaxRewrite>& table);
 
 }  // namespace refjit::text

@@ -321,6 +321,7 @@ std::vector<JaxRewrite> make_rewrites() {
   add_fold_rewrites(r);
   add_prng_rewrites(r);
   add_conv_rewrites(r);
+  add_collective_rewrites(r);
   return r;
 }
 

@@ -18,12 +18,9 @@ namespace {
 //
 // The parser reads a `key<fry>[s]` binder as u32[s..., 2], the key's two words. The random_*
 // primitives then become threefry2x32 hashes written with integer primitives (add, xor,
-// shifts), computing JAX's bits exactly (its default "partitionable" threefry).
-
-// One word of a scalar key u32[2]: u32[].
-Atom key_word(Emit& e, const Atom& key, int64_t w) {
-  return e.op(Prim::squeeze, {e.slice(key, {w}, {w + 1})}, Params{{"dimensions", IntList{0}}});
-}
+// shifts), computing JAX's bits exactly (its default "partitionable" threefry). A batch of
+// keys (key<fry>[4], from `vmap` over split keys) hashes each key's counters on its own, as
+// JAX's batching rules do: the batch dimensions come first in every result.
 
 Atom u32(Emit& e, uint32_t v) { return Literal::of_int(DType::u32, v); }
 
@@ -33,7 +30,7 @@ Atom rotate_left(Emit& e, const Atom& x, uint32_t r) {
 }
 
 // The Threefry-2x32 hash (20 rounds) of the counter pairs (x1, x2) under key (k1, k2), as JAX's
-// threefry2x32 primitive computes it.
+// threefry2x32 primitive computes it. All four have one shape (or are scalars).
 std::pair<Atom, Atom> threefry2x32(Emit& e, Atom k1, Atom k2, Atom x1, Atom x2) {
   const uint32_t rotations[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
   Atom ks[3] = {k1, k2, e.op(Prim::xor_, {e.op(Prim::xor_, {k1, k2}), u32(e, 0x1BD11BDA)})};
@@ -50,39 +47,73 @@ std::pair<Atom, Atom> threefry2x32(Emit& e, Atom k1, Atom k2, Atom x1, Atom x2) 
   return {x[0], x[1]};
 }
 
-// The counters of `shape`: each element's row-major index as a uint64, split into its high
-// and low words (JAX's iota_2x32_shape).
-std::pair<Atom, Atom> counters(Emit& e, std::string_view prim, const IntList& shape) {
+// The batch shape of key operand `k`: its type without the trailing word dimension.
+Shape key_batch_shape(const RewriteArgs& a, std::string_view prim, size_t k) {
+  ArrayType t = array_of(a, prim, k);
+  if (t.dtype != DType::u32 || t.shape.empty() || t.shape.back() != 2)
+    fail(prim, fmt::format("operand {} has type {}; expected threefry keys (key<fry>[...] or "
+                           "u32[..., 2])",
+                           k, t.str()));
+  return Shape(t.shape.begin(), t.shape.end() - 1);
+}
+
+// Word w of every key in `key` (u32[B..., 2]): u32[B...].
+Atom key_word(Emit& e, const Atom& key, int64_t w) {
+  const Shape& s = e.type(key).shape;
+  int64_t last = static_cast<int64_t>(s.size()) - 1;
+  IntList start(s.size(), 0), limit(s.begin(), s.end());
+  start[last] = w;
+  limit[last] = w + 1;
+  return e.op(Prim::squeeze, {e.slice(key, start, limit)}, Params{{"dimensions", IntList{last}}});
+}
+
+// The two halves of [key, word] along a new last axis: u32[S..., 2].
+Atom stack_words(Emit& e, const Atom& w1, const Atom& w2) {
+  int64_t rank = static_cast<int64_t>(e.type(w1).shape.size());
+  Params last{{"dimensions", IntList{rank}}};
+  return e.op(Prim::concatenate,
+              {e.op(Prim::expand_dims, {w1}, last), e.op(Prim::expand_dims, {w2}, last)},
+              Params{{"dimension", rank}});
+}
+
+// `x` (of shape `batch`, or a scalar) broadcast to batch ++ rest.
+Atom broadcast_batch(Emit& e, const Atom& x, const Shape& batch, const Shape& rest) {
+  Shape full = batch;
+  full.insert(full.end(), rest.begin(), rest.end());
+  IntList dims;
+  if (!e.type(x).shape.empty())
+    for (int64_t d = 0; d < static_cast<int64_t>(batch.size()); ++d) dims.push_back(d);
+  return e.broadcast(x, full, dims);
+}
+
+// The hash, under each key of operand 0, of the counters of `shape`: each element's
+// row-major index as a uint64 split into its high and low words (JAX's iota_2x32_shape).
+// Results have shape batch ++ shape. What random_bits and random_split draw from.
+std::pair<Atom, Atom> hashed_counters(RewriteArgs& a, Emit& e, std::string_view prim,
+                                      const IntList& shape) {
+  expect_operands(a, prim, 1);
+  Shape batch = key_batch_shape(a, prim, 0);
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   if (n > (int64_t{1} << 32))
-    fail(prim, "more than 2^32 random values in one call are not supported");
+    fail(prim, "more than 2^32 random values per key in one call are not supported");
   Shape s(shape.begin(), shape.end());
   Atom lo = e.reshape(
       e.op(Prim::iota, {},
            Params{{"dimension", int64_t{0}}, {"dtype", DType::u32}, {"shape", IntList{n}}}),
       s);
-  Atom hi = e.broadcast(u32(e, 0), s, {});
-  return {hi, lo};
-}
-
-ArrayType scalar_key(const RewriteArgs& a, std::string_view prim) {
-  ArrayType k = array_of(a, prim, 0);
-  if (k.dtype != DType::u32 || k.shape != Shape{2})
-    fail(prim, fmt::format("operand 0 has type {}; expected one threefry key (key<fry>[] or "
-                           "u32[2]); batched keys are not supported",
-                           k.str()));
-  return k;
-}
-
-// The hash of the counters of `shape` under the one key operand: what random_bits and
-// random_split draw from.
-std::pair<Atom, Atom> hashed_counters(RewriteArgs& a, Emit& e, std::string_view prim,
-                                      const IntList& shape) {
-  expect_operands(a, prim, 1);
-  scalar_key(a, prim);
-  auto [hi, lo] = counters(e, prim, shape);
-  return threefry2x32(e, key_word(e, a.ins[0], 0), key_word(e, a.ins[0], 1), hi, lo);
+  Atom k1 = key_word(e, a.ins[0], 0), k2 = key_word(e, a.ins[0], 1);
+  if (!batch.empty()) {
+    k1 = broadcast_batch(e, k1, batch, s);
+    k2 = broadcast_batch(e, k2, batch, s);
+    lo = e.broadcast(lo, e.type(k1).shape, [&] {
+      IntList dims;
+      for (size_t d = 0; d < s.size(); ++d) dims.push_back(static_cast<int64_t>(batch.size() + d));
+      return dims;
+    }());
+  }
+  Atom hi = e.broadcast(u32(e, 0), e.type(lo).shape, {});
+  return threefry2x32(e, k1, k2, hi, lo);
 }
 
 std::vector<Atom> random_bits(RewriteArgs& a) {
@@ -111,14 +142,12 @@ std::vector<Atom> random_split(RewriteArgs& a) {
   const IntList& shape = a.params.get<IntList>("shape");
   Emit e{a.b};
   auto [b1, b2] = hashed_counters(a, e, "random_split", shape);
-  int64_t rank = static_cast<int64_t>(shape.size());
-  Atom w1 = e.op(Prim::expand_dims, {b1}, Params{{"dimensions", IntList{rank}}});
-  Atom w2 = e.op(Prim::expand_dims, {b2}, Params{{"dimensions", IntList{rank}}});
-  return {e.op(Prim::concatenate, {w1, w2}, Params{{"dimension", rank}})};
+  return {stack_words(e, b1, b2)};
 }
 
-// The key of an integer seed: its high and low 32-bit words (JAX's threefry_seed).
-Atom seed_key(Emit& e, const Atom& seed) {
+// The high and low 32-bit words of integer seeds (JAX's threefry_seed), each of the seeds'
+// shape.
+std::pair<Atom, Atom> seed_words(Emit& e, const Atom& seed) {
   DType d = e.type(seed).dtype;
   auto convert = [&](Atom x) {
     return e.op(Prim::convert_element_type, {x},
@@ -126,36 +155,42 @@ Atom seed_key(Emit& e, const Atom& seed) {
   };
   // A shift by the bit width or more gives 0 (so a 32-bit seed has a zero high word).
   Atom high = convert(e.op(Prim::shift_right_logical, {seed, Literal::of_int(d, 32)}));
-  Atom low = convert(seed);
-  Params one{{"dimensions", IntList{0}}};
-  return e.op(Prim::concatenate,
-              {e.op(Prim::expand_dims, {high}, one), e.op(Prim::expand_dims, {low}, one)},
-              Params{{"dimension", int64_t{0}}});
+  return {high, convert(seed)};
 }
 
 std::vector<Atom> random_seed(RewriteArgs& a) {
   expect_operands(a, "random_seed", 1);
   const ArrayType& s = array_of(a, "random_seed", 0);
-  if (!is_int(s.dtype) || !s.is_scalar())
-    fail("random_seed", fmt::format("the seed has type {}; expected an integer scalar", s.str()));
+  if (!is_int(s.dtype))
+    fail("random_seed", fmt::format("the seed has type {}; expected integers", s.str()));
   Emit e{a.b};
-  return {seed_key(e, a.ins[0])};
+  auto [high, low] = seed_words(e, a.ins[0]);
+  return {stack_words(e, high, low)};
 }
 
-// random_fold_in key data: the hash of data's seed key under key (JAX's threefry_fold_in).
+// random_fold_in key data: the hash of data's seed words under key (JAX's threefry_fold_in),
+// key by key for a batch of keys (data then has the batch's shape, or is a scalar).
 std::vector<Atom> random_fold_in(RewriteArgs& a) {
   constexpr std::string_view prim = "random_fold_in";
   expect_operands(a, prim, 2);
-  scalar_key(a, prim);
+  Shape batch = key_batch_shape(a, prim, 0);
+  const ArrayType& data_type = array_of(a, prim, 1);
+  if (!data_type.is_scalar() && data_type.shape != batch)
+    fail(prim, fmt::format("the data has type {}; expected a scalar or one value per key ({})",
+                           data_type.str(), fmt::join(batch, ",")));
   Emit e{a.b};
   Atom data = a.ins[1];
-  if (e.type(data).dtype != DType::u32)
+  if (data_type.dtype != DType::u32)
     data = e.op(Prim::convert_element_type, {data},
                 Params{{"new_dtype", DType::u32}, {"weak_type", false}});
-  Atom count = seed_key(e, data);
-  auto [b1, b2] = threefry2x32(e, key_word(e, a.ins[0], 0), key_word(e, a.ins[0], 1),
-                               e.slice(count, {0}, {1}), e.slice(count, {1}, {2}));
-  return {e.op(Prim::concatenate, {b1, b2}, Params{{"dimension", int64_t{0}}})};
+  auto [x1, x2] = seed_words(e, data);
+  Shape none;
+  if (!batch.empty() && data_type.is_scalar()) {
+    x1 = broadcast_batch(e, x1, batch, none);
+    x2 = broadcast_batch(e, x2, batch, none);
+  }
+  auto [y1, y2] = threefry2x32(e, key_word(e, a.ins[0], 0), key_word(e, a.ins[0], 1), x1, x2);
+  return {stack_words(e, y1, y2)};
 }
 
 // threefry2x32 k1 k2 x1 x2, the hash itself.

@@ -567,6 +567,26 @@ def scatter_multiply_unique(x, u):
     return jnp.sum(jnp.sin(y) * jnp.arange(1.0, 7.0))
 
 
+@program(_KEY, f32(4, 3), tol=1e-5)
+def random_batched_keys(key, x):
+    # vmap over split keys: random_bits, random_split and random_fold_in on key<fry>[4].
+    keys = jax.random.split(jax.random.wrap_key_data(key), 4)
+    noise = jax.vmap(lambda k: jax.random.normal(k, (3,)))(keys)
+    folded = jax.vmap(jax.random.fold_in)(keys, jnp.arange(4))
+    pairs = jax.vmap(lambda k: jax.random.split(k, 2))(folded)
+    bits = jax.vmap(lambda k: jax.random.bits(k[1], (2,)))(pairs)
+    seeds = jax.random.key_data(jax.vmap(jax.random.key)(jnp.arange(3)))
+    return jnp.sum((x + noise) ** 2), bits, seeds
+
+
+@program(_KEY, f32(4, 3), tol=1e-5)
+def random_batched_dropout(key, x):
+    # One key per row, drawn inside vmap: the gradient runs through the batched bernoulli.
+    keys = jax.random.split(jax.random.wrap_key_data(key), 4)
+    keep = jax.vmap(lambda k: jax.random.bernoulli(k, 0.6, (3,)))(keys)
+    return jnp.sum(jnp.where(keep, jnp.sin(x) / 0.6, 0.0) ** 2)
+
+
 # --- writing ---------------------------------------------------------------------------------
 
 
