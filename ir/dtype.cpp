@@ -21,6 +21,8 @@ constexpr Names names(DType d) {
     case DType::u16: return {"u16", "uint16"};
     case DType::u32: return {"u32", "uint32"};
     case DType::u64: return {"u64", "uint64"};
+    case DType::f16: return {"f16", "float16"};
+    case DType::bf16: return {"bf16", "bfloat16"};
   }
   return {"?", "?"};
 }

@@ -4,7 +4,10 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+
+#include "refjit/ir/half_float.h"
 
 namespace refjit {
 
@@ -41,6 +44,8 @@ Literal Literal::of(DType d, double v) {
   switch (d) {
     case DType::f32: return of_float(d, static_cast<double>(static_cast<float>(v)));
     case DType::f64: return of_float(d, v);
+    case DType::f16: return of_float(d, static_cast<float>(Float16(v)));
+    case DType::bf16: return of_float(d, static_cast<float>(BFloat16(v)));
     case DType::bool_: return of_bool(v != 0.0);
     default: return of_int(d, saturating_cast(v, d));
   }
@@ -71,17 +76,33 @@ bool Literal::operator==(const Literal& o) const {
   return i == o.i;
 }
 
+std::string float_text(DType d, double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::string s;
+  if (is_half_float(d)) {
+    // The fewest digits that read back to the same 16-bit value: after the point for
+    // moderate magnitudes ("-6712.0", "0.02747"), significant ones otherwise ("1e-07").
+    auto reads_back = [&](const std::string& t) {
+      return Literal::of(d, std::strtod(t.c_str(), nullptr)).f == v;
+    };
+    bool fixed = std::fabs(v) >= 1e-4 && std::fabs(v) < 1e16;
+    for (int digits = fixed ? 0 : 1; digits <= 20; ++digits) {
+      s = fixed ? fmt::format("{:.{}f}", v, digits) : fmt::format("{:.{}g}", v, digits);
+      if (reads_back(s)) break;
+    }
+  } else {
+    s = d == DType::f32 ? fmt::format("{}", static_cast<float>(v)) : fmt::format("{}", v);
+  }
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s;
+}
+
 std::string Literal::value_text() const {
   if (dtype == DType::bool_) return i ? "True" : "False";
   if (dtype == DType::u64) return fmt::format("{}", static_cast<uint64_t>(i));
   if (is_int(dtype)) return fmt::format("{}", i);
-  if (std::isnan(f)) return "nan";
-  if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
-  // Shortest text that reads back to the same value, always with a '.' or exponent.
-  std::string s =
-      dtype == DType::f32 ? fmt::format("{}", static_cast<float>(f)) : fmt::format("{}", f);
-  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
-  return s;
+  return float_text(dtype, f);
 }
 
 std::string Literal::str() const { return value_text() + ":" + type().str(); }

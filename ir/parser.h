@@ -206,7 +206,7 @@ class Parser {
 
   // At `name[`: is this JAX's form of the primitive, read by `rw` (its first param is one
   // that only the rewrite knows)? A primitive written without params is refjit's own form.
-  bool jax_form_follows(const text::JaxRewrite& rw) const;
+  bool jax_form_follows(const text::JaxRewrite& rw, Prim native) const;
 
   // outs = jax_prim[params] operands, read through its rewrite (ir/jax_rewrites.h).
   void parse_rewrite(Scope& s, const Token& at, const text::JaxRewrite& rw,

@@ -61,7 +61,7 @@ void Parser::parse_generic(Scope& s, std::vector<Binder> outs, int depth) {
     fail(pt, fmt::format("expected a primitive name, found {}", text::describe(pt)));
   std::optional<Prim> prim = prim_from_name(pt.text);
   if (const text::JaxRewrite* rw = text::find_jax_rewrite(pt.text);
-      rw && (!prim || jax_form_follows(*rw))) {
+      rw && (!prim || jax_form_follows(*rw, *prim))) {
     next();
     parse_rewrite(s, pt, *rw, std::move(outs), depth);
     return;
@@ -142,13 +142,36 @@ void Parser::retype_underscore_outputs(Params& params, const std::vector<Binder>
   params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(fixed)));
 }
 
-bool Parser::jax_form_follows(const text::JaxRewrite& rw) const {
-  if (!peek(1).is(Tok::lbracket) || !peek(2).is(Tok::ident) || !peek(3).is(Tok::equal))
-    return false;
-  std::string_view first = peek(2).text;
-  for (const auto& spec : rw.params)
-    if (spec.name == first) return true;
-  return std::find(rw.ignored.begin(), rw.ignored.end(), first) != rw.ignored.end();
+bool Parser::jax_form_follows(const text::JaxRewrite& rw, Prim native) const {
+  if (!peek(1).is(Tok::lbracket)) return false;
+  // The names of the bracket's params: identifiers followed by '=' at its own depth.
+  std::vector<std::string_view> names;
+  int depth = 0;
+  for (size_t k = 1;; ++k) {
+    const Token& t = peek(k);
+    if (t.is(Tok::end)) break;
+    if (t.is(Tok::lbracket) || t.is(Tok::lparen) || t.is(Tok::lbrace)) ++depth;
+    if (t.is(Tok::rbracket) || t.is(Tok::rparen) || t.is(Tok::rbrace)) {
+      if (--depth == 0) break;
+    }
+    if (depth == 1 && t.is(Tok::ident) && peek(k + 1).is(Tok::equal)) names.push_back(t.text);
+  }
+  // JAX's form: every param is one the rewrite reads or ignores, and either one of them is not
+  // a param of refjit's primitive of the same name, or all the rewrite reads are there.
+  // all_gather[axis_name axis_size] is refjit's own; all_gather[all_gather_dimension ...] and
+  // reshape[dimensions new_sizes sharding] are JAX's.
+  bool any_foreign = false;
+  for (std::string_view name : names) {
+    if (name == "sharding" || name == "out_sharding") continue;  // either form may print them
+    bool known = std::any_of(rw.params.begin(), rw.params.end(),
+                             [&](const auto& spec) { return spec.name == name; }) ||
+                 std::find(rw.ignored.begin(), rw.ignored.end(), name) != rw.ignored.end();
+    if (!known) return false;
+    any_foreign = any_foreign || !text::find_param_spec(native, name);
+  }
+  return any_foreign || std::all_of(rw.params.begin(), rw.params.end(), [&](const auto& spec) {
+           return std::find(names.begin(), names.end(), spec.name) != names.end();
+         });
 }
 
 void Parser::parse_rewrite(Scope& s, const Token& at, const text::JaxRewrite& rw,

@@ -83,6 +83,8 @@ template Array Array::from_vector<uint8_t>(const std::vector<uint8_t>&, Shape);
 template Array Array::from_vector<uint16_t>(const std::vector<uint16_t>&, Shape);
 template Array Array::from_vector<uint32_t>(const std::vector<uint32_t>&, Shape);
 template Array Array::from_vector<uint64_t>(const std::vector<uint64_t>&, Shape);
+template Array Array::from_vector<Float16>(const std::vector<Float16>&, Shape);
+template Array Array::from_vector<BFloat16>(const std::vector<BFloat16>&, Shape);
 
 Array Array::full(ArrayType type, double v) {
   Array a(std::move(type));
@@ -117,6 +119,8 @@ template void Array::check_dtype_of<uint8_t>() const;
 template void Array::check_dtype_of<uint16_t>() const;
 template void Array::check_dtype_of<uint32_t>() const;
 template void Array::check_dtype_of<uint64_t>() const;
+template void Array::check_dtype_of<Float16>() const;
+template void Array::check_dtype_of<BFloat16>() const;
 
 double Array::as_double(int64_t i) const {
   return visit_dtype(type_.dtype, [&](auto tag) -> double {
@@ -184,19 +188,9 @@ std::string element_text(const Array& a, int64_t i) {
   switch (a.dtype()) {
     case DType::bool_: return a.as_int(i) ? "true" : "false";
     case DType::u64: return fmt::format("{}", static_cast<uint64_t>(a.as_int(i)));
-    case DType::f32:
-    case DType::f64: {
-      double v = a.as_double(i);
-      if (std::isnan(v)) return "nan";
-      if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-      // Shortest text that reads back to the same value; "2.0" rather than "2" so a float
-      // never reads as an integer.
-      std::string s =
-          a.dtype() == DType::f32 ? fmt::format("{}", static_cast<float>(v)) : fmt::format("{}", v);
-      if (s.find_first_of(".e") == std::string::npos) s += ".0";
-      return s;
-    }
-    default: return fmt::format("{}", a.as_int(i));
+    default:
+      if (is_float(a.dtype())) return float_text(a.dtype(), a.as_double(i));
+      return fmt::format("{}", a.as_int(i));
   }
 }
 

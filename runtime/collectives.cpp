@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "refjit/ir/error.h"
+#include "refjit/ir/half_float.h"
 #include "runtime/kernels/gemm.h"
 
 namespace refjit {
@@ -101,6 +102,8 @@ void add_elements(void* acc, const void* x, int64_t count, DType dtype) {
     case DType::u16: return add_typed<uint16_t>(acc, x, count);
     case DType::u32: return add_typed<uint32_t>(acc, x, count);
     case DType::u64: return add_typed<uint64_t>(acc, x, count);
+    case DType::f16: return add_typed<Float16>(acc, x, count);  // rounded at every add
+    case DType::bf16: return add_typed<BFloat16>(acc, x, count);
     case DType::bool_: break;
   }
   throw Error(fmt::format("psum: cannot add {} values", short_name(dtype)));

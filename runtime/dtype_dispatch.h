@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "refjit/ir/dtype.h"
+#include "refjit/ir/half_float.h"
 
 namespace refjit {
 
@@ -27,13 +28,18 @@ decltype(auto) visit_dtype(DType d, F&& f) {
     case DType::u16: return f(ElemTag<uint16_t>{});
     case DType::u32: return f(ElemTag<uint32_t>{});
     case DType::u64: return f(ElemTag<uint64_t>{});
+    case DType::f16: return f(ElemTag<Float16>{});
+    case DType::bf16: return f(ElemTag<BFloat16>{});
     case DType::bool_: break;
   }
   return f(ElemTag<bool>{});
 }
 
 template <class T>
-inline constexpr bool kIsFloat = std::is_same_v<T, float> || std::is_same_v<T, double>;
+inline constexpr bool kIsHalfFloat = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
+template <class T>
+inline constexpr bool kIsFloat =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || kIsHalfFloat<T>;
 template <class T>
 inline constexpr bool kIsBool = std::is_same_v<T, bool>;
 template <class T>

@@ -179,7 +179,7 @@ struct Round {
       T diff = x - f;
       if (diff > T(0.5)) return f + T(1);
       if (diff < T(0.5)) return f;
-      return std::fmod(f, T(2)) == 0 ? f : f + T(1);
+      return std::fmod(f, T(2)) == 0 ? f : T(f + T(1));
     }
     return std::round(x);  // half away from zero
   }

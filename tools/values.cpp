@@ -207,7 +207,13 @@ class ValueParser {
         if (errno == ERANGE && std::isinf(v))
           fail(fmt::format("{} does not fit in float64 (largest about 1.8e308)", where));
       }
-      result_.mutable_values<double>()[index_++] = v;
+      if (is_half_float(type_.dtype)) {  // one rounding, from the decimal's double
+        if (std::isfinite(v) && std::isinf(Literal::of(type_.dtype, v).f))
+          fail(fmt::format("{} does not fit in {} (largest {})", where, long_name(type_.dtype),
+                           type_.dtype == DType::f16 ? "65504" : "about 3.4e38"));
+        result_.set_from_double(index_++, v);
+      } else
+        result_.mutable_values<double>()[index_++] = v;
     }
   }
 

@@ -22,6 +22,10 @@ std::string c_type(DType d) {
     case DType::u16: return "uint16_t";
     case DType::u32: return "uint32_t";
     case DType::u64: return "uint64_t";
+    // C has no portable 16-bit float type: the header passes the bits (IEEE binary16, or the
+    // upper half of a float32 for bfloat16).
+    case DType::f16: return "uint16_t";
+    case DType::bf16: return "uint16_t";
   }
   return "?";
 }

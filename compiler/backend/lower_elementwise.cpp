@@ -32,7 +32,32 @@ void lower_elementwise(LowerCtx& c, const Eqn& e, const ElemFn& f) {
   });
 }
 
+// Native code computes the 16-bit floats in f32: operands of those types are extended, the
+// rule runs on f32, and a float result is rounded back to the eqn's result type. Every
+// operation so rounds once, as the interpreter's Float16 / BFloat16 do.
+ElemFn computed_in_f32(Prim p, ElemFn f) {
+  if (p == Prim::bitcast_convert_type) return f;  // moves bits, computes nothing
+  return [p, f = std::move(f)](LowerCtx& c, const Eqn& e, DType d,
+                               const std::vector<Value>& xs) -> Value {
+    bool half = false;
+    for (const Atom& a : e.ins) half = half || is_half_float(c.type_of(a).dtype());
+    if (!half) return f(c, e, d, xs);
+    mlir::Type f32 = c.elem_type(DType::f32);
+    std::vector<Value> wide;
+    for (size_t k = 0; k < xs.size(); ++k) {
+      bool h = is_half_float(c.type_of(e.ins[k]).dtype());
+      wide.push_back(h ? Value(c.b.create<arith::ExtFOp>(c.loc, f32, xs[k])) : xs[k]);
+    }
+    Value y = f(c, e, is_half_float(d) ? DType::f32 : d, wide);
+    DType out = c.type_of(e.outs.at(0)).dtype();
+    if (p != Prim::convert_element_type && is_half_float(out) && y.getType() == f32)
+      return c.b.create<arith::TruncFOp>(c.loc, c.elem_type(out), y);
+    return y;
+  };
+}
+
 void set_ew(LowerTable& t, Prim p, ElemFn f) {
+  f = computed_in_f32(p, std::move(f));
   elem_table().set(p, f);
   t.set(p, [f = std::move(f)](LowerCtx& c, const Eqn& e) { lower_elementwise(c, e, f); });
 }
@@ -358,6 +383,10 @@ Value convert_element(LowerCtx& c, Value x, DType from, DType to) {
   auto& b = c.b;
   auto loc = c.loc;
   if (from == to) return x;
+  // The 16-bit floats go through f32, where every conversion from or to them is exact or
+  // rounds once.
+  if (is_half_float(from)) return convert_element(c, c.b.create<arith::ExtFOp>(c.loc, c.elem_type(DType::f32), x), DType::f32, to);
+  if (is_half_float(to)) return c.b.create<arith::TruncFOp>(c.loc, c.elem_type(to), convert_element(c, x, from, DType::f32));
   mlir::Type tt = c.elem_type(to);
   if (to == DType::bool_) {
     if (is_float(from))

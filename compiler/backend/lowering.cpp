@@ -41,6 +41,8 @@ mlir::Type LowerCtx::elem_type(DType d) {
   // Integers are signless in MLIR: the operations choose signed or unsigned semantics.
   if (d == DType::f32) return b.getF32Type();
   if (d == DType::f64) return b.getF64Type();
+  if (d == DType::f16) return b.getF16Type();
+  if (d == DType::bf16) return b.getBF16Type();
   return b.getIntegerType(static_cast<unsigned>(bit_width(d)));
 }
 

@@ -28,7 +28,9 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/SubtargetFeature.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/Diagnostics.h"
@@ -160,6 +162,37 @@ Lowered build(const Jaxpr& jaxpr, const CompileOptions& options, CompileTimings&
   return l;
 }
 
+// Which 16-bit float types the module's values (or their memrefs' elements) use.
+struct HalfFloatUse {
+  bool f16 = false, bf16 = false;
+};
+HalfFloatUse half_float_use(mlir::ModuleOp module) {
+  HalfFloatUse use;
+  auto note = [&](mlir::Type t) {
+    if (auto m = mlir::dyn_cast<mlir::MemRefType>(t)) t = m.getElementType();
+    use.f16 = use.f16 || t.isF16();
+    use.bf16 = use.bf16 || t.isBF16();
+  };
+  module.walk([&](mlir::Operation* op) {
+    for (mlir::Type t : op->getResultTypes()) note(t);
+    for (mlir::Type t : op->getOperandTypes()) note(t);
+  });
+  return use;
+}
+
+// The elementwise rules already compute the 16-bit floats in f32; these passes do the same for
+// the arithmetic other rules emit on them (reductions, matmul loops, scatter combiners), and
+// turn bf16 conversions into integer operations (x86 has no instruction for them everywhere).
+void add_half_float_passes(mlir::PassManager& pm, mlir::ModuleOp module) {
+  HalfFloatUse use = half_float_use(module);
+  if (!use.f16 && !use.bf16) return;
+  pm.addPass(mlir::math::createMathLegalizeToF32());
+  std::vector<std::string> sources{"f16", "bf16"};
+  pm.addPass(mlir::arith::createArithEmulateUnsupportedFloats(
+      {.sourceTypeStrs = sources, .targetTypeStr = "f32"}));
+  if (use.bf16) pm.addPass(mlir::arith::createArithExpandOpsPass({.includeBf16 = true}));
+}
+
 // memref-level module -> LLVM dialect (toolchain.md §4, memref part).
 void lower_to_llvm_dialect(Lowered& l, const CompileOptions& options, CompileTimings& timings) {
   auto t0 = Clock::now();
@@ -171,6 +204,7 @@ void lower_to_llvm_dialect(Lowered& l, const CompileOptions& options, CompileTim
       throw Error("native backend: math approximation failed:\n" + diags.text);
   }
   mlir::PassManager pm(l.ctx.get());
+  add_half_float_passes(pm, *l.module);
   pm.addPass(mlir::memref::createExpandStridedMetadataPass());
   pm.addPass(mlir::createLowerAffinePass());
   pm.addPass(mlir::createConvertSCFToCFPass());

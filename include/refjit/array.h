@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "refjit/ir/half_float.h"
 #include "refjit/ir/type.h"
 
 namespace refjit {

@@ -20,6 +20,8 @@ nb::dlpack::dtype dlpack_of(DType d) {
   switch (d) {
     case DType::f32: return make(Code::Float, 32);
     case DType::f64: return make(Code::Float, 64);
+    case DType::f16: return make(Code::Float, 16);
+    case DType::bf16: return make(Code::Bfloat, 16);
     case DType::i8: return make(Code::Int, 8);
     case DType::i16: return make(Code::Int, 16);
     case DType::i32: return make(Code::Int, 32);
@@ -59,6 +61,8 @@ DType dtype_of(const nb::dlpack::dtype& d, const std::string& what) {
   if (d.lanes == 1) {
     if (code == Code::Float && d.bits == 32) return DType::f32;
     if (code == Code::Float && d.bits == 64) return DType::f64;
+    if (code == Code::Float && d.bits == 16) return DType::f16;
+    if (code == Code::Bfloat && d.bits == 16) return DType::bf16;
     if (code == Code::Bool && d.bits == 8) return DType::bool_;
     if (code == Code::Int || code == Code::UInt) {
       const bool u = code == Code::UInt;
@@ -73,7 +77,7 @@ DType dtype_of(const nb::dlpack::dtype& d, const std::string& what) {
   }
   throw nb::type_error(
       fmt::format("{} has an element type refjit does not support (DLPack code {}, {} bits); "
-                  "refjit computes in float32/64, signed and unsigned integers and bool",
+                  "refjit computes in float16/32/64, bfloat16, signed and unsigned integers and bool",
                   what, static_cast<int>(d.code), static_cast<int>(d.bits))
           .c_str());
 }

@@ -545,9 +545,9 @@ TEST(ParseErrors, NameTheTokenAndPosition) {
       parse_error("{ lambda ; a:f32[3]. let\n    b:f32[] = reduce_sum[axes=0] a\n  in (b,) }"),
       "t.jaxpr:2:31: error: param 'axes' expects a tuple of integers such as (0, 1) or "
       "(1,) or ()");
-  EXPECT_EQ(parse_error("{ lambda ; a:f16[3]. let  in (a,) }"),
-            "t.jaxpr:1:14: error: unknown dtype 'f16' (refjit has f32, f64, i32, i64, bool, i8, "
-            "i16, u8, u16, u32, u64)");
+  EXPECT_EQ(parse_error("{ lambda ; a:c64[3]. let  in (a,) }"),
+            "t.jaxpr:1:14: error: unknown dtype 'c64' (refjit has f32, f64, i32, i64, bool, i8, "
+            "i16, u8, u16, u32, u64, f16, bf16)");
   EXPECT_EQ(parse_error("{ lambda ; a:f32[3]. let\n    b:f32[3] = neg a\n"),
             "t.jaxpr:3:1: error: expected an equation or 'in (...)', found end of input");
   EXPECT_EQ(parse_error("{ lambda ; a:f32[3] a:f32[3]. let  in (a,) }"),

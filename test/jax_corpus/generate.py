@@ -587,6 +587,41 @@ def random_batched_dropout(key, x):
     return jnp.sum(jnp.where(keep, jnp.sin(x) / 0.6, 0.0) ** 2)
 
 
+# --- 16-bit floats: float16 and bfloat16, each operation rounded to the format -----------------
+
+
+def f16(*shape, lo=-1.0, hi=1.0):
+    return f32(*shape, lo=lo, hi=hi).astype(np.float16)
+
+
+def bf16(*shape, lo=-1.0, hi=1.0):
+    return f32(*shape, lo=lo, hi=hi).astype(jnp.bfloat16)
+
+
+@program(f16(4, 3), f16(3, 2), tol=2e-2)
+def half_mlp(x, w):
+    # Mixed precision as users write it: float16 weights and activations, a float32 loss.
+    h = jnp.tanh(x @ w) + jax.nn.sigmoid(x[:, :2])
+    return jnp.mean(h.astype(jnp.float32) ** 2)
+
+
+@program(bf16(3, 4), f32(4), tol=3e-2)
+def bfloat16_softmax(x, b):
+    logits = x + b.astype(jnp.bfloat16)
+    p = jax.nn.softmax(logits, axis=-1)
+    return jnp.sum(p.astype(jnp.float32) * jnp.arange(4.0)) + jnp.max(logits).astype(jnp.float32)
+
+
+@program(f32(6), grad=False, tol=1e-2)
+def half_conversions(x):
+    h = x.astype(jnp.float16)
+    b = x.astype(jnp.bfloat16)
+    bits = lax.bitcast_convert_type(h, jnp.uint16)
+    back = lax.bitcast_convert_type(bits + 1, jnp.float16)
+    return (h * 1000, b.astype(jnp.float16), bits, back, (h > 0.1), jnp.sort(-b),
+            jnp.cumsum(h), (x * 3e4).astype(jnp.float16), jnp.arange(3).astype(jnp.bfloat16))
+
+
 # --- writing ---------------------------------------------------------------------------------
 
 
@@ -622,13 +657,14 @@ def flat_results(out):
 
 
 def float_argnums(args):
-    return tuple(i for i, a in enumerate(args) if np.issubdtype(np.asarray(a).dtype, np.floating))
+    # jnp.issubdtype knows bfloat16 (an ml_dtypes type numpy does not call floating).
+    return tuple(i for i, a in enumerate(args) if jnp.issubdtype(np.asarray(a).dtype, jnp.floating))
 
 
 def is_float_scalar(out):
     leaves = jax.tree_util.tree_leaves(out)
-    return len(leaves) == 1 and np.shape(leaves[0]) == () and np.issubdtype(
-        np.asarray(leaves[0]).dtype, np.floating)
+    return len(leaves) == 1 and np.shape(leaves[0]) == () and jnp.issubdtype(
+        np.asarray(leaves[0]).dtype, jnp.floating)
 
 
 def write(path, text):
@@ -657,7 +693,7 @@ def write_case(cases_dir, name, f, args, grad=True, jvp=True, tol=1e-5):
         entry["grad_wrt"] = list(wrt)
         entry["grad"] = flat_results(jax.jit(g)(*args))
     if jvp and wrt:
-        targs = [np.asarray(f32(*np.shape(args[i]))) for i in wrt]
+        targs = [np.asarray(f32(*np.shape(args[i]))).astype(args[i].dtype) for i in wrt]
 
         def jvp_of(*primals_and_tangents):
             primals = primals_and_tangents[:len(args)]

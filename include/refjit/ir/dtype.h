@@ -7,11 +7,12 @@
 
 namespace refjit {
 
-enum class DType : uint8_t { f32, f64, i32, i64, bool_, i8, i16, u8, u16, u32, u64 };
+enum class DType : uint8_t { f32, f64, i32, i64, bool_, i8, i16, u8, u16, u32, u64, f16, bf16 };
 
 inline constexpr DType kAllDTypes[] = {DType::f32,   DType::f64, DType::i32, DType::i64,
                                        DType::bool_, DType::i8,  DType::i16, DType::u8,
-                                       DType::u16,   DType::u32, DType::u64};
+                                       DType::u16,   DType::u32, DType::u64, DType::f16,
+                                       DType::bf16};
 
 // Short name used in jaxpr text: "f32", "i32", "u8", "bool".
 std::string_view short_name(DType d);
@@ -33,13 +34,19 @@ constexpr int64_t byte_size(DType d) {
     case DType::u16: return 2;
     case DType::u32: return 4;
     case DType::u64: return 8;
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
   }
   return 0;
 }
 constexpr int bit_width(DType d) {
   return d == DType::bool_ ? 1 : static_cast<int>(byte_size(d) * 8);
 }
-constexpr bool is_float(DType d) { return d == DType::f32 || d == DType::f64; }
+constexpr bool is_float(DType d) {
+  return d == DType::f32 || d == DType::f64 || d == DType::f16 || d == DType::bf16;
+}
+// The 16-bit floats, which native code computes in f32 (rounding each result back).
+constexpr bool is_half_float(DType d) { return d == DType::f16 || d == DType::bf16; }
 constexpr bool is_unsigned(DType d) {
   return d == DType::u8 || d == DType::u16 || d == DType::u32 || d == DType::u64;
 }

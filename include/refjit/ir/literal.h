@@ -10,6 +10,10 @@
 
 namespace refjit {
 
+// The shortest text that reads back to the same value of float dtype d, always with a '.' or
+// an exponent ("2.0", "0.1", "1e-08"), or nan / inf / -inf.
+std::string float_text(DType d, double v);
+
 struct Literal {
   DType dtype = DType::f32;
   // Exactly one is meaningful: `f` for floats, `i` for ints and bools (0/1); a uint64 value
