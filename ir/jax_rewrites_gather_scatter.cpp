@@ -162,7 +162,7 @@ void check_indexed_dims_dropped(std::string_view prim, const IntList& indexed,
       fail(prim, fmt::format("indexed dim {} is not {}", d, what));
 }
 
-std::vector<Atom> gather(RewriteArgs& a) {
+std::vector<Atom> gather_whole(RewriteArgs& a) {
   constexpr std::string_view prim = "gather";
   expect_operands(a, prim, 2);
   const ArrayType x = array_of(a, prim, 0);
@@ -230,7 +230,7 @@ std::vector<Atom> gather(RewriteArgs& a) {
 }
 
 // scatter, scatter-add: x with updates written (added) at the indexed elements.
-std::vector<Atom> scatter_like(RewriteArgs& a, std::string_view prim, Prim refjit_prim) {
+std::vector<Atom> scatter_whole(RewriteArgs& a, std::string_view prim, Prim refjit_prim) {
   expect_operands(a, prim, 3);
   const ArrayType x = array_of(a, prim, 0);
   const ArrayType u = array_of(a, prim, 2);
@@ -298,6 +298,219 @@ std::vector<Atom> scatter_like(RewriteArgs& a, std::string_view prim, Prim refji
   for (size_t k = 0; k < perm.size(); ++k) inverse[perm[k]] = static_cast<int64_t>(k);
   return {e.transpose(e.reshape(out, front), inverse)};
 }
+
+// ---- windows -----------------------------------------------------------------------------
+//
+// A slice of w > 1 elements along an indexed operand dim starting at `start` is the w
+// elements start, start+1, ...: one more batch dim of the indices, whose column is
+// start + iota. The dim then counts as collapsed (gather) or inserted (scatter), and the rest
+// of the rewrite reads whole elements. Starts follow XLA: a gather clamps them so the window
+// fits (FILL_OR_DROP fills the windows that do not); a scatter clamps them (CLIP) or drops
+// the whole window (otherwise).
+
+struct WindowedIndices {
+  Atom idx;                // batch ++ window dims ++ [index vector]
+  IntList dims;            // the windowed operand dims, in index-vector order
+  std::optional<Atom> ok;  // shape batch: every window fits (only when asked for)
+};
+
+// `sizes[k]`: the window along operand dim k (1 where none).
+WindowedIndices window_to_batch(Emit& e, std::string_view prim, const ArrayType& x,
+                                const Atom& idx, const IntList& index_map, const IntList& sizes,
+                                bool clamp, bool want_ok) {
+  const ArrayType it = e.type(idx);
+  if (!is_int(it.dtype))
+    fail(prim, fmt::format("indices have type {}; expected integers", it.str()));
+  if (it.rank() < 1 || it.shape.back() != static_cast<int64_t>(index_map.size()))
+    fail(prim, fmt::format("indices {} do not end in an index vector of {} entries", it.str(),
+                           index_map.size()));
+  check_dim_list(prim, "start_index_map", index_map, "the operand", x.rank());
+  const Shape batch(it.shape.begin(), it.shape.end() - 1);
+  const int64_t nb = static_cast<int64_t>(batch.size());
+  WindowedIndices w;
+  Shape full = batch;
+  for (int64_t k : index_map)
+    if (sizes[k] > 1) {
+      if (sizes[k] > x.shape[k])
+        fail(prim, fmt::format("a window of {} along dim {} is longer than the dim ({})",
+                               sizes[k], k, x.shape[k]));
+      w.dims.push_back(k);
+      full.push_back(sizes[k]);
+    }
+  DType d = it.dtype;
+  IntList batch_dims(static_cast<size_t>(nb));
+  std::iota(batch_dims.begin(), batch_dims.end(), int64_t{0});
+  std::vector<Atom> cols, oks;
+  int64_t next_window = 0;
+  for (size_t c = 0; c < index_map.size(); ++c) {
+    const int64_t k = index_map[c];
+    IntList start(it.rank(), 0), limit(it.shape.begin(), it.shape.end());
+    start.back() = static_cast<int64_t>(c);
+    limit.back() = static_cast<int64_t>(c) + 1;
+    Atom col = e.reshape(e.slice(idx, start, limit), batch);
+    if (sizes[k] > 1) {
+      Atom last = e.scalar(d, static_cast<double>(x.shape[k] - sizes[k]));  // the last start
+      Atom fits = e.op(Prim::and_, {e.op(Prim::ge, {col, e.scalar(d, 0)}), e.op(Prim::le, {col, last})});
+      if (want_ok) oks.push_back(fits);
+      if (clamp) {
+        col = e.op(Prim::min, {e.op(Prim::max, {col, e.scalar(d, 0)}), last});
+      } else {  // a start past the end, so every element of the window is dropped
+        Atom past = e.broadcast(e.scalar(d, static_cast<double>(x.shape[k])), batch, {});
+        col = e.op(Prim::select_n, {fits, past, col});
+      }
+      Atom along = e.op(Prim::iota, {},
+                        Params{{"dimension", nb + next_window++},
+                               {"dtype", d},
+                               {"shape", IntList(full.begin(), full.end())}});
+      col = e.op(Prim::add, {e.broadcast(col, full, batch_dims), along});
+    } else {
+      col = e.broadcast(col, full, batch_dims);
+    }
+    cols.push_back(e.op(Prim::expand_dims, {col},
+                        Params{{"dimensions", IntList{static_cast<int64_t>(full.size())}}}));
+  }
+  w.idx = cols.size() == 1 ? cols[0]
+                           : e.op(Prim::concatenate, cols,
+                                  Params{{"dimension", static_cast<int64_t>(full.size())}});
+  if (want_ok && !oks.empty()) w.ok = all_of(e, oks);
+  return w;
+}
+
+std::vector<Atom> gather(RewriteArgs& a) {
+  constexpr std::string_view prim = "gather";
+  expect_operands(a, prim, 2);
+  const ArrayType x = array_of(a, prim, 0);
+  const IntListList& dn = a.params.get<IntListList>("dimension_numbers");
+  const IntList &offset_dims = dn[0], &collapsed = dn[1], &index_map = dn[2],
+                &operand_batching = dn[3];
+  IntList sizes = a.params.get<IntList>("slice_sizes");
+  if (static_cast<int64_t>(sizes.size()) != x.rank())
+    fail(prim, fmt::format("slice_sizes has {} entries for an operand of rank {}", sizes.size(),
+                           x.rank()));
+  bool windowed = false;
+  for (int64_t k : index_map)
+    windowed = windowed || (k >= 0 && k < x.rank() && sizes[k] > 1 && !contains(collapsed, k));
+  if (!windowed) return gather_whole(a);
+
+  // Whole-element gather of the windows: out = batch ++ windows ++ kept dims.
+  Emit e{a.b};
+  Mode mode = mode_of(a.params, prim);
+  Atom xs = a.ins[0];
+  IntList start(x.rank(), 0), limit(x.shape.begin(), x.shape.end());
+  bool partial = false;
+  for (int64_t k = 0; k < x.rank(); ++k)
+    if (!contains(index_map, k) && !contains(operand_batching, k) && sizes[k] != x.shape[k]) {
+      if (sizes[k] < 0 || sizes[k] > x.shape[k])
+        fail(prim, fmt::format("slice size {} along dim {} does not fit the dim ({})", sizes[k],
+                               k, x.shape[k]));
+      limit[k] = sizes[k];  // a dim no index moves: its window starts at 0
+      partial = true;
+    }
+  if (partial) xs = e.slice(xs, start, limit);
+  const ArrayType xt = e.type(xs);
+  WindowedIndices w = window_to_batch(e, prim, xt, a.ins[1], index_map, sizes, true,
+                                      mode == Mode::fill_or_drop);
+  const int64_t nb = e.type(a.ins[1]).rank() - 1;
+  const int64_t nw = static_cast<int64_t>(w.dims.size());
+  IntList kept;  // operand dims that stay whole, in order
+  for (int64_t k = 0; k < x.rank(); ++k)
+    if (!contains(collapsed, k) && !contains(operand_batching, k) && !contains(w.dims, k))
+      kept.push_back(k);
+  IntList inner_offsets;
+  for (size_t r = 0; r < kept.size(); ++r) inner_offsets.push_back(nb + nw + static_cast<int64_t>(r));
+  IntList inner_collapsed = collapsed;
+  inner_collapsed.insert(inner_collapsed.end(), w.dims.begin(), w.dims.end());
+  IntList inner_sizes = sizes;
+  for (int64_t k : w.dims) inner_sizes[k] = 1;
+  for (int64_t k = 0; k < x.rank(); ++k)
+    if (contains(kept, k)) inner_sizes[k] = xt.shape[k];
+  Params p = a.params;
+  p.set("dimension_numbers",
+        IntListList{inner_offsets, inner_collapsed, index_map, operand_batching, dn[4]});
+  p.set("slice_sizes", inner_sizes);
+  RewriteArgs inner{a.b, {xs, w.idx}, p, a.out_types};
+  Atom g = gather_whole(inner).at(0);
+
+  // JAX's layout: the window and kept dims, in operand order, at offset_dims; batch elsewhere.
+  IntList window_or_kept;
+  for (int64_t k = 0; k < x.rank(); ++k)
+    if (contains(w.dims, k) || contains(kept, k)) window_or_kept.push_back(k);
+  const int64_t out_rank = nb + static_cast<int64_t>(window_or_kept.size());
+  if (offset_dims.size() != window_or_kept.size())
+    fail(prim, fmt::format("offset_dims has {} entries but {} operand dims are sliced",
+                           offset_dims.size(), window_or_kept.size()));
+  check_dim_list(prim, "offset_dims", offset_dims, "the result", out_rank);
+  IntList perm(static_cast<size_t>(out_rank)), batch_pos;
+  int64_t next_batch = 0, next_offset = 0;
+  for (int64_t q = 0; q < out_rank; ++q) {
+    if (!contains(offset_dims, q)) {
+      batch_pos.push_back(q);
+      perm[q] = next_batch++;
+      continue;
+    }
+    int64_t k = window_or_kept[next_offset++];
+    auto wi = std::find(w.dims.begin(), w.dims.end(), k) - w.dims.begin();
+    perm[q] = contains(w.dims, k)
+                  ? nb + wi
+                  : nb + nw + (std::find(kept.begin(), kept.end(), k) - kept.begin());
+  }
+  Atom out = e.transpose(g, perm);
+  if (w.ok) {
+    double fill = a.params.get_or<double>("fill_value", default_fill(x.dtype));
+    const Shape& os = e.type(out).shape;
+    Atom ok = e.broadcast(*w.ok, os, batch_pos);
+    out = e.op(Prim::select_n, {ok, e.broadcast(e.scalar(x.dtype, fill), os, {}), out});
+  }
+  return {out};
+}
+
+std::vector<Atom> scatter_like(RewriteArgs& a, std::string_view prim, Prim refjit_prim) {
+  expect_operands(a, prim, 3);
+  const ArrayType x = array_of(a, prim, 0);
+  const ArrayType u = array_of(a, prim, 2);
+  const IntListList& dn = a.params.get<IntListList>("dimension_numbers");
+  const IntList &window_dims = dn[0], &inserted = dn[1], &index_map = dn[2],
+                &operand_batching = dn[3];
+  // The operand dims the update windows span, in order, and each one's window size.
+  IntList spanned;
+  for (int64_t k = 0; k < x.rank(); ++k)
+    if (!contains(inserted, k) && !contains(operand_batching, k)) spanned.push_back(k);
+  if (spanned.size() != window_dims.size()) return scatter_whole(a, prim, refjit_prim);
+  check_dim_list(prim, "update_window_dims", window_dims, "the updates array", u.rank());
+  IntList sizes(static_cast<size_t>(x.rank()), 1);
+  bool windowed = false;
+  for (size_t j = 0; j < spanned.size(); ++j) {
+    sizes[spanned[j]] = u.shape[window_dims[j]];
+    windowed = windowed || (contains(index_map, spanned[j]) && sizes[spanned[j]] > 1);
+  }
+  if (!windowed) return scatter_whole(a, prim, refjit_prim);
+
+  Emit e{a.b};
+  Mode mode = mode_of(a.params, prim);
+  WindowedIndices w =
+      window_to_batch(e, prim, x, a.ins[1], index_map, sizes, mode == Mode::clip, false);
+  // Updates: their batch dims, the windows (as batch dims, in w.dims order), the rest.
+  IntList uperm, rest_windows, inner_inserted = inserted;
+  for (int64_t q = 0; q < u.rank(); ++q)
+    if (!contains(window_dims, q)) uperm.push_back(q);
+  const int64_t nb = static_cast<int64_t>(uperm.size());
+  for (int64_t k : w.dims) {
+    size_t j = static_cast<size_t>(std::find(spanned.begin(), spanned.end(), k) - spanned.begin());
+    uperm.push_back(window_dims[j]);
+    inner_inserted.push_back(k);
+  }
+  for (size_t j = 0; j < spanned.size(); ++j)
+    if (!contains(w.dims, spanned[j])) uperm.push_back(window_dims[j]);
+  IntList inner_windows;
+  for (int64_t q = nb + static_cast<int64_t>(w.dims.size()); q < u.rank(); ++q)
+    inner_windows.push_back(q);
+  Params p = a.params;
+  p.set("dimension_numbers",
+        IntListList{inner_windows, inner_inserted, index_map, operand_batching, dn[4]});
+  RewriteArgs inner{a.b, {a.ins[0], w.idx, e.transpose(a.ins[2], uperm)}, p, a.out_types};
+  return scatter_whole(inner, prim, refjit_prim);
+}
+
 
 const std::vector<std::string_view> kGatherIgnored = {"indices_are_sorted", "unique_indices"};
 const std::vector<std::string_view> kScatterIgnored = {"indices_are_sorted", "update_consts",

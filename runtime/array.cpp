@@ -169,6 +169,15 @@ Array Array::reshaped(Shape shape) const {
   return a;
 }
 
+Array Array::bitcast(DType to) const {
+  if (refjit::byte_size(to) != refjit::byte_size(type_.dtype) || to == DType::bool_ || dtype() == DType::bool_)
+    throw TypeError(fmt::format("cannot read {} as {}: the widths differ", type_.str(),
+                                short_name(to)));
+  Array a = *this;
+  a.type_.dtype = to;
+  return a;
+}
+
 bool Array::operator==(const Array& o) const {
   if (type_ != o.type_) return false;
   for (int64_t i = 0; i < size(); ++i) {

@@ -69,6 +69,8 @@ class Array {
   Array clone() const;
   // Same data, another shape with the same element count.
   Array reshaped(Shape shape) const;
+  // Same data read as another dtype of the same width (u16 bits as bf16).
+  Array bitcast(DType to) const;
 
   // Exact equality of dtype, shape and bits-as-values (NaN == NaN).
   bool operator==(const Array& other) const;

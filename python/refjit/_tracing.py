@@ -24,7 +24,7 @@ _SUPPORTED = frozenset(
     np.dtype(t)
     for t in (
         np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
-        np.uint8, np.uint16, np.uint32, np.uint64, np.bool_,
+        np.uint8, np.uint16, np.uint32, np.uint64, np.bool_, np.float16, jax.numpy.bfloat16,
     )
 )
 _PYTHON_SCALARS = (bool, int, float)
@@ -80,7 +80,7 @@ def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
         if want not in _SUPPORTED:
             raise LeafError(
                 i,
-                f"has dtype {dtype}, which refjit does not compute in (float32, float64, "
+                f"has dtype {dtype}, which refjit does not compute in (float16/32/64, bfloat16, "
                 "signed and unsigned integers and bool)",
             )
         if want != dtype or not a.flags.c_contiguous:

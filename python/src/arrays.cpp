@@ -98,8 +98,12 @@ nb::object to_numpy(Array a) {
   auto* held = new Array(std::move(a));
   nb::capsule owner(held, [](void* p) noexcept { delete static_cast<Array*>(p); });
   // The Array is this result's only holder, so NumPy may write it (a mutable result).
+  // NumPy has no bfloat16 of its own: such results are its uint16 bits viewed as ml_dtypes'
+  // bfloat16 (the type jax.numpy.bfloat16 is).
+  const bool bf16 = t.dtype == DType::bf16;
   nb::ndarray<nb::numpy> out(held->mutable_data(), shape.size(), shape.data(), owner, nullptr,
-                             dlpack_of(t.dtype), nb::device::cpu::value);
+                             dlpack_of(bf16 ? DType::u16 : t.dtype), nb::device::cpu::value);
+  if (bf16) return out.cast().attr("view")(nb::module_::import_("ml_dtypes").attr("bfloat16"));
   return out.cast();
 }
 

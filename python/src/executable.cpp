@@ -24,6 +24,19 @@ struct MemorySpan {
   bool overlaps(const MemorySpan& o) const { return begin < o.end && o.begin < end; }
 };
 
+// NumPy arrays of ml_dtypes' bfloat16 have no DLPack form: they cross as their uint16 bits.
+nb::object castable(nb::handle x) {
+  if (nb::hasattr(x, "dtype") && nb::hasattr(x, "view") &&
+      nb::str(x.attr("dtype")).equal(nb::str("bfloat16")))
+    return x.attr("view")("uint16");
+  return nb::borrow(x);
+}
+
+Array read_as(Array a, const Type& want) {
+  if (want.array.dtype == DType::bf16 && a.dtype() == DType::u16) return a.bitcast(DType::bf16);
+  return a;
+}
+
 void check_type(const ArrayType& got, const Type& want, const std::string& what) {
   if (got != want.array)
     throw nb::type_error(
@@ -89,13 +102,14 @@ nb::list Executable::call(const nb::list& args) const {
     const Type& want = in_types_[k];
     const bool donated = k < donated_.size() && donated_[k];
     InOutArray writable;
-    if ((want.is_ref || donated) && nb::try_cast(args[k], writable)) {
-      Array a = borrow_writable(writable, what);
+    nb::object arg = castable(args[k]);
+    if ((want.is_ref || donated) && nb::try_cast(arg, writable)) {
+      Array a = read_as(borrow_writable(writable, what), want);
       check_type(a.type(), want, what);
       input_data.push_back(a.data());
       spans.push_back(MemorySpan{a.data(), a.data() + a.byte_size(), want.is_ref});
       if (want.is_ref) {
-        refs.emplace_back(RefBuffer::over(std::move(a)), nb::borrow(args[k]));
+        refs.emplace_back(RefBuffer::over(std::move(a)), arg);
         all.emplace_back(refs.back().first);
       } else {
         take = true;
@@ -108,7 +122,7 @@ nb::list Executable::call(const nb::list& args) const {
                                        "(it is updated in place)",
                                        what, want.array.str())
                                .c_str());
-    Array a = borrow(nb::cast<InArray>(args[k]), what);
+    Array a = read_as(borrow(nb::cast<InArray>(arg), what), want);
     check_type(a.type(), want, what);
     input_data.push_back(a.data());
     spans.push_back(MemorySpan{a.data(), a.data() + a.byte_size(), false});

@@ -158,3 +158,19 @@ def test_make_jaxpr_gives_refjit_program_and_its_stages():
     assert str(plan).startswith("plan 0: top level")
     with pytest.raises(refjit.Error, match="unknown stage|bufers"):
         refjit.make_jaxpr(f, stage="bufers")(np.ones(3, np.float32))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_sixteen_bit_floats_round_like_jax(dtype, rng):
+    def f(x, w):
+        return jnp.tanh(x @ w) * 2 + jnp.exp(x[:, :2])
+
+    x = rng.standard_normal((4, 3)).astype(dtype)
+    w = rng.standard_normal((3, 2)).astype(dtype)
+    got = refjit.jit(f)(x, w)
+    want = jax.jit(f)(x, w)
+    assert np.asarray(got).dtype == dtype
+    # The matmul's running sum rounds at each step in refjit; XLA keeps it in f32.
+    tol = 2e-2 if dtype == jnp.float16 else 8e-2
+    np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32),
+                               rtol=tol, atol=tol)

@@ -622,6 +622,41 @@ def half_conversions(x):
             jnp.cumsum(h), (x * 3e4).astype(jnp.float16), jnp.arange(3).astype(jnp.bfloat16))
 
 
+# --- windowed gathers and scatters (vmap of dynamic_slice / dynamic_update_slice) ----------
+
+
+@program(f32(3, 7), np.array([1, 5, -2], dtype=np.int32), tol=1e-5)
+def vmap_dynamic_slice(x, i):
+    # Per-row windows of 3 (the last two starts are clamped), written back shifted by one.
+    w = jax.vmap(lambda r, j: lax.dynamic_slice(r, (j,), (3,)))(x, i)
+    y = jax.vmap(lambda r, v, j: lax.dynamic_update_slice(r, v, (j + 1,)))(x, jnp.sin(w), i)
+    return jnp.sum(w * w) + jnp.sum(y * x)
+
+
+@program(f32(2, 5, 6), np.array([[1, 2], [4, 0]], dtype=np.int32), tol=1e-5)
+def vmap_dynamic_slice_2d(x, ij):
+    w = jax.vmap(lambda m, s: lax.dynamic_slice(m, (s[0], s[1]), (2, 3)))(x, ij)
+    return jnp.sum(jnp.tanh(w) * jnp.arange(6.0).reshape(2, 3))
+
+
+_WINDOW_DNUMS = lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(),
+                                           start_index_map=(0,))
+_WINDOW_SCATTER_DNUMS = lax.ScatterDimensionNumbers(update_window_dims=(1,),
+                                                    inserted_window_dims=(),
+                                                    scatter_dims_to_operand_dims=(0,))
+
+
+@program(f32(8), np.array([[0], [5], [6], [-1]], dtype=np.int32), f32(4, 3), tol=1e-5)
+def windowed_gather_scatter_fill(x, idx, u):
+    # Windows of 3 starting at 0, 5 (fits), 6 and -1 (do not fit: filled / dropped whole).
+    g = lax.gather(x, idx, _WINDOW_DNUMS, slice_sizes=(3,),
+                   mode=lax.GatherScatterMode.FILL_OR_DROP, fill_value=-1.0)
+    s = lax.scatter_add(x, idx, u * g, _WINDOW_SCATTER_DNUMS,
+                        mode=lax.GatherScatterMode.FILL_OR_DROP)
+    c = lax.scatter_add(x, idx, u, _WINDOW_SCATTER_DNUMS, mode=lax.GatherScatterMode.CLIP)
+    return jnp.sum(g * g) + jnp.sum(s * s) + jnp.sum(c * x)
+
+
 # --- writing ---------------------------------------------------------------------------------
 
 
