@@ -308,6 +308,9 @@ bool Parser::is_broadcasting_binary(Prim p) {
     case Prim::xor_:
     case Prim::nextafter:
     case Prim::polygamma:
+    case Prim::igamma:
+    case Prim::igammac:
+    case Prim::igamma_grad_a:
     case Prim::shift_left:
     case Prim::shift_right_logical:
     case Prim::shift_right_arithmetic: return true;

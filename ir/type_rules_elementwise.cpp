@@ -187,6 +187,9 @@ void register_elementwise_type_rules(TypeRuleTable& t) {
   set(Prim::atan2, binary<Prim::atan2, kFloat>);
   set(Prim::nextafter, binary<Prim::nextafter, kFloat>);
   set(Prim::polygamma, binary<Prim::polygamma, kFloat>);
+  set(Prim::igamma, binary<Prim::igamma, kFloat>);
+  set(Prim::igammac, binary<Prim::igammac, kFloat>);
+  set(Prim::igamma_grad_a, binary<Prim::igamma_grad_a, kFloat>);
   set(Prim::eq, binary<Prim::eq, kAny, true>);
   set(Prim::ne, binary<Prim::ne, kAny, true>);
   set(Prim::lt, binary<Prim::lt, kAny, true>);

@@ -68,6 +68,9 @@ Table make_table() {
                  Prim::digamma,
                  Prim::nextafter,
                  Prim::polygamma,
+                 Prim::igamma,
+                 Prim::igammac,
+                 Prim::igamma_grad_a,
                  Prim::psum,
                  Prim::broadcast_from})
     t.set(p, B::elementwise);

@@ -255,6 +255,30 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
                 c.t, r, c.t.mul(to_out_shape(c.t, *a.tangents[1], a), c.p.neg(c.p.div(x, norm))));
           return {r};
         }});
+  // igamma(a, x) = P(a, x), igammac = 1 - P: d/da P = igamma_grad_a(a, x), d/dx P =
+  // exp(-x + (a - 1) log x - lgamma(a)), the gamma density (igammac's are both negated).
+  for (Prim p : {Prim::igamma, Prim::igammac})
+    t.set(p, {[p](JvpCtx& c, JvpArgs& a) -> Tangents {
+            Atom s = a.primals[0], x = a.primals[1];
+            MaybeAtom r;
+            if (!a.tangents[0] && !a.tangents[1]) return {r};
+            const bool upper = p == Prim::igammac;
+            if (a.tangents[0]) {
+              Atom slope = c.p.emit1(Prim::igamma_grad_a, {s, x});
+              if (upper) slope = c.p.neg(slope);
+              r = c.t.mul(to_out_shape(c.t, *a.tangents[0], a), slope);
+            }
+            if (a.tangents[1]) {
+              DType d = c.p.array_type_of(x).dtype;
+              Atom log_density = c.p.sub(
+                  c.p.add(c.p.neg(x), c.p.mul(c.p.sub(s, c.p.scalar(d, 1.0)), c.p.unary(Prim::log, x))),
+                  c.p.unary(Prim::lgamma, s));
+              Atom slope = c.p.unary(Prim::exp, log_density);
+              if (upper) slope = c.p.neg(slope);
+              r = add_tangents(c.t, r, c.t.mul(to_out_shape(c.t, *a.tangents[1], a), slope));
+            }
+            return {r};
+          }});
   t.set(Prim::select_n, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
           bool any = false;
           for (size_t i = 1; i < a.tangents.size(); ++i) any |= a.tangents[i].has_value();

@@ -14,6 +14,7 @@
 #include "runtime/dtype_dispatch.h"
 #include "runtime/eval_rules.h"
 #include "runtime/flat_index.h"
+#include "runtime/special_functions.h"
 
 namespace refjit {
 
@@ -315,60 +316,9 @@ double erf_inv(double x) {
   return std::copysign(y, x);
 }
 
-// digamma (psi), the derivative of lgamma: the reflection psi(x) = psi(1-x) - pi/tan(pi x) for
-// x < 0.5, the recurrence psi(x) = psi(x+1) - 1/x up to 6, then the asymptotic series. Poles
-// (0, -1, -2, ...) give NaN, as in JAX.
-double digamma(double x) {
-  if (std::isnan(x) || (x <= 0 && std::floor(x) == x))
-    return std::numeric_limits<double>::quiet_NaN();
-  double r = 0;
-  if (x < 0.5) {
-    r = -std::numbers::pi / std::tan(std::numbers::pi * x);
-    x = 1 - x;
-  }
-  for (int k = 0; k < 6 && x < 6; ++k) {
-    r -= 1 / x;
-    x += 1;
-  }
-  double z = 1 / (x * x);
-  double series = z * (1.0 / 12 - z * (1.0 / 120 - z * (1.0 / 252 - z * (1.0 / 240 - z / 132))));
-  return r + std::log(x) - 0.5 / x - series;
-}
-
-// polygamma(m, x), the m-th derivative of digamma: (-1)^(m+1) m! zeta(m+1, x), with the Hurwitz
-// zeta summed term by term up to x + k >= 16 and the Euler-Maclaurin tail after that (the
-// series holds for every x but the poles, negative x included, as JAX computes it). m must
-// be a non-negative integer (else NaN); m = 0 is digamma. At the poles 0, -1, ...: +inf for
-// odd m, NaN for even m (JAX's values); x below -1e4 gives NaN rather than 1e4+ terms.
-double polygamma(double m, double x) {
-  if (std::isnan(m) || std::isnan(x) || m < 0 || std::floor(m) != m)
-    return std::numeric_limits<double>::quiet_NaN();
-  if (m == 0) return digamma(x);
-  const bool odd = std::fmod(m, 2.0) == 1.0;
-  if (x <= 0 && std::floor(x) == x)
-    return odd ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
-  if (x < -1e4) return std::numeric_limits<double>::quiet_NaN();
-  const double s = m + 1;
-  double zeta = 0;
-  for (; x < 16; x += 1) zeta += std::pow(x, -s);
-  // zeta(s, z) ~ z^(1-s)/(s-1) + z^-s/2 + sum_j B_2j/(2j)! s(s+1)...(s+2j-2) z^(-s-2j+1)
-  static constexpr double kBernoulliOverFactorial[] = {1.0 / 12,         -1.0 / 720,
-                                                       1.0 / 30240,      -1.0 / 1209600,
-                                                       1.0 / 47900160,   -691.0 / 1307674368000,
-                                                       1.0 / 74724249600};
-  zeta += std::pow(x, 1 - s) / (s - 1) + 0.5 * std::pow(x, -s);
-  double rising = s;                   // s (s+1) ... (s+2j-2)
-  double power = std::pow(x, -s - 1);  // z^(-s-2j+1)
-  for (int j = 0; j < 7; ++j) {
-    zeta += kBernoulliOverFactorial[j] * rising * power;
-    rising *= (s + 2 * j + 1) * (s + 2 * j + 2);
-    power /= x * x;
-  }
-  return (odd ? 1.0 : -1.0) * std::exp(std::lgamma(m + 1)) * zeta;
-}
 
 REFJIT_FLOAT_UNARY(Lgamma, static_cast<T>(std::lgamma(x)))
-REFJIT_FLOAT_UNARY(Digamma, static_cast<T>(digamma(static_cast<double>(x))))
+REFJIT_FLOAT_UNARY(Digamma, static_cast<T>(special::digamma(static_cast<double>(x))))
 REFJIT_FLOAT_UNARY(ErfInv, static_cast<T>(erf_inv(static_cast<double>(x))))
 #undef REFJIT_FLOAT_UNARY
 
@@ -486,7 +436,17 @@ REFJIT_BINARY(Rem, kIsNumber<T>, kNumbers, false, {
 })
 REFJIT_BINARY(Nextafter, kIsFloat<T>, kFloats, false, { return std::nextafter(a, b); })
 REFJIT_BINARY(Polygamma, kIsFloat<T>, kFloats, false,
-              { return static_cast<T>(polygamma(static_cast<double>(a), static_cast<double>(b))); })
+              { return static_cast<T>(special::polygamma(static_cast<double>(a), static_cast<double>(b))); })
+REFJIT_BINARY(Igamma, kIsFloat<T>, kFloats, false, {
+  return static_cast<T>(special::incomplete_gamma(static_cast<double>(a), static_cast<double>(b)).p);
+})
+REFJIT_BINARY(Igammac, kIsFloat<T>, kFloats, false, {
+  return static_cast<T>(special::incomplete_gamma(static_cast<double>(a), static_cast<double>(b)).q);
+})
+REFJIT_BINARY(IgammaGradA, kIsFloat<T>, kFloats, false, {
+  return static_cast<T>(
+      special::incomplete_gamma(static_cast<double>(a), static_cast<double>(b)).dp_da);
+})
 REFJIT_BINARY(Atan2, kIsFloat<T>, kFloats, false, { return static_cast<T>(std::atan2(a, b)); })
 REFJIT_BINARY(Eq, true, kAny, true, { return a == b; })
 REFJIT_BINARY(Ne, true, kAny, true, { return a != b; })
@@ -624,6 +584,9 @@ void register_elementwise_eval_rules(EvalRuleTable& t) {
   t.set(Prim::atan2, &eval_binary<Atan2>);
   t.set(Prim::nextafter, &eval_binary<Nextafter>);
   t.set(Prim::polygamma, &eval_binary<Polygamma>);
+  t.set(Prim::igamma, &eval_binary<Igamma>);
+  t.set(Prim::igammac, &eval_binary<Igammac>);
+  t.set(Prim::igamma_grad_a, &eval_binary<IgammaGradA>);
   t.set(Prim::eq, &eval_binary<Eq>);
   t.set(Prim::ne, &eval_binary<Ne>);
   t.set(Prim::lt, &eval_binary<Lt>);

@@ -1,11 +1,13 @@
 // Lowering of elementwise primitives: one loop nest over the result shape, loading every
 // operand at the same index (scalar operands are broadcast), computing with arith/math.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numbers>
 
 #include "compiler/backend/fusion.h"
 #include "compiler/backend/lowering.h"
+#include "runtime/special_functions.h"
 
 namespace refjit::backend {
 namespace {
@@ -362,6 +364,147 @@ Value lower_polygamma(LowerCtx& c, const Eqn& e, DType d, const std::vector<Valu
   return d == f ? y : Value(b.create<arith::TruncFOp>(loc, b.getF32Type(), y));
 }
 
+
+// A scf.while over f64 values: `go` reads the carried values before each step, `step` makes
+// the next ones.
+std::vector<Value> f64_while(LowerCtx& c, const std::vector<Value>& init,
+                             const std::function<Value(const std::vector<Value>&)>& go,
+                             const std::function<std::vector<Value>(const std::vector<Value>&)>& step) {
+  auto& b = c.b;
+  auto loc = c.loc;
+  std::vector<mlir::Type> types(init.size(), b.getF64Type());
+  std::vector<mlir::Location> locs(init.size(), loc);
+  mlir::OpBuilder::InsertionGuard guard(b);
+  auto loop = b.create<mlir::scf::WhileOp>(loc, types, init);
+  mlir::Block* before = b.createBlock(&loop.getBefore(), {}, types, locs);
+  std::vector<Value> args(before->getArguments().begin(), before->getArguments().end());
+  b.create<mlir::scf::ConditionOp>(loc, go(args), before->getArguments());
+  mlir::Block* after = b.createBlock(&loop.getAfter(), {}, types, locs);
+  args.assign(after->getArguments().begin(), after->getArguments().end());
+  b.create<mlir::scf::YieldOp>(loc, step(args));
+  return {loop.getResults().begin(), loop.getResults().end()};
+}
+
+// igamma, igammac and igamma_grad_a as the interpreter computes them
+// (runtime/special_functions.cpp), in f64 and step for step: the series where x <= 1 or
+// x <= a, else the continued fraction, dP/da carried alongside in forward mode.
+enum class IgammaPart { p, q, dp_da };
+ElemFn lower_incomplete_gamma(IgammaPart part) {
+  return [part](LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& xs) -> Value {
+    namespace sp = special;
+    auto& b = c.b;
+    auto loc = c.loc;
+    const DType f = DType::f64;
+    mlir::Type f64 = b.getF64Type();
+    auto k = [&](double v) { return c.constant(f, v); };
+    auto add = [&](Value p, Value q) { return Value(b.create<arith::AddFOp>(loc, p, q)); };
+    auto sub = [&](Value p, Value q) { return Value(b.create<arith::SubFOp>(loc, p, q)); };
+    auto mul = [&](Value p, Value q) { return Value(b.create<arith::MulFOp>(loc, p, q)); };
+    auto div = [&](Value p, Value q) { return Value(b.create<arith::DivFOp>(loc, p, q)); };
+    auto abs = [&](Value p) { return Value(b.create<math::AbsFOp>(loc, p)); };
+    auto cmp = [&](arith::CmpFPredicate pred, Value p, Value q) {
+      return Value(b.create<arith::CmpFOp>(loc, pred, p, q));
+    };
+    auto sel = [&](Value p, Value t, Value f_) {
+      return Value(b.create<arith::SelectOp>(loc, p, t, f_));
+    };
+    auto both = [&](Value p, Value q) { return Value(b.create<arith::AndIOp>(loc, p, q)); };
+    auto wide = [&](Value v) { return d == f ? v : Value(b.create<arith::ExtFOp>(loc, f64, v)); };
+    using P = arith::CmpFPredicate;
+    const Value a0 = wide(xs[0]), x0 = wide(xs[1]);
+    // Operands outside the domain run the loops on a = x = 1 (a few steps); the selects at the
+    // end give their values.
+    const Value valid = both(both(cmp(P::OGT, a0, k(0)), cmp(P::OGT, x0, k(0))),
+                             cmp(P::ONE, x0, k(std::numeric_limits<double>::infinity())));
+    const Value a = sel(valid, a0, k(1)), x = sel(valid, x0, k(1));
+    const Value log_x = b.create<math::LogOp>(loc, x);
+    const Value use_series = b.create<arith::OrIOp>(loc, cmp(P::OLE, x, k(1)), cmp(P::OLE, x, a));
+    auto branch = b.create<mlir::scf::IfOp>(loc, mlir::TypeRange{f64, f64, f64}, use_series,
+                                            /*withElseRegion=*/true);
+    {
+      mlir::OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&branch.getThenRegion().front());
+      // n, ap, term, dterm, sum, dsum
+      auto r = f64_while(
+          c, {k(0), a, k(1), k(0), k(1), k(0)},
+          [&](const std::vector<Value>& v) {
+            Value more = b.create<arith::OrIOp>(
+                loc, cmp(P::OGT, abs(v[2]), mul(abs(v[4]), k(sp::kIgammaEpsilon))),
+                cmp(P::OGT, abs(v[3]), mul(abs(v[5]), k(sp::kIgammaEpsilon))));
+            return both(cmp(P::OLT, v[0], k(sp::kIgammaMaxIterations)), more);
+          },
+          [&](const std::vector<Value>& v) -> std::vector<Value> {
+            Value ap = add(v[1], k(1));
+            Value ratio = div(x, ap);
+            Value dterm = mul(sub(v[3], div(v[2], ap)), ratio);
+            Value term = mul(v[2], ratio);
+            return {add(v[0], k(1)), ap, term, dterm, add(v[4], term), add(v[5], dterm)};
+          });
+      Value a1 = add(a, k(1));
+      Value prefactor = b.create<math::ExpOp>(
+          loc, sub(sub(mul(a, log_x), x), c.call_libm("lgamma", {a1})));
+      Value p = mul(prefactor, r[4]);
+      Value dp = add(mul(p, sub(log_x, lower_digamma(c, e, f, {a1}))), mul(prefactor, r[5]));
+      b.create<mlir::scf::YieldOp>(loc, mlir::ValueRange{p, sub(k(1), p), dp});
+    }
+    {
+      mlir::OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&branch.getElseRegion().front());
+      const Value b0 = sub(add(x, k(1)), a);
+      const Value d0 = div(k(1), b0);
+      const Value dd0 = div(k(1), mul(b0, b0));  // d/da (1/b) with db = -1
+      const Value tiny = k(sp::kIgammaTiny);
+      // i, b, c, dc, d, dd, h, dh, step, the last change of dh
+      auto r = f64_while(
+          c, {k(1), b0, k(1 / sp::kIgammaTiny), k(0), d0, dd0, d0, dd0, k(0), k(1)},
+          [&](const std::vector<Value>& v) {
+            Value more = b.create<arith::OrIOp>(
+                loc, cmp(P::OGE, abs(sub(v[8], k(1))), k(sp::kIgammaEpsilon)),
+                cmp(P::OGT, v[9], mul(abs(v[7]), k(sp::kIgammaEpsilon))));
+            return both(cmp(P::OLE, v[0], k(sp::kIgammaMaxIterations)), more);
+          },
+          [&](const std::vector<Value>& v) -> std::vector<Value> {
+            Value i = v[0];
+            Value an = mul(b.create<arith::NegFOp>(loc, i), sub(i, a)), dan = i;
+            Value bb = add(v[1], k(2)), db = k(-1);
+            Value nd = add(mul(an, v[4]), bb);
+            Value dnd = add(add(mul(dan, v[4]), mul(an, v[5])), db);
+            Value small_d = cmp(P::OLT, abs(nd), tiny);
+            nd = sel(small_d, tiny, nd);
+            dnd = sel(small_d, k(0), dnd);
+            Value nc = add(bb, div(an, v[2]));
+            Value dnc = add(db, div(sub(mul(dan, v[2]), mul(an, v[3])), mul(v[2], v[2])));
+            Value small_c = cmp(P::OLT, abs(nc), tiny);
+            nc = sel(small_c, tiny, nc);
+            dnc = sel(small_c, k(0), dnc);
+            Value dn = div(k(1), nd);
+            Value ddn = b.create<arith::NegFOp>(loc, div(dnd, mul(nd, nd)));
+            Value step = mul(dn, nc);
+            Value dstep = add(mul(ddn, nc), mul(dn, dnc));
+            Value dh = add(mul(v[7], step), mul(v[6], dstep));
+            return {add(i, k(1)), bb, nc, dnc, dn, ddn, mul(v[6], step), dh, step,
+                    abs(sub(dh, v[7]))};
+          });
+      Value prefactor = b.create<math::ExpOp>(
+          loc, sub(sub(mul(a, log_x), x), c.call_libm("lgamma", {a})));
+      Value q = mul(prefactor, r[6]);
+      Value dq = add(mul(q, sub(log_x, lower_digamma(c, e, f, {a}))), mul(prefactor, r[7]));
+      b.create<mlir::scf::YieldOp>(
+          loc, mlir::ValueRange{sub(k(1), q), q, b.create<arith::NegFOp>(loc, dq)});
+    }
+    Value y = branch.getResult(static_cast<unsigned>(part));
+    // The edges, as runtime/special_functions.cpp gives them.
+    const double at_zero[] = {0, 1, 0}, at_inf[] = {1, 0, 0};
+    const Value nan = k(std::numeric_limits<double>::quiet_NaN());
+    y = sel(cmp(P::OEQ, x0, k(std::numeric_limits<double>::infinity())),
+            k(at_inf[static_cast<int>(part)]), y);
+    y = sel(cmp(P::OEQ, x0, k(0)), k(at_zero[static_cast<int>(part)]), y);
+    // NaN for a NaN operand, x < 0 or a <= 0 (UGT/ULT are true on NaN).
+    Value bad = b.create<arith::OrIOp>(loc, cmp(P::ULT, x0, k(0)), cmp(P::ULE, a0, k(0)));
+    y = sel(bad, nan, y);
+    return d == f ? y : Value(b.create<arith::TruncFOp>(loc, b.getF32Type(), y));
+  };
+}
 }  // namespace
 
 const ElemFn* elementwise_rule(Prim p) {
@@ -477,6 +620,9 @@ void register_elementwise_lowerings(LowerTable& t) {
   set_ew(t, Prim::nextafter, libm_unary("nextafter"));
   set_ew(t, Prim::digamma, lower_digamma);
   set_ew(t, Prim::polygamma, lower_polygamma);
+  set_ew(t, Prim::igamma, lower_incomplete_gamma(IgammaPart::p));
+  set_ew(t, Prim::igammac, lower_incomplete_gamma(IgammaPart::q));
+  set_ew(t, Prim::igamma_grad_a, lower_incomplete_gamma(IgammaPart::dp_da));
   set_ew(t, Prim::is_finite,
          [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
            // |x| < inf is false for inf and NaN (an ordered comparison).

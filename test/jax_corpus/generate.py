@@ -657,6 +657,15 @@ def windowed_gather_scatter_fill(x, idx, u):
     return jnp.sum(g * g) + jnp.sum(s * s) + jnp.sum(c * x)
 
 
+@program(f32(5, lo=0.2, hi=12.0), f32(5, lo=0.05, hi=15.0), tol=1e-4)
+def incomplete_gamma(a, x):
+    # Both regimes (series, continued fraction); the gradient in a is igamma_grad_a.
+    from jax.scipy.special import gammainc, gammaincc
+    from jax.scipy.stats import gamma
+    return (jnp.sum(gammainc(a, x) * jnp.arange(1.0, 6.0)) + jnp.sum(gammaincc(a, x * 0.5))
+            + jnp.sum(gamma.cdf(x, a)))
+
+
 # --- writing ---------------------------------------------------------------------------------
 
 
