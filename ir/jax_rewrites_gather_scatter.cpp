@@ -255,8 +255,9 @@ std::vector<Atom> scatter_whole(RewriteArgs& a, std::string_view prim, Prim refj
   check_dim_list(prim, "update_window_dims", window_dims, "the updates array", u.rank());
   for (size_t k = 0; k < rest.size(); ++k)
     if (u.shape[window_dims[k]] != x.shape[rest[k]])
-      fail(prim, fmt::format("update window dim {} has size {} but operand dim {} has {}; refjit "
-                             "reads scatters of whole elements",
+      fail(prim, fmt::format("update window dim {} has size {} but operand dim {} has {}; a "
+                             "window shorter than a dim no index moves is not supported (index "
+                             "that dim too, or scatter into a slice of the operand)",
                              window_dims[k], u.shape[window_dims[k]], rest[k], x.shape[rest[k]]));
   // Updates in refjit's order: batch dims, then the window dims.
   IntList uperm;
