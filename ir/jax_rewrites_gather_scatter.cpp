@@ -162,6 +162,16 @@ void check_indexed_dims_dropped(std::string_view prim, const IntList& indexed,
       fail(prim, fmt::format("indexed dim {} is not {}", d, what));
 }
 
+// FILL_OR_DROP: fill_value (or the dtype's default) wherever `ok` (over the result's batch
+// dims, at `batch_pos`) is false.
+Atom fill_where_invalid(Emit& e, const Params& params, const Atom& out, const Atom& ok,
+                        const IntList& batch_pos) {
+  const ArrayType t = e.type(out);
+  double fill = params.get_or<double>("fill_value", default_fill(t.dtype));
+  Atom filled = e.broadcast(e.scalar(t.dtype, fill), t.shape, {});
+  return e.op(Prim::select_n, {e.broadcast(ok, t.shape, batch_pos), filled, out});
+}
+
 std::vector<Atom> gather_whole(RewriteArgs& a) {
   constexpr std::string_view prim = "gather";
   expect_operands(a, prim, 2);
@@ -220,24 +230,31 @@ std::vector<Atom> gather_whole(RewriteArgs& a) {
   }
   Atom out = e.transpose(g, perm);
   if (mode == Mode::fill_or_drop) {
-    double fill = a.params.get_or<double>("fill_value", default_fill(x.dtype));
-    const Shape& os = e.type(out).shape;
-    Atom ok = e.broadcast(all_of(e, ic.valid), os, batch_pos);
-    Atom filled = e.broadcast(e.scalar(x.dtype, fill), os, {});
-    out = e.op(Prim::select_n, {ok, filled, out});
+    out = fill_where_invalid(e, a.params, out, all_of(e, ic.valid), batch_pos);
   }
   return {out};
 }
 
+// A scatter's operand, updates, dimension numbers (ScatterDimensionNumbers' fields in order)
+// and mode.
+struct ScatterOperands {
+  ArrayType x, u;
+  IntListList dn;
+  Mode mode;
+};
+ScatterOperands scatter_operands(const RewriteArgs& a, std::string_view prim) {
+  expect_operands(a, prim, 3);
+  return {array_of(a, prim, 0), array_of(a, prim, 2),
+          a.params.get<IntListList>("dimension_numbers"), mode_of(a.params, prim)};
+}
+
 // scatter, scatter-add: x with updates written (added) at the indexed elements.
 std::vector<Atom> scatter_whole(RewriteArgs& a, std::string_view prim, Prim refjit_prim) {
-  expect_operands(a, prim, 3);
-  const ArrayType x = array_of(a, prim, 0);
-  const ArrayType u = array_of(a, prim, 2);
-  const IntListList& dn = a.params.get<IntListList>("dimension_numbers");
-  const IntList &window_dims = dn[0], &inserted = dn[1], &index_map = dn[2],
-                &operand_batching = dn[3], &indices_batching = dn[4];
-  Mode mode = mode_of(a.params, prim);
+  const ScatterOperands s = scatter_operands(a, prim);
+  const ArrayType &x = s.x, &u = s.u;
+  const IntList &window_dims = s.dn[0], &inserted = s.dn[1], &index_map = s.dn[2],
+                &operand_batching = s.dn[3], &indices_batching = s.dn[4];
+  const Mode mode = s.mode;
   Emit e{a.b};
   IndexColumns ic = index_columns(e, prim, x, a.ins[1], index_map, operand_batching,
                                   indices_batching, mode == Mode::clip, mode != Mode::clip);
@@ -457,19 +474,15 @@ std::vector<Atom> gather(RewriteArgs& a) {
   }
   Atom out = e.transpose(g, perm);
   if (w.ok) {
-    double fill = a.params.get_or<double>("fill_value", default_fill(x.dtype));
-    const Shape& os = e.type(out).shape;
-    Atom ok = e.broadcast(*w.ok, os, batch_pos);
-    out = e.op(Prim::select_n, {ok, e.broadcast(e.scalar(x.dtype, fill), os, {}), out});
+    out = fill_where_invalid(e, a.params, out, *w.ok, batch_pos);
   }
   return {out};
 }
 
 std::vector<Atom> scatter_like(RewriteArgs& a, std::string_view prim, Prim refjit_prim) {
-  expect_operands(a, prim, 3);
-  const ArrayType x = array_of(a, prim, 0);
-  const ArrayType u = array_of(a, prim, 2);
-  const IntListList& dn = a.params.get<IntListList>("dimension_numbers");
+  const ScatterOperands s = scatter_operands(a, prim);
+  const ArrayType &x = s.x, &u = s.u;
+  const IntListList& dn = s.dn;
   const IntList &window_dims = dn[0], &inserted = dn[1], &index_map = dn[2],
                 &operand_batching = dn[3];
   // The operand dims the update windows span, in order, and each one's window size.
@@ -487,9 +500,8 @@ std::vector<Atom> scatter_like(RewriteArgs& a, std::string_view prim, Prim refji
   if (!windowed) return scatter_whole(a, prim, refjit_prim);
 
   Emit e{a.b};
-  Mode mode = mode_of(a.params, prim);
   WindowedIndices w =
-      window_to_batch(e, prim, x, a.ins[1], index_map, sizes, mode == Mode::clip, false);
+      window_to_batch(e, prim, x, a.ins[1], index_map, sizes, s.mode == Mode::clip, false);
   // Updates: their batch dims, the windows (as batch dims, in w.dims order), the rest.
   IntList uperm, rest_windows, inner_inserted = inserted;
   for (int64_t q = 0; q < u.rank(); ++q)

@@ -250,85 +250,91 @@ Value lower_erf_inv(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& 
   return d == f ? y : Value(b.create<arith::TruncFOp>(loc, b.getF32Type(), y));
 }
 
+// Scalar f64 arithmetic for the special functions lowered step by step (digamma, polygamma,
+// the incomplete gamma functions): each call emits one op at the builder's insertion point.
+struct F64Ops {
+  LowerCtx& c;
+  Value k(double v) const { return c.constant(DType::f64, v); }
+  Value add(Value p, Value q) const { return c.b.create<arith::AddFOp>(c.loc, p, q); }
+  Value sub(Value p, Value q) const { return c.b.create<arith::SubFOp>(c.loc, p, q); }
+  Value mul(Value p, Value q) const { return c.b.create<arith::MulFOp>(c.loc, p, q); }
+  Value div(Value p, Value q) const { return c.b.create<arith::DivFOp>(c.loc, p, q); }
+  Value pow(Value p, Value q) const { return c.b.create<math::PowFOp>(c.loc, p, q); }
+  Value abs(Value p) const { return c.b.create<math::AbsFOp>(c.loc, p); }
+  Value cmp(arith::CmpFPredicate pred, Value p, Value q) const {
+    return c.b.create<arith::CmpFOp>(c.loc, pred, p, q);
+  }
+  Value lt(Value p, Value q) const { return cmp(arith::CmpFPredicate::OLT, p, q); }
+  Value sel(Value p, Value t, Value f) const { return c.b.create<arith::SelectOp>(c.loc, p, t, f); }
+  Value both(Value p, Value q) const { return c.b.create<arith::AndIOp>(c.loc, p, q); }
+  Value either(Value p, Value q) const { return c.b.create<arith::OrIOp>(c.loc, p, q); }
+  // An f32 or f64 operand as f64, and an f64 result back as dtype d.
+  Value widen(Value v, DType d) const {
+    return d == DType::f64 ? v : Value(c.b.create<arith::ExtFOp>(c.loc, c.b.getF64Type(), v));
+  }
+  Value narrow(Value v, DType d) const {
+    return d == DType::f64 ? v : Value(c.b.create<arith::TruncFOp>(c.loc, c.b.getF32Type(), v));
+  }
+};
+
 // digamma as the interpreter computes it (runtime/eval_elementwise.cpp), in f64: reflection
 // below 0.5, six guarded recurrence steps, the asymptotic series; NaN at the poles.
 Value lower_digamma(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& xs) {
+  F64Ops op{c};
   auto& b = c.b;
   auto loc = c.loc;
   const DType f = DType::f64;
-  auto k = [&](double v) { return c.constant(f, v); };
-  auto add = [&](Value p, Value q) { return Value(b.create<arith::AddFOp>(loc, p, q)); };
-  auto sub = [&](Value p, Value q) { return Value(b.create<arith::SubFOp>(loc, p, q)); };
-  auto mul = [&](Value p, Value q) { return Value(b.create<arith::MulFOp>(loc, p, q)); };
-  auto div = [&](Value p, Value q) { return Value(b.create<arith::DivFOp>(loc, p, q)); };
-  auto lt = [&](Value p, Value q) {
-    return Value(b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLT, p, q));
-  };
-  auto sel = [&](Value p, Value t, Value e) {
-    return Value(b.create<arith::SelectOp>(loc, p, t, e));
-  };
   Value x0 = d == f ? xs[0] : Value(b.create<arith::ExtFOp>(loc, b.getF64Type(), xs[0]));
   const double pi = std::numbers::pi;
-  Value reflect = lt(x0, k(0.5));
-  Value r = sel(reflect, div(k(-pi), c.call_libm("tan", {mul(k(pi), x0)})), k(0));
-  Value x = sel(reflect, sub(k(1), x0), x0);
+  Value reflect = op.lt(x0, op.k(0.5));
+  Value r = op.sel(reflect, op.div(op.k(-pi), c.call_libm("tan", {op.mul(op.k(pi), x0)})), op.k(0));
+  Value x = op.sel(reflect, op.sub(op.k(1), x0), x0);
   for (int step = 0; step < 6; ++step) {
-    Value small = lt(x, k(6));
-    r = sel(small, sub(r, div(k(1), x)), r);
-    x = sel(small, add(x, k(1)), x);
+    Value small = op.lt(x, op.k(6));
+    r = op.sel(small, op.sub(r, op.div(op.k(1), x)), r);
+    x = op.sel(small, op.add(x, op.k(1)), x);
   }
-  Value z = div(k(1), mul(x, x));
-  Value series = mul(
+  Value z = op.div(op.k(1), op.mul(x, x));
+  Value series = op.mul(
       z,
-      sub(k(1.0 / 12),
-          mul(z, sub(k(1.0 / 120),
-                     mul(z, sub(k(1.0 / 252), mul(z, sub(k(1.0 / 240), mul(z, k(1.0 / 132))))))))));
-  Value y = sub(sub(add(r, b.create<math::LogOp>(loc, x)), div(k(0.5), x)), series);
+      op.sub(op.k(1.0 / 12),
+          op.mul(z, op.sub(op.k(1.0 / 120),
+                     op.mul(z, op.sub(op.k(1.0 / 252), op.mul(z, op.sub(op.k(1.0 / 240), op.mul(z, op.k(1.0 / 132))))))))));
+  Value y = op.sub(op.sub(op.add(r, b.create<math::LogOp>(loc, x)), op.div(op.k(0.5), x)), series);
   Value pole = b.create<arith::AndIOp>(
-      loc, b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLE, x0, k(0)),
+      loc, b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLE, x0, op.k(0)),
       b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, x0),
                               x0));
-  y = sel(pole, k(std::numeric_limits<double>::quiet_NaN()), y);
-  return d == f ? y : Value(b.create<arith::TruncFOp>(loc, b.getF32Type(), y));
+  y = op.sel(pole, op.k(std::numeric_limits<double>::quiet_NaN()), y);
+  return op.narrow(y, d);
 }
 
 // polygamma(m, x) as the interpreter computes it (runtime/eval_elementwise.cpp), in f64: the
 // Hurwitz zeta's terms summed in a loop until x >= 16, then the Euler-Maclaurin tail;
 // digamma for m = 0; NaN for a non-integer m or x below -1e4, JAX's values at the poles.
 Value lower_polygamma(LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& xs) {
+  F64Ops op{c};
   auto& b = c.b;
   auto loc = c.loc;
   const DType f = DType::f64;
   mlir::Type f64 = b.getF64Type();
-  auto k = [&](double v) { return c.constant(f, v); };
-  auto add = [&](Value p, Value q) { return Value(b.create<arith::AddFOp>(loc, p, q)); };
-  auto mul = [&](Value p, Value q) { return Value(b.create<arith::MulFOp>(loc, p, q)); };
-  auto div = [&](Value p, Value q) { return Value(b.create<arith::DivFOp>(loc, p, q)); };
-  auto pow = [&](Value p, Value q) { return Value(b.create<math::PowFOp>(loc, p, q)); };
-  auto cmp = [&](arith::CmpFPredicate pred, Value p, Value q) {
-    return Value(b.create<arith::CmpFOp>(loc, pred, p, q));
-  };
-  auto sel = [&](Value p, Value t, Value f_) {
-    return Value(b.create<arith::SelectOp>(loc, p, t, f_));
-  };
-  auto wide = [&](Value v) { return d == f ? v : Value(b.create<arith::ExtFOp>(loc, f64, v)); };
-  const Value m = wide(xs[0]), x0 = wide(xs[1]);
-  const Value s = add(m, k(1));
+  const Value m = op.widen(xs[0], d), x0 = op.widen(xs[1], d);
+  const Value s = op.add(m, op.k(1));
   const Value minus_s = b.create<arith::NegFOp>(loc, s);
   // zeta += x^-s; x += 1, while -1e4 <= x < 16.
-  Value x = x0, zeta = k(0);
+  Value x = x0, zeta = op.k(0);
   {
     mlir::OpBuilder::InsertionGuard guard(b);
     auto loop =
-        b.create<mlir::scf::WhileOp>(loc, mlir::TypeRange{f64, f64}, mlir::ValueRange{x0, k(0)});
+        b.create<mlir::scf::WhileOp>(loc, mlir::TypeRange{f64, f64}, mlir::ValueRange{x0, op.k(0)});
     mlir::Block* before = b.createBlock(&loop.getBefore(), {}, {f64, f64}, {loc, loc});
     Value bx = before->getArgument(0);
-    Value go = b.create<arith::AndIOp>(loc, cmp(arith::CmpFPredicate::OLT, bx, k(16)),
-                                       cmp(arith::CmpFPredicate::OGE, bx, k(-1e4)));
+    Value go = b.create<arith::AndIOp>(loc, op.cmp(arith::CmpFPredicate::OLT, bx, op.k(16)),
+                                       op.cmp(arith::CmpFPredicate::OGE, bx, op.k(-1e4)));
     b.create<mlir::scf::ConditionOp>(loc, go, before->getArguments());
     mlir::Block* after = b.createBlock(&loop.getAfter(), {}, {f64, f64}, {loc, loc});
     Value ax = after->getArgument(0), acc = after->getArgument(1);
-    b.create<mlir::scf::YieldOp>(loc, mlir::ValueRange{add(ax, k(1)), add(acc, pow(ax, minus_s))});
+    b.create<mlir::scf::YieldOp>(loc, mlir::ValueRange{op.add(ax, op.k(1)), op.add(acc, op.pow(ax, minus_s))});
     x = loop.getResult(0);
     zeta = loop.getResult(1);
   }
@@ -337,31 +343,31 @@ Value lower_polygamma(LowerCtx& c, const Eqn& e, DType d, const std::vector<Valu
                                                        1.0 / 30240,      -1.0 / 1209600,
                                                        1.0 / 47900160,   -691.0 / 1307674368000,
                                                        1.0 / 74724249600};
-  zeta = add(zeta, div(pow(x, b.create<arith::SubFOp>(loc, k(1), s)), add(s, k(-1))));
-  zeta = add(zeta, mul(k(0.5), pow(x, minus_s)));
-  Value rising = s, power = pow(x, add(minus_s, k(-1)));
-  const Value x2 = mul(x, x);
+  zeta = op.add(zeta, op.div(op.pow(x, b.create<arith::SubFOp>(loc, op.k(1), s)), op.add(s, op.k(-1))));
+  zeta = op.add(zeta, op.mul(op.k(0.5), op.pow(x, minus_s)));
+  Value rising = s, power = op.pow(x, op.add(minus_s, op.k(-1)));
+  const Value x2 = op.mul(x, x);
   for (int j = 0; j < 7; ++j) {
-    zeta = add(zeta, mul(k(kBernoulliOverFactorial[j]), mul(rising, power)));
-    rising = mul(rising, mul(add(s, k(2 * j + 1)), add(s, k(2 * j + 2))));
-    power = div(power, x2);
+    zeta = op.add(zeta, op.mul(op.k(kBernoulliOverFactorial[j]), op.mul(rising, power)));
+    rising = op.mul(rising, op.mul(op.add(s, op.k(2 * j + 1)), op.add(s, op.k(2 * j + 2))));
+    power = op.div(power, x2);
   }
-  const Value factorial = b.create<math::ExpOp>(loc, c.call_libm("lgamma", {add(m, k(1))}));
-  const Value half = mul(m, k(0.5));
-  const Value odd = cmp(arith::CmpFPredicate::ONE, b.create<math::FloorOp>(loc, half), half);
-  Value y = mul(sel(odd, k(1), k(-1)), mul(factorial, zeta));
-  const Value nan = k(std::numeric_limits<double>::quiet_NaN());
+  const Value factorial = b.create<math::ExpOp>(loc, c.call_libm("lgamma", {op.add(m, op.k(1))}));
+  const Value half = op.mul(m, op.k(0.5));
+  const Value odd = op.cmp(arith::CmpFPredicate::ONE, b.create<math::FloorOp>(loc, half), half);
+  Value y = op.mul(op.sel(odd, op.k(1), op.k(-1)), op.mul(factorial, zeta));
+  const Value nan = op.k(std::numeric_limits<double>::quiet_NaN());
   const Value pole =
-      b.create<arith::AndIOp>(loc, cmp(arith::CmpFPredicate::OLE, x0, k(0)),
-                              cmp(arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, x0), x0));
-  y = sel(cmp(arith::CmpFPredicate::OLT, x0, k(-1e4)), nan, y);
-  y = sel(pole, sel(odd, k(std::numeric_limits<double>::infinity()), nan), y);
-  y = sel(cmp(arith::CmpFPredicate::OEQ, m, k(0)), lower_digamma(c, e, f, {x0}), y);
+      b.create<arith::AndIOp>(loc, op.cmp(arith::CmpFPredicate::OLE, x0, op.k(0)),
+                              op.cmp(arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, x0), x0));
+  y = op.sel(op.cmp(arith::CmpFPredicate::OLT, x0, op.k(-1e4)), nan, y);
+  y = op.sel(pole, op.sel(odd, op.k(std::numeric_limits<double>::infinity()), nan), y);
+  y = op.sel(op.cmp(arith::CmpFPredicate::OEQ, m, op.k(0)), lower_digamma(c, e, f, {x0}), y);
   const Value integral =
-      b.create<arith::AndIOp>(loc, cmp(arith::CmpFPredicate::OGE, m, k(0)),
-                              cmp(arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, m), m));
-  y = sel(integral, y, nan);  // also NaN for a NaN m
-  return d == f ? y : Value(b.create<arith::TruncFOp>(loc, b.getF32Type(), y));
+      b.create<arith::AndIOp>(loc, op.cmp(arith::CmpFPredicate::OGE, m, op.k(0)),
+                              op.cmp(arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, m), m));
+  y = op.sel(integral, y, nan);  // also NaN for a NaN m
+  return op.narrow(y, d);
 }
 
 
@@ -391,34 +397,21 @@ std::vector<Value> f64_while(LowerCtx& c, const std::vector<Value>& init,
 enum class IgammaPart { p, q, dp_da };
 ElemFn lower_incomplete_gamma(IgammaPart part) {
   return [part](LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& xs) -> Value {
+  F64Ops op{c};
     namespace sp = special;
     auto& b = c.b;
     auto loc = c.loc;
     const DType f = DType::f64;
     mlir::Type f64 = b.getF64Type();
-    auto k = [&](double v) { return c.constant(f, v); };
-    auto add = [&](Value p, Value q) { return Value(b.create<arith::AddFOp>(loc, p, q)); };
-    auto sub = [&](Value p, Value q) { return Value(b.create<arith::SubFOp>(loc, p, q)); };
-    auto mul = [&](Value p, Value q) { return Value(b.create<arith::MulFOp>(loc, p, q)); };
-    auto div = [&](Value p, Value q) { return Value(b.create<arith::DivFOp>(loc, p, q)); };
-    auto abs = [&](Value p) { return Value(b.create<math::AbsFOp>(loc, p)); };
-    auto cmp = [&](arith::CmpFPredicate pred, Value p, Value q) {
-      return Value(b.create<arith::CmpFOp>(loc, pred, p, q));
-    };
-    auto sel = [&](Value p, Value t, Value f_) {
-      return Value(b.create<arith::SelectOp>(loc, p, t, f_));
-    };
-    auto both = [&](Value p, Value q) { return Value(b.create<arith::AndIOp>(loc, p, q)); };
-    auto wide = [&](Value v) { return d == f ? v : Value(b.create<arith::ExtFOp>(loc, f64, v)); };
-    using P = arith::CmpFPredicate;
-    const Value a0 = wide(xs[0]), x0 = wide(xs[1]);
+      using P = arith::CmpFPredicate;
+    const Value a0 = op.widen(xs[0], d), x0 = op.widen(xs[1], d);
     // Operands outside the domain run the loops on a = x = 1 (a few steps); the selects at the
     // end give their values.
-    const Value valid = both(both(cmp(P::OGT, a0, k(0)), cmp(P::OGT, x0, k(0))),
-                             cmp(P::ONE, x0, k(std::numeric_limits<double>::infinity())));
-    const Value a = sel(valid, a0, k(1)), x = sel(valid, x0, k(1));
+    const Value valid = op.both(op.both(op.cmp(P::OGT, a0, op.k(0)), op.cmp(P::OGT, x0, op.k(0))),
+                             op.cmp(P::ONE, x0, op.k(std::numeric_limits<double>::infinity())));
+    const Value a = op.sel(valid, a0, op.k(1)), x = op.sel(valid, x0, op.k(1));
     const Value log_x = b.create<math::LogOp>(loc, x);
-    const Value use_series = b.create<arith::OrIOp>(loc, cmp(P::OLE, x, k(1)), cmp(P::OLE, x, a));
+    const Value use_series = b.create<arith::OrIOp>(loc, op.cmp(P::OLE, x, op.k(1)), op.cmp(P::OLE, x, a));
     auto branch = b.create<mlir::scf::IfOp>(loc, mlir::TypeRange{f64, f64, f64}, use_series,
                                             /*withElseRegion=*/true);
     {
@@ -426,83 +419,83 @@ ElemFn lower_incomplete_gamma(IgammaPart part) {
       b.setInsertionPointToStart(&branch.getThenRegion().front());
       // n, ap, term, dterm, sum, dsum
       auto r = f64_while(
-          c, {k(0), a, k(1), k(0), k(1), k(0)},
+          c, {op.k(0), a, op.k(1), op.k(0), op.k(1), op.k(0)},
           [&](const std::vector<Value>& v) {
             Value more = b.create<arith::OrIOp>(
-                loc, cmp(P::OGT, abs(v[2]), mul(abs(v[4]), k(sp::kIgammaEpsilon))),
-                cmp(P::OGT, abs(v[3]), mul(abs(v[5]), k(sp::kIgammaEpsilon))));
-            return both(cmp(P::OLT, v[0], k(sp::kIgammaMaxIterations)), more);
+                loc, op.cmp(P::OGT, op.abs(v[2]), op.mul(op.abs(v[4]), op.k(sp::kIgammaEpsilon))),
+                op.cmp(P::OGT, op.abs(v[3]), op.mul(op.abs(v[5]), op.k(sp::kIgammaEpsilon))));
+            return op.both(op.cmp(P::OLT, v[0], op.k(sp::kIgammaMaxIterations)), more);
           },
           [&](const std::vector<Value>& v) -> std::vector<Value> {
-            Value ap = add(v[1], k(1));
-            Value ratio = div(x, ap);
-            Value dterm = mul(sub(v[3], div(v[2], ap)), ratio);
-            Value term = mul(v[2], ratio);
-            return {add(v[0], k(1)), ap, term, dterm, add(v[4], term), add(v[5], dterm)};
+            Value ap = op.add(v[1], op.k(1));
+            Value ratio = op.div(x, ap);
+            Value dterm = op.mul(op.sub(v[3], op.div(v[2], ap)), ratio);
+            Value term = op.mul(v[2], ratio);
+            return {op.add(v[0], op.k(1)), ap, term, dterm, op.add(v[4], term), op.add(v[5], dterm)};
           });
-      Value a1 = add(a, k(1));
+      Value a1 = op.add(a, op.k(1));
       Value prefactor = b.create<math::ExpOp>(
-          loc, sub(sub(mul(a, log_x), x), c.call_libm("lgamma", {a1})));
-      Value p = mul(prefactor, r[4]);
-      Value dp = add(mul(p, sub(log_x, lower_digamma(c, e, f, {a1}))), mul(prefactor, r[5]));
-      b.create<mlir::scf::YieldOp>(loc, mlir::ValueRange{p, sub(k(1), p), dp});
+          loc, op.sub(op.sub(op.mul(a, log_x), x), c.call_libm("lgamma", {a1})));
+      Value p = op.mul(prefactor, r[4]);
+      Value dp = op.add(op.mul(p, op.sub(log_x, lower_digamma(c, e, f, {a1}))), op.mul(prefactor, r[5]));
+      b.create<mlir::scf::YieldOp>(loc, mlir::ValueRange{p, op.sub(op.k(1), p), dp});
     }
     {
       mlir::OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&branch.getElseRegion().front());
-      const Value b0 = sub(add(x, k(1)), a);
-      const Value d0 = div(k(1), b0);
-      const Value dd0 = div(k(1), mul(b0, b0));  // d/da (1/b) with db = -1
-      const Value tiny = k(sp::kIgammaTiny);
+      const Value b0 = op.sub(op.add(x, op.k(1)), a);
+      const Value d0 = op.div(op.k(1), b0);
+      const Value dd0 = op.div(op.k(1), op.mul(b0, b0));  // d/da (1/b) with db = -1
+      const Value tiny = op.k(sp::kIgammaTiny);
       // i, b, c, dc, d, dd, h, dh, step, the last change of dh
       auto r = f64_while(
-          c, {k(1), b0, k(1 / sp::kIgammaTiny), k(0), d0, dd0, d0, dd0, k(0), k(1)},
+          c, {op.k(1), b0, op.k(1 / sp::kIgammaTiny), op.k(0), d0, dd0, d0, dd0, op.k(0), op.k(1)},
           [&](const std::vector<Value>& v) {
             Value more = b.create<arith::OrIOp>(
-                loc, cmp(P::OGE, abs(sub(v[8], k(1))), k(sp::kIgammaEpsilon)),
-                cmp(P::OGT, v[9], mul(abs(v[7]), k(sp::kIgammaEpsilon))));
-            return both(cmp(P::OLE, v[0], k(sp::kIgammaMaxIterations)), more);
+                loc, op.cmp(P::OGE, op.abs(op.sub(v[8], op.k(1))), op.k(sp::kIgammaEpsilon)),
+                op.cmp(P::OGT, v[9], op.mul(op.abs(v[7]), op.k(sp::kIgammaEpsilon))));
+            return op.both(op.cmp(P::OLE, v[0], op.k(sp::kIgammaMaxIterations)), more);
           },
           [&](const std::vector<Value>& v) -> std::vector<Value> {
             Value i = v[0];
-            Value an = mul(b.create<arith::NegFOp>(loc, i), sub(i, a)), dan = i;
-            Value bb = add(v[1], k(2)), db = k(-1);
-            Value nd = add(mul(an, v[4]), bb);
-            Value dnd = add(add(mul(dan, v[4]), mul(an, v[5])), db);
-            Value small_d = cmp(P::OLT, abs(nd), tiny);
-            nd = sel(small_d, tiny, nd);
-            dnd = sel(small_d, k(0), dnd);
-            Value nc = add(bb, div(an, v[2]));
-            Value dnc = add(db, div(sub(mul(dan, v[2]), mul(an, v[3])), mul(v[2], v[2])));
-            Value small_c = cmp(P::OLT, abs(nc), tiny);
-            nc = sel(small_c, tiny, nc);
-            dnc = sel(small_c, k(0), dnc);
-            Value dn = div(k(1), nd);
-            Value ddn = b.create<arith::NegFOp>(loc, div(dnd, mul(nd, nd)));
-            Value step = mul(dn, nc);
-            Value dstep = add(mul(ddn, nc), mul(dn, dnc));
-            Value dh = add(mul(v[7], step), mul(v[6], dstep));
-            return {add(i, k(1)), bb, nc, dnc, dn, ddn, mul(v[6], step), dh, step,
-                    abs(sub(dh, v[7]))};
+            Value an = op.mul(b.create<arith::NegFOp>(loc, i), op.sub(i, a)), dan = i;
+            Value bb = op.add(v[1], op.k(2)), db = op.k(-1);
+            Value nd = op.add(op.mul(an, v[4]), bb);
+            Value dnd = op.add(op.add(op.mul(dan, v[4]), op.mul(an, v[5])), db);
+            Value small_d = op.cmp(P::OLT, op.abs(nd), tiny);
+            nd = op.sel(small_d, tiny, nd);
+            dnd = op.sel(small_d, op.k(0), dnd);
+            Value nc = op.add(bb, op.div(an, v[2]));
+            Value dnc = op.add(db, op.div(op.sub(op.mul(dan, v[2]), op.mul(an, v[3])), op.mul(v[2], v[2])));
+            Value small_c = op.cmp(P::OLT, op.abs(nc), tiny);
+            nc = op.sel(small_c, tiny, nc);
+            dnc = op.sel(small_c, op.k(0), dnc);
+            Value dn = op.div(op.k(1), nd);
+            Value ddn = b.create<arith::NegFOp>(loc, op.div(dnd, op.mul(nd, nd)));
+            Value step = op.mul(dn, nc);
+            Value dstep = op.add(op.mul(ddn, nc), op.mul(dn, dnc));
+            Value dh = op.add(op.mul(v[7], step), op.mul(v[6], dstep));
+            return {op.add(i, op.k(1)), bb, nc, dnc, dn, ddn, op.mul(v[6], step), dh, step,
+                    op.abs(op.sub(dh, v[7]))};
           });
       Value prefactor = b.create<math::ExpOp>(
-          loc, sub(sub(mul(a, log_x), x), c.call_libm("lgamma", {a})));
-      Value q = mul(prefactor, r[6]);
-      Value dq = add(mul(q, sub(log_x, lower_digamma(c, e, f, {a}))), mul(prefactor, r[7]));
+          loc, op.sub(op.sub(op.mul(a, log_x), x), c.call_libm("lgamma", {a})));
+      Value q = op.mul(prefactor, r[6]);
+      Value dq = op.add(op.mul(q, op.sub(log_x, lower_digamma(c, e, f, {a}))), op.mul(prefactor, r[7]));
       b.create<mlir::scf::YieldOp>(
-          loc, mlir::ValueRange{sub(k(1), q), q, b.create<arith::NegFOp>(loc, dq)});
+          loc, mlir::ValueRange{op.sub(op.k(1), q), q, b.create<arith::NegFOp>(loc, dq)});
     }
     Value y = branch.getResult(static_cast<unsigned>(part));
     // The edges, as runtime/special_functions.cpp gives them.
     const double at_zero[] = {0, 1, 0}, at_inf[] = {1, 0, 0};
-    const Value nan = k(std::numeric_limits<double>::quiet_NaN());
-    y = sel(cmp(P::OEQ, x0, k(std::numeric_limits<double>::infinity())),
-            k(at_inf[static_cast<int>(part)]), y);
-    y = sel(cmp(P::OEQ, x0, k(0)), k(at_zero[static_cast<int>(part)]), y);
+    const Value nan = op.k(std::numeric_limits<double>::quiet_NaN());
+    y = op.sel(op.cmp(P::OEQ, x0, op.k(std::numeric_limits<double>::infinity())),
+            op.k(at_inf[static_cast<int>(part)]), y);
+    y = op.sel(op.cmp(P::OEQ, x0, op.k(0)), op.k(at_zero[static_cast<int>(part)]), y);
     // NaN for a NaN operand, x < 0 or a <= 0 (UGT/ULT are true on NaN).
-    Value bad = b.create<arith::OrIOp>(loc, cmp(P::ULT, x0, k(0)), cmp(P::ULE, a0, k(0)));
-    y = sel(bad, nan, y);
-    return d == f ? y : Value(b.create<arith::TruncFOp>(loc, b.getF32Type(), y));
+    Value bad = b.create<arith::OrIOp>(loc, op.cmp(P::ULT, x0, op.k(0)), op.cmp(P::ULE, a0, op.k(0)));
+    y = op.sel(bad, nan, y);
+    return op.narrow(y, d);
   };
 }
 }  // namespace
