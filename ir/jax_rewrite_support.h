@@ -85,11 +85,17 @@ inline IntList front_permutation(const ArrayType& x, const IntList& dims) {
   return perm;
 }
 
+// JAX's threefry draws on keys u32[batch..., 2] (jax_rewrites_prng.cpp): random_bits of
+// `width` bits and `shape` per key, and `shape` new keys per key.
+Atom prng_random_bits(Emit& e, const Atom& key, int64_t width, const IntList& shape);
+Atom prng_split(Emit& e, const Atom& key, const IntList& shape);
+
 // Each family of rewrites adds its entries to the table (jax_rewrites.cpp builds it).
 void add_gather_scatter_rewrites(std::vector<JaxRewrite>& table);
 void add_fold_rewrites(std::vector<JaxRewrite>& table);
 void add_prng_rewrites(std::vector<JaxRewrite>& table);
 void add_conv_rewrites(std::vector<JaxRewrite>& table);
 void add_collective_rewrites(std::vector<JaxRewrite>& table);
+void add_gamma_rewrites(std::vector<JaxRewrite>& table);
 
 }  // namespace refjit::text

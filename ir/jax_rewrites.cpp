@@ -322,6 +322,7 @@ std::vector<JaxRewrite> make_rewrites() {
   add_prng_rewrites(r);
   add_conv_rewrites(r);
   add_collective_rewrites(r);
+  add_gamma_rewrites(r);
   return r;
 }
 

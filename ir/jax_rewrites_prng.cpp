@@ -86,13 +86,13 @@ Atom broadcast_batch(Emit& e, const Atom& x, const Shape& batch, const Shape& re
   return e.broadcast(x, full, dims);
 }
 
-// The hash, under each key of operand 0, of the counters of `shape`: each element's
-// row-major index as a uint64 split into its high and low words (JAX's iota_2x32_shape).
-// Results have shape batch ++ shape. What random_bits and random_split draw from.
-std::pair<Atom, Atom> hashed_counters(RewriteArgs& a, Emit& e, std::string_view prim,
+// The hash, under each key of `key` (u32[batch..., 2]), of the counters of `shape`: each
+// element's row-major index as a uint64 split into its high and low words (JAX's
+// iota_2x32_shape). Results have shape batch ++ shape.
+std::pair<Atom, Atom> hashed_counters(Emit& e, std::string_view prim, const Atom& key,
                                       const IntList& shape) {
-  expect_operands(a, prim, 1);
-  Shape batch = key_batch_shape(a, prim, 0);
+  const Shape& ks = e.type(key).shape;
+  const Shape batch(ks.begin(), ks.end() - 1);
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   if (n > (int64_t{1} << 32))
@@ -102,47 +102,59 @@ std::pair<Atom, Atom> hashed_counters(RewriteArgs& a, Emit& e, std::string_view 
       e.op(Prim::iota, {},
            Params{{"dimension", int64_t{0}}, {"dtype", DType::u32}, {"shape", IntList{n}}}),
       s);
-  Atom k1 = key_word(e, a.ins[0], 0), k2 = key_word(e, a.ins[0], 1);
+  Atom k1 = key_word(e, key, 0), k2 = key_word(e, key, 1);
   if (!batch.empty()) {
     k1 = broadcast_batch(e, k1, batch, s);
     k2 = broadcast_batch(e, k2, batch, s);
-    lo = e.broadcast(lo, e.type(k1).shape, [&] {
-      IntList dims;
-      for (size_t d = 0; d < s.size(); ++d) dims.push_back(static_cast<int64_t>(batch.size() + d));
-      return dims;
-    }());
+    IntList dims;
+    for (size_t d = 0; d < s.size(); ++d) dims.push_back(static_cast<int64_t>(batch.size() + d));
+    lo = e.broadcast(lo, e.type(k1).shape, dims);
   }
   Atom hi = e.broadcast(u32(e, 0), e.type(lo).shape, {});
   return threefry2x32(e, k1, k2, hi, lo);
 }
 
-std::vector<Atom> random_bits(RewriteArgs& a) {
+}  // namespace
+
+Atom prng_random_bits(Emit& e, const Atom& key, int64_t width, const IntList& shape) {
   constexpr std::string_view prim = "random_bits";
-  int64_t width = a.params.get<int64_t>("bit_width");
-  const IntList& shape = a.params.get<IntList>("shape");
-  Emit e{a.b};
-  auto [b1, b2] = hashed_counters(a, e, prim, shape);
+  auto [b1, b2] = hashed_counters(e, prim, key, shape);
   auto convert = [&](Atom x, DType d) {
     return e.op(Prim::convert_element_type, {x}, Params{{"new_dtype", d}, {"weak_type", false}});
   };
   switch (width) {
-    case 32: return {e.op(Prim::xor_, {b1, b2})};
-    case 8: return {convert(e.op(Prim::xor_, {b1, b2}), DType::u8)};
-    case 16: return {convert(e.op(Prim::xor_, {b1, b2}), DType::u16)};
+    case 32: return e.op(Prim::xor_, {b1, b2});
+    case 8: return convert(e.op(Prim::xor_, {b1, b2}), DType::u8);
+    case 16: return convert(e.op(Prim::xor_, {b1, b2}), DType::u16);
     case 64: {
       Atom h = e.op(Prim::shift_left, {convert(b1, DType::u64), Literal::of_int(DType::u64, 32)});
-      return {e.op(Prim::or_, {h, convert(b2, DType::u64)})};
+      return e.op(Prim::or_, {h, convert(b2, DType::u64)});
     }
     default: fail(prim, fmt::format("bit_width={} is not 8, 16, 32 or 64", width));
   }
 }
 
+Atom prng_split(Emit& e, const Atom& key, const IntList& shape) {
+  auto [b1, b2] = hashed_counters(e, "random_split", key, shape);
+  return stack_words(e, b1, b2);
+}
+
+namespace {
+
+std::vector<Atom> random_bits(RewriteArgs& a) {
+  expect_operands(a, "random_bits", 1);
+  key_batch_shape(a, "random_bits", 0);
+  Emit e{a.b};
+  return {prng_random_bits(e, a.ins[0], a.params.get<int64_t>("bit_width"),
+                           a.params.get<IntList>("shape"))};
+}
+
 // random_split[shape] key: a new key per element, the hash of its counter (JAX's fold-like split).
 std::vector<Atom> random_split(RewriteArgs& a) {
-  const IntList& shape = a.params.get<IntList>("shape");
+  expect_operands(a, "random_split", 1);
+  key_batch_shape(a, "random_split", 0);
   Emit e{a.b};
-  auto [b1, b2] = hashed_counters(a, e, "random_split", shape);
-  return {stack_words(e, b1, b2)};
+  return {prng_split(e, a.ins[0], a.params.get<IntList>("shape"))};
 }
 
 // The high and low 32-bit words of integer seeds (JAX's threefry_seed), each of the seeds'

@@ -666,6 +666,21 @@ def incomplete_gamma(a, x):
             + jnp.sum(gamma.cdf(x, a)))
 
 
+@program(_KEY, f32(5, lo=0.2, hi=4.0), tol=1e-4)
+def random_gamma_samples(key, a):
+    # Marsaglia-Tsang rejection sampling (nested while loops on threefry draws); the gradient
+    # in a is the implicit one (JAX's random_gamma_grad).
+    g = jax.random.gamma(jax.random.wrap_key_data(key), a)
+    return jnp.sum(g * jnp.arange(1.0, 6.0))
+
+
+@program(_KEY, f32(3, lo=0.5, hi=3.0), grad=False, tol=1e-4)
+def random_beta_dirichlet_loggamma(key, a):
+    k1, k2 = jax.random.split(jax.random.wrap_key_data(key))
+    return (jax.random.beta(k1, a, a + 1), jax.random.dirichlet(k2, a),
+            jax.random.loggamma(k1, a * 0.1))
+
+
 # --- writing ---------------------------------------------------------------------------------
 
 
