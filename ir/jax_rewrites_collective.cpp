@@ -47,8 +47,9 @@ std::vector<std::string> axis_names(std::string_view prim, std::string_view text
 void expect_no_groups(const RewriteArgs& a, std::string_view prim) {
   const ParamValue* g = a.params.find("axis_index_groups");
   if (g && std::get<std::string>(*g) != "None")
-    fail(prim, "axis_index_groups is not supported; split the communicator instead "
-               "(refjit::distributed::Communicator::split)");
+    fail(prim,
+         "axis_index_groups is not supported; split the communicator instead "
+         "(refjit::distributed::Communicator::split)");
 }
 
 // psum[axes] x y ...: each operand summed over every named axis in turn.
@@ -58,8 +59,7 @@ std::vector<Atom> psum(RewriteArgs& a) {
   Emit e{a.b};
   std::vector<Atom> outs;
   for (Atom x : a.ins) {
-    for (const std::string& axis : axes)
-      x = e.op(Prim::psum, {x}, Params{{"axis_name", axis}});
+    for (const std::string& axis : axes) x = e.op(Prim::psum, {x}, Params{{"axis_name", axis}});
     outs.push_back(x);
   }
   return outs;
@@ -104,8 +104,7 @@ std::vector<Atom> all_gather(RewriteArgs& a) {
 }  // namespace
 
 void add_collective_rewrites(std::vector<JaxRewrite>& table) {
-  table.push_back(
-      {"psum", {{"axes", K::raw_text}, {"axis_index_groups", K::raw_text}}, {}, psum});
+  table.push_back({"psum", {{"axes", K::raw_text}, {"axis_index_groups", K::raw_text}}, {}, psum});
   table.push_back({"all_gather",
                    {{"all_gather_dimension", K::integer},
                     {"axis_name", K::raw_text},

@@ -53,13 +53,14 @@ Atom uniform(Emit& e, const Atom& key, DType d, const Atom& lo, const Atom& hi) 
   const bool f64 = d == DType::f64;
   const DType bits_type = f64 ? DType::u64 : DType::u32;
   Atom bits = prng_random_bits(e, key, f64 ? 64 : 32, {});
-  Atom mantissa = e.op(Prim::shift_right_logical,
-                       {bits, Literal::of_int(bits_type, f64 ? 64 - 52 : 32 - 23)});
+  Atom mantissa =
+      e.op(Prim::shift_right_logical, {bits, Literal::of_int(bits_type, f64 ? 64 - 52 : 32 - 23)});
   Atom one_bits = f64 ? Literal::of_int(bits_type, static_cast<int64_t>(0x3ff0000000000000))
                       : Literal::of_int(bits_type, 0x3f800000);
-  Atom floats = e.op(Prim::sub, {e.op(Prim::bitcast_convert_type, {e.op(Prim::or_, {mantissa, one_bits})},
-                                      Params{{"new_dtype", d}}),
-                                 Literal::of(d, 1.0)});
+  Atom floats =
+      e.op(Prim::sub, {e.op(Prim::bitcast_convert_type, {e.op(Prim::or_, {mantissa, one_bits})},
+                            Params{{"new_dtype", d}}),
+                       Literal::of(d, 1.0)});
   Atom scaled = e.op(Prim::add, {e.op(Prim::mul, {floats, e.op(Prim::sub, {hi, lo})}), lo});
   return e.op(Prim::max, {lo, scaled});
 }
@@ -75,12 +76,12 @@ Atom normal(Emit& e, const Atom& key, const Consts& k) {
 }
 
 // A while eqn whose jaxprs `cond` and `body` take `consts` first, then the carries.
-std::vector<Atom> while_loop(Emit& e, const std::vector<Atom>& cond_consts,
-                             const std::vector<Atom>& body_consts, const std::vector<Atom>& init,
-                             const std::function<Atom(Emit&, const std::vector<Atom>&,
-                                                      const std::vector<Atom>&)>& cond,
-                             const std::function<std::vector<Atom>(
-                                 Emit&, const std::vector<Atom>&, const std::vector<Atom>&)>& body) {
+std::vector<Atom> while_loop(
+    Emit& e, const std::vector<Atom>& cond_consts, const std::vector<Atom>& body_consts,
+    const std::vector<Atom>& init,
+    const std::function<Atom(Emit&, const std::vector<Atom>&, const std::vector<Atom>&)>& cond,
+    const std::function<std::vector<Atom>(Emit&, const std::vector<Atom>&,
+                                          const std::vector<Atom>&)>& body) {
   auto build = [&](const std::vector<Atom>& consts, auto&& fill) {
     JaxprBuilder b;
     std::vector<Atom> cs, carries;
@@ -122,14 +123,16 @@ Atom gamma_one(Emit& e, const Atom& key, const Atom& alpha, bool log_space) {
       e, {d}, {c}, {key_at(e, keys, 0), k.zero, k.one, k.two},
       [&](Emit& b, const std::vector<Atom>& cs, const std::vector<Atom>& v) {
         Atom x = v[1], cube = v[2], u = v[3];
-        Atom squeeze = b.op(Prim::ge, {u, b.op(Prim::sub, {k.one, b.op(Prim::mul, {Literal::of(k.d, 0.0331), b.op(Prim::mul, {x, x})})})});
-        Atom log_test = b.op(
-            Prim::ge,
-            {b.op(Prim::log, {u}),
-             b.op(Prim::add,
-                  {b.op(Prim::mul, {x, k.half}),
-                   b.op(Prim::mul, {cs[0], b.op(Prim::add, {b.op(Prim::sub, {k.one, cube}),
-                                                            b.op(Prim::log, {cube})})})})});
+        Atom squeeze = b.op(
+            Prim::ge, {u, b.op(Prim::sub, {k.one, b.op(Prim::mul, {Literal::of(k.d, 0.0331),
+                                                                   b.op(Prim::mul, {x, x})})})});
+        Atom log_test =
+            b.op(Prim::ge,
+                 {b.op(Prim::log, {u}),
+                  b.op(Prim::add,
+                       {b.op(Prim::mul, {x, k.half}),
+                        b.op(Prim::mul, {cs[0], b.op(Prim::add, {b.op(Prim::sub, {k.one, cube}),
+                                                                 b.op(Prim::log, {cube})})})})});
         return b.op(Prim::and_, {squeeze, log_test});
       },
       [&](Emit& b, const std::vector<Atom>& cs, const std::vector<Atom>& v) {
@@ -159,12 +162,11 @@ Atom gamma_one(Emit& e, const Atom& key, const Atom& alpha, bool log_space) {
     Atom no_boost = e.op(Prim::or_, {boost_mask, e.op(Prim::eq, {log_u, k.zero})});
     Atom log_boost =
         e.op(Prim::select_n, {no_boost, e.op(Prim::mul, {log_u, inverse_alpha}), k.zero});
-    return e.op(Prim::add, {e.op(Prim::add, {e.op(Prim::log, {d}), e.op(Prim::log, {cube})}),
-                            log_boost});
+    return e.op(Prim::add,
+                {e.op(Prim::add, {e.op(Prim::log, {d}), e.op(Prim::log, {cube})}), log_boost});
   }
   Atom u = e.op(Prim::sub, {k.one, uniform(e, subkey, k.d, k.zero, k.one)});
-  Atom boost = e.op(Prim::select_n,
-                    {boost_mask, e.op(Prim::pow, {u, inverse_alpha}), k.one});
+  Atom boost = e.op(Prim::select_n, {boost_mask, e.op(Prim::pow, {u, inverse_alpha}), k.one});
   return e.op(Prim::mul, {e.op(Prim::mul, {d, cube}), boost});
 }
 
@@ -172,12 +174,13 @@ Atom gamma_one(Emit& e, const Atom& key, const Atom& alpha, bool log_space) {
 Atom gamma_slope(Emit& e, const Atom& alpha, const Atom& x) {
   const DType d = e.type(x).dtype;
   Atom log_density = e.op(
-      Prim::sub,
-      {e.op(Prim::add, {e.op(Prim::neg, {x}), e.op(Prim::mul, {e.op(Prim::sub, {alpha, Literal::of(d, 1.0)}),
-                                                              e.op(Prim::log, {x})})}),
-       e.op(Prim::lgamma, {alpha})});
-  Atom slope = e.op(Prim::neg, {e.op(Prim::div, {e.op(Prim::igamma_grad_a, {alpha, x}),
-                                                 e.op(Prim::exp, {log_density})})});
+      Prim::sub, {e.op(Prim::add, {e.op(Prim::neg, {x}),
+                                   e.op(Prim::mul, {e.op(Prim::sub, {alpha, Literal::of(d, 1.0)}),
+                                                    e.op(Prim::log, {x})})}),
+                  e.op(Prim::lgamma, {alpha})});
+  Atom slope = e.op(
+      Prim::neg,
+      {e.op(Prim::div, {e.op(Prim::igamma_grad_a, {alpha, x}), e.op(Prim::exp, {log_density})})});
   Atom finite = e.op(Prim::is_finite, {slope});
   return e.op(Prim::select_n,
               {finite, e.broadcast(Literal::of(d, 0.0), e.type(slope).shape, {}), slope});
@@ -191,11 +194,10 @@ std::vector<Atom> random_gamma(RewriteArgs& a) {
   if (kt.dtype != DType::u32 || kt.shape.empty() || kt.shape.back() != 2)
     fail(prim, fmt::format("operand 0 has type {}; expected threefry keys", kt.str()));
   if (at.dtype != DType::f32 && at.dtype != DType::f64)
-    fail(prim, fmt::format("alpha has type {}; refjit samples float32 and float64 gammas",
-                           at.str()));
+    fail(prim,
+         fmt::format("alpha has type {}; refjit samples float32 and float64 gammas", at.str()));
   const int64_t key_rank = kt.rank() - 1;
-  if (key_rank > at.rank() ||
-      !std::equal(kt.shape.begin(), kt.shape.end() - 1, at.shape.begin()))
+  if (key_rank > at.rank() || !std::equal(kt.shape.begin(), kt.shape.end() - 1, at.shape.begin()))
     fail(prim, fmt::format("keys {} do not lead alpha's shape {}", kt.str(), at.str()));
   const bool log_space = a.params.get_or<bool>("log_space", false);
   int64_t n_keys = 1, per_key = 1;
@@ -223,16 +225,16 @@ std::vector<Atom> random_gamma(RewriteArgs& a) {
            {"linear", NoneParam{}},
            {"unroll", int64_t{1}},
            {"_split_transpose", false}};
-  Atom samples = e.reshape(Atom(e.b.add_eqn(Prim::scan, {keys, alphas}, std::move(p))[0]),
-                           at.shape);
+  Atom samples =
+      e.reshape(Atom(e.b.add_eqn(Prim::scan, {keys, alphas}, std::move(p))[0]), at.shape);
 
   // The implicit derivative, attached through a term whose value is zero.
   Atom x = samples;
   if (log_space) {
-    Atom tiny = e.broadcast(Literal::of(at.dtype, at.dtype == DType::f64
-                                                      ? std::numeric_limits<double>::min()
-                                                      : std::numeric_limits<float>::min()),
-                            at.shape, {});
+    Atom tiny = e.broadcast(
+        Literal::of(at.dtype, at.dtype == DType::f64 ? std::numeric_limits<double>::min()
+                                                     : std::numeric_limits<float>::min()),
+        at.shape, {});
     Atom ex = e.op(Prim::exp, {samples});
     x = e.op(Prim::select_n, {e.op(Prim::eq, {ex, Literal::of(at.dtype, 0.0)}), ex, tiny});
   }

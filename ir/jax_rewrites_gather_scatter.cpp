@@ -333,9 +333,9 @@ struct WindowedIndices {
 };
 
 // `sizes[k]`: the window along operand dim k (1 where none).
-WindowedIndices window_to_batch(Emit& e, std::string_view prim, const ArrayType& x,
-                                const Atom& idx, const IntList& index_map, const IntList& sizes,
-                                bool clamp, bool want_ok) {
+WindowedIndices window_to_batch(Emit& e, std::string_view prim, const ArrayType& x, const Atom& idx,
+                                const IntList& index_map, const IntList& sizes, bool clamp,
+                                bool want_ok) {
   const ArrayType it = e.type(idx);
   if (!is_int(it.dtype))
     fail(prim, fmt::format("indices have type {}; expected integers", it.str()));
@@ -350,8 +350,8 @@ WindowedIndices window_to_batch(Emit& e, std::string_view prim, const ArrayType&
   for (int64_t k : index_map)
     if (sizes[k] > 1) {
       if (sizes[k] > x.shape[k])
-        fail(prim, fmt::format("a window of {} along dim {} is longer than the dim ({})",
-                               sizes[k], k, x.shape[k]));
+        fail(prim, fmt::format("a window of {} along dim {} is longer than the dim ({})", sizes[k],
+                               k, x.shape[k]));
       w.dims.push_back(k);
       full.push_back(sizes[k]);
     }
@@ -368,7 +368,8 @@ WindowedIndices window_to_batch(Emit& e, std::string_view prim, const ArrayType&
     Atom col = e.reshape(e.slice(idx, start, limit), batch);
     if (sizes[k] > 1) {
       Atom last = e.scalar(d, static_cast<double>(x.shape[k] - sizes[k]));  // the last start
-      Atom fits = e.op(Prim::and_, {e.op(Prim::ge, {col, e.scalar(d, 0)}), e.op(Prim::le, {col, last})});
+      Atom fits =
+          e.op(Prim::and_, {e.op(Prim::ge, {col, e.scalar(d, 0)}), e.op(Prim::le, {col, last})});
       if (want_ok) oks.push_back(fits);
       if (clamp) {
         col = e.op(Prim::min, {e.op(Prim::max, {col, e.scalar(d, 0)}), last});
@@ -419,15 +420,15 @@ std::vector<Atom> gather(RewriteArgs& a) {
   for (int64_t k = 0; k < x.rank(); ++k)
     if (!contains(index_map, k) && !contains(operand_batching, k) && sizes[k] != x.shape[k]) {
       if (sizes[k] < 0 || sizes[k] > x.shape[k])
-        fail(prim, fmt::format("slice size {} along dim {} does not fit the dim ({})", sizes[k],
-                               k, x.shape[k]));
+        fail(prim, fmt::format("slice size {} along dim {} does not fit the dim ({})", sizes[k], k,
+                               x.shape[k]));
       limit[k] = sizes[k];  // a dim no index moves: its window starts at 0
       partial = true;
     }
   if (partial) xs = e.slice(xs, start, limit);
   const ArrayType xt = e.type(xs);
-  WindowedIndices w = window_to_batch(e, prim, xt, a.ins[1], index_map, sizes, true,
-                                      mode == Mode::fill_or_drop);
+  WindowedIndices w =
+      window_to_batch(e, prim, xt, a.ins[1], index_map, sizes, true, mode == Mode::fill_or_drop);
   const int64_t nb = e.type(a.ins[1]).rank() - 1;
   const int64_t nw = static_cast<int64_t>(w.dims.size());
   IntList kept;  // operand dims that stay whole, in order
@@ -435,7 +436,8 @@ std::vector<Atom> gather(RewriteArgs& a) {
     if (!contains(collapsed, k) && !contains(operand_batching, k) && !contains(w.dims, k))
       kept.push_back(k);
   IntList inner_offsets;
-  for (size_t r = 0; r < kept.size(); ++r) inner_offsets.push_back(nb + nw + static_cast<int64_t>(r));
+  for (size_t r = 0; r < kept.size(); ++r)
+    inner_offsets.push_back(nb + nw + static_cast<int64_t>(r));
   IntList inner_collapsed = collapsed;
   inner_collapsed.insert(inner_collapsed.end(), w.dims.begin(), w.dims.end());
   IntList inner_sizes = sizes;
@@ -523,7 +525,6 @@ std::vector<Atom> scatter_like(RewriteArgs& a, std::string_view prim, Prim refji
   RewriteArgs inner{a.b, {a.ins[0], w.idx, e.transpose(a.ins[2], uperm)}, p, a.out_types};
   return scatter_whole(inner, prim, refjit_prim);
 }
-
 
 const std::vector<std::string_view> kGatherIgnored = {"indices_are_sorted", "unique_indices"};
 const std::vector<std::string_view> kScatterIgnored = {"indices_are_sorted", "update_consts",

@@ -270,9 +270,9 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
             }
             if (a.tangents[1]) {
               DType d = c.p.array_type_of(x).dtype;
-              Atom log_density = c.p.sub(
-                  c.p.add(c.p.neg(x), c.p.mul(c.p.sub(s, c.p.scalar(d, 1.0)), c.p.unary(Prim::log, x))),
-                  c.p.unary(Prim::lgamma, s));
+              Atom log_density = c.p.sub(c.p.add(c.p.neg(x), c.p.mul(c.p.sub(s, c.p.scalar(d, 1.0)),
+                                                                     c.p.unary(Prim::log, x))),
+                                         c.p.unary(Prim::lgamma, s));
               Atom slope = c.p.unary(Prim::exp, log_density);
               if (upper) slope = c.p.neg(slope);
               r = add_tangents(c.t, r, c.t.mul(to_out_shape(c.t, *a.tangents[1], a), slope));

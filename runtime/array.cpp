@@ -170,9 +170,10 @@ Array Array::reshaped(Shape shape) const {
 }
 
 Array Array::bitcast(DType to) const {
-  if (refjit::byte_size(to) != refjit::byte_size(type_.dtype) || to == DType::bool_ || dtype() == DType::bool_)
-    throw TypeError(fmt::format("cannot read {} as {}: the widths differ", type_.str(),
-                                short_name(to)));
+  if (refjit::byte_size(to) != refjit::byte_size(type_.dtype) || to == DType::bool_ ||
+      dtype() == DType::bool_)
+    throw TypeError(
+        fmt::format("cannot read {} as {}: the widths differ", type_.str(), short_name(to)));
   Array a = *this;
   a.type_.dtype = to;
   return a;

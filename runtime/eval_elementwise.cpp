@@ -316,7 +316,6 @@ double erf_inv(double x) {
   return std::copysign(y, x);
 }
 
-
 REFJIT_FLOAT_UNARY(Lgamma, static_cast<T>(std::lgamma(x)))
 REFJIT_FLOAT_UNARY(Digamma, static_cast<T>(special::digamma(static_cast<double>(x))))
 REFJIT_FLOAT_UNARY(ErfInv, static_cast<T>(erf_inv(static_cast<double>(x))))
@@ -435,13 +434,16 @@ REFJIT_BINARY(Rem, kIsNumber<T>, kNumbers, false, {
   }
 })
 REFJIT_BINARY(Nextafter, kIsFloat<T>, kFloats, false, { return std::nextafter(a, b); })
-REFJIT_BINARY(Polygamma, kIsFloat<T>, kFloats, false,
-              { return static_cast<T>(special::polygamma(static_cast<double>(a), static_cast<double>(b))); })
+REFJIT_BINARY(Polygamma, kIsFloat<T>, kFloats, false, {
+  return static_cast<T>(special::polygamma(static_cast<double>(a), static_cast<double>(b)));
+})
 REFJIT_BINARY(Igamma, kIsFloat<T>, kFloats, false, {
-  return static_cast<T>(special::incomplete_gamma(static_cast<double>(a), static_cast<double>(b)).p);
+  return static_cast<T>(
+      special::incomplete_gamma(static_cast<double>(a), static_cast<double>(b)).p);
 })
 REFJIT_BINARY(Igammac, kIsFloat<T>, kFloats, false, {
-  return static_cast<T>(special::incomplete_gamma(static_cast<double>(a), static_cast<double>(b)).q);
+  return static_cast<T>(
+      special::incomplete_gamma(static_cast<double>(a), static_cast<double>(b)).q);
 })
 REFJIT_BINARY(IgammaGradA, kIsFloat<T>, kFloats, false, {
   return static_cast<T>(

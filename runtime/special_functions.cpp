@@ -15,8 +15,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // x < 0.5, the recurrence psi(x) = psi(x+1) - 1/x up to 6, then the asymptotic series. Poles
 // (0, -1, -2, ...) give NaN, as in JAX.
 double digamma(double x) {
-  if (std::isnan(x) || (x <= 0 && std::floor(x) == x))
-    return kNaN;
+  if (std::isnan(x) || (x <= 0 && std::floor(x) == x)) return kNaN;
   double r = 0;
   if (x < 0.5) {
     r = -std::numbers::pi / std::tan(std::numbers::pi * x);
@@ -37,8 +36,7 @@ double digamma(double x) {
 // be a non-negative integer (else NaN); m = 0 is digamma. At the poles 0, -1, ...: +inf for
 // odd m, NaN for even m (JAX's values); x below -1e4 gives NaN rather than 1e4+ terms.
 double polygamma(double m, double x) {
-  if (std::isnan(m) || std::isnan(x) || m < 0 || std::floor(m) != m)
-    return kNaN;
+  if (std::isnan(m) || std::isnan(x) || m < 0 || std::floor(m) != m) return kNaN;
   if (m == 0) return digamma(x);
   const bool odd = std::fmod(m, 2.0) == 1.0;
   if (x <= 0 && std::floor(x) == x)
@@ -111,8 +109,7 @@ IncompleteGamma incomplete_gamma(double a, double x) {
     h *= step;
     // Both converged: where a = 1, 2, ... the fraction's value stops early (a term is 0) but
     // its derivative does not.
-    if (std::fabs(step - 1) < kIgammaEpsilon && dh_change <= std::fabs(dh) * kIgammaEpsilon)
-      break;
+    if (std::fabs(step - 1) < kIgammaEpsilon && dh_change <= std::fabs(dh) * kIgammaEpsilon) break;
   }
   const double prefactor = std::exp(a * log_x - x - std::lgamma(a));
   const double q = prefactor * h;

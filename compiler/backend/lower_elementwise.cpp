@@ -298,8 +298,10 @@ Value lower_digamma(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& 
   Value series = op.mul(
       z,
       op.sub(op.k(1.0 / 12),
-          op.mul(z, op.sub(op.k(1.0 / 120),
-                     op.mul(z, op.sub(op.k(1.0 / 252), op.mul(z, op.sub(op.k(1.0 / 240), op.mul(z, op.k(1.0 / 132))))))))));
+             op.mul(z, op.sub(op.k(1.0 / 120),
+                              op.mul(z, op.sub(op.k(1.0 / 252),
+                                               op.mul(z, op.sub(op.k(1.0 / 240),
+                                                                op.mul(z, op.k(1.0 / 132))))))))));
   Value y = op.sub(op.sub(op.add(r, b.create<math::LogOp>(loc, x)), op.div(op.k(0.5), x)), series);
   Value pole = b.create<arith::AndIOp>(
       loc, b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLE, x0, op.k(0)),
@@ -334,7 +336,8 @@ Value lower_polygamma(LowerCtx& c, const Eqn& e, DType d, const std::vector<Valu
     b.create<mlir::scf::ConditionOp>(loc, go, before->getArguments());
     mlir::Block* after = b.createBlock(&loop.getAfter(), {}, {f64, f64}, {loc, loc});
     Value ax = after->getArgument(0), acc = after->getArgument(1);
-    b.create<mlir::scf::YieldOp>(loc, mlir::ValueRange{op.add(ax, op.k(1)), op.add(acc, op.pow(ax, minus_s))});
+    b.create<mlir::scf::YieldOp>(
+        loc, mlir::ValueRange{op.add(ax, op.k(1)), op.add(acc, op.pow(ax, minus_s))});
     x = loop.getResult(0);
     zeta = loop.getResult(1);
   }
@@ -343,7 +346,8 @@ Value lower_polygamma(LowerCtx& c, const Eqn& e, DType d, const std::vector<Valu
                                                        1.0 / 30240,      -1.0 / 1209600,
                                                        1.0 / 47900160,   -691.0 / 1307674368000,
                                                        1.0 / 74724249600};
-  zeta = op.add(zeta, op.div(op.pow(x, b.create<arith::SubFOp>(loc, op.k(1), s)), op.add(s, op.k(-1))));
+  zeta = op.add(zeta,
+                op.div(op.pow(x, b.create<arith::SubFOp>(loc, op.k(1), s)), op.add(s, op.k(-1))));
   zeta = op.add(zeta, op.mul(op.k(0.5), op.pow(x, minus_s)));
   Value rising = s, power = op.pow(x, op.add(minus_s, op.k(-1)));
   const Value x2 = op.mul(x, x);
@@ -357,25 +361,25 @@ Value lower_polygamma(LowerCtx& c, const Eqn& e, DType d, const std::vector<Valu
   const Value odd = op.cmp(arith::CmpFPredicate::ONE, b.create<math::FloorOp>(loc, half), half);
   Value y = op.mul(op.sel(odd, op.k(1), op.k(-1)), op.mul(factorial, zeta));
   const Value nan = op.k(std::numeric_limits<double>::quiet_NaN());
-  const Value pole =
-      b.create<arith::AndIOp>(loc, op.cmp(arith::CmpFPredicate::OLE, x0, op.k(0)),
-                              op.cmp(arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, x0), x0));
+  const Value pole = b.create<arith::AndIOp>(
+      loc, op.cmp(arith::CmpFPredicate::OLE, x0, op.k(0)),
+      op.cmp(arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, x0), x0));
   y = op.sel(op.cmp(arith::CmpFPredicate::OLT, x0, op.k(-1e4)), nan, y);
   y = op.sel(pole, op.sel(odd, op.k(std::numeric_limits<double>::infinity()), nan), y);
   y = op.sel(op.cmp(arith::CmpFPredicate::OEQ, m, op.k(0)), lower_digamma(c, e, f, {x0}), y);
-  const Value integral =
-      b.create<arith::AndIOp>(loc, op.cmp(arith::CmpFPredicate::OGE, m, op.k(0)),
-                              op.cmp(arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, m), m));
+  const Value integral = b.create<arith::AndIOp>(
+      loc, op.cmp(arith::CmpFPredicate::OGE, m, op.k(0)),
+      op.cmp(arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, m), m));
   y = op.sel(integral, y, nan);  // also NaN for a NaN m
   return op.narrow(y, d);
 }
 
-
 // A scf.while over f64 values: `go` reads the carried values before each step, `step` makes
 // the next ones.
-std::vector<Value> f64_while(LowerCtx& c, const std::vector<Value>& init,
-                             const std::function<Value(const std::vector<Value>&)>& go,
-                             const std::function<std::vector<Value>(const std::vector<Value>&)>& step) {
+std::vector<Value> f64_while(
+    LowerCtx& c, const std::vector<Value>& init,
+    const std::function<Value(const std::vector<Value>&)>& go,
+    const std::function<std::vector<Value>(const std::vector<Value>&)>& step) {
   auto& b = c.b;
   auto loc = c.loc;
   std::vector<mlir::Type> types(init.size(), b.getF64Type());
@@ -397,21 +401,22 @@ std::vector<Value> f64_while(LowerCtx& c, const std::vector<Value>& init,
 enum class IgammaPart { p, q, dp_da };
 ElemFn lower_incomplete_gamma(IgammaPart part) {
   return [part](LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& xs) -> Value {
-  F64Ops op{c};
+    F64Ops op{c};
     namespace sp = special;
     auto& b = c.b;
     auto loc = c.loc;
     const DType f = DType::f64;
     mlir::Type f64 = b.getF64Type();
-      using P = arith::CmpFPredicate;
+    using P = arith::CmpFPredicate;
     const Value a0 = op.widen(xs[0], d), x0 = op.widen(xs[1], d);
     // Operands outside the domain run the loops on a = x = 1 (a few steps); the selects at the
     // end give their values.
     const Value valid = op.both(op.both(op.cmp(P::OGT, a0, op.k(0)), op.cmp(P::OGT, x0, op.k(0))),
-                             op.cmp(P::ONE, x0, op.k(std::numeric_limits<double>::infinity())));
+                                op.cmp(P::ONE, x0, op.k(std::numeric_limits<double>::infinity())));
     const Value a = op.sel(valid, a0, op.k(1)), x = op.sel(valid, x0, op.k(1));
     const Value log_x = b.create<math::LogOp>(loc, x);
-    const Value use_series = b.create<arith::OrIOp>(loc, op.cmp(P::OLE, x, op.k(1)), op.cmp(P::OLE, x, a));
+    const Value use_series =
+        b.create<arith::OrIOp>(loc, op.cmp(P::OLE, x, op.k(1)), op.cmp(P::OLE, x, a));
     auto branch = b.create<mlir::scf::IfOp>(loc, mlir::TypeRange{f64, f64, f64}, use_series,
                                             /*withElseRegion=*/true);
     {
@@ -431,13 +436,15 @@ ElemFn lower_incomplete_gamma(IgammaPart part) {
             Value ratio = op.div(x, ap);
             Value dterm = op.mul(op.sub(v[3], op.div(v[2], ap)), ratio);
             Value term = op.mul(v[2], ratio);
-            return {op.add(v[0], op.k(1)), ap, term, dterm, op.add(v[4], term), op.add(v[5], dterm)};
+            return {op.add(v[0], op.k(1)), ap, term, dterm, op.add(v[4], term),
+                    op.add(v[5], dterm)};
           });
       Value a1 = op.add(a, op.k(1));
       Value prefactor = b.create<math::ExpOp>(
           loc, op.sub(op.sub(op.mul(a, log_x), x), c.call_libm("lgamma", {a1})));
       Value p = op.mul(prefactor, r[4]);
-      Value dp = op.add(op.mul(p, op.sub(log_x, lower_digamma(c, e, f, {a1}))), op.mul(prefactor, r[5]));
+      Value dp =
+          op.add(op.mul(p, op.sub(log_x, lower_digamma(c, e, f, {a1}))), op.mul(prefactor, r[5]));
       b.create<mlir::scf::YieldOp>(loc, mlir::ValueRange{p, op.sub(op.k(1), p), dp});
     }
     {
@@ -466,7 +473,8 @@ ElemFn lower_incomplete_gamma(IgammaPart part) {
             nd = op.sel(small_d, tiny, nd);
             dnd = op.sel(small_d, op.k(0), dnd);
             Value nc = op.add(bb, op.div(an, v[2]));
-            Value dnc = op.add(db, op.div(op.sub(op.mul(dan, v[2]), op.mul(an, v[3])), op.mul(v[2], v[2])));
+            Value dnc =
+                op.add(db, op.div(op.sub(op.mul(dan, v[2]), op.mul(an, v[3])), op.mul(v[2], v[2])));
             Value small_c = op.cmp(P::OLT, op.abs(nc), tiny);
             nc = op.sel(small_c, tiny, nc);
             dnc = op.sel(small_c, op.k(0), dnc);
@@ -475,13 +483,14 @@ ElemFn lower_incomplete_gamma(IgammaPart part) {
             Value step = op.mul(dn, nc);
             Value dstep = op.add(op.mul(ddn, nc), op.mul(dn, dnc));
             Value dh = op.add(op.mul(v[7], step), op.mul(v[6], dstep));
-            return {op.add(i, op.k(1)), bb, nc, dnc, dn, ddn, op.mul(v[6], step), dh, step,
+            return {op.add(i, op.k(1)),      bb, nc, dnc, dn, ddn, op.mul(v[6], step), dh, step,
                     op.abs(op.sub(dh, v[7]))};
           });
       Value prefactor = b.create<math::ExpOp>(
           loc, op.sub(op.sub(op.mul(a, log_x), x), c.call_libm("lgamma", {a})));
       Value q = op.mul(prefactor, r[6]);
-      Value dq = op.add(op.mul(q, op.sub(log_x, lower_digamma(c, e, f, {a}))), op.mul(prefactor, r[7]));
+      Value dq =
+          op.add(op.mul(q, op.sub(log_x, lower_digamma(c, e, f, {a}))), op.mul(prefactor, r[7]));
       b.create<mlir::scf::YieldOp>(
           loc, mlir::ValueRange{op.sub(op.k(1), q), q, b.create<arith::NegFOp>(loc, dq)});
     }
@@ -490,10 +499,11 @@ ElemFn lower_incomplete_gamma(IgammaPart part) {
     const double at_zero[] = {0, 1, 0}, at_inf[] = {1, 0, 0};
     const Value nan = op.k(std::numeric_limits<double>::quiet_NaN());
     y = op.sel(op.cmp(P::OEQ, x0, op.k(std::numeric_limits<double>::infinity())),
-            op.k(at_inf[static_cast<int>(part)]), y);
+               op.k(at_inf[static_cast<int>(part)]), y);
     y = op.sel(op.cmp(P::OEQ, x0, op.k(0)), op.k(at_zero[static_cast<int>(part)]), y);
     // NaN for a NaN operand, x < 0 or a <= 0 (UGT/ULT are true on NaN).
-    Value bad = b.create<arith::OrIOp>(loc, op.cmp(P::ULT, x0, op.k(0)), op.cmp(P::ULE, a0, op.k(0)));
+    Value bad =
+        b.create<arith::OrIOp>(loc, op.cmp(P::ULT, x0, op.k(0)), op.cmp(P::ULE, a0, op.k(0)));
     y = op.sel(bad, nan, y);
     return op.narrow(y, d);
   };
@@ -521,8 +531,12 @@ Value convert_element(LowerCtx& c, Value x, DType from, DType to) {
   if (from == to) return x;
   // The 16-bit floats go through f32, where every conversion from or to them is exact or
   // rounds once.
-  if (is_half_float(from)) return convert_element(c, c.b.create<arith::ExtFOp>(c.loc, c.elem_type(DType::f32), x), DType::f32, to);
-  if (is_half_float(to)) return c.b.create<arith::TruncFOp>(c.loc, c.elem_type(to), convert_element(c, x, from, DType::f32));
+  if (is_half_float(from))
+    return convert_element(c, c.b.create<arith::ExtFOp>(c.loc, c.elem_type(DType::f32), x),
+                           DType::f32, to);
+  if (is_half_float(to))
+    return c.b.create<arith::TruncFOp>(c.loc, c.elem_type(to),
+                                       convert_element(c, x, from, DType::f32));
   mlir::Type tt = c.elem_type(to);
   if (to == DType::bool_) {
     if (is_float(from))

@@ -76,9 +76,10 @@ DType dtype_of(const nb::dlpack::dtype& d, const std::string& what) {
     }
   }
   throw nb::type_error(
-      fmt::format("{} has an element type refjit does not support (DLPack code {}, {} bits); "
-                  "refjit computes in float16/32/64, bfloat16, signed and unsigned integers and bool",
-                  what, static_cast<int>(d.code), static_cast<int>(d.bits))
+      fmt::format(
+          "{} has an element type refjit does not support (DLPack code {}, {} bits); "
+          "refjit computes in float16/32/64, bfloat16, signed and unsigned integers and bool",
+          what, static_cast<int>(d.code), static_cast<int>(d.bits))
           .c_str());
 }
 

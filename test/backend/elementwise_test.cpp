@@ -69,8 +69,8 @@ TEST(NativeElementwise, FloatUnaryMathMatchesInterpreter) {
   for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16})
     for (const Shape& s : kShapes) {
       ArrayType t = at(d, s);
-      double rtol = d == DType::f32   ? 2e-6
-                    : d == DType::f16 ? 1e-3
+      double rtol = d == DType::f32    ? 2e-6
+                    : d == DType::f16  ? 1e-3
                     : d == DType::bf16 ? 8e-3
                                        : 1e-12;
       Array x = random_array(t, 7);

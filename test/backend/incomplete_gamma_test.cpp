@@ -1,11 +1,10 @@
 // The incomplete gamma functions against 40-digit values (mpmath's gammainc and its numerical
 // derivative in a), in the interpreter and in native code.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "runtime/special_functions.h"
 #include "test_util.h"
@@ -42,8 +41,7 @@ std::string binary_program(const char* prim, const ArrayType& t) {
 
 void expect_near_relative(double got, double want, double rtol, const char* what, double a,
                           double x) {
-  EXPECT_NEAR(got, want, rtol * std::fabs(want) + 1e-300)
-      << what << "(" << a << ", " << x << ")";
+  EXPECT_NEAR(got, want, rtol * std::fabs(want) + 1e-300) << what << "(" << a << ", " << x << ")";
 }
 
 TEST(IncompleteGamma, MatchesHighPrecisionValues) {

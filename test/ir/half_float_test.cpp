@@ -1,4 +1,6 @@
 // The 16-bit float formats: conversions checked exhaustively against independent references.
+#include "refjit/ir/half_float.h"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -6,7 +8,6 @@
 #include <cstdint>
 #include <random>
 
-#include "refjit/ir/half_float.h"
 #include "refjit/ir/literal.h"
 
 namespace refjit {
@@ -48,13 +49,13 @@ TEST(HalfFloat, EveryBFloat16ReadsBackToItself) {
 TEST(HalfFloat, Float16KnownValues) {
   EXPECT_EQ(Float16(1.0f).bits, 0x3c00u);
   EXPECT_EQ(Float16(-2.0f).bits, 0xc000u);
-  EXPECT_EQ(Float16(65504.0f).bits, 0x7bffu);           // the largest finite
-  EXPECT_EQ(Float16(65519.0f).bits, 0x7bffu);           // below the halfway point
-  EXPECT_EQ(Float16(65520.0f).bits, 0x7c00u);           // ties to even: infinity
-  EXPECT_EQ(Float16(std::ldexp(1.0f, -24)).bits, 1u);   // the smallest subnormal
-  EXPECT_EQ(Float16(std::ldexp(1.0f, -25)).bits, 0u);   // half of it: ties to even, 0
-  EXPECT_EQ(Float16(std::ldexp(3.0f, -26)).bits, 1u);   // 0.75 of it: rounds up
-  EXPECT_EQ(Float16(std::ldexp(3.0f, -25)).bits, 2u);   // 1.5 of it: ties to even, 2
+  EXPECT_EQ(Float16(65504.0f).bits, 0x7bffu);          // the largest finite
+  EXPECT_EQ(Float16(65519.0f).bits, 0x7bffu);          // below the halfway point
+  EXPECT_EQ(Float16(65520.0f).bits, 0x7c00u);          // ties to even: infinity
+  EXPECT_EQ(Float16(std::ldexp(1.0f, -24)).bits, 1u);  // the smallest subnormal
+  EXPECT_EQ(Float16(std::ldexp(1.0f, -25)).bits, 0u);  // half of it: ties to even, 0
+  EXPECT_EQ(Float16(std::ldexp(3.0f, -26)).bits, 1u);  // 0.75 of it: rounds up
+  EXPECT_EQ(Float16(std::ldexp(3.0f, -25)).bits, 2u);  // 1.5 of it: ties to even, 2
   EXPECT_EQ(Float16(-0.0f).bits, 0x8000u);
   EXPECT_EQ(Float16(1e-9f).bits, 0u);
   EXPECT_EQ(Float16(std::numeric_limits<float>::infinity()).bits, 0x7c00u);
@@ -82,8 +83,7 @@ TEST(HalfFloat, RoundsToNearestEven) {
         if ((t & 0x7fffu) == 0) other = t | 1u;  // zero's neighbour is the smallest subnormal
         uint16_t lo = std::min<uint16_t>(t & 0x7fffu, other & 0x7fffu);
         uint16_t hi = std::max<uint16_t>(t & 0x7fffu, other & 0x7fffu);
-        if (hi <= 0x7bffu)
-          EXPECT_EQ(t & 0x7fffu, (nearest_of<Float16>(std::fabs(x), lo, hi))) << x;
+        if (hi <= 0x7bffu) EXPECT_EQ(t & 0x7fffu, (nearest_of<Float16>(std::fabs(x), lo, hi))) << x;
       }
     }
     // bfloat16: truncation and the next value up are the two candidates.

@@ -9,10 +9,9 @@ namespace refjit {
 
 enum class DType : uint8_t { f32, f64, i32, i64, bool_, i8, i16, u8, u16, u32, u64, f16, bf16 };
 
-inline constexpr DType kAllDTypes[] = {DType::f32,   DType::f64, DType::i32, DType::i64,
-                                       DType::bool_, DType::i8,  DType::i16, DType::u8,
-                                       DType::u16,   DType::u32, DType::u64, DType::f16,
-                                       DType::bf16};
+inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::i32, DType::i64, DType::bool_,
+                                       DType::i8,  DType::i16, DType::u8,  DType::u16, DType::u32,
+                                       DType::u64, DType::f16, DType::bf16};
 
 // Short name used in jaxpr text: "f32", "i32", "u8", "bool".
 std::string_view short_name(DType d);

@@ -67,9 +67,9 @@ struct HalfFloat {
   constexpr HalfFloat(float f) : bits(ToBits(f)) {}  // NOLINT: converts like a float does
   constexpr HalfFloat(double d) : HalfFloat(static_cast<float>(d)) {}  // NOLINT
   template <class I>
-    requires std::is_integral_v<I>
+  requires std::is_integral_v<I>
   constexpr HalfFloat(I i) : HalfFloat(static_cast<float>(i)) {}  // NOLINT
-  constexpr operator float() const { return FromBits(bits); }   // NOLINT
+  constexpr operator float() const { return FromBits(bits); }     // NOLINT
 
   static constexpr HalfFloat from_bits(uint16_t b) {
     HalfFloat h;
@@ -85,10 +85,10 @@ struct HalfFloat {
 
 }  // namespace half_detail
 
-using Float16 = half_detail::HalfFloat<half_detail::float_to_f16_bits,
-                                       half_detail::f16_bits_to_float>;
-using BFloat16 = half_detail::HalfFloat<half_detail::float_to_bf16_bits,
-                                        half_detail::bf16_bits_to_float>;
+using Float16 =
+    half_detail::HalfFloat<half_detail::float_to_f16_bits, half_detail::f16_bits_to_float>;
+using BFloat16 =
+    half_detail::HalfFloat<half_detail::float_to_bf16_bits, half_detail::bf16_bits_to_float>;
 
 }  // namespace refjit
 
