@@ -83,6 +83,34 @@ TEST(Distributed, ThePsumOfFloatsHasTheSameBitsOnEveryRank) {
   }
 }
 
+TEST(Distributed, PsumOfSixteenBitFloatsRoundsEachAddInRankOrder) {
+  // float16 and bfloat16: the running sum rounds to the format after each rank's addend, in
+  // rank order, on every rank and in native code alike.
+  const int p = num_ranks(), r = my_rank();
+  auto value = [](int rank, int i) { return static_cast<float>(0.1 * (i + 1) + 0.37 * rank); };
+  for (DType d : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(short_name(d));
+    Array mine(ArrayType{d, {4}});
+    for (int i = 0; i < 4; ++i) mine.set_from_double(i, value(r, i));
+    const Value x(mine);
+    for (bool native : {false, true}) {
+      SCOPED_TRACE(native ? "native" : "eager");
+      auto f = [](const Value& v) { return psum(v, "data"); };
+      const Value s = native ? jit(f, "half_psum")(x) : f(x);
+      for (int i = 0; i < 4; ++i) {
+        Array acc(ArrayType{d, {}});
+        acc.set_from_double(0, value(0, i));
+        for (int q = 1; q < p; ++q) {
+          Array next(ArrayType{d, {}});
+          next.set_from_double(0, value(q, i));
+          acc.set_from_double(0, acc.as_double(0) + next.as_double(0));
+        }
+        EXPECT_EQ(s.array().as_double(i), acc.as_double(0)) << "element " << i;
+      }
+    }
+  }
+}
+
 TEST(Distributed, PsumOfARefSumsItsContents) {
   std::vector<double> sum(6, 0.0);
   for (int r = 0; r < num_ranks(); ++r)
