@@ -85,6 +85,14 @@ inline IntList front_permutation(const ArrayType& x, const IntList& dims) {
   return perm;
 }
 
+// The params of a scan of `body` over `length` steps with no consts and `num_carry` carries
+// (the rewrites that fold or map with a scan).
+inline Params scan_params(JaxprPtr body, int64_t length, int64_t num_carry, bool reverse) {
+  return Params{{"jaxpr", std::move(body)}, {"length", length},         {"reverse", reverse},
+                {"num_consts", int64_t{0}}, {"num_carry", num_carry},   {"linear", NoneParam{}},
+                {"unroll", int64_t{1}},     {"_split_transpose", false}};
+}
+
 // JAX's threefry draws on keys u32[batch..., 2] (jax_rewrites_prng.cpp): random_bits of
 // `width` bits and `shape` per key, and `shape` new keys per key.
 Atom prng_random_bits(Emit& e, const Atom& key, int64_t width, const IntList& shape);

@@ -80,15 +80,9 @@ Fold fold_axis(Emit& e, const Atom& x, int64_t axis, bool reverse, bool prefixes
   std::vector<Atom> body_outs{y};
   if (prefixes) body_outs.push_back(y);
   body.set_outvars(body_outs);
-  Params p{{"jaxpr", std::make_shared<const Jaxpr>(body.finish())},
-           {"length", n - 1},
-           {"reverse", reverse},
-           {"num_consts", int64_t{0}},
-           {"num_carry", int64_t{1}},
-           {"linear", NoneParam{}},
-           {"unroll", int64_t{1}},
-           {"_split_transpose", false}};
-  std::vector<Var> outs = e.b.add_eqn(Prim::scan, {init, xs}, std::move(p));
+  std::vector<Var> outs =
+      e.b.add_eqn(Prim::scan, {init, xs},
+                  scan_params(std::make_shared<const Jaxpr>(body.finish()), n - 1, 1, reverse));
   Fold f{outs[0], std::nullopt};
   if (prefixes) {
     Atom head = e.op(Prim::expand_dims, {init}, Params{{"dimensions", IntList{0}}});

@@ -217,14 +217,7 @@ std::vector<Atom> random_gamma(RewriteArgs& a) {
   Atom sample = gamma_one(be, key, one_alpha, log_space);
   if (!is_var(sample)) sample = be.op(Prim::copy, {sample});
   body.set_outvars({sample});
-  Params p{{"jaxpr", std::make_shared<const Jaxpr>(body.finish())},
-           {"length", n},
-           {"reverse", false},
-           {"num_consts", int64_t{0}},
-           {"num_carry", int64_t{0}},
-           {"linear", NoneParam{}},
-           {"unroll", int64_t{1}},
-           {"_split_transpose", false}};
+  Params p = scan_params(std::make_shared<const Jaxpr>(body.finish()), n, 0, false);
   Atom samples =
       e.reshape(Atom(e.b.add_eqn(Prim::scan, {keys, alphas}, std::move(p))[0]), at.shape);
 
