@@ -303,10 +303,9 @@ Value lower_digamma(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& 
                                                op.mul(z, op.sub(op.k(1.0 / 240),
                                                                 op.mul(z, op.k(1.0 / 132))))))))));
   Value y = op.sub(op.sub(op.add(r, b.create<math::LogOp>(loc, x)), op.div(op.k(0.5), x)), series);
-  Value pole = b.create<arith::AndIOp>(
-      loc, b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLE, x0, op.k(0)),
-      b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, x0),
-                              x0));
+  Value pole = op.both(b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLE, x0, op.k(0)),
+                       b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ,
+                                               b.create<math::FloorOp>(loc, x0), x0));
   y = op.sel(pole, op.k(std::numeric_limits<double>::quiet_NaN()), y);
   return op.narrow(y, d);
 }
@@ -331,8 +330,8 @@ Value lower_polygamma(LowerCtx& c, const Eqn& e, DType d, const std::vector<Valu
         b.create<mlir::scf::WhileOp>(loc, mlir::TypeRange{f64, f64}, mlir::ValueRange{x0, op.k(0)});
     mlir::Block* before = b.createBlock(&loop.getBefore(), {}, {f64, f64}, {loc, loc});
     Value bx = before->getArgument(0);
-    Value go = b.create<arith::AndIOp>(loc, op.cmp(arith::CmpFPredicate::OLT, bx, op.k(16)),
-                                       op.cmp(arith::CmpFPredicate::OGE, bx, op.k(-1e4)));
+    Value go = op.both(op.cmp(arith::CmpFPredicate::OLT, bx, op.k(16)),
+                       op.cmp(arith::CmpFPredicate::OGE, bx, op.k(-1e4)));
     b.create<mlir::scf::ConditionOp>(loc, go, before->getArguments());
     mlir::Block* after = b.createBlock(&loop.getAfter(), {}, {f64, f64}, {loc, loc});
     Value ax = after->getArgument(0), acc = after->getArgument(1);
@@ -361,15 +360,15 @@ Value lower_polygamma(LowerCtx& c, const Eqn& e, DType d, const std::vector<Valu
   const Value odd = op.cmp(arith::CmpFPredicate::ONE, b.create<math::FloorOp>(loc, half), half);
   Value y = op.mul(op.sel(odd, op.k(1), op.k(-1)), op.mul(factorial, zeta));
   const Value nan = op.k(std::numeric_limits<double>::quiet_NaN());
-  const Value pole = b.create<arith::AndIOp>(
-      loc, op.cmp(arith::CmpFPredicate::OLE, x0, op.k(0)),
-      op.cmp(arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, x0), x0));
+  const Value pole =
+      op.both(op.cmp(arith::CmpFPredicate::OLE, x0, op.k(0)),
+              op.cmp(arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, x0), x0));
   y = op.sel(op.cmp(arith::CmpFPredicate::OLT, x0, op.k(-1e4)), nan, y);
   y = op.sel(pole, op.sel(odd, op.k(std::numeric_limits<double>::infinity()), nan), y);
   y = op.sel(op.cmp(arith::CmpFPredicate::OEQ, m, op.k(0)), lower_digamma(c, e, f, {x0}), y);
-  const Value integral = b.create<arith::AndIOp>(
-      loc, op.cmp(arith::CmpFPredicate::OGE, m, op.k(0)),
-      op.cmp(arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, m), m));
+  const Value integral =
+      op.both(op.cmp(arith::CmpFPredicate::OGE, m, op.k(0)),
+              op.cmp(arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, m), m));
   y = op.sel(integral, y, nan);  // also NaN for a NaN m
   return op.narrow(y, d);
 }
@@ -415,8 +414,7 @@ ElemFn lower_incomplete_gamma(IgammaPart part) {
                                 op.cmp(P::ONE, x0, op.k(std::numeric_limits<double>::infinity())));
     const Value a = op.sel(valid, a0, op.k(1)), x = op.sel(valid, x0, op.k(1));
     const Value log_x = b.create<math::LogOp>(loc, x);
-    const Value use_series =
-        b.create<arith::OrIOp>(loc, op.cmp(P::OLE, x, op.k(1)), op.cmp(P::OLE, x, a));
+    const Value use_series = op.either(op.cmp(P::OLE, x, op.k(1)), op.cmp(P::OLE, x, a));
     auto branch = b.create<mlir::scf::IfOp>(loc, mlir::TypeRange{f64, f64, f64}, use_series,
                                             /*withElseRegion=*/true);
     {
@@ -426,8 +424,8 @@ ElemFn lower_incomplete_gamma(IgammaPart part) {
       auto r = f64_while(
           c, {op.k(0), a, op.k(1), op.k(0), op.k(1), op.k(0)},
           [&](const std::vector<Value>& v) {
-            Value more = b.create<arith::OrIOp>(
-                loc, op.cmp(P::OGT, op.abs(v[2]), op.mul(op.abs(v[4]), op.k(sp::kIgammaEpsilon))),
+            Value more = op.either(
+                op.cmp(P::OGT, op.abs(v[2]), op.mul(op.abs(v[4]), op.k(sp::kIgammaEpsilon))),
                 op.cmp(P::OGT, op.abs(v[3]), op.mul(op.abs(v[5]), op.k(sp::kIgammaEpsilon))));
             return op.both(op.cmp(P::OLT, v[0], op.k(sp::kIgammaMaxIterations)), more);
           },
@@ -458,9 +456,9 @@ ElemFn lower_incomplete_gamma(IgammaPart part) {
       auto r = f64_while(
           c, {op.k(1), b0, op.k(1 / sp::kIgammaTiny), op.k(0), d0, dd0, d0, dd0, op.k(0), op.k(1)},
           [&](const std::vector<Value>& v) {
-            Value more = b.create<arith::OrIOp>(
-                loc, op.cmp(P::OGE, op.abs(op.sub(v[8], op.k(1))), op.k(sp::kIgammaEpsilon)),
-                op.cmp(P::OGT, v[9], op.mul(op.abs(v[7]), op.k(sp::kIgammaEpsilon))));
+            Value more =
+                op.either(op.cmp(P::OGE, op.abs(op.sub(v[8], op.k(1))), op.k(sp::kIgammaEpsilon)),
+                          op.cmp(P::OGT, v[9], op.mul(op.abs(v[7]), op.k(sp::kIgammaEpsilon))));
             return op.both(op.cmp(P::OLE, v[0], op.k(sp::kIgammaMaxIterations)), more);
           },
           [&](const std::vector<Value>& v) -> std::vector<Value> {
@@ -502,8 +500,7 @@ ElemFn lower_incomplete_gamma(IgammaPart part) {
                op.k(at_inf[static_cast<int>(part)]), y);
     y = op.sel(op.cmp(P::OEQ, x0, op.k(0)), op.k(at_zero[static_cast<int>(part)]), y);
     // NaN for a NaN operand, x < 0 or a <= 0 (UGT/ULT are true on NaN).
-    Value bad =
-        b.create<arith::OrIOp>(loc, op.cmp(P::ULT, x0, op.k(0)), op.cmp(P::ULE, a0, op.k(0)));
+    Value bad = op.either(op.cmp(P::ULT, x0, op.k(0)), op.cmp(P::ULE, a0, op.k(0)));
     y = op.sel(bad, nan, y);
     return op.narrow(y, d);
   };
