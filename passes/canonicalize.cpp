@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -40,7 +41,9 @@ class Canonicalizer {
     for (Eqn& e : in) {
       for (Atom& a : e.ins) a = subst_(a);
       rewrite_bodies(e);
-      if (slice_of_concatenate(e) || reshape_of_broadcast(e) || scalar_arithmetic(e)) continue;
+      if (slice_of_concatenate(e) || reshape_of_broadcast(e) || scalar_arithmetic(e) ||
+          repeats_an_earlier_eqn(e))
+        continue;
       push(std::move(e));
     }
     for (Atom& a : j_.outvars) a = subst_(a);
@@ -56,7 +59,51 @@ class Canonicalizer {
 
   void push(Eqn e) {
     for (Var o : e.outs) defs_[o.id] = j_.eqns.size();
+    if (reusable(e)) computed_[computation_key(e)].push_back(j_.eqns.size());
     j_.eqns.push_back(std::move(e));
+  }
+
+  // Whether another eqn computing the same may take this one's results instead: no effects,
+  // no refs, no sub-jaxprs, and no communication (every rank must run the same collectives).
+  bool reusable(const Eqn& e) const {
+    const PrimInfo& info = prim_info(e.prim);
+    if (info.effect != RefEffect::none || info.has_subjaxprs || e.outs.empty()) return false;
+    switch (e.prim) {
+      case Prim::psum:
+      case Prim::all_gather:
+      case Prim::broadcast_from:
+      case Prim::axis_index: return false;
+      default: return !touches_refs(j_, e);
+    }
+  }
+
+  // Groups eqns that may compute the same (primitive and operand vars; params are compared
+  // when a candidate is found).
+  static std::string computation_key(const Eqn& e) {
+    std::string key = std::to_string(static_cast<int>(e.prim));
+    for (const Atom& a : e.ins)
+      key += is_var(a) ? "," + std::to_string(as_var(a).id) : std::string(",lit");
+    return key;
+  }
+
+  // Common subexpressions: an eqn computing what an earlier one computed (same primitive,
+  // operands and params) is dropped, and its results are the earlier one's.
+  bool repeats_an_earlier_eqn(const Eqn& e) {
+    if (!reusable(e)) return false;
+    auto it = computed_.find(computation_key(e));
+    if (it == computed_.end()) return false;
+    for (size_t k : it->second) {
+      const Eqn& earlier = j_.eqns[k];
+      if (earlier.prim != e.prim || earlier.ins != e.ins || earlier.outs.size() != e.outs.size() ||
+          earlier.params.entries() != e.params.entries())
+        continue;
+      for (size_t i = 0; i < e.outs.size(); ++i)
+        if (j_.type_of(earlier.outs[i]) != j_.type_of(e.outs[i])) return false;
+      for (size_t i = 0; i < e.outs.size(); ++i) subst_.set(e.outs[i], earlier.outs[i]);
+      ++changes_;
+      return true;
+    }
+    return false;
   }
 
   // The eqn is dropped: its single result is `x` from now on.
@@ -208,6 +255,7 @@ class Canonicalizer {
   Jaxpr& j_;
   Substitution subst_;
   std::unordered_map<uint32_t, size_t> defs_;
+  std::unordered_map<std::string, std::vector<size_t>> computed_;  // computation_key -> eqns
   int changes_ = 0;
 };
 

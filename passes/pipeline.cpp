@@ -33,7 +33,8 @@ constexpr PassInfo kPasses[] = {
      "constants known to be all zeros or integer runs become broadcasts of 0 or iotas"},
     {"canonicalize",
      "local rewrites to one spelling: slices of concatenates, reshapes of broadcasts, "
-     "arithmetic on broadcast scalars, constant scan consts moved into the body"},
+     "arithmetic on broadcast scalars, constant scan consts moved into the body, repeated "
+     "computations done once"},
     {"trim-rows", "carries and refs lose the trailing rows that no index reaches"},
     {"simplify-ranges", "what integer ranges decide is folded; row-run accesses become windows"},
     {"simplify-dots", "transposed products become swapped ones; products with ones, sums"},

@@ -27,7 +27,7 @@ void lower_elementwise(LowerCtx& c, const Eqn& e, const ElemFn& f) {
   ArrayType rt = c.type_of(out).array;
   DType d = c.type_of(e.ins.at(0)).dtype();
   Value dst = c.result_buffer(out);
-  c.loop_nest(rt.shape, [&](LowerCtx::Ivs ivs) {
+  c.parallel_loop_nest(rt.shape, [&](LowerCtx::Ivs ivs) {
     std::vector<Value> xs;
     for (const Atom& a : e.ins) xs.push_back(c.load(a, ivs));
     c.store(f(c, e, d, xs), dst, rt.dtype, ivs);

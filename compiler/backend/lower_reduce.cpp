@@ -79,26 +79,77 @@ bool trailing_axes(const IntList& axes, int64_t rank) {
   return true;
 }
 
+// A full reduction of a large operand sums fixed blocks of its leading dim into partial
+// results (in parallel when the options allow: parallel_loops.h), then the partials in order.
+// The blocks depend only on the shape, so the result is the same bits on any thread count.
+constexpr int64_t kReduceBlockElements = int64_t{1} << 14;
+
+// The reduction of operand dims [dim, rank) at the leading indices `ivs` (size dim), folded
+// into `acc`; the innermost loop reassociates (so it vectorises).
+Value reduce_dims(LowerCtx& c, const Eqn& e, Reducer r, std::vector<Value>& ivs, size_t dim,
+                  Value acc) {
+  const ArrayType xt = c.type_of(e.ins[0]).array;
+  const DType d = c.type_of(e.outs[0]).array.dtype;
+  if (dim == static_cast<size_t>(xt.rank()))
+    return combine_reassociating(c, d, r, acc, c.load(e.ins[0], ivs));
+  return c.loop_with_carry(xt.shape[dim], {acc}, [&](Value iv, const std::vector<Value>& cur) {
+    ivs.resize(dim);
+    ivs.push_back(iv);
+    return std::vector<Value>{reduce_dims(c, e, r, ivs, dim + 1, cur[0])};
+  })[0];
+}
+
+// The blocked full reduction (see kReduceBlockElements); false when the operand is too small
+// to split.
+bool lower_reduce_all_blocked(LowerCtx& c, const Eqn& e, Reducer r) {
+  const ArrayType xt = c.type_of(e.ins[0]).array;
+  const ArrayType rt = c.type_of(e.outs[0]).array;
+  if (xt.rank() == 0 || xt.num_elements() < 2 * kReduceBlockElements) return false;
+  const int64_t rows = xt.shape[0];
+  const int64_t row_elements = xt.num_elements() / rows;
+  const int64_t rows_per_block = std::max<int64_t>(1, kReduceBlockElements / row_elements);
+  const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+  if (blocks < 2) return false;
+  Value partial = c.alloc(ArrayType{rt.dtype, {blocks}});
+  mlir::Operation* loop = c.loop_nest({blocks}, [&](Ivs block) {
+    auto& b = c.b;
+    Value first = b.create<arith::MulIOp>(c.loc, block[0], c.index(rows_per_block));
+    Value end = b.create<arith::MinSIOp>(
+        c.loc, b.create<arith::AddIOp>(c.loc, first, c.index(rows_per_block)), c.index(rows));
+    auto over_rows = b.create<mlir::scf::ForOp>(
+        c.loc, first, end, c.index(1), mlir::ValueRange{identity(c, rt.dtype, r)},
+        [&](mlir::OpBuilder& nested, mlir::Location, Value row, mlir::ValueRange acc) {
+          std::vector<Value> ivs{row};
+          Value next = reduce_dims(c, e, r, ivs, 1, acc[0]);
+          nested.create<mlir::scf::YieldOp>(c.loc, next);
+        });
+    c.store(over_rows.getResult(0), partial, rt.dtype, {block[0]});
+  });
+  c.mark_parallel(loop, blocks, rows_per_block * row_elements);
+  Value total = c.loop_with_carry(blocks, {identity(c, rt.dtype, r)},
+                                  [&](Value iv, const std::vector<Value>& cur) {
+                                    Value p = c.load_mem(partial, rt.dtype, {iv});
+                                    return std::vector<Value>{combine(c, rt.dtype, r, cur[0], p)};
+                                  })[0];
+  c.store(total, c.result_buffer(e.outs[0]), rt.dtype, {});
+  return true;
+}
+
 // Reducing the trailing dims (a full reduction, or each row): per result element, loops
-// over the reduced dims carry the running result in a register.
+// over the reduced dims carry the running result in a register. Rows are independent, so
+// the loops over them may run in parallel.
 void lower_reduce_trailing(LowerCtx& c, const Eqn& e, Reducer r) {
   const ArrayType xt = c.type_of(e.ins[0]).array;
   const ArrayType rt = c.type_of(e.outs[0]).array;
   const size_t kept = static_cast<size_t>(rt.rank());
+  if (kept == 0 && lower_reduce_all_blocked(c, e, r)) return;
   Value dst = c.result_buffer(e.outs[0]);
-  c.loop_nest(rt.shape, [&](Ivs outer) {
+  mlir::Operation* loop = c.loop_nest(rt.shape, [&](Ivs outer) {
     std::vector<Value> ivs(outer.begin(), outer.end());
-    std::function<Value(size_t, Value)> reduce_dim = [&](size_t dim, Value acc) -> Value {
-      if (dim == static_cast<size_t>(xt.rank()))
-        return combine_reassociating(c, rt.dtype, r, acc, c.load(e.ins[0], ivs));
-      return c.loop_with_carry(xt.shape[dim], {acc}, [&](Value iv, const std::vector<Value>& cur) {
-        ivs.resize(dim);
-        ivs.push_back(iv);
-        return std::vector<Value>{reduce_dim(dim + 1, cur[0])};
-      })[0];
-    };
-    c.store(reduce_dim(kept, identity(c, rt.dtype, r)), dst, rt.dtype, outer);
+    c.store(reduce_dims(c, e, r, ivs, kept, identity(c, rt.dtype, r)), dst, rt.dtype, outer);
   });
+  if (kept > 0)
+    c.mark_parallel(loop, rt.shape[0], xt.num_elements() / std::max<int64_t>(1, rt.shape[0]));
 }
 
 // Result initialised to the identity, then one pass over the operand in row-major order

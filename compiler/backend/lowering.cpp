@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "compiler/backend/fusion.h"
+#include "compiler/backend/parallel_loops.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinTypes.h"
 
@@ -292,15 +293,34 @@ Value LowerCtx::clamp_to_index(Value i64, int64_t lo, int64_t hi) {
 
 // ---------------------------------------------------------------- code structure
 
-void LowerCtx::loop_nest(const Shape& shape, const std::function<void(Ivs)>& body) {
+mlir::Operation* LowerCtx::loop_nest(const Shape& shape, const std::function<void(Ivs)>& body) {
   mlir::OpBuilder::InsertionGuard guard(b);
   std::vector<Value> ivs;
+  mlir::Operation* outermost = nullptr;
   for (int64_t n : shape) {
     auto loop = b.create<mlir::scf::ForOp>(loc, index(0), index(n), index(1));
+    if (!outermost) outermost = loop;
     b.setInsertionPoint(loop.getBody()->getTerminator());
     ivs.push_back(loop.getInductionVar());
   }
   body(ivs);
+  return outermost;
+}
+
+void LowerCtx::parallel_loop_nest(const Shape& shape, const std::function<void(Ivs)>& body) {
+  mlir::Operation* outer = loop_nest(shape, body);
+  if (shape.empty()) return;
+  mark_parallel(outer, shape[0], num_elements(Shape(shape.begin() + 1, shape.end())));
+}
+
+void LowerCtx::mark_parallel(mlir::Operation* loop, int64_t iterations,
+                             int64_t elements_per_iteration) {
+  if (!loop || !options_.runtime_kernels || !options_.parallel_loops || iterations < 2) return;
+  const int64_t per = std::max<int64_t>(1, elements_per_iteration);
+  if (iterations * per < kParallelMinElements) return;
+  // A task gets at least half the threshold's elements.
+  const int64_t min_per_task = std::max<int64_t>(1, (kParallelMinElements / 2 + per - 1) / per);
+  loop->setAttr(kParallelAttr, b.getI64IntegerAttr(min_per_task));
 }
 
 std::vector<Value> LowerCtx::loop_with_carry(
@@ -630,7 +650,8 @@ void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& grou
             type_of(a).array.rank() == 0)
           outside_scalar_[as_var(a).id] = load(a, {});
   if (rt.rank() < 2) {
-    loop_nest(rt.shape, [&](Ivs ivs) { store(fused_element(j, group, ivs), dst, rt.dtype, ivs); });
+    parallel_loop_nest(rt.shape,
+                       [&](Ivs ivs) { store(fused_element(j, group, ivs), dst, rt.dtype, ivs); });
     outside_scalar_.clear();
     return;
   }
@@ -640,7 +661,7 @@ void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& grou
   // them apart.
   const Shape outer(rt.shape.begin(), rt.shape.end() - 1);
   const int64_t last = rt.rank() - 1;
-  loop_nest(outer, [&](Ivs outer_ivs) {
+  mlir::Operation* rows = loop_nest(outer, [&](Ivs outer_ivs) {
     row_invariant_.assign(j.vars.size(), Value());
     for (size_t k : group) {
       const Eqn& e = j.eqns[k];
@@ -662,6 +683,7 @@ void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& grou
     });
     row_invariant_.clear();
   });
+  mark_parallel(rows, outer[0], num_elements(rt.shape) / std::max<int64_t>(1, outer[0]));
   outside_scalar_.clear();
 }
 
@@ -816,6 +838,7 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
   b.create<mlir::func::ReturnOp>(b.getUnknownLoc());
   lc.pop_frame();
   workspace_bytes = lc.workspace_bytes();
+  outline_parallel_loops(*module);
   return module;
 }
 

@@ -45,6 +45,9 @@ struct LoweringOptions {
   // The code may call refjit's runtime kernels (JIT code, not `refjit compile` objects,
   // which need only libc and libm).
   bool runtime_kernels = true;
+  // Loops marked by parallel_loop_nest run on the runtime's threads (parallel_loops.h);
+  // needs runtime_kernels.
+  bool parallel_loops = true;
   // f32 tanh, log1p, expm1 and erf become math-dialect ops that MLIR's polynomial
   // approximations replace (vectorisable), instead of libm calls.
   bool approximate_math = true;
@@ -117,7 +120,14 @@ class LowerCtx {
   // ---- code structure
   using Ivs = const std::vector<mlir::Value>&;
   // Nested scf.for over `shape`; body gets the induction variables (outermost first).
-  void loop_nest(const Shape& shape, const std::function<void(Ivs)>& body);
+  // Returns the outermost loop (null for rank 0).
+  mlir::Operation* loop_nest(const Shape& shape, const std::function<void(Ivs)>& body);
+  // A loop_nest whose iterations are independent (each writes only its own elements): when
+  // large enough, its outermost loop runs on the runtime's threads (mark_parallel).
+  void parallel_loop_nest(const Shape& shape, const std::function<void(Ivs)>& body);
+  // Marks `loop` (an scf.for over 0..iterations) parallel when the options allow it and its
+  // iterations, each touching about `elements_per_iteration` elements, are worth the threads.
+  void mark_parallel(mlir::Operation* loop, int64_t iterations, int64_t elements_per_iteration);
   // A single scf.for carrying `init`; body returns the next carried values.
   std::vector<mlir::Value> loop_with_carry(
       int64_t n, std::vector<mlir::Value> init,

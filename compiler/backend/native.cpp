@@ -52,7 +52,9 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "runtime/kernels/float_builtins.h"
 #include "runtime/kernels/gemm.h"
+#include "runtime/kernels/parallel_loop.h"
 
 namespace refjit {
 
@@ -148,9 +150,10 @@ Lowered build(const Jaxpr& jaxpr, const CompileOptions& options, CompileTimings&
   mlir::registerLLVMDialectTranslation(registry);
   l.ctx = std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
   l.ctx->loadDialect<mlir::LLVM::LLVMDialect>();
-  l.module = backend::build_module(
-      *l.ctx, jaxpr, plan, l.workspace_bytes,
-      {.runtime_kernels = options.runtime_kernels, .approximate_math = !options.exact_math});
+  l.module = backend::build_module(*l.ctx, jaxpr, plan, l.workspace_bytes,
+                                   {.runtime_kernels = options.runtime_kernels,
+                                    .parallel_loops = options.parallel_loops,
+                                    .approximate_math = !options.exact_math});
   l.has_workspace = plan.use_workspace;
   l.output_donor = output_donors(jaxpr, plan);
   DiagnosticCollector diags(*l.ctx);
@@ -344,10 +347,14 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
   };
   add("refjit_gemm_f32", &refjit_gemm_f32);
   add("refjit_gemm_f64", &refjit_gemm_f64);
+  add("refjit_parallel_for", &refjit_parallel_for);
   add("refjit_psum", &refjit_psum);
   add("refjit_all_gather", &refjit_all_gather);
   add("refjit_broadcast_from", &refjit_broadcast_from);
   add("refjit_axis_index", &refjit_axis_index);
+#if defined(__x86_64__)
+  add("__truncsfbf2", &refjit_truncsfbf2);
+#endif
   return symbols;
 }
 

@@ -28,6 +28,10 @@ struct CompileOptions {
   // Large f32/f64 dot_generals call refjit's runtime matrix kernel (runtime/kernels/gemm.h)
   // instead of inline loops. Off for `refjit compile` objects, which stand alone.
   bool runtime_kernels = true;
+  // Large loops whose iterations are independent run on the runtime's threads
+  // (runtime/kernels/parallel_loop.h); needs runtime_kernels. Results are the same bits
+  // either way.
+  bool parallel_loops = true;
   // Where values live; empty = the buffer-assignment plan (default_buffer_plan);
   // naive_buffer_plan() gives every value its own buffer.
   BufferPlan plan = {};

@@ -1,0 +1,29 @@
+// Parallel loops: the lowering marks an scf.for whose iterations are independent (each writes
+// only its own elements) with kParallelAttr, and outline_parallel_loops then moves each marked
+// loop's body into a function over a range of iterations, `(ctx, lo, hi)`, and replaces the
+// loop by a call of refjit_parallel_for (runtime/kernels/parallel_loop.h) with the loop's
+// live-in values packed into a stack context. The `mlir` stage shows the result: the
+// functions are named refjit_parallel_body_N.
+#pragma once
+
+#include <cstdint>
+
+namespace mlir {
+class ModuleOp;
+}
+
+namespace refjit::backend {
+
+// The attribute on a parallel scf.for: an i64, the fewest iterations worth a task of their own.
+inline constexpr const char* kParallelAttr = "refjit.parallel";
+
+// Element count from which a loop nest is worth running on several threads: waking a worker
+// costs microseconds, about as much as a few thousand elements of simple arithmetic.
+inline constexpr int64_t kParallelMinElements = int64_t{1} << 15;
+
+// Outlines every marked loop that is not inside another marked one. A loop whose bounds are
+// not the constants 0 and n with step 1, or whose live-ins have a type the context cannot
+// carry, stays serial (its mark is removed).
+void outline_parallel_loops(mlir::ModuleOp module);
+
+}  // namespace refjit::backend

@@ -1,0 +1,23 @@
+#include "runtime/kernels/parallel_loop.h"
+
+#include <algorithm>
+
+#include "runtime/kernels/thread_pool.h"
+
+namespace refjit::kernels {
+
+int64_t parallel_task_count(int64_t n, int64_t min_per_task) {
+  const int64_t by_size = n / std::max<int64_t>(1, min_per_task);
+  const int64_t by_threads = 4 * static_cast<int64_t>(thread_count());
+  return thread_count() == 1 ? 1 : std::max<int64_t>(1, std::min(by_size, by_threads));
+}
+
+}  // namespace refjit::kernels
+
+extern "C" void refjit_parallel_for(void (*body)(void*, int64_t, int64_t), void* ctx, int64_t n,
+                                    int64_t min_per_task) {
+  const int64_t tasks = refjit::kernels::parallel_task_count(n, min_per_task);
+  if (tasks <= 1) return body(ctx, 0, n);
+  refjit::kernels::parallel_for(tasks,
+                                [&](int64_t t) { body(ctx, n * t / tasks, n * (t + 1) / tasks); });
+}

@@ -1,0 +1,126 @@
+// Large loops on the runtime's threads (compiler/backend/parallel_loops.h): which loops are
+// outlined, and that their results are the same bits with threads, without them, and in
+// `refjit compile` objects (no runtime calls), and match the interpreter. The live-ins cover
+// every kind the context carries: memrefs (arguments, workspace views, scan rows), f32 and
+// bool scalars, and a scan's index.
+#include "compiler/backend/parallel_loops.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "test_util.h"
+
+namespace refjit::testing {
+namespace {
+
+const CompileOptions kThreads{};
+const CompileOptions kSerial{.parallel_loops = false};
+const CompileOptions kStandAlone{.runtime_kernels = false};
+
+size_t parallel_calls(const Jaxpr& j, const CompileOptions& o) {
+  return count(emit_mlir(j, o), "call @refjit_parallel_for");
+}
+
+void expect_same_bits(const Array& a, const Array& b, const std::string& what) {
+  ASSERT_EQ(a.type(), b.type()) << what;
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), static_cast<size_t>(a.type().byte_size())), 0)
+      << what << " differs";
+}
+
+// Runs `j` with threads, serially and stand-alone (same bits) and on the interpreter (close).
+void check_everywhere(const Jaxpr& j, const std::vector<RtValue>& args, double rtol) {
+  std::vector<RtValue> want_args = deep_copy(args);
+  const std::vector<RtValue> want = interpret(j, want_args);
+  std::vector<std::vector<RtValue>> runs;
+  for (const CompileOptions* o : {&kThreads, &kSerial, &kStandAlone}) {
+    std::vector<RtValue> a = deep_copy(args);
+    runs.push_back(compile_native(j, *o)(a));
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    const std::string what = fmt::format("output {}", i);
+    expect_close(as_array(runs[0][i]), as_array(want[i]), rtol, what + " vs the interpreter");
+    expect_same_bits(as_array(runs[0][i]), as_array(runs[1][i]), what + " threads vs serial");
+    expect_same_bits(as_array(runs[0][i]), as_array(runs[2][i]), what + " threads vs stand-alone");
+  }
+}
+
+TEST(ParallelLoops, LargeElementwiseChainsRunOnThreadsWithTheirScalarsPacked) {
+  // s (f32) and p (bool) are loaded before the loop and cross into the outlined body.
+  const std::string text = R"({ lambda ; x:f32[N] s:f32[] p:bool[]. let
+    a:f32[N] = sin x
+    b:f32[N] = mul a s
+    c:f32[N] = add b x
+    pb:bool[N] = broadcast_in_dim[broadcast_dimensions=() shape=(N,) sharding=None] p
+    d:f32[N] = select_n pb x c
+  in (d,) })";
+  auto with_size = [&](int64_t n) {
+    std::string t = text;
+    for (size_t at = t.find('N'); at != std::string::npos; at = t.find('N'))
+      t.replace(at, 1, std::to_string(n));
+    return parse_jaxpr(t);
+  };
+  const Jaxpr large = with_size(200003);  // not a multiple of anything
+  EXPECT_EQ(parallel_calls(large, kThreads), 1u);
+  EXPECT_EQ(parallel_calls(large, kSerial), 0u);
+  EXPECT_EQ(parallel_calls(large, kStandAlone), 0u);
+  EXPECT_EQ(parallel_calls(with_size(1000), kThreads), 0u);  // not worth a thread
+  for (bool p : {false, true}) {
+    Array flag(at(DType::bool_, {}));
+    flag.set_from_double(0, p);
+    Array scale(at(DType::f32, {}));
+    scale.set_from_double(0, 0.75);
+    check_everywhere(large, {random_array(at(DType::f32, {200003}), 1), scale, flag}, 1e-6);
+  }
+}
+
+TEST(ParallelLoops, FullReductionsSumFixedBlocksSoEveryRunGivesTheSameBits) {
+  for (const char* shape : {"[200000]", "[300,1000]", "[7,5,3000]"}) {
+    for (const char* reduce : {"reduce_sum", "reduce_max"}) {
+      const std::string axes = std::string(shape) == "[200000]"     ? "(0,)"
+                               : std::string(shape) == "[300,1000]" ? "(0, 1)"
+                                                                    : "(0, 1, 2)";
+      const Jaxpr j = parse_jaxpr(fmt::format(
+          "{{ lambda ; x:f32{0}. let y:f32{0} = tanh x\n z:f32[] = {1}[axes={2}] y in (z,) }}",
+          shape, reduce, axes));
+      SCOPED_TRACE(print_jaxpr(j));
+      EXPECT_EQ(parallel_calls(j, kThreads), 1u);
+      Shape s = j.type_of(j.invars[0]).array.shape;
+      check_everywhere(j, {random_array(at(DType::f32, s), 2)}, 1e-4);
+    }
+  }
+}
+
+TEST(ParallelLoops, RowReductionsAndBroadcastingGroupsSplitTheirRows) {
+  // Layer-norm-like: a mean per row, then x - mean[:, None], both over 512 rows.
+  const Jaxpr j = parse_jaxpr(R"({ lambda ; x:f32[512,300]. let
+    s:f32[512] = reduce_sum[axes=(1,)] x
+    m:f32[512] = div s 300.0:f32[]
+    mb:f32[512,300] = broadcast_in_dim[broadcast_dimensions=(0,) shape=(512, 300) sharding=None] m
+    d:f32[512,300] = sub x mb
+    e:f32[512,300] = mul d d
+  in (e, m) })");
+  EXPECT_EQ(parallel_calls(j, kThreads), 2u);
+  check_everywhere(j, {random_array(at(DType::f32, {512, 300}), 3)}, 1e-5);
+}
+
+TEST(ParallelLoops, LoopsInsideAScanBodyCarryTheStepAndTheRows) {
+  // Each step's elementwise work is large: it is outlined inside the scan's loop, with the
+  // carry, the step's row of xs and the ys row it writes as live-ins.
+  const Jaxpr j = parse_jaxpr(R"({ lambda ; c0:f32[65536] xs:f32[3,65536]. let
+    c:f32[65536] ys:f32[3,65536] = scan[length=3 num_consts=0 num_carry=1 reverse=False
+      linear=(False, False) unroll=1 jaxpr={ lambda ; h:f32[65536] x:f32[65536]. let
+        a:f32[65536] = sin x
+        b:f32[65536] = mul h 0.5:f32[]
+        n:f32[65536] = add a b
+        y:f32[65536] = cos n
+      in (n, y) }] c0 xs
+  in (c, ys) })");
+  EXPECT_GE(parallel_calls(j, kThreads), 1u);
+  check_everywhere(
+      j, {random_array(at(DType::f32, {65536}), 4), random_array(at(DType::f32, {3, 65536}), 5)},
+      1e-5);
+}
+
+}  // namespace
+}  // namespace refjit::testing
