@@ -53,6 +53,7 @@
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "runtime/kernels/float_builtins.h"
+#include "runtime/kernels/float_mode.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/parallel_loop.h"
 
@@ -397,6 +398,7 @@ struct CompiledFunction::Impl {
   bool has_workspace = false;
   int64_t workspace_bytes = 0;
   std::vector<int> output_donor;  // Lowered::output_donor
+  bool flush_subnormals = true;   // CompileOptions::flush_subnormals
   // Idle workspaces; a call takes one (or makes one) and gives it back, so sequential
   // calls reuse the same, already faulted-in, pages.
   mutable std::mutex pool_mu;
@@ -513,7 +515,12 @@ std::vector<RtValue> CompiledFunction::call(std::vector<RtValue>& args, bool tak
     desc_ptrs[i] = descs[i].data();
     packed[i] = &desc_ptrs[i];
   }
-  f.entry(packed.data());
+  {
+    const uint32_t mode = kernels::current_float_mode();
+    kernels::ScopedFloatMode as_configured(f.flush_subnormals ? kernels::flushing_subnormals(mode)
+                                                              : mode);
+    f.entry(packed.data());
+  }
   if (f.has_workspace) f.give_back(std::move(ws));
   throw_pending_collective_error();  // a collective that failed inside the code
   return outs;
@@ -535,6 +542,7 @@ CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& option
   impl->has_workspace = l.has_workspace;
   impl->workspace_bytes = l.workspace_bytes;
   impl->output_donor = l.output_donor;
+  impl->flush_subnormals = options.flush_subnormals;
   lower_to_llvm_dialect(l, options, impl->timings);
 
   auto tm = backend::make_target_machine("host", options.opt_level);

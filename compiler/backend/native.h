@@ -32,6 +32,10 @@ struct CompileOptions {
   // (runtime/kernels/parallel_loop.h); needs runtime_kernels. Results are the same bits
   // either way.
   bool parallel_loops = true;
+  // Calls flush subnormal results to zero and read subnormal operands as zero, as XLA's CPU
+  // backend does (runtime/kernels/float_mode.h); false computes with subnormals (IEEE), as the
+  // interpreter does, at the cost of x86's slow path for them.
+  bool flush_subnormals = true;
   // Where values live; empty = the buffer-assignment plan (default_buffer_plan);
   // naive_buffer_plan() gives every value its own buffer.
   BufferPlan plan = {};

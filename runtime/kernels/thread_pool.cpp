@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/kernels/float_mode.h"
+
 namespace refjit::kernels {
 
 namespace {
@@ -42,6 +44,7 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       task_ = &task;
+      float_mode_ = current_float_mode();  // the workers compute as the caller does
       count_ = n;
       next_.store(0);
       active_ = static_cast<int>(workers_.size());
@@ -68,12 +71,17 @@ class Pool {
   void work() {
     uint64_t seen = 0;
     while (true) {
+      uint32_t mode = 0;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return generation_ != seen; });
         seen = generation_;
+        mode = float_mode_;
       }
-      drain();
+      {
+        ScopedFloatMode as_caller(mode);
+        drain();
+      }
       std::lock_guard<std::mutex> lock(mutex_);
       if (--active_ == 0) done_.notify_one();
     }
@@ -85,6 +93,7 @@ class Pool {
   std::condition_variable wake_, done_;
   uint64_t generation_ = 0;
   const std::function<void(int64_t)>* task_ = nullptr;
+  uint32_t float_mode_ = 0;
   int64_t count_ = 0;
   std::atomic<int64_t> next_{0};
   int active_ = 0;
