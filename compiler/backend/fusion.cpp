@@ -537,12 +537,71 @@ ProductAccumulationPlan plan_product_accumulations(const Jaxpr& j, const JaxprBu
   return plan;
 }
 
+namespace {
+
+// Entry i of a per-eqn plan table, or -1 where the plan has none (a plan made without a buffer
+// assignment may leave its tables empty).
+int32_t entry(const std::vector<int32_t>& table, size_t i) {
+  return i < table.size() ? table[i] : -1;
+}
+
+// Whether eqn `i` is lowered by its own rule: in no fusion group, and folded into nothing.
+bool lowered_by_itself(const LoweringDecisions& d, size_t i) {
+  for (const std::vector<int32_t>* t :
+       {&d.moves.folded_into, &d.moves.move_of, &d.shifts.folded_into, &d.shifts.side_of,
+        &d.shifts.shift_of, &d.accumulations.product_of, &d.accumulations.deferred_to})
+    if (entry(*t, i) >= 0) return false;
+  return d.fusion.lowered_alone(i);
+}
+
+ConcatPiecePlan plan_concat_pieces(const Jaxpr& j, const JaxprBuffers* buffers,
+                                   const LoweringDecisions& d) {
+  const size_t n = j.eqns.size();
+  ConcatPiecePlan plan;
+  plan.folded_into.assign(n, -1);
+  if (!buffers || buffers->eqns.size() != n) return plan;
+  const JaxprBuffers& p = *buffers;
+  auto buf = [&](const Atom& a) { return buffer_of(p, a); };
+  const UseDef use_def(j);
+  const std::vector<std::vector<int>> writes = written_buffers(j, p);
+  auto written_between = [&](int b, size_t from, size_t to) {
+    for (size_t k = from + 1; k < to; ++k)
+      if (std::find(writes[k].begin(), writes[k].end(), b) != writes[k].end()) return true;
+    return false;
+  };
+  for (size_t c = 0; c < n; ++c) {
+    const Eqn& concat = j.eqns[c];
+    if (concat.prim != Prim::concatenate || concat.outs.size() != 1 || !lowered_by_itself(d, c))
+      continue;
+    const int dst = buf(concat.outs[0]);
+    if (dst < 0) continue;
+    for (const Atom& piece : concat.ins) {
+      if (!is_var(piece) || use_def.uses[as_var(piece).id] != 1) continue;
+      const int32_t q = use_def.def[as_var(piece).id];
+      if (q < 0 || static_cast<size_t>(q) >= c) continue;
+      const Eqn& slice = j.eqns[q];
+      if (slice.prim != Prim::slice || slice.outs.size() != 1 || !is_var(slice.ins[0]) ||
+          !lowered_by_itself(d, static_cast<size_t>(q)) || plan.folded_into[q] >= 0)
+        continue;
+      const int src = buf(slice.ins[0]);
+      if (src < 0 || src == dst || j.type_of(slice.ins[0]).is_ref ||
+          written_between(src, static_cast<size_t>(q), c))
+        continue;
+      plan.folded_into[q] = static_cast<int32_t>(c);
+    }
+  }
+  return plan;
+}
+
+}  // namespace
+
 LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffers) {
   LoweringDecisions d;
   d.fusion = plan_fusion(jaxpr, buffers);
   d.moves = plan_slice_moves(jaxpr, buffers, d.fusion);
   d.shifts = plan_cotangent_shifts(jaxpr, buffers, d.fusion, d.moves);
   d.accumulations = plan_product_accumulations(jaxpr, buffers, d.fusion, d.shifts);
+  d.pieces = plan_concat_pieces(jaxpr, buffers, d);
   d.index_run.resize(jaxpr.eqns.size());
   for (size_t i = 0; i < jaxpr.eqns.size(); ++i)
     d.index_run[i] = indexes_with_run(jaxpr, jaxpr.eqns[i]);

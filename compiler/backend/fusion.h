@@ -173,11 +173,21 @@ ProductAccumulationPlan plan_product_accumulations(const Jaxpr& jaxpr, const Jax
 // into a slice move or a cotangent shift. The pipeline's `fusion` pass takes them once, for
 // every jaxpr of the buffer plan; `refjit dump --emit=fusion` prints them and the lowering
 // only follows them.
+// Static slices that only a concatenate reads: the concatenate copies each such piece straight
+// from the slice's operand and the slice is not lowered, so every element is copied once
+// instead of twice (the nine windows of a convolution's im2col). Only where nothing writes the
+// operand's buffer between the two and the concatenate's result has a buffer of its own.
+struct ConcatPiecePlan {
+  // folded_into[eqn] = the concatenate eqn that reads slice eqn `eqn`'s window, or -1.
+  std::vector<int32_t> folded_into;
+};
+
 struct LoweringDecisions {
   FusionPlan fusion;
   SliceMovePlan moves;
   CotangentShiftPlan shifts;
   ProductAccumulationPlan accumulations;
+  ConcatPiecePlan pieces;
   // index_run[eqn]: a gather, scatter, get or swap indexing with a unit run
   // (passes/unit_run.h indexes_with_run), lowered as one window when the run's first index is
   // in range at run time.

@@ -68,6 +68,16 @@ void lower_transpose(LowerCtx& c, const Eqn& e) {
   });
 }
 
+// The element of static slice `e`'s operand that result element `ivs` is.
+std::vector<Value> slice_source_index(LowerCtx& c, const Eqn& e, Ivs ivs) {
+  const IntList& start = e.params.get<IntList>("start_indices");
+  const IntList strides = e.params.get_or<IntList>("strides", IntList(ivs.size(), 1));
+  std::vector<Value> in;
+  for (size_t i = 0; i < ivs.size(); ++i)
+    in.push_back(add_idx(c, mul_idx(c, ivs[i], strides.at(i)), c.index(start.at(i))));
+  return in;
+}
+
 void lower_concatenate(LowerCtx& c, const Eqn& e) {
   expect_ins(e, 1);
   ArrayType rt = c.type_of(e.outs[0]).array;
@@ -76,10 +86,12 @@ void lower_concatenate(LowerCtx& c, const Eqn& e) {
   int64_t offset = 0;
   for (const Atom& a : e.ins) {
     ArrayType xt = c.type_of(a).array;
+    const Eqn* slice = c.folded_piece_slice(a);
     c.loop_nest(xt.shape, [&](Ivs ivs) {
       std::vector<Value> out = ivs;
       out.at(dim) = add_idx(c, ivs[dim], c.index(offset));
-      c.store(c.load(a, ivs), dst, rt.dtype, out);
+      c.store(slice ? c.load(slice->ins[0], slice_source_index(c, *slice, ivs)) : c.load(a, ivs),
+              dst, rt.dtype, out);
     });
     offset += xt.shape.at(dim);
   }
@@ -88,14 +100,9 @@ void lower_concatenate(LowerCtx& c, const Eqn& e) {
 void lower_slice(LowerCtx& c, const Eqn& e) {
   expect_ins(e, 1);
   ArrayType rt = c.type_of(e.outs[0]).array;
-  const IntList& start = e.params.get<IntList>("start_indices");
-  IntList strides = e.params.get_or<IntList>("strides", IntList(rt.shape.size(), 1));
   Value dst = c.result_buffer(e.outs[0]);
   c.loop_nest(rt.shape, [&](Ivs ivs) {
-    std::vector<Value> in;
-    for (size_t i = 0; i < ivs.size(); ++i)
-      in.push_back(add_idx(c, mul_idx(c, ivs[i], strides.at(i)), c.index(start.at(i))));
-    c.store(c.load(e.ins[0], in), dst, rt.dtype, ivs);
+    c.store(c.load(e.ins[0], slice_source_index(c, e, ivs)), dst, rt.dtype, ivs);
   });
 }
 

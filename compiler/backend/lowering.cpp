@@ -546,6 +546,16 @@ std::vector<Value> LowerCtx::lower_inline(const Jaxpr& body, const std::vector<V
   return outs;
 }
 
+const Eqn* LowerCtx::folded_piece_slice(const Atom& piece) const {
+  const Frame& f = frames_.back();
+  if (!is_var(piece) || !f.decisions || f.eqn < 0) return nullptr;
+  const std::vector<int32_t>& into = f.decisions->pieces.folded_into;
+  const Jaxpr& j = *f.jaxpr;
+  for (size_t k = 0; k < into.size() && k < j.eqns.size(); ++k)
+    if (into[k] == f.eqn && j.eqns[k].outs.at(0) == as_var(piece)) return &j.eqns[k];
+  return nullptr;
+}
+
 const SliceMove* LowerCtx::slice_move() const {
   const Frame& f = frames_.back();
   if (!f.decisions || f.eqn < 0 || static_cast<size_t>(f.eqn) >= f.decisions->moves.move_of.size())
@@ -586,6 +596,8 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
     if (d.moves.folded_into[i] >= 0) continue;
     // Computed by the addupdate they feed (a cotangent shift).
     if (d.shifts.folded_into[i] >= 0) continue;
+    // Read in place by the concatenate they feed (ConcatPiecePlan).
+    if (i < d.pieces.folded_into.size() && d.pieces.folded_into[i] >= 0) continue;
     if (int32_t s = d.shifts.side_of[i]; s >= 0) {
       lower_cotangent_side_slice(*this, j, e, d.shifts.shifts[s]);
       continue;

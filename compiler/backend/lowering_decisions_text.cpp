@@ -2,6 +2,8 @@
 // every jaxpr of the buffer plan, with eqns named by the values print_jaxpr gives them.
 #include <fmt/format.h>
 
+#include <map>
+
 #include "compiler/backend/fusion.h"
 #include "passes/buffer_names.h"
 
@@ -63,6 +65,13 @@ void print_one(std::string& out, const BufferNames& names, int plan, const Jaxpr
       body += fmt::format("  product accumulation at eqn {}: {}\n    adds\n{}\n", i,
                           eqn_text(names, plan, j, static_cast<int32_t>(i)),
                           folded_list(names, plan, j, {p}));
+  std::map<int32_t, std::vector<int32_t>> slices_of_concat;
+  for (size_t k = 0; k < d.pieces.folded_into.size(); ++k)
+    if (int32_t c = d.pieces.folded_into[k]; c >= 0)
+      slices_of_concat[c].push_back(static_cast<int32_t>(k));
+  for (const auto& [c, slices] : slices_of_concat)
+    body += fmt::format("  concatenate at eqn {}: {}\n    reads in place\n{}\n", c,
+                        eqn_text(names, plan, j, c), folded_list(names, plan, j, slices));
   for (size_t i = 0; i < d.index_run.size(); ++i)
     if (d.index_run[i])
       body += fmt::format("  index run at eqn {}: {}\n", i,
@@ -80,7 +89,9 @@ std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& a
   for (size_t i = 0; i < assignment.jaxprs.size() && i < decisions.size(); ++i)
     print_one(out, names, static_cast<int>(i), assignment.jaxprs[i], decisions[i]);
   if (out.empty())
-    out = "no fused groups, slice moves, cotangent shifts, product accumulations or index runs\n";
+    out =
+        "no fused groups, slice moves, cotangent shifts, product accumulations, concatenated "
+        "slices or index runs\n";
   return out;
 }
 
