@@ -47,7 +47,8 @@ void lower_broadcast_in_dim(LowerCtx& c, const Eqn& e) {
   const IntList& bd = e.params.get<IntList>("broadcast_dimensions");
   if (bd.size() != xt.shape.size()) fail_eqn(e, "broadcast_dimensions does not match the rank");
   Value dst = c.result_buffer(e.outs[0]);
-  c.loop_nest(rt.shape, [&](Ivs ivs) {
+  // Each element written once from the operand (a same-sized broadcast keeps element order).
+  c.parallel_loop_nest(rt.shape, [&](Ivs ivs) {
     std::vector<Value> in;
     for (size_t i = 0; i < bd.size(); ++i)
       in.push_back(xt.shape[i] == 1 ? c.index(0) : ivs.at(bd[i]));
@@ -61,7 +62,7 @@ void lower_transpose(LowerCtx& c, const Eqn& e) {
   const IntList& perm = e.params.get<IntList>("permutation");
   if (perm.size() != rt.shape.size()) fail_eqn(e, "permutation does not match the rank");
   Value dst = c.result_buffer(e.outs[0]);
-  c.loop_nest(rt.shape, [&](Ivs ivs) {
+  c.parallel_loop_nest(rt.shape, [&](Ivs ivs) {  // never in place: a fresh result
     std::vector<Value> in(perm.size());
     for (size_t i = 0; i < perm.size(); ++i) in.at(perm[i]) = ivs[i];
     c.store(c.load(e.ins[0], in), dst, rt.dtype, ivs);

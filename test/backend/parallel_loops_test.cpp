@@ -104,6 +104,17 @@ TEST(ParallelLoops, RowReductionsAndBroadcastingGroupsSplitTheirRows) {
   check_everywhere(j, {random_array(at(DType::f32, {512, 300}), 3)}, 1e-5);
 }
 
+TEST(ParallelLoops, LargeBroadcastsAndTransposesSplitTheirRows) {
+  // The gradient of sum(a @ x) with respect to a is such a broadcast (a 16 MB write at 2048).
+  const Jaxpr j = parse_jaxpr(R"({ lambda ; x:f32[300] y:f32[200,300]. let
+    b:f32[400,300] = broadcast_in_dim[broadcast_dimensions=(1,) shape=(400, 300) sharding=None] x
+    t:f32[300,200] = transpose[permutation=(1, 0)] y
+  in (b, t) })");
+  EXPECT_EQ(parallel_calls(j, kThreads), 2u);
+  check_everywhere(
+      j, {random_array(at(DType::f32, {300}), 6), random_array(at(DType::f32, {200, 300}), 7)}, 0);
+}
+
 TEST(ParallelLoops, LoopsInsideAScanBodyCarryTheStepAndTheRows) {
   // Each step's elementwise work is large: it is outlined inside the scan's loop, with the
   // carry, the step's row of xs and the ys row it writes as live-ins.
