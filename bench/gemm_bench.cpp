@@ -15,6 +15,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/kernels/gemm.h"
@@ -104,6 +105,9 @@ int main(int argc, char** argv) {
                    a.data(), n, b.data(), n, 0.0f, c.data(), n);
         });
         theirs = fmt::format("{:.1f}", flops / t * 1e-9);
+        // OpenBLAS's threads spin for a while after a call; let them sleep before refjit's
+        // next measurement, or they take its second core.
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
         ratio = fmt::format("{:.2f}", t / ours);
       }
       const char* names[] = {"NN", "TN", "NT", "TT"};

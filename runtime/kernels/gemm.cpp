@@ -89,8 +89,8 @@ template <class T, int W>
 // Depth of a packed block (A's micro-panels stay in L1 across a row of B's), rows of a
 // packed A block (in L2) and columns of a packed B panel (in L3). Measured on this machine;
 // see docs/backend.md "Matrix products".
-constexpr int64_t kKC = 256;
-constexpr int64_t kMC = 144;
+constexpr int64_t kKC = 192;
+constexpr int64_t kMC = 168;
 constexpr int64_t kNC = 1536;
 
 // Below this many multiply-adds a product runs on one thread (waking workers costs more).
@@ -337,8 +337,8 @@ struct Isa {
 #define REFJIT_AVX2 __attribute__((target("avx2,fma")))
 #define REFJIT_SSE2
 
-REFJIT_ISA_ENTRIES(REFJIT_AVX512, avx512_f32, float, 16, 6, 2)
-REFJIT_ISA_ENTRIES(REFJIT_AVX512, avx512_f64, double, 8, 6, 2)
+REFJIT_ISA_ENTRIES(REFJIT_AVX512, avx512_f32, float, 16, 14, 2)
+REFJIT_ISA_ENTRIES(REFJIT_AVX512, avx512_f64, double, 8, 14, 2)
 REFJIT_ISA_ENTRIES(REFJIT_AVX2, avx2_f32, float, 8, 6, 2)
 REFJIT_ISA_ENTRIES(REFJIT_AVX2, avx2_f64, double, 4, 6, 2)
 REFJIT_ISA_ENTRIES(REFJIT_SSE2, sse2_f32, float, 4, 4, 2)
@@ -363,7 +363,7 @@ const Isa<T>& isa();
 template <>
 const Isa<float>& isa<float>() {
   static const Isa<float> table[] = {
-      {"avx512", 6, 32, block_avx512_f32, matvec_avx512_f32, shallow_avx512_f32},
+      {"avx512", 14, 32, block_avx512_f32, matvec_avx512_f32, shallow_avx512_f32},
       {"avx2", 6, 16, block_avx2_f32, matvec_avx2_f32, shallow_avx2_f32},
       {"sse2", 4, 8, block_sse2_f32, matvec_sse2_f32, shallow_sse2_f32}};
   return table[static_cast<int>(cpu())];
@@ -371,7 +371,7 @@ const Isa<float>& isa<float>() {
 template <>
 const Isa<double>& isa<double>() {
   static const Isa<double> table[] = {
-      {"avx512", 6, 16, block_avx512_f64, matvec_avx512_f64, shallow_avx512_f64},
+      {"avx512", 14, 16, block_avx512_f64, matvec_avx512_f64, shallow_avx512_f64},
       {"avx2", 6, 8, block_avx2_f64, matvec_avx2_f64, shallow_avx2_f64},
       {"sse2", 4, 4, block_sse2_f64, matvec_sse2_f64, shallow_sse2_f64}};
   return table[static_cast<int>(cpu())];
