@@ -38,13 +38,20 @@ bool has_subjaxprs(Prim p) {
          p == Prim::custom_vjp_call;
 }
 
+// Collectives: every rank must run each of them, in the same order.
+bool communicates(Prim p) {
+  return p == Prim::psum || p == Prim::all_gather || p == Prim::broadcast_from ||
+         p == Prim::axis_index;
+}
+
 std::array<PrimInfo, kNumPrims> make_registry() {
   std::array<PrimInfo, kNumPrims> infos{};
   TypeRuleTable rules{};
   register_type_rules(rules);
   for (int i = 0; i < kNumPrims; ++i) {
     Prim p = static_cast<Prim>(i);
-    infos[i] = PrimInfo{p, kNames[i], rules[i], effect_of(p), has_subjaxprs(p), kAdRules[i]};
+    infos[i] = PrimInfo{
+        p, kNames[i], rules[i], effect_of(p), has_subjaxprs(p), communicates(p), kAdRules[i]};
   }
   return infos;
 }

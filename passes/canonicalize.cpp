@@ -67,14 +67,9 @@ class Canonicalizer {
   // no refs, no sub-jaxprs, and no communication (every rank must run the same collectives).
   bool reusable(const Eqn& e) const {
     const PrimInfo& info = prim_info(e.prim);
-    if (info.effect != RefEffect::none || info.has_subjaxprs || e.outs.empty()) return false;
-    switch (e.prim) {
-      case Prim::psum:
-      case Prim::all_gather:
-      case Prim::broadcast_from:
-      case Prim::axis_index: return false;
-      default: return !touches_refs(j_, e);
-    }
+    if (info.effect != RefEffect::none || info.has_subjaxprs || info.communicates || e.outs.empty())
+      return false;
+    return !touches_refs(j_, e);
   }
 
   // Groups eqns that may compute the same (primitive and operand vars; params are compared

@@ -559,6 +559,7 @@ ConcatPiecePlan plan_concat_pieces(const Jaxpr& j, const JaxprBuffers* buffers,
   const size_t n = j.eqns.size();
   ConcatPiecePlan plan;
   plan.folded_into.assign(n, -1);
+  plan.piece_slices.resize(n);
   if (!buffers || buffers->eqns.size() != n) return plan;
   const JaxprBuffers& p = *buffers;
   auto buf = [&](const Atom& a) { return buffer_of(p, a); };
@@ -575,7 +576,8 @@ ConcatPiecePlan plan_concat_pieces(const Jaxpr& j, const JaxprBuffers* buffers,
       continue;
     const int dst = buf(concat.outs[0]);
     if (dst < 0) continue;
-    for (const Atom& piece : concat.ins) {
+    for (size_t operand = 0; operand < concat.ins.size(); ++operand) {
+      const Atom& piece = concat.ins[operand];
       if (!is_var(piece) || use_def.uses[as_var(piece).id] != 1) continue;
       const int32_t q = use_def.def[as_var(piece).id];
       if (q < 0 || static_cast<size_t>(q) >= c) continue;
@@ -588,6 +590,8 @@ ConcatPiecePlan plan_concat_pieces(const Jaxpr& j, const JaxprBuffers* buffers,
           written_between(src, static_cast<size_t>(q), c))
         continue;
       plan.folded_into[q] = static_cast<int32_t>(c);
+      plan.piece_slices[c].resize(concat.ins.size(), -1);
+      plan.piece_slices[c][operand] = q;
     }
   }
   return plan;

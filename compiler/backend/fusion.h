@@ -180,6 +180,9 @@ ProductAccumulationPlan plan_product_accumulations(const Jaxpr& jaxpr, const Jax
 struct ConcatPiecePlan {
   // folded_into[eqn] = the concatenate eqn that reads slice eqn `eqn`'s window, or -1.
   std::vector<int32_t> folded_into;
+  // piece_slices[concatenate eqn][operand] = the folded slice eqn that operand is, or -1 (empty
+  // for a concatenate with no folded piece).
+  std::vector<std::vector<int32_t>> piece_slices;
 };
 
 struct LoweringDecisions {

@@ -79,9 +79,10 @@ bool trailing_axes(const IntList& axes, int64_t rank) {
   return true;
 }
 
-// A full reduction of a large operand sums fixed blocks of its leading dim into partial
-// results (in parallel when the options allow: parallel_loops.h), then the partials in order.
-// The blocks depend only on the shape, so the result is the same bits on any thread count.
+// A full reduction of a large operand sums fixed blocks of its leading dim (the first one
+// longer than 1, so a [1, n] operand splits too) into partial results (in parallel when the options
+// allow: parallel_loops.h), then the partials in order. The blocks depend only on the shape, so the
+// result is the same bits on any thread count.
 constexpr int64_t kReduceBlockElements = int64_t{1} << 14;
 
 // The reduction of operand dims [dim, rank) at the leading indices `ivs` (size dim), folded
@@ -105,7 +106,9 @@ bool lower_reduce_all_blocked(LowerCtx& c, const Eqn& e, Reducer r) {
   const ArrayType xt = c.type_of(e.ins[0]).array;
   const ArrayType rt = c.type_of(e.outs[0]).array;
   if (xt.rank() == 0 || xt.num_elements() < 2 * kReduceBlockElements) return false;
-  const int64_t rows = xt.shape[0];
+  size_t split = 0;  // the dim the blocks split; the dims before it have extent 1
+  while (split + 1 < static_cast<size_t>(xt.rank()) && xt.shape[split] == 1) ++split;
+  const int64_t rows = xt.shape[split];
   const int64_t row_elements = xt.num_elements() / rows;
   const int64_t rows_per_block = std::max<int64_t>(1, kReduceBlockElements / row_elements);
   const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
@@ -119,8 +122,9 @@ bool lower_reduce_all_blocked(LowerCtx& c, const Eqn& e, Reducer r) {
     auto over_rows = b.create<mlir::scf::ForOp>(
         c.loc, first, end, c.index(1), mlir::ValueRange{identity(c, rt.dtype, r)},
         [&](mlir::OpBuilder& nested, mlir::Location, Value row, mlir::ValueRange acc) {
-          std::vector<Value> ivs{row};
-          Value next = reduce_dims(c, e, r, ivs, 1, acc[0]);
+          std::vector<Value> ivs(split, c.index(0));
+          ivs.push_back(row);
+          Value next = reduce_dims(c, e, r, ivs, split + 1, acc[0]);
           nested.create<mlir::scf::YieldOp>(c.loc, next);
         });
     c.store(over_rows.getResult(0), partial, rt.dtype, {block[0]});

@@ -85,9 +85,10 @@ void lower_concatenate(LowerCtx& c, const Eqn& e) {
   int64_t dim = e.params.get<int64_t>("dimension");
   Value dst = c.result_buffer(e.outs[0]);
   int64_t offset = 0;
-  for (const Atom& a : e.ins) {
+  for (size_t operand = 0; operand < e.ins.size(); ++operand) {
+    const Atom& a = e.ins[operand];
     ArrayType xt = c.type_of(a).array;
-    const Eqn* slice = c.folded_piece_slice(a);
+    const Eqn* slice = c.folded_piece_slice(operand);
     c.loop_nest(xt.shape, [&](Ivs ivs) {
       std::vector<Value> out = ivs;
       out.at(dim) = add_idx(c, ivs[dim], c.index(offset));

@@ -546,14 +546,14 @@ std::vector<Value> LowerCtx::lower_inline(const Jaxpr& body, const std::vector<V
   return outs;
 }
 
-const Eqn* LowerCtx::folded_piece_slice(const Atom& piece) const {
+const Eqn* LowerCtx::folded_piece_slice(size_t operand) const {
   const Frame& f = frames_.back();
-  if (!is_var(piece) || !f.decisions || f.eqn < 0) return nullptr;
-  const std::vector<int32_t>& into = f.decisions->pieces.folded_into;
-  const Jaxpr& j = *f.jaxpr;
-  for (size_t k = 0; k < into.size() && k < j.eqns.size(); ++k)
-    if (into[k] == f.eqn && j.eqns[k].outs.at(0) == as_var(piece)) return &j.eqns[k];
-  return nullptr;
+  if (!f.decisions || f.eqn < 0) return nullptr;
+  const auto& slices = f.decisions->pieces.piece_slices;
+  if (static_cast<size_t>(f.eqn) >= slices.size()) return nullptr;
+  const std::vector<int32_t>& of_concat = slices[static_cast<size_t>(f.eqn)];
+  if (operand >= of_concat.size() || of_concat[operand] < 0) return nullptr;
+  return &f.jaxpr->eqns.at(static_cast<size_t>(of_concat[operand]));
 }
 
 const SliceMove* LowerCtx::slice_move() const {

@@ -46,6 +46,7 @@ struct PrimInfo {
   TypeRule type_rule = nullptr;
   RefEffect effect = RefEffect::none;  // on operand 0 for get/swap/addupdate/freeze
   bool has_subjaxprs = false;          // jit, scan, cond, custom_vjp_call
+  bool communicates = false;           // a collective: every rank runs it (psum, all_gather, ...)
   AdRules ad_rules = AdRules::jvp;
 };
 
