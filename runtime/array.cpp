@@ -25,12 +25,13 @@ constexpr DType dtype_of() {
   return d;
 }
 
-// 64-byte aligned storage, so compiled code can use aligned vector loads.
-std::shared_ptr<std::byte[]> allocate(int64_t bytes) {
+// 64-byte aligned storage, so compiled code can use aligned vector loads; zero-filled unless
+// `zeroed` is false.
+std::shared_ptr<std::byte[]> allocate(int64_t bytes, bool zeroed = true) {
   size_t n = static_cast<size_t>(bytes > 0 ? bytes : 1);
   n = (n + 63) / 64 * 64;
   auto* p = static_cast<std::byte*>(::operator new[](n, std::align_val_t{64}));
-  std::memset(p, 0, n);
+  if (zeroed) std::memset(p, 0, n);
   return std::shared_ptr<std::byte[]>(
       p, [](std::byte* q) { ::operator delete[](q, std::align_val_t{64}); });
 }
@@ -44,6 +45,13 @@ Array::Array(ArrayType type) : type_(std::move(type)) {
     if (d < 0) throw TypeError("negative dimension in array type " + type_.str());
   storage_ = allocate(type_.byte_size());
   data_ = storage_.get();
+}
+
+Array Array::uninitialized(ArrayType type) {
+  for (int64_t d : type.shape)
+    if (d < 0) throw TypeError("negative dimension in array type " + type.str());
+  auto storage = allocate(type.byte_size(), /*zeroed=*/false);
+  return Array(std::move(type), std::move(storage));
 }
 
 Array::Array(ArrayType type, const void* data) : Array(std::move(type)) {

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <string_view>
@@ -359,6 +360,21 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
   return symbols;
 }
 
+// The storage of an output the code writes in full: not zero-filled (a 16 MB gradient would
+// cost a second pass over memory). With REFJIT_POISON_OUTPUTS=1 (the test suites set it) it is
+// filled with 0xff bytes instead (NaN, or -1), so code that read an output before writing it
+// would show.
+Array output_storage(const ArrayType& t) {
+  static const bool poison = [] {
+    const char* env = std::getenv("REFJIT_POISON_OUTPUTS");
+    return env && std::string_view(env) != "0" && std::string_view(env) != "";
+  }();
+  Array a = Array::uninitialized(t);
+  if (poison && a.byte_size() > 0)
+    std::memset(a.mutable_data(), 0xff, static_cast<size_t>(a.byte_size()));
+  return a;
+}
+
 std::vector<int64_t> descriptor(const void* data, const Shape& shape) {
   // {allocated, aligned, offset, sizes..., strides...}, row-major.
   std::vector<int64_t> d(3 + 2 * shape.size());
@@ -500,7 +516,8 @@ std::vector<RtValue> CompiledFunction::call(std::vector<RtValue>& args, bool tak
     // storage, and the code's entry copy into the output sees one pointer and skips itself.
     const int d = j < f.output_donor.size() ? f.output_donor[j] : -1;
     Array* donor = take && d >= 0 ? std::get_if<Array>(&args[static_cast<size_t>(d)]) : nullptr;
-    Array a = donor && donor->type() == t && donor->unique() ? std::move(*donor) : Array(t);
+    Array a =
+        donor && donor->type() == t && donor->unique() ? std::move(*donor) : output_storage(t);
     descs.push_back(descriptor(a.mutable_data(), t.shape));
     outs.emplace_back(std::move(a));
   }

@@ -27,6 +27,10 @@ class Array {
   // `storage` releases it once no Array shares it.
   Array(ArrayType type, std::shared_ptr<std::byte[]> storage);
 
+  // Storage whose contents are unspecified, for a caller that writes every element before
+  // anything reads one (compiled code's outputs): skips the zero fill.
+  static Array uninitialized(ArrayType type);
+
   template <class T>
   static Array from_vector(const std::vector<T>& values, Shape shape);
   template <class T>

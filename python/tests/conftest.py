@@ -1,7 +1,13 @@
 """Shared helpers of the package's tests: JAX's values are the reference."""
 
+import os
+
 import numpy as np
 import pytest
+
+# Compiled code's outputs start as 0xff bytes instead of unspecified memory, so an element the
+# code forgot to write fails a comparison (as in the C++ suites; docs/testing.md).
+os.environ.setdefault("REFJIT_POISON_OUTPUTS", "1")
 
 
 def assert_tree_close(actual, expected, rtol=2e-5, atol=1e-6):

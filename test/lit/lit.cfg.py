@@ -30,6 +30,7 @@ config.test_exec_root = os.path.join(os.path.dirname(os.path.abspath(refjit_bin)
 config.substitutions.append((r"(?<![\w/.-])refjit(?![\w/.-])", refjit))
 # The pipeline verifies the program after every pass (passes/pipeline.h).
 config.environment["REFJIT_VERIFY_EACH"] = "1"
+config.environment["REFJIT_POISON_OUTPUTS"] = "1"
 config.environment["PATH"] = os.pathsep.join(
     ["/usr/lib/llvm-19/bin", config.environment.get("PATH", os.environ.get("PATH", ""))]
 )
