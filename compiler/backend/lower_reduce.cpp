@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "compiler/backend/lowering.h"
+#include "compiler/backend/parallel_loops.h"
 
 namespace refjit::backend {
 namespace {
@@ -156,6 +157,68 @@ void lower_reduce_trailing(LowerCtx& c, const Eqn& e, Reducer r) {
     c.mark_parallel(loop, rt.shape[0], xt.num_elements() / std::max<int64_t>(1, rt.shape[0]));
 }
 
+// Whether `axes` are the first axes.size() dims.
+bool leading_axes(const IntList& axes) {
+  std::vector<int64_t> sorted(axes.begin(), axes.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i)
+    if (sorted[i] != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
+// Columns of the first kept dim per block of a leading-axes reduction (below): a block's slice
+// of the result stays in L1 while the reduced rows stream past.
+constexpr int64_t kColumnBlockElements = 256;
+constexpr int64_t kMinColumnBlocks = 8;
+
+// Reducing the leading dims of a large operand (column sums: the gradient of a matrix-vector
+// product, a bias's gradient): the first kept dim is split into blocks of columns, each
+// reduced over every row in row-major order. Blocks write disjoint parts of the result, so
+// they run on the runtime's threads, and each element sums its rows in the same order as the
+// serial pass below. False when the operand is too small for threads.
+bool lower_reduce_leading_blocked(LowerCtx& c, const Eqn& e, Reducer r, const IntList& axes) {
+  const ArrayType xt = c.type_of(e.ins[0]).array;
+  const ArrayType rt = c.type_of(e.outs[0]).array;
+  const size_t p = axes.size();
+  if (rt.rank() == 0 || xt.num_elements() < kParallelMinElements || xt.shape[p] < 2) return false;
+  const int64_t columns = xt.shape[p];
+  const Shape reduced(xt.shape.begin(), xt.shape.begin() + static_cast<std::ptrdiff_t>(p));
+  const Shape inner(xt.shape.begin() + static_cast<std::ptrdiff_t>(p) + 1, xt.shape.end());
+  const int64_t inner_elements = ArrayType{rt.dtype, inner}.num_elements();
+  // At most kColumnBlockElements per block, and at least kMinColumnBlocks blocks where the
+  // columns allow it (the blocks depend only on the shape; no element's order depends on them).
+  const int64_t per_block =
+      std::max<int64_t>(1, std::min(kColumnBlockElements / inner_elements,
+                                    (columns + kMinColumnBlocks - 1) / kMinColumnBlocks));
+  const int64_t blocks = (columns + per_block - 1) / per_block;
+  Value dst = c.result_buffer(e.outs[0]);
+  c.fill(dst, rt, identity(c, rt.dtype, r));
+  mlir::Operation* loop = c.loop_nest({blocks}, [&](Ivs block) {
+    auto& b = c.b;
+    Value first = b.create<arith::MulIOp>(c.loc, block[0], c.index(per_block));
+    Value end = b.create<arith::MinSIOp>(
+        c.loc, b.create<arith::AddIOp>(c.loc, first, c.index(per_block)), c.index(columns));
+    c.loop_nest(reduced, [&](Ivs rows) {
+      b.create<mlir::scf::ForOp>(
+          c.loc, first, end, c.index(1), mlir::ValueRange{},
+          [&](mlir::OpBuilder& nested, mlir::Location, Value column, mlir::ValueRange) {
+            c.loop_nest(inner, [&](Ivs rest) {
+              std::vector<Value> in(rows.begin(), rows.end());
+              std::vector<Value> out{column};
+              out.insert(out.end(), rest.begin(), rest.end());
+              in.insert(in.end(), out.begin(), out.end());
+              Value acc = c.load_mem(dst, rt.dtype, out);
+              c.store(combine(c, rt.dtype, r, acc, c.load(e.ins[0], in)), dst, rt.dtype, out);
+            });
+            nested.create<mlir::scf::YieldOp>(c.loc);
+          });
+    });
+  });
+  c.mark_parallel(loop, blocks,
+                  per_block * inner_elements * ArrayType{rt.dtype, reduced}.num_elements());
+  return true;
+}
+
 // Result initialised to the identity, then one pass over the operand in row-major order
 // accumulating into the result element the operand element maps to (the innermost loop then
 // runs along kept, contiguous elements of both, and vectorises without reassociation).
@@ -165,6 +228,7 @@ void lower_reduce(LowerCtx& c, const Eqn& e, Reducer r) {
   ArrayType rt = c.type_of(e.outs[0]).array;
   const IntList& axes = e.params.get<IntList>("axes");
   if (!axes.empty() && trailing_axes(axes, xt.rank())) return lower_reduce_trailing(c, e, r);
+  if (!axes.empty() && leading_axes(axes) && lower_reduce_leading_blocked(c, e, r, axes)) return;
   Value dst = c.result_buffer(e.outs[0]);
   c.fill(dst, rt, identity(c, rt.dtype, r));
   c.loop_nest(xt.shape, [&](Ivs ivs) {

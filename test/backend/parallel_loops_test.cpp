@@ -92,6 +92,29 @@ TEST(ParallelLoops, FullReductionsSumFixedBlocksSoEveryRunGivesTheSameBits) {
   }
 }
 
+TEST(ParallelLoops, ColumnReductionsSplitTheirColumnsIntoBlocks) {
+  // Reducing leading dims (the gradient of a matrix-vector product with respect to the vector
+  // is such a column sum): blocks of the first kept dim run on threads, each summing every row.
+  struct Case {
+    const char* shape;
+    const char* axes;
+    const char* result;
+  };
+  for (const Case& k :
+       {Case{"[700,300]", "(0,)", "[300]"}, Case{"[40,30,101]", "(0, 1)", "[101]"},
+        Case{"[600,7,20]", "(0,)", "[7,20]"}, Case{"[100,1000]", "(0,)", "[1000]"}}) {
+    for (const char* reduce : {"reduce_sum", "reduce_min"}) {
+      const Jaxpr j = parse_jaxpr(fmt::format(
+          "{{ lambda ; x:f32{0}. let y:f32{0} = exp x\n z:f32{3} = {1}[axes={2}] y in (z,) }}",
+          k.shape, reduce, k.axes, k.result));
+      SCOPED_TRACE(print_jaxpr(j));
+      EXPECT_EQ(parallel_calls(j, kThreads), 1u);
+      Shape s = j.type_of(j.invars[0]).array.shape;
+      check_everywhere(j, {random_array(at(DType::f32, s), 4)}, 1e-5);
+    }
+  }
+}
+
 TEST(ParallelLoops, RowReductionsAndBroadcastingGroupsSplitTheirRows) {
   // Layer-norm-like: a mean per row, then x - mean[:, None], both over 512 rows.
   const Jaxpr j = parse_jaxpr(R"({ lambda ; x:f32[512,300]. let
