@@ -92,6 +92,8 @@ template <class T, int W>
 constexpr int64_t kKC = 192;
 constexpr int64_t kMC = 168;
 constexpr int64_t kNC = 1536;
+// A product with at most this many panels of NR columns reads row-major A in place.
+constexpr int64_t kInPlaceAPanels = 2;
 
 // Below this many multiply-adds a product runs on one thread (waking workers costs more).
 constexpr int64_t kParallelWork = int64_t{1} << 21;
@@ -161,20 +163,23 @@ struct Blocked {
     }
   }
 
-  // C's MR x NR tile (row stride c_rs, contiguous rows) = or += the product of one micro-panel
-  // of A and NR columns of B over depth kc; B's rows are b_rs apart (NR when packed). The
+  // C's MR x NR tile (row stride c_rs, contiguous rows) = or += the product of MR rows of A
+  // and NR columns of B over depth kc; B's rows are b_rs apart (NR when packed). A is a packed
+  // micro-panel, or with kRowsOfA MR rows read in place (a_rs apart, each contiguous). The
   // accumulators stay in registers.
-  [[gnu::always_inline]] static inline void micro(int64_t kc, const T* pa, const T* pb,
-                                                  int64_t b_rs, T* c, int64_t c_rs, bool add) {
+  template <bool kRowsOfA>
+  [[gnu::always_inline]] static inline void micro(int64_t kc, const T* pa, int64_t a_rs,
+                                                  const T* pb, int64_t b_rs, T* c, int64_t c_rs,
+                                                  bool add) {
     V acc[MR][NV] = {};
     for (int64_t p = 0; p < kc; ++p) {
       V b[NV];
       for (int j = 0; j < NV; ++j) b[j] = load<V>(pb + j * W);
       for (int i = 0; i < MR; ++i) {
-        const V a = splat<V>(pa[i]);
+        const V a = splat<V>(kRowsOfA ? pa[i * a_rs] : pa[i]);
         for (int j = 0; j < NV; ++j) acc[i][j] += a * b[j];
       }
-      pa += MR;
+      pa += kRowsOfA ? 1 : MR;
       pb += b_rs;
     }
     for (int i = 0; i < MR; ++i)
@@ -201,29 +206,41 @@ struct Blocked {
         const bool direct = i1 - i0 <= kMC && x.b_cs == 1;
         const int64_t packed_from = direct ? nc / NR * NR : 0;
         if (packed_from < nc) pack_b(x, pc, kc, jc + packed_from, nc - packed_from, pb);
+        // Likewise with few columns (a convolution's im2col times its kernel): each micro-panel
+        // of A would be read only once or twice, and packing a row-major A is a transpose that
+        // costs as much as the product. Its whole panels of rows are read in place instead.
+        const bool a_rows_in_place = x.a_cs == 1 && nc <= kInPlaceAPanels * NR;
         for (int64_t ic = i0; ic < i1; ic += kMC) {
           const int64_t mc = std::min(kMC, i1 - ic);
-          pack_a(x, ic, mc, pc, kc, pa);
+          const int64_t a_packed_from = a_rows_in_place ? mc / MR * MR : 0;
+          if (a_packed_from < mc) pack_a(x, ic + a_packed_from, mc - a_packed_from, pc, kc, pa);
           for (int64_t jr = 0; jr < nc; jr += NR) {
             const int64_t cols = std::min<int64_t>(NR, nc - jr);
             for (int64_t ir = 0; ir < mc; ir += MR) {
               const int64_t rows = std::min<int64_t>(MR, mc - ir);
-              const T* a_panel = pa + ir * kc;
+              const bool a_in_place = ir < a_packed_from;
+              const T* a_panel =
+                  a_in_place ? x.a + (ic + ir) * x.a_rs + pc : pa + (ir - a_packed_from) * kc;
               const bool in_place = jr < packed_from;
               const T* b_panel =
                   in_place ? x.b + pc * x.b_rs + jc + jr : pb + (jr - packed_from) * kc;
               const int64_t b_rs = in_place ? x.b_rs : NR;
               T* c = x.c + (ic + ir) * x.c_rs + (jc + jr) * x.c_cs;
-              if (rows == MR && cols == NR && x.c_cs == 1) {
-                micro(kc, a_panel, b_panel, b_rs, c, x.c_rs, add);
-                continue;
-              }
-              // A partial or strided tile goes through a local one.
-              micro(kc, a_panel, b_panel, b_rs, edge, NR, false);
+              // (No lambda here: it would not inherit the entry function's target attribute.)
+              const bool whole_tile = rows == MR && cols == NR && x.c_cs == 1;
+              T* dst = whole_tile ? c : edge;
+              const int64_t dst_rs = whole_tile ? x.c_rs : NR;
+              const bool accumulate = whole_tile && add;
+              if (a_in_place)
+                micro<true>(kc, a_panel, x.a_rs, b_panel, b_rs, dst, dst_rs, accumulate);
+              else
+                micro<false>(kc, a_panel, 0, b_panel, b_rs, dst, dst_rs, accumulate);
+              if (whole_tile) continue;
+              // A partial or strided tile went through a local one.
               for (int64_t i = 0; i < rows; ++i)
                 for (int64_t j = 0; j < cols; ++j) {
-                  T& dst = c[i * x.c_rs + j * x.c_cs];
-                  dst = add ? dst + edge[i * NR + j] : edge[i * NR + j];
+                  T& out = c[i * x.c_rs + j * x.c_cs];
+                  out = add ? out + edge[i * NR + j] : edge[i * NR + j];
                 }
             }
           }
