@@ -79,24 +79,35 @@ std::vector<Value> slice_source_index(LowerCtx& c, const Eqn& e, Ivs ivs) {
   return in;
 }
 
+// One loop nest over the result's dims before `dimension`; inside it each operand's part of
+// that row is copied in turn, so the result is written in order, a row at a time. Rows are
+// independent, so a large concatenate runs on the runtime's threads (im2col's nine windows).
 void lower_concatenate(LowerCtx& c, const Eqn& e) {
   expect_ins(e, 1);
   ArrayType rt = c.type_of(e.outs[0]).array;
-  int64_t dim = e.params.get<int64_t>("dimension");
+  const size_t dim = static_cast<size_t>(e.params.get<int64_t>("dimension"));
+  const Shape outer(rt.shape.begin(), rt.shape.begin() + static_cast<std::ptrdiff_t>(dim));
   Value dst = c.result_buffer(e.outs[0]);
-  int64_t offset = 0;
-  for (size_t operand = 0; operand < e.ins.size(); ++operand) {
-    const Atom& a = e.ins[operand];
-    ArrayType xt = c.type_of(a).array;
-    const Eqn* slice = c.folded_piece_slice(operand);
-    c.loop_nest(xt.shape, [&](Ivs ivs) {
-      std::vector<Value> out = ivs;
-      out.at(dim) = add_idx(c, ivs[dim], c.index(offset));
-      c.store(slice ? c.load(slice->ins[0], slice_source_index(c, *slice, ivs)) : c.load(a, ivs),
-              dst, rt.dtype, out);
-    });
-    offset += xt.shape.at(dim);
-  }
+  mlir::Operation* loop = c.loop_nest(outer, [&](Ivs row) {
+    int64_t offset = 0;
+    for (size_t operand = 0; operand < e.ins.size(); ++operand) {
+      const Atom& a = e.ins[operand];
+      const ArrayType xt = c.type_of(a).array;
+      const Eqn* slice = c.folded_piece_slice(operand);
+      const Shape part(xt.shape.begin() + static_cast<std::ptrdiff_t>(dim), xt.shape.end());
+      c.loop_nest(part, [&](Ivs inner) {
+        std::vector<Value> in(row.begin(), row.end());
+        in.insert(in.end(), inner.begin(), inner.end());
+        std::vector<Value> out = in;
+        out.at(dim) = add_idx(c, in[dim], c.index(offset));
+        c.store(slice ? c.load(slice->ins[0], slice_source_index(c, *slice, in)) : c.load(a, in),
+                dst, rt.dtype, out);
+      });
+      offset += xt.shape.at(dim);
+    }
+  });
+  if (!outer.empty())
+    c.mark_parallel(loop, outer[0], rt.num_elements() / std::max<int64_t>(1, outer[0]));
 }
 
 void lower_slice(LowerCtx& c, const Eqn& e) {

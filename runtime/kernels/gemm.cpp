@@ -93,7 +93,7 @@ constexpr int64_t kKC = 192;
 constexpr int64_t kMC = 168;
 constexpr int64_t kNC = 1536;
 // A product with at most this many panels of NR columns reads row-major A in place.
-constexpr int64_t kInPlaceAPanels = 2;
+constexpr int64_t kInPlaceAPanels = 4;
 
 // Below this many multiply-adds a product runs on one thread (waking workers costs more).
 constexpr int64_t kParallelWork = int64_t{1} << 21;
@@ -128,6 +128,9 @@ template <class T, int W, int MR, int NV>
 struct Blocked {
   using V = Vec<T, W>;
   static constexpr int NR = W * NV;
+  // Row counts of the smaller micro-kernels a ragged last panel of rows uses.
+  static constexpr int kMidRows = MR > 8 ? 8 : MR;
+  static constexpr int kFewRows = MR > 4 ? 4 : MR;
 
   // A block of A (rows i0.., depth p0..) as micro-panels of MR rows: pa[panel][p][i],
   // zero-padded to a whole panel.
@@ -167,22 +170,23 @@ struct Blocked {
   // and NR columns of B over depth kc; B's rows are b_rs apart (NR when packed). A is a packed
   // micro-panel, or with kRowsOfA MR rows read in place (a_rs apart, each contiguous). The
   // accumulators stay in registers.
-  template <bool kRowsOfA>
+  // Only the first R rows are computed (R < MR for a ragged last panel of rows).
+  template <int R, bool kRowsOfA>
   [[gnu::always_inline]] static inline void micro(int64_t kc, const T* pa, int64_t a_rs,
                                                   const T* pb, int64_t b_rs, T* c, int64_t c_rs,
                                                   bool add) {
-    V acc[MR][NV] = {};
+    V acc[R][NV] = {};
     for (int64_t p = 0; p < kc; ++p) {
       V b[NV];
       for (int j = 0; j < NV; ++j) b[j] = load<V>(pb + j * W);
-      for (int i = 0; i < MR; ++i) {
+      for (int i = 0; i < R; ++i) {
         const V a = splat<V>(kRowsOfA ? pa[i * a_rs] : pa[i]);
         for (int j = 0; j < NV; ++j) acc[i][j] += a * b[j];
       }
       pa += kRowsOfA ? 1 : MR;
       pb += b_rs;
     }
-    for (int i = 0; i < MR; ++i)
+    for (int i = 0; i < R; ++i)
       for (int j = 0; j < NV; ++j) {
         T* dst = c + i * c_rs + j * W;
         store(dst, add ? load<V>(dst) + acc[i][j] : acc[i][j]);
@@ -231,10 +235,14 @@ struct Blocked {
               T* dst = whole_tile ? c : edge;
               const int64_t dst_rs = whole_tile ? x.c_rs : NR;
               const bool accumulate = whole_tile && add;
-              if (a_in_place)
-                micro<true>(kc, a_panel, x.a_rs, b_panel, b_rs, dst, dst_rs, accumulate);
+              if (a_in_place)  // whole panels only
+                micro<MR, true>(kc, a_panel, x.a_rs, b_panel, b_rs, dst, dst_rs, accumulate);
+              else if (rows > kMidRows)
+                micro<MR, false>(kc, a_panel, 0, b_panel, b_rs, dst, dst_rs, accumulate);
+              else if (rows > kFewRows)  // a ragged last panel: fewer rows, less work
+                micro<kMidRows, false>(kc, a_panel, 0, b_panel, b_rs, dst, dst_rs, accumulate);
               else
-                micro<false>(kc, a_panel, 0, b_panel, b_rs, dst, dst_rs, accumulate);
+                micro<kFewRows, false>(kc, a_panel, 0, b_panel, b_rs, dst, dst_rs, accumulate);
               if (whole_tile) continue;
               // A partial or strided tile went through a local one.
               for (int64_t i = 0; i < rows; ++i)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -26,8 +27,33 @@ int configured_threads() {
 
 thread_local bool t_inside_task = false;
 
-// Workers sleep on `wake` until a job is published (generation changes), take task
-// indices from `next` until none are left, and count themselves out in `active`.
+// How long a worker (and a caller waiting for its job to finish) polls before it sleeps. The
+// parallel loops of one call come in quick succession (a concatenate, a product, a reduction):
+// a worker still polling starts the next one at once, where waking a sleeping thread costs a
+// futex call on each side (and, in a VM, an interrupt to the other CPU).
+constexpr auto kPollBeforeSleeping = std::chrono::microseconds(100);
+
+void pause_briefly() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Polls `ready` until it holds or kPollBeforeSleeping has passed; returns whether it held.
+template <class Ready>
+bool poll(Ready ready) {
+  const auto until = std::chrono::steady_clock::now() + kPollBeforeSleeping;
+  do {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+      pause_briefly();
+    }
+  } while (std::chrono::steady_clock::now() < until);
+  return ready();
+}
+
+// A job is published by bumping `generation_`; workers poll for it, then sleep on `wake_`,
+// take task indices from `next_` until none are left, and count themselves out in `active_`.
 class Pool {
  public:
   explicit Pool(int threads) {
@@ -41,19 +67,23 @@ class Pool {
   void run(int64_t n, const std::function<void(int64_t)>& task) {
     std::unique_lock<std::mutex> submit(submit_, std::try_to_lock);
     if (!submit.owns_lock()) return serial(n, task);  // another thread's job is running
+    bool anyone_asleep = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       task_ = &task;
       float_mode_ = current_float_mode();  // the workers compute as the caller does
       count_ = n;
       next_.store(0);
-      active_ = static_cast<int>(workers_.size());
-      ++generation_;
+      active_.store(static_cast<int>(workers_.size()));
+      generation_.fetch_add(1, std::memory_order_release);
+      anyone_asleep = sleeping_ > 0;
     }
-    wake_.notify_all();
+    if (anyone_asleep) wake_.notify_all();
     drain();
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return active_ == 0; });
+    if (!poll([&] { return active_.load(std::memory_order_acquire) == 0; })) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_.wait(lock, [&] { return active_.load() == 0; });
+    }
     task_ = nullptr;
   }
 
@@ -71,19 +101,27 @@ class Pool {
   void work() {
     uint64_t seen = 0;
     while (true) {
+      auto published = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+      if (!poll(published)) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        ++sleeping_;
+        wake_.wait(lock, published);
+        --sleeping_;
+      }
       uint32_t mode = 0;
       {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return generation_ != seen; });
-        seen = generation_;
+        std::lock_guard<std::mutex> lock(mutex_);  // the job's fields were written under it
+        seen = generation_.load();
         mode = float_mode_;
       }
       {
         ScopedFloatMode as_caller(mode);
         drain();
       }
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--active_ == 0) done_.notify_one();
+      if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        done_.notify_one();
+      }
     }
   }
 
@@ -91,12 +129,13 @@ class Pool {
   std::mutex submit_;  // one job at a time
   std::mutex mutex_;
   std::condition_variable wake_, done_;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};
+  int sleeping_ = 0;  // workers waiting on wake_ (under mutex_)
   const std::function<void(int64_t)>* task_ = nullptr;
   uint32_t float_mode_ = 0;
   int64_t count_ = 0;
   std::atomic<int64_t> next_{0};
-  int active_ = 0;
+  std::atomic<int> active_{0};
 };
 
 std::atomic<Pool*> g_pool{nullptr};
