@@ -137,7 +137,6 @@ std::pair<std::vector<Operand>, VjpCore> VjpCore::create(const TraceBody& f,
   return {std::move(outs), std::move(core)};
 }
 
-size_t VjpCore::num_args() const { return state_->arg_types.size(); }
 
 VjpCore VjpCore::with_refs(std::vector<GradEntry> entries) const {
   const VjpState& st = *state_;

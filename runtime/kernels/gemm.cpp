@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/kernels/thread_pool.h"
@@ -82,6 +83,43 @@ template <class T, int W>
     T s = v[0];
     for (int l = 1; l < W; ++l) s += v[l];
     return s;
+  }
+}
+
+// lane_sum of each of four vectors. For 16 floats (AVX-512) the halving steps of the four are
+// done together, two rows per shuffle, with each lane added in lane_sum's order: a row's sum
+// has the same bits whether it is reduced alone or in a group.
+template <class T, int W>
+[[gnu::always_inline]] inline void lane_sums4(Vec<T, W> v0, Vec<T, W> v1, Vec<T, W> v2,
+                                              Vec<T, W> v3, T out[4]) {
+  if constexpr (std::is_same_v<T, float> && W == 16) {
+    using V = Vec<float, 16>;
+    using Q = Vec<float, 4>;
+    // Eight lanes: lanes [0, 8) of each row plus lanes [8, 16), two rows per vector.
+    const V h01 =
+        __builtin_shufflevector(v0, v1, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+        __builtin_shufflevector(v0, v1, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30,
+                                31);
+    const V h23 =
+        __builtin_shufflevector(v2, v3, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+        __builtin_shufflevector(v2, v3, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30,
+                                31);
+    // Four lanes: lanes [0, 4) of each row's eight plus lanes [4, 8); row r at [4r, 4r + 4).
+    const V q = __builtin_shufflevector(h01, h23, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25,
+                                        26, 27) +
+                __builtin_shufflevector(h01, h23, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28,
+                                        29, 30, 31);
+    // ((l0 + l1) + l2) + l3 per row, the four rows side by side.
+    const Q sums =
+        ((__builtin_shufflevector(q, q, 0, 4, 8, 12) + __builtin_shufflevector(q, q, 1, 5, 9, 13)) +
+         __builtin_shufflevector(q, q, 2, 6, 10, 14)) +
+        __builtin_shufflevector(q, q, 3, 7, 11, 15);
+    std::memcpy(out, &sums, sizeof sums);
+  } else {
+    out[0] = lane_sum<T, W>(v0);
+    out[1] = lane_sum<T, W>(v1);
+    out[2] = lane_sum<T, W>(v2);
+    out[3] = lane_sum<T, W>(v3);
   }
 }
 
@@ -264,16 +302,42 @@ template <class T, int W>
                                           int64_t k, T* y, int64_t ys, int64_t i0, int64_t i1,
                                           bool accumulate) {
   using V = Vec<T, W>;
-  if (a_cs == 1) {  // rows contiguous: one dot product per row, four accumulators
-    for (int64_t i = i0; i < i1; ++i) {
+  if (a_cs == 1) {
+    // Rows contiguous: a dot product per row, in one order whether the row is done alone or in
+    // a group: one vector accumulator over the whole vectors, its lane_sum, then the tail.
+    // Groups of four rows give four independent accumulators and share x's loads and the lane
+    // sums' shuffles (an RNN step's 128-long rows spent most of their time in the lane sums).
+    // (No lambdas here: they would not inherit the entry function's target attribute.)
+    const int64_t whole = k / W * W;
+    int64_t i = i0;
+    for (; i + 4 <= i1; i += 4) {
+      const T* r0 = a + i * a_rs;
+      const T* r1 = r0 + a_rs;
+      const T* r2 = r1 + a_rs;
+      const T* r3 = r2 + a_rs;
+      V acc0 = {}, acc1 = {}, acc2 = {}, acc3 = {};
+      for (int64_t p = 0; p < whole; p += W) {
+        const V xp = load<V>(x + p);
+        acc0 += load<V>(r0 + p) * xp;
+        acc1 += load<V>(r1 + p) * xp;
+        acc2 += load<V>(r2 + p) * xp;
+        acc3 += load<V>(r3 + p) * xp;
+      }
+      T s[4];
+      lane_sums4<T, W>(acc0, acc1, acc2, acc3, s);
+      for (int r = 0; r < 4; ++r) {
+        const T* row = a + (i + r) * a_rs;
+        for (int64_t p = whole; p < k; ++p) s[r] += row[p] * x[p];
+        T& out = y[(i + r) * ys];
+        out = accumulate ? out + s[r] : s[r];
+      }
+    }
+    for (; i < i1; ++i) {
       const T* row = a + i * a_rs;
-      V acc[4] = {};
-      int64_t p = 0;
-      for (; p + 4 * W <= k; p += 4 * W)
-        for (int u = 0; u < 4; ++u) acc[u] += load<V>(row + p + u * W) * load<V>(x + p + u * W);
-      for (; p + W <= k; p += W) acc[0] += load<V>(row + p) * load<V>(x + p);
-      T s = lane_sum<T, W>((acc[0] + acc[1]) + (acc[2] + acc[3]));
-      for (; p < k; ++p) s += row[p] * x[p];
+      V acc = {};
+      for (int64_t p = 0; p < whole; p += W) acc += load<V>(row + p) * load<V>(x + p);
+      T s = lane_sum<T, W>(acc);
+      for (int64_t p = whole; p < k; ++p) s += row[p] * x[p];
       y[i * ys] = accumulate ? y[i * ys] + s : s;
     }
     return;
@@ -316,20 +380,32 @@ constexpr int64_t kShallowDepth = 8;
 template <class T, int W>
 [[gnu::always_inline]] inline void shallow(const Product<T>& x, int64_t i0, int64_t i1) {
   using V = Vec<T, W>;
+  // Locals, not x's fields: the stores into C are byte copies, which may alias x, so the
+  // fields would be loaded again for every vector.
+  const int64_t n = x.n, k = x.k, a_cs = x.a_cs, b_rs = x.b_rs;
+  const T* const b = x.b;
+  const bool accumulate = x.accumulate;
   for (int64_t i = i0; i < i1; ++i) {
     const T* a = x.a + i * x.a_rs;
     T* c = x.c + i * x.c_rs;
     int64_t j = 0;
-    for (; j + W <= x.n; j += W) {
-      V acc = splat<V>(a[0]) * load<V>(x.b + j);
-      for (int64_t p = 1; p < x.k; ++p)
-        acc += splat<V>(a[p * x.a_cs]) * load<V>(x.b + p * x.b_rs + j);
-      store(c + j, x.accumulate ? load<V>(c + j) + acc : acc);
+    if (k == 1) {  // an outer product (a gradient's rank-one update)
+      const V a0 = splat<V>(a[0]);
+      for (; j + W <= n; j += W) {
+        const V prod = a0 * load<V>(b + j);
+        store(c + j, accumulate ? load<V>(c + j) + prod : prod);
+      }
+    } else {
+      for (; j + W <= n; j += W) {
+        V acc = splat<V>(a[0]) * load<V>(b + j);
+        for (int64_t p = 1; p < k; ++p) acc += splat<V>(a[p * a_cs]) * load<V>(b + p * b_rs + j);
+        store(c + j, accumulate ? load<V>(c + j) + acc : acc);
+      }
     }
-    for (; j < x.n; ++j) {
-      T s = a[0] * x.b[j];
-      for (int64_t p = 1; p < x.k; ++p) s += a[p * x.a_cs] * x.b[p * x.b_rs + j];
-      c[j] = x.accumulate ? c[j] + s : s;
+    for (; j < n; ++j) {
+      T s = a[0] * b[j];
+      for (int64_t p = 1; p < k; ++p) s += a[p * a_cs] * b[p * b_rs + j];
+      c[j] = accumulate ? c[j] + s : s;
     }
   }
 }

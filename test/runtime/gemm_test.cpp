@@ -96,6 +96,37 @@ TEST(Gemm, BatchesAndThreadedSplits) {
 }
 
 // C += A B adds the product to what C holds, on every path (blocked, shallow, matrix-vector).
+// Matrix-vector rows are summed four at a time (shared lane-sum shuffles) and the last ones
+// alone, in the same order: a row has the same bits in a group as computed by itself.
+template <class T>
+void expect_rows_alone_match_the_whole(int64_t m, int64_t k) {
+  std::mt19937 rng(static_cast<uint32_t>(m * 1000 + k));
+  Operand<T> a = make_operand<T>(1, m, k, false, rng);
+  Operand<T> x = make_operand<T>(1, k, 1, false, rng);
+  std::vector<T> whole(static_cast<size_t>(m)), alone(whole.size());
+  gemm({1, m, 1, k}, a.view, x.view, {whole.data(), 0, 1, 1});
+  for (int64_t i = 0; i < m; ++i) {
+    Matrices<const T> row = a.view;
+    row.data += i * k;
+    gemm({1, 1, 1, k}, row, x.view, {alone.data() + i, 0, 1, 1});
+  }
+  EXPECT_EQ(whole, alone) << m << " x " << k;
+  const double tolerance = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+  for (int64_t i = 0; i < m; ++i) {  // and the sums are right
+    double want = 0;
+    for (int64_t p = 0; p < k; ++p) want += double(a.data[i * k + p]) * double(x.data[p]);
+    EXPECT_NEAR(whole[i], want, tolerance) << "row " << i;
+  }
+}
+
+TEST(Gemm, MatrixVectorRowsHaveTheSameBitsAloneOrGrouped) {
+  for (int64_t m : {int64_t{4}, int64_t{7}, int64_t{130}})
+    for (int64_t k : {int64_t{5}, int64_t{16}, int64_t{128}, int64_t{133}}) {
+      expect_rows_alone_match_the_whole<float>(m, k);
+      expect_rows_alone_match_the_whole<double>(m, k);
+    }
+}
+
 TEST(Gemm, AccumulateAddsTheProduct) {
   for (GemmShape s : {GemmShape{1, 40, 70, 300}, GemmShape{2, 33, 65, 1}, GemmShape{1, 1, 90, 50},
                       GemmShape{1, 90, 1, 50}, GemmShape{1, 5, 7, 0}}) {

@@ -57,7 +57,6 @@ class VjpCore {
   VjpCore with_refs(std::vector<GradEntry> entries) const;
   // Runs (or stages) the backward pass for one cotangent per output (E4, E6).
   std::vector<Grad> apply(const std::vector<Operand>& cts) const;
-  size_t num_args() const;
 
  private:
   std::shared_ptr<VjpState> state_;
