@@ -12,6 +12,7 @@
 #include "passes/buffer_assignment.h"
 #include "passes/canonicalize.h"
 #include "passes/dce.h"
+#include "passes/hoist_accumulations.h"
 #include "passes/inline_consts.h"
 #include "passes/jvp.h"
 #include "passes/range_simplify.h"
@@ -38,6 +39,8 @@ constexpr PassInfo kPasses[] = {
     {"trim-rows", "carries and refs lose the trailing rows that no index reaches"},
     {"simplify-ranges", "what integer ranges decide is folded; row-run accesses become windows"},
     {"simplify-dots", "transposed products become swapped ones; products with ones, sums"},
+    {"hoist-accumulations",
+     "a scan's per-step `ref += x_t . d_t` becomes one product of the stacked rows after it"},
     {"dce", "eqns whose results nobody reads, and that have no effect, are removed"},
     // ---- plans the lowering follows
     {"buffers", "each value gets a buffer; updates happen in place where the rules allow"},
@@ -150,6 +153,7 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
   run.jaxpr_pass("simplify-ranges",
                  [&](const Jaxpr& j) { return simplify_with_ranges(j, ranges); });
   run.jaxpr_pass("simplify-dots", [&](const Jaxpr& j) { return simplify_dots(j); });
+  run.jaxpr_pass("hoist-accumulations", [&](const Jaxpr& j) { return hoist_accumulations(j); });
   // Results nobody reads (a gradient's primal value inside a nested jit) are not computed.
   run.jaxpr_pass("dce", [&](const Jaxpr& j) { return dce(j); });
   if (run.stopped()) return;
