@@ -41,8 +41,8 @@ class Canonicalizer {
     for (Eqn& e : in) {
       for (Atom& a : e.ins) a = subst_(a);
       rewrite_bodies(e);
-      if (slice_of_concatenate(e) || reshape_of_broadcast(e) || scalar_arithmetic(e) ||
-          repeats_an_earlier_eqn(e))
+      if (does_nothing(e) || slice_of_concatenate(e) || reshape_of_broadcast(e) ||
+          scalar_arithmetic(e) || repeats_an_earlier_eqn(e))
         continue;
       push(std::move(e));
     }
@@ -107,6 +107,36 @@ class Canonicalizer {
     subst_.set(e.outs[0], x);
     ++changes_;
     return true;
+  }
+
+  // Whether `a` is the literal one, or a broadcast of it.
+  bool is_one(const Atom& a) const {
+    if (const Literal* l = std::get_if<Literal>(&a)) return l->as_double() == 1.0;
+    const Eqn* b = def(a);
+    return b && b->prim == Prim::broadcast_in_dim && b->ins.size() == 1 && is_one(b->ins[0]);
+  }
+
+  // Eqns whose result is their operand: a slice of everything, a sum over no axes, a product
+  // with one (differentiation multiplies cotangents by ones). `forward` checks the types.
+  bool does_nothing(const Eqn& e) {
+    if (e.outs.size() != 1 || e.ins.empty() || !is_var(e.ins[0])) return false;
+    switch (e.prim) {
+      case Prim::slice: {
+        const Shape& s = j_.type_of(e.ins[0]).array.shape;
+        const IntList& start = e.params.get<IntList>("start_indices");
+        const IntList& limit = e.params.get<IntList>("limit_indices");
+        if (!unit_strides(e) || start.size() != s.size() || limit.size() != s.size()) return false;
+        for (size_t k = 0; k < s.size(); ++k)
+          if (start[k] != 0 || limit[k] != s[k]) return false;
+        return forward(e, e.ins[0]);
+      }
+      case Prim::reduce_sum: return e.params.get<IntList>("axes").empty() && forward(e, e.ins[0]);
+      case Prim::mul:
+        if (e.ins.size() != 2) return false;
+        if (is_one(e.ins[1]) && forward(e, e.ins[0])) return true;
+        return is_var(e.ins[1]) && is_one(e.ins[0]) && forward(e, e.ins[1]);
+      default: return false;
+    }
   }
 
   bool slice_of_concatenate(Eqn& e) {

@@ -159,12 +159,22 @@ class DotSimplifier {
       Shape reduced_shape;
       for (int64_t k : kept) reduced_shape.push_back(yt.shape[static_cast<size_t>(k)]);
       const ArrayType reduced_type{d, reduced_shape};
-      Var sum = j_.new_var(Type(reduced_type));
-      IntList axes(contract.begin(), contract.end());
-      std::sort(axes.begin(), axes.end());
-      eqns.push_back(Eqn{Prim::reduce_sum, Params{{"axes", axes}}, {other}, {sum}});
-      Var scaled = j_.new_var(Type(reduced_type));
-      eqns.push_back(Eqn{Prim::mul, Params{}, {Atom(sum), b->ins[0]}, {scaled}});
+      // Without contracted dims (an outer product) there is nothing to sum, and a scalar one
+      // (reverse mode's seed) scales nothing.
+      Atom scaled = other;
+      if (!contract.empty()) {
+        Var sum = j_.new_var(Type(reduced_type));
+        IntList axes(contract.begin(), contract.end());
+        std::sort(axes.begin(), axes.end());
+        eqns.push_back(Eqn{Prim::reduce_sum, Params{{"axes", axes}}, {other}, {sum}});
+        scaled = sum;
+      }
+      const Literal* s = std::get_if<Literal>(&b->ins[0]);
+      if (!s || s->as_double() != 1.0) {
+        Var product = j_.new_var(Type(reduced_type));
+        eqns.push_back(Eqn{Prim::mul, Params{}, {scaled, b->ins[0]}, {product}});
+        scaled = product;
+      }
       // The result is (batch, lhs free, rhs free): y's dims land on the batch dims and on
       // its own free group; the broadcast operand's free dims are new.
       const int64_t nb = static_cast<int64_t>(batch.size());
@@ -178,7 +188,7 @@ class DotSimplifier {
       IntList shape(rt.shape.begin(), rt.shape.end());
       eqns.push_back(Eqn{Prim::broadcast_in_dim,
                          Params{{"shape", shape}, {"broadcast_dimensions", dims}},
-                         {Atom(scaled)},
+                         {scaled},
                          {e.outs[0]}});
       ++changes_;
       return eqns;

@@ -534,8 +534,8 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
     return;
   }
 
-  // Whole matrices per task when the batch fills the threads; else split each matrix's
-  // columns (or, when it has few, its rows) into one part per thread.
+  // Whole matrices per task when the batch fills the threads; else split each matrix's rows
+  // or columns into one part per thread.
   const int64_t per_matrix = s.batch >= threads ? 1 : threads;
   auto product = [&](int64_t q) {
     return Product<T>{s.m,
@@ -559,7 +559,10 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
     });
     return;
   }
-  const bool split_columns = s.n >= per_matrix * kernels.nr * 2 || s.m < per_matrix * kernels.mr;
+  // Split the longer side: each thread then packs the whole of the other, smaller operand, and
+  // its part keeps whole panels (72 of 144 columns would leave a panel a quarter full).
+  const bool split_columns =
+      (s.n >= per_matrix * kernels.nr * 2 && s.n > s.m) || s.m < per_matrix * kernels.mr;
   parallel_for(s.batch * per_matrix, [&](int64_t task) {
     const int64_t t = task % per_matrix;
     const Product<T> x = product(task / per_matrix);
