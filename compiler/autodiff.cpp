@@ -137,7 +137,6 @@ std::pair<std::vector<Operand>, VjpCore> VjpCore::create(const TraceBody& f,
   return {std::move(outs), std::move(core)};
 }
 
-
 VjpCore VjpCore::with_refs(std::vector<GradEntry> entries) const {
   const VjpState& st = *state_;
   const size_t n = st.arg_types.size();
