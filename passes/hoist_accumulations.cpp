@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "passes/jaxpr_util.h"
+
 namespace refjit {
 
 namespace {
@@ -42,14 +44,7 @@ class Hoister {
 
  private:
   void recurse(Eqn& e) {
-    if (e.prim != Prim::scan && e.prim != Prim::jit) return;
-    const JaxprPtr* body = std::get_if<JaxprPtr>(e.params.find("jaxpr"));
-    if (!body || !*body) return;
-    Jaxpr copy = **body;
-    if (int n = Hoister(copy).run(); n > 0) {
-      changes_ += n;
-      e.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(copy)));
-    }
+    changes_ += rewrite_body(e, [](Jaxpr& body) { return Hoister(body).run(); });
   }
 
   // Finds the body's hoistable accumulations, rewrites the body and the scan, and appends the

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <memory>
 #include <unordered_map>
 
 #include "refjit/ir/error.h"
@@ -84,6 +85,16 @@ bool touches_refs(const Jaxpr& j, const Eqn& eqn) {
 
 std::string describe_eqn(const Eqn& eqn, size_t index) {
   return fmt::format("eqn {} (`{}`)", index, prim_name(eqn.prim));
+}
+
+int rewrite_body(Eqn& e, const std::function<int(Jaxpr&)>& rewrite) {
+  if (e.prim != Prim::scan && e.prim != Prim::jit) return 0;
+  const JaxprPtr* body = std::get_if<JaxprPtr>(e.params.find("jaxpr"));
+  if (!body || !*body) return 0;
+  Jaxpr copy = **body;
+  const int n = rewrite(copy);
+  if (n > 0) e.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(copy)));
+  return n;
 }
 
 }  // namespace refjit

@@ -1,6 +1,7 @@
 // Small helpers shared by the passes: copying a jaxpr's eqns into a builder, substitutions.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -21,6 +22,11 @@ std::vector<Atom> inline_call(JaxprBuilder& b, const Jaxpr& callee, std::span<co
 std::vector<Atom> inline_call_with_policies(JaxprBuilder& b, const Jaxpr& callee,
                                             std::span<const Atom> args, const std::string& policy,
                                             std::vector<std::string>& eqn_policies);
+
+// Runs `rewrite` (which returns how many changes it made) on a copy of the body of a scan or
+// jit eqn; when it changed something, `e` takes the rewritten body. Returns the count (0 for
+// any other eqn): how a pass recurses into the bodies it rewrites.
+int rewrite_body(Eqn& e, const std::function<int(Jaxpr&)>& rewrite);
 
 // Vars replaced by other atoms: where a pass that drops or rewrites an eqn records what its
 // results became, and reads every later operand through.

@@ -4,6 +4,8 @@
 #include <memory>
 #include <optional>
 
+#include "passes/jaxpr_util.h"
+
 namespace refjit {
 
 namespace {
@@ -84,15 +86,7 @@ class DotSimplifier {
 
  private:
   void recurse(Eqn& e) {
-    if (e.prim != Prim::scan && e.prim != Prim::jit) return;
-    const JaxprPtr* body = std::get_if<JaxprPtr>(e.params.find("jaxpr"));
-    if (!body || !*body) return;
-    Jaxpr copy = **body;
-    DotSimplifier inner(copy);
-    if (int n = inner.run(); n > 0) {
-      changes_ += n;
-      e.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(copy)));
-    }
+    changes_ += rewrite_body(e, [](Jaxpr& body) { return DotSimplifier(body).run(); });
   }
 
   const Eqn* def(const Atom& a) const {
