@@ -127,13 +127,14 @@ class Hoister {
       invar_position[body.invars[p].id] = static_cast<int32_t>(p);
 
     // A const ref qualifies when every eqn that names it adds to the whole of it.
+    std::vector<bool> named_otherwise(n, false);
+    for (const Eqn& e : body.eqns)
+      for (size_t k = 0; k < e.ins.size(); ++k)
+        if (is_var(e.ins[k]) &&
+            (e.prim != Prim::addupdate || k != 0 || !e.params.get<Indexer>("indexer").is_whole()))
+          named_otherwise[as_var(e.ins[k]).id] = true;
     auto only_accumulated = [&](Var ref) {
-      for (const Eqn& e : body.eqns)
-        for (size_t k = 0; k < e.ins.size(); ++k)
-          if (is_var(e.ins[k]) && as_var(e.ins[k]) == ref &&
-              (e.prim != Prim::addupdate || k != 0 || !e.params.get<Indexer>("indexer").is_whole()))
-            return false;
-      return uses[ref.id] < 2;  // not returned
+      return !named_otherwise[ref.id] && uses[ref.id] < 2;  // and not returned
     };
 
     std::vector<Hoistable> found;
@@ -157,7 +158,7 @@ class Hoister {
       for (int side = 0; side < 2 && !h; ++side) {
         const Atom& row = product.ins[static_cast<size_t>(side)];
         const Atom& other = product.ins[static_cast<size_t>(1 - side)];
-        if (!is_var(row) || !is_var(other)) continue;
+        if (!is_var(row) || !is_var(other) || body.type_of(row).is_ref) continue;
         const int32_t pos = invar_position[as_var(row).id];
         if (pos < 0 || static_cast<size_t>(pos) < num_consts + num_carry) continue;
         h = Hoistable{static_cast<size_t>(d),

@@ -249,7 +249,7 @@ struct Blocked {
         const int64_t packed_from = direct ? nc / NR * NR : 0;
         if (packed_from < nc) pack_b(x, pc, kc, jc + packed_from, nc - packed_from, pb);
         // Likewise with few columns (a convolution's im2col times its kernel): each micro-panel
-        // of A would be read only once or twice, and packing a row-major A is a transpose that
+        // of A would be read only a few times, and packing a row-major A is a transpose that
         // costs as much as the product. Its whole panels of rows are read in place instead.
         const bool a_rows_in_place = x.a_cs == 1 && nc <= kInPlaceAPanels * NR;
         for (int64_t ic = i0; ic < i1; ic += kMC) {
