@@ -19,7 +19,7 @@ inline constexpr const char* kParallelAttr = "refjit.parallel";
 
 // Element count from which a loop nest is worth running on several threads: waking a worker
 // costs microseconds, about as much as a few thousand elements of simple arithmetic.
-inline constexpr int64_t kParallelMinElements = int64_t{1} << 15;
+inline constexpr int64_t kParallelMinElements = int64_t{1} << 17;
 
 // Outlines every marked loop that is not inside another marked one. A loop whose bounds are
 // not the constants 0 and n with step 1, or whose live-ins have a type the context cannot

@@ -19,7 +19,7 @@ Array filled(int64_t n, float v) {
   return a;
 }
 
-// x * y for n elements: with n = 65536 the loop runs on the pool's threads as well.
+// x * y for n elements: with n = 262144 the loop runs on the pool's threads as well.
 std::vector<float> product(int64_t n, float x, float y, const CompileOptions& options) {
   const Jaxpr j = parse_jaxpr(
       fmt::format("{{ lambda ; a:f32[{0}] b:f32[{0}]. let c:f32[{0}] = mul a b in (c,) }}", n));
@@ -32,7 +32,7 @@ std::vector<float> product(int64_t n, float x, float y, const CompileOptions& op
 TEST(FloatMode, SubnormalResultsAndOperandsAreFlushedToZeroByDefault) {
   const float tiny = 1e-40f;  // subnormal in f32
   ASSERT_LT(tiny, std::numeric_limits<float>::min());
-  for (int64_t n : {4, 65536}) {
+  for (int64_t n : {4, 262144}) {
     SCOPED_TRACE(n);
     for (float v : product(n, 1e-20f, 1e-20f, {})) EXPECT_EQ(v, 0.0f);  // result flushed
     for (float v : product(n, tiny, 1.0f, {})) EXPECT_EQ(v, 0.0f);      // operand read as zero
@@ -44,7 +44,7 @@ TEST(FloatMode, SubnormalResultsAndOperandsAreFlushedToZeroByDefault) {
 
 TEST(FloatMode, TheCallersModeIsRestored) {
   const uint32_t before = kernels::current_float_mode();
-  product(65536, 1e-20f, 1e-20f, {});
+  product(262144, 1e-20f, 1e-20f, {});
   EXPECT_EQ(kernels::current_float_mode(), before);
   // And this thread still computes with subnormals.
   volatile float a = 1e-20f, b = 1e-20f;

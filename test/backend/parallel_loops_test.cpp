@@ -77,7 +77,7 @@ TEST(ParallelLoops, LargeElementwiseChainsRunOnThreadsWithTheirScalarsPacked) {
 
 TEST(ParallelLoops, FullReductionsSumFixedBlocksSoEveryRunGivesTheSameBits) {
   // Leading dims of extent 1 are skipped: the blocks split the first longer dim.
-  for (const char* shape : {"[200000]", "[300,1000]", "[7,5,3000]", "[1,200000]", "[1,1,70000]"}) {
+  for (const char* shape : {"[200000]", "[300,1000]", "[7,5,4000]", "[1,200000]", "[1,1,140000]"}) {
     for (const char* reduce : {"reduce_sum", "reduce_max"}) {
       const auto commas = std::count(shape, shape + std::strlen(shape), ',');
       const std::string axes = commas == 0 ? "(0,)" : commas == 1 ? "(0, 1)" : "(0, 1, 2)";
@@ -101,8 +101,8 @@ TEST(ParallelLoops, ColumnReductionsSplitTheirColumnsIntoBlocks) {
     const char* result;
   };
   for (const Case& k :
-       {Case{"[700,300]", "(0,)", "[300]"}, Case{"[40,30,101]", "(0, 1)", "[101]"},
-        Case{"[600,7,20]", "(0,)", "[7,20]"}, Case{"[100,1000]", "(0,)", "[1000]"}}) {
+       {Case{"[700,300]", "(0,)", "[300]"}, Case{"[40,40,101]", "(0, 1)", "[101]"},
+        Case{"[1000,7,20]", "(0,)", "[7,20]"}, Case{"[150,1000]", "(0,)", "[1000]"}}) {
     for (const char* reduce : {"reduce_sum", "reduce_min"}) {
       const Jaxpr j = parse_jaxpr(fmt::format(
           "{{ lambda ; x:f32{0}. let y:f32{0} = exp x\n z:f32{3} = {1}[axes={2}] y in (z,) }}",
@@ -130,30 +130,30 @@ TEST(ParallelLoops, RowReductionsAndBroadcastingGroupsSplitTheirRows) {
 
 TEST(ParallelLoops, LargeBroadcastsAndTransposesSplitTheirRows) {
   // The gradient of sum(a @ x) with respect to a is such a broadcast (a 16 MB write at 2048).
-  const Jaxpr j = parse_jaxpr(R"({ lambda ; x:f32[300] y:f32[200,300]. let
-    b:f32[400,300] = broadcast_in_dim[broadcast_dimensions=(1,) shape=(400, 300) sharding=None] x
-    t:f32[300,200] = transpose[permutation=(1, 0)] y
+  const Jaxpr j = parse_jaxpr(R"({ lambda ; x:f32[300] y:f32[500,300]. let
+    b:f32[500,300] = broadcast_in_dim[broadcast_dimensions=(1,) shape=(500, 300) sharding=None] x
+    t:f32[300,500] = transpose[permutation=(1, 0)] y
   in (b, t) })");
   EXPECT_EQ(parallel_calls(j, kThreads), 2u);
   check_everywhere(
-      j, {random_array(at(DType::f32, {300}), 6), random_array(at(DType::f32, {200, 300}), 7)}, 0);
+      j, {random_array(at(DType::f32, {300}), 6), random_array(at(DType::f32, {500, 300}), 7)}, 0);
 }
 
 TEST(ParallelLoops, LoopsInsideAScanBodyCarryTheStepAndTheRows) {
   // Each step's elementwise work is large: it is outlined inside the scan's loop, with the
   // carry, the step's row of xs and the ys row it writes as live-ins.
-  const Jaxpr j = parse_jaxpr(R"({ lambda ; c0:f32[65536] xs:f32[3,65536]. let
-    c:f32[65536] ys:f32[3,65536] = scan[length=3 num_consts=0 num_carry=1 reverse=False
-      linear=(False, False) unroll=1 jaxpr={ lambda ; h:f32[65536] x:f32[65536]. let
-        a:f32[65536] = sin x
-        b:f32[65536] = mul h 0.5:f32[]
-        n:f32[65536] = add a b
-        y:f32[65536] = cos n
+  const Jaxpr j = parse_jaxpr(R"({ lambda ; c0:f32[140000] xs:f32[3,140000]. let
+    c:f32[140000] ys:f32[3,140000] = scan[length=3 num_consts=0 num_carry=1 reverse=False
+      linear=(False, False) unroll=1 jaxpr={ lambda ; h:f32[140000] x:f32[140000]. let
+        a:f32[140000] = sin x
+        b:f32[140000] = mul h 0.5:f32[]
+        n:f32[140000] = add a b
+        y:f32[140000] = cos n
       in (n, y) }] c0 xs
   in (c, ys) })");
   EXPECT_GE(parallel_calls(j, kThreads), 1u);
   check_everywhere(
-      j, {random_array(at(DType::f32, {65536}), 4), random_array(at(DType::f32, {3, 65536}), 5)},
+      j, {random_array(at(DType::f32, {140000}), 4), random_array(at(DType::f32, {3, 140000}), 5)},
       1e-5);
 }
 
