@@ -130,8 +130,9 @@ template <class T, int W>
 constexpr int64_t kKC = 192;
 constexpr int64_t kMC = 168;
 constexpr int64_t kNC = 1536;
-// A product with at most this many panels of NR columns reads row-major A in place.
-constexpr int64_t kInPlaceAPanels = 4;
+// A product with at most this many panels of NR columns reads row-major A in place (five:
+// a 3x3 convolution over 16 channels has 144 = 4.5 panels of 32).
+constexpr int64_t kInPlaceAPanels = 5;
 
 // Below this many multiply-adds a product runs on one thread (waking workers costs more).
 constexpr int64_t kParallelWork = int64_t{1} << 21;
@@ -173,6 +174,20 @@ struct Blocked {
   // A block of A (rows i0.., depth p0..) as micro-panels of MR rows: pa[panel][p][i],
   // zero-padded to a whole panel.
   static void pack_a(const Product<T>& x, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T* pa) {
+    if (x.a_rs == 1) {
+      // A transposed A: each depth's row segment is contiguous in memory, read once, front to
+      // back, and dealt out to the panels (a memory-bound copy wants sequential reads).
+      const int64_t whole = mc / MR * MR;
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* src = x.a + i0 + (p0 + p) * x.a_cs;
+        for (int64_t ir = 0; ir < whole; ir += MR)
+          std::memcpy(pa + ir * kc + p * MR, src + ir, MR * sizeof(T));
+      }
+      if (whole == mc) return;
+      pa += whole * kc;
+      i0 += whole;
+      mc -= whole;
+    }
     for (int64_t ir = 0; ir < mc; ir += MR) {
       const int64_t rows = std::min<int64_t>(MR, mc - ir);
       for (int64_t p = 0; p < kc; ++p) {
