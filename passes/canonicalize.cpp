@@ -9,6 +9,7 @@
 
 #include "passes/dce.h"
 #include "passes/jaxpr_util.h"
+#include "passes/window_sums.h"
 
 namespace refjit {
 namespace {
@@ -35,6 +36,7 @@ class Canonicalizer {
   explicit Canonicalizer(Jaxpr& j) : j_(j) {}
 
   int run() {
+    changes_ += sum_window_accumulations(j_);
     std::vector<Eqn> in = std::move(j_.eqns);
     j_.eqns.clear();
     j_.eqns.reserve(in.size());
@@ -117,7 +119,8 @@ class Canonicalizer {
   }
 
   // Eqns whose result is their operand: a slice of everything, a sum over no axes, a product
-  // with one (differentiation multiplies cotangents by ones). `forward` checks the types.
+  // with one (differentiation multiplies cotangents by ones), a pad by nothing. `forward`
+  // checks the types.
   bool does_nothing(const Eqn& e) {
     if (e.outs.size() != 1 || e.ins.empty() || !is_var(e.ins[0])) return false;
     switch (e.prim) {
@@ -131,6 +134,11 @@ class Canonicalizer {
         return forward(e, e.ins[0]);
       }
       case Prim::reduce_sum: return e.params.get<IntList>("axes").empty() && forward(e, e.ins[0]);
+      case Prim::pad:
+        for (const IntList& c : e.params.get<IntListList>("padding_config"))
+          for (int64_t k : c)
+            if (k != 0) return false;
+        return forward(e, e.ins[0]);
       case Prim::mul:
         if (e.ins.size() != 2) return false;
         if (is_one(e.ins[1]) && forward(e, e.ins[0])) return true;

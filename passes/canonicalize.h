@@ -2,7 +2,11 @@
 // printouts above all), so that the passes after it see one spelling of each computation.
 //
 //   - an eqn whose result is its operand is dropped: a slice of everything, a reduce_sum over
-//     no axes, a mul by one or by a broadcast one (reverse mode's `cotangent * 1.0`);
+//     no axes, a mul by one or by a broadcast one (reverse mode's `cotangent * 1.0`), a pad
+//     by nothing;
+//   - a zero ref only added into by static windows, then frozen, is the sum of the added
+//     values padded to their windows (passes/window_sums.h): the transpose of a
+//     convolution's im2col;
 //   - a slice of a concatenate that falls within one operand is a slice of that operand (the
 //     operand itself when it covers it): JAX builds the [n, 2] index matrix of `x.at[i, j]`
 //     by concatenating columns, and reading it back column by column is the columns;

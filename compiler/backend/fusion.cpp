@@ -8,9 +8,25 @@ namespace refjit {
 
 namespace {
 
-// Elementwise with operands of the result's shape or rank 0, or a broadcast_in_dim (each
-// element of its result is one load of its operand).
+// A static slice, or a pad without interior padding: each element of its result is one
+// element of its operand (or the padding value), at an index computed from its own.
+bool is_view(const Jaxpr& j, const Eqn& e) {
+  if (e.outs.size() != 1 || e.ins.empty() || !is_var(e.ins[0]) || j.type_of(e.outs[0]).is_ref ||
+      j.type_of(as_var(e.ins[0])).is_ref)
+    return false;
+  if (e.prim == Prim::slice) return e.ins.size() == 1;
+  if (e.prim != Prim::pad || e.ins.size() != 2 || j.type_of(e.ins[1]).array.rank() != 0 ||
+      j.type_of(e.ins[1]).is_ref)
+    return false;
+  for (const IntList& c : e.params.get<IntListList>("padding_config"))
+    if (c.size() != 3 || c[2] != 0) return false;
+  return true;
+}
+
+// Elementwise with operands of the result's shape or rank 0, a broadcast_in_dim (each
+// element of its result is one load of its operand), or a view.
 bool fusible(const Jaxpr& j, const Eqn& e) {
+  if (is_view(j, e)) return true;
   if (e.prim == Prim::broadcast_in_dim)
     return e.ins.size() == 1 && e.outs.size() == 1 && !j.type_of(e.outs[0]).is_ref &&
            (!is_var(e.ins[0]) || !j.type_of(as_var(e.ins[0])).is_ref);
@@ -128,6 +144,12 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
     return false;
   };
 
+  std::vector<bool> from_swap(j.vars.size(), false);
+  for (const Eqn& e : j.eqns)
+    if (e.prim == Prim::swap)
+      for (Var v : e.outs) from_swap[v.id] = true;
+  auto swapped_out = [&](const Atom& a) { return is_var(a) && from_swap[as_var(a).id]; };
+
   // Walk backwards so every consumer is placed before its producers.
   std::vector<std::vector<size_t>> groups;  // in reverse program order while building
   std::vector<Shape> group_shape;
@@ -147,6 +169,14 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
     // every reader is in a group of this shape that may compute it.
     std::vector<int32_t> readers;
     bool all = !returned[out.id] && !consumers[out.id].empty();
+    // A view is evaluated at the index its reader asks for, so it may have another shape
+    // when only views read it; anything else is evaluated at the root's index and may feed
+    // no view (`pad(exp(x))` stores exp(x)).
+    const bool view = is_view(j, e);
+    bool read_by_view = false, read_by_other = false;
+    for (size_t k : consumers[out.id])
+      (is_view(j, j.eqns[k]) ? read_by_view : read_by_other) = true;
+    if (read_by_view && !view) all = false;
     for (size_t k : consumers[out.id]) {
       std::vector<int32_t> of_reader;
       if (plan.group_of[k] >= 0)
@@ -159,8 +189,14 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
         if (std::find(readers.begin(), readers.end(), g) == readers.end()) readers.push_back(g);
     }
     for (int32_t g : readers)
-      all = all && group_shape[g] == shape && !operands_clobbered(i, g, groups[g].front());
+      all = all && (group_shape[g] == shape || (view && !read_by_other)) &&
+            !operands_clobbered(i, g, groups[g].front());
     int32_t target = all && readers.size() == 1 ? readers[0] : -1;
+    // A view roots no group: one alone is a copy, which its own rule (or the plans that read
+    // slices in place: slice moves, concatenate pieces) does as well. Nor does one join that
+    // reads the value a swap took out of a ref: a cotangent shift (below) reads those slices
+    // from the ref's window and never stores the value.
+    if (view && (target < 0 || swapped_out(e.ins[0]))) continue;
     if (all && readers.size() > 1 && duplicable(e.prim)) {
       for (int32_t g : readers) groups[g].push_back(i);
       plan.group_of[i] = FusionPlan::kDuplicated;
@@ -191,6 +227,28 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
       // (A duplicate is then stored by its own rule too; other groups still compute it.)
       for (size_t k = 1; k < g.size(); ++k) plan.group_of[g[k]] = -1;
       g.resize(1);
+    }
+
+  // The root's store of an element may come before a view's load of another element of the
+  // same buffer: a group whose root writes a buffer a view reads keeps no views (they are
+  // stored by their own rules, and the group reads them back).
+  if (buffers)
+    for (std::vector<size_t>& g : groups) {
+      if (g.size() < 2) continue;
+      const int out = buffer_of(*buffers, j.eqns[g.front()].outs[0]);
+      bool clash = false;
+      for (size_t k = 1; k < g.size(); ++k)
+        clash = clash || (out >= 0 && is_view(j, j.eqns[g[k]]) &&
+                          buffer_of(*buffers, j.eqns[g[k]].ins[0]) == out);
+      if (!clash) continue;
+      std::vector<size_t> kept{g.front()};
+      for (size_t k = 1; k < g.size(); ++k) {
+        if (is_view(j, j.eqns[g[k]]))
+          plan.group_of[g[k]] = -1;
+        else
+          kept.push_back(g[k]);
+      }
+      g = std::move(kept);
     }
 
   // Keep groups of two or more, renumbered in program order of their roots.

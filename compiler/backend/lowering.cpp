@@ -708,10 +708,68 @@ std::vector<Value> LowerCtx::broadcast_operand_index(const Eqn& e, Ivs ivs) {
   return at;
 }
 
+Value LowerCtx::view_element(const std::vector<const Eqn*>& views, const Eqn& e, Ivs ivs) {
+  const ArrayType xt = type_of(e.ins[0]).array;
+  std::vector<Value> at;
+  Value inside;  // pad: whether the element comes from the operand
+  if (e.prim == Prim::slice) {
+    const IntList& start = e.params.get<IntList>("start_indices");
+    const IntList strides = e.params.get_or<IntList>("strides", {});
+    for (size_t d = 0; d < ivs.size(); ++d) {
+      const int64_t stride = d < strides.size() ? strides[d] : 1;
+      Value i = ivs[d];
+      if (stride != 1) i = b.create<mlir::arith::MulIOp>(loc, i, index(stride));
+      if (start.at(d) != 0) i = b.create<mlir::arith::AddIOp>(loc, i, index(start[d]));
+      at.push_back(i);
+    }
+  } else {  // pad: operand element i - lo where that is inside the operand, else the value
+    const IntListList& cfg = e.params.get<IntListList>("padding_config");
+    const Value padding = is_var(e.ins[1]) && as_var(e.ins[1]).id < outside_scalar_.size() &&
+                                  outside_scalar_[as_var(e.ins[1]).id]
+                              ? outside_scalar_[as_var(e.ins[1]).id]
+                              : load(e.ins[1], {});
+    for (int64_t n : xt.shape)
+      if (n == 0) return padding;
+    for (size_t d = 0; d < ivs.size(); ++d) {
+      const int64_t lo = cfg.at(d).at(0), hi = cfg[d].at(1);
+      Value i = ivs[d];
+      if (lo != 0) i = b.create<mlir::arith::SubIOp>(loc, i, index(lo));
+      // Only a side padded by a positive amount can fall outside; the load reads a clamped
+      // index there, and the select takes the padding value.
+      auto test = [&](mlir::arith::CmpIPredicate p, int64_t bound) {
+        Value ok = b.create<mlir::arith::CmpIOp>(loc, p, i, index(bound));
+        inside = inside ? b.create<mlir::arith::AndIOp>(loc, inside, ok).getResult() : ok;
+      };
+      if (lo > 0) test(mlir::arith::CmpIPredicate::sge, 0);
+      if (hi > 0) test(mlir::arith::CmpIPredicate::slt, xt.shape[d]);
+      if (lo > 0) i = b.create<mlir::arith::MaxSIOp>(loc, i, index(0));
+      if (hi > 0) i = b.create<mlir::arith::MinSIOp>(loc, i, index(xt.shape[d] - 1));
+      at.push_back(i);
+    }
+    Value v = view_operand(views, e.ins[0], at);
+    return inside ? b.create<mlir::arith::SelectOp>(loc, inside, v, padding).getResult() : v;
+  }
+  return view_operand(views, e.ins[0], at);
+}
+
+Value LowerCtx::view_operand(const std::vector<const Eqn*>& views, const Atom& a, Ivs ivs) {
+  if (is_var(a) && views[as_var(a).id]) return view_element(views, *views[as_var(a).id], ivs);
+  return load(a, ivs);
+}
+
 Value LowerCtx::fused_element(const Jaxpr& j, const std::vector<size_t>& members, Ivs ivs) {
   std::vector<Value> element(j.vars.size());  // by var id: members' values, in registers
+  // Views (fusion.h) are evaluated where they are read, at the index their reader asks for.
+  std::vector<const Eqn*> views(j.vars.size(), nullptr);
+  for (size_t k : members)
+    if (const Eqn& e = j.eqns[k]; e.prim == Prim::slice || e.prim == Prim::pad)
+      views[e.outs[0].id] = &e;
   for (size_t k : members) {
     const Eqn& e = j.eqns[k];
+    if (views[e.outs[0].id]) {
+      if (k == members.back()) return view_element(views, e, ivs);
+      continue;
+    }
     if (e.outs[0].id < row_invariant_.size() && row_invariant_[e.outs[0].id]) {
       element[e.outs[0].id] = row_invariant_[e.outs[0].id];
       continue;
@@ -720,6 +778,10 @@ Value LowerCtx::fused_element(const Jaxpr& j, const std::vector<size_t>& members
       // An operand that is a member has the group's shape: the broadcast is the identity.
       if (is_var(e.ins[0]) && element[as_var(e.ins[0]).id]) {
         element[e.outs[0].id] = element[as_var(e.ins[0]).id];
+        continue;
+      }
+      if (is_var(e.ins[0]) && views[as_var(e.ins[0]).id]) {
+        element[e.outs[0].id] = view_element(views, *views[as_var(e.ins[0]).id], ivs);
         continue;
       }
       element[e.outs[0].id] = load(e.ins[0], broadcast_operand_index(e, ivs));
@@ -732,6 +794,8 @@ Value LowerCtx::fused_element(const Jaxpr& j, const std::vector<size_t>& members
       const uint32_t id = is_var(a) ? as_var(a).id : 0;
       if (is_var(a) && element[id])
         xs.push_back(element[id]);
+      else if (is_var(a) && views[id])
+        xs.push_back(view_element(views, *views[id], ivs));
       else if (is_var(a) && id < outside_scalar_.size() && outside_scalar_[id])
         xs.push_back(outside_scalar_[id]);
       else

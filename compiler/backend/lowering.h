@@ -192,6 +192,12 @@ class LowerCtx {
   // The members of a group (eqn indices, in order) evaluated at element `ivs`, in
   // registers; returns the last member's value.
   mlir::Value fused_element(const Jaxpr& j, const std::vector<size_t>& members, Ivs ivs);
+  // Element `ivs` of view `e` (a slice or pad member, fusion.h): its operand's element at the
+  // index `ivs` maps to (or the padding value). `views[var id]` is the member view defining
+  // the var, if any: a view of a view composes the two index maps.
+  mlir::Value view_element(const std::vector<const Eqn*>& views, const Eqn& e, Ivs ivs);
+  // Element `ivs` of `a`: computed when a member view defines it, else loaded.
+  mlir::Value view_operand(const std::vector<const Eqn*>& views, const Atom& a, Ivs ivs);
   // The element of broadcast_in_dim `e`'s operand that its result element `ivs` reads.
   std::vector<mlir::Value> broadcast_operand_index(const Eqn& e, Ivs ivs);
 
