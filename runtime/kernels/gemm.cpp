@@ -207,7 +207,10 @@ struct Blocked {
       for (int64_t p = 0; p < kc; ++p) {
         const T* src = x.b + (p0 + p) * x.b_rs + (j0 + jr) * x.b_cs;
         int64_t j = 0;
-        if (x.b_cs == 1) {
+        if (x.b_cs == 1 && cols == NR) {
+          std::memcpy(pb, src, NR * sizeof(T));  // a constant size: vector moves, no call
+          j = cols;
+        } else if (x.b_cs == 1) {
           std::memcpy(pb, src, static_cast<size_t>(cols) * sizeof(T));
           j = cols;
         } else {

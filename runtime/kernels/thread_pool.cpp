@@ -28,10 +28,25 @@ int configured_threads() {
 thread_local bool t_inside_task = false;
 
 // How long a worker (and a caller waiting for its job to finish) polls before it sleeps. The
-// parallel loops of one call come in quick succession (a concatenate, a product, a reduction):
-// a worker still polling starts the next one at once, where waking a sleeping thread costs a
-// futex call on each side (and, in a VM, an interrupt to the other CPU).
-constexpr auto kPollBeforeSleeping = std::chrono::microseconds(100);
+// parallel loops of one call come in quick succession (a concatenate, a product, a reduction),
+// and so do the calls of a training loop: a worker still polling starts the next one at once,
+// where waking a sleeping thread costs a futex call on each side (and, in a VM, an interrupt
+// to the other CPU, which the host may have descheduled). 1 ms, as OpenMP runtimes spin by
+// default: the MLP's median call went from 2.1 ms (100 us) to 1.7 ms (docs/backend.md).
+// REFJIT_POOL_SPIN_US sets it in microseconds (0: sleep at once, for a process that shares
+// its cores with others).
+std::chrono::microseconds poll_before_sleeping() {
+  static const std::chrono::microseconds us = [] {
+    if (const char* env = std::getenv("REFJIT_POOL_SPIN_US")) {
+      char* end = nullptr;
+      const long v = std::strtol(env, &end, 10);
+      if (end != env && *end == '\0' && v >= 0)
+        return std::chrono::microseconds(std::min(v, 1000000L));
+    }
+    return std::chrono::microseconds(1000);
+  }();
+  return us;
+}
 
 void pause_briefly() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -39,10 +54,10 @@ void pause_briefly() {
 #endif
 }
 
-// Polls `ready` until it holds or kPollBeforeSleeping has passed; returns whether it held.
+// Polls `ready` until it holds or poll_before_sleeping() has passed; returns whether it held.
 template <class Ready>
 bool poll(Ready ready) {
-  const auto until = std::chrono::steady_clock::now() + kPollBeforeSleeping;
+  const auto until = std::chrono::steady_clock::now() + poll_before_sleeping();
   do {
     for (int i = 0; i < 64; ++i) {
       if (ready()) return true;
