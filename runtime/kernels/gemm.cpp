@@ -192,9 +192,8 @@ struct Blocked {
       const int64_t rows = std::min<int64_t>(MR, mc - ir);
       for (int64_t p = 0; p < kc; ++p) {
         const T* src = x.a + (i0 + ir) * x.a_rs + (p0 + p) * x.a_cs;
-        int64_t i = 0;
-        for (; i < rows; ++i) pa[i] = src[i * x.a_rs];
-        for (; i < MR; ++i) pa[i] = T(0);
+        // (A fixed trip count: a variable-length zero fill became a memset call per depth.)
+        for (int i = 0; i < MR; ++i) pa[i] = i < rows ? src[i * x.a_rs] : T(0);
         pa += MR;
       }
     }
@@ -578,9 +577,13 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
     return;
   }
   // Split the longer side: each thread then packs the whole of the other, smaller operand, and
-  // its part keeps whole panels (72 of 144 columns would leave a panel a quarter full).
+  // its part keeps whole panels (72 of 144 columns would leave a panel a quarter full). A
+  // square product splits its columns when A is transposed (packing A is a copy, and each
+  // thread's half of B stays in L2), its rows otherwise (packing a row-major A is a transpose,
+  // which both threads would do). Measured at n = 512 and 1024 (docs/backend.md).
+  const bool longer_columns = s.n > s.m || (s.n == s.m && a.row_stride == 1);
   const bool split_columns =
-      (s.n >= per_matrix * kernels.nr * 2 && s.n > s.m) || s.m < per_matrix * kernels.mr;
+      (s.n >= per_matrix * kernels.nr * 2 && longer_columns) || s.m < per_matrix * kernels.mr;
   parallel_for(s.batch * per_matrix, [&](int64_t task) {
     const int64_t t = task % per_matrix;
     const Product<T> x = product(task / per_matrix);
