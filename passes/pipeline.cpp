@@ -13,6 +13,7 @@
 #include "passes/canonicalize.h"
 #include "passes/dce.h"
 #include "passes/hoist_accumulations.h"
+#include "passes/hoist_xs_products.h"
 #include "passes/inline_consts.h"
 #include "passes/jvp.h"
 #include "passes/range_simplify.h"
@@ -34,11 +35,13 @@ constexpr PassInfo kPasses[] = {
      "constants known to be all zeros or integer runs become broadcasts of 0 or iotas"},
     {"canonicalize",
      "local rewrites to one spelling: slices of concatenates, reshapes of broadcasts, "
-     "arithmetic on broadcast scalars, constant scan consts moved into the body, repeated "
-     "computations done once"},
+     "arithmetic on broadcast scalars, window accumulations as sums of pads, constant scan "
+     "consts moved into the body, repeated computations done once"},
     {"trim-rows", "carries and refs lose the trailing rows that no index reaches"},
     {"simplify-ranges", "what integer ranges decide is folded; row-run accesses become windows"},
     {"simplify-dots", "transposed products become swapped ones; products with ones, sums"},
+    {"hoist-xs-products",
+     "a scan's per-step `x_t . W` (W a const) becomes one product of the stacked rows before it"},
     {"hoist-accumulations",
      "a scan's per-step `ref += x_t . d_t` becomes one product of the stacked rows after it"},
     {"dce", "eqns whose results nobody reads, and that have no effect, are removed"},
@@ -153,6 +156,7 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
   run.jaxpr_pass("simplify-ranges",
                  [&](const Jaxpr& j) { return simplify_with_ranges(j, ranges); });
   run.jaxpr_pass("simplify-dots", [&](const Jaxpr& j) { return simplify_dots(j); });
+  run.jaxpr_pass("hoist-xs-products", [&](const Jaxpr& j) { return hoist_xs_products(j); });
   run.jaxpr_pass("hoist-accumulations", [&](const Jaxpr& j) { return hoist_accumulations(j); });
   // Results nobody reads (a gradient's primal value inside a nested jit) are not computed.
   run.jaxpr_pass("dce", [&](const Jaxpr& j) { return dce(j); });
