@@ -67,13 +67,24 @@ class Hoister {
       const ArrayType step = body.type_of(e.outs[0]).array;
       Shape stacked_shape{length};
       stacked_shape.insert(stacked_shape.end(), step.shape.begin(), step.shape.end());
-      const Var stacked = j_.new_var(Type(ArrayType{step.dtype, stacked_shape}));
       Eqn product = e;
       product.params.set("dimension_numbers", stacked_dn);
       product.ins = {scan.ins[static_cast<size_t>(position[as_var(e.ins[0]).id])],
                      scan.ins[static_cast<size_t>(position[as_var(e.ins[1]).id])]};
-      product.outs = {stacked};
-      before.push_back(std::move(product));
+      // Two scans over the same xs with the same weights (a model applied twice) share one.
+      Var stacked;
+      bool known = false;
+      for (const Eqn& earlier : hoisted_)
+        if (earlier.ins == product.ins && earlier.params.entries() == product.params.entries()) {
+          stacked = earlier.outs[0];
+          known = true;
+        }
+      if (!known) {
+        stacked = j_.new_var(Type(ArrayType{step.dtype, stacked_shape}));
+        product.outs = {stacked};
+        hoisted_.push_back(product);
+        before.push_back(std::move(product));
+      }
       // The body reads its step's product as one more xs.
       rewritten.invars.push_back(e.outs[0]);
       scan.ins.push_back(stacked);
@@ -108,6 +119,7 @@ class Hoister {
   }
 
   Jaxpr& j_;
+  std::vector<Eqn> hoisted_;  // the stacked products emitted into j_ so far
   int changes_ = 0;
 };
 
