@@ -238,33 +238,12 @@ class Canonicalizer {
   void rewrite_bodies(Eqn& e) {
     if (e.prim == Prim::scan) {
       Jaxpr body = *e.params.get<JaxprPtr>("jaxpr");
-      int n = sink_nullary_consts(e, body);
-      n += Canonicalizer(body).run();
-      if (n > 0) {
+      if (const int n = sink_nullary_consts(e, body); n > 0) {
         e.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(body)));
-        changes_ += n;
-      }
-    } else if (e.prim == Prim::jit) {
-      Jaxpr body = *e.params.get<JaxprPtr>("jaxpr");
-      if (int n = Canonicalizer(body).run(); n > 0) {
-        e.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(body)));
-        changes_ += n;
-      }
-    } else if (e.prim == Prim::cond) {
-      JaxprList branches = e.params.get<JaxprList>("branches");
-      int n = 0;
-      for (JaxprPtr& p : branches) {
-        Jaxpr branch = *p;
-        if (int k = Canonicalizer(branch).run(); k > 0) {
-          p = std::make_shared<const Jaxpr>(std::move(branch));
-          n += k;
-        }
-      }
-      if (n > 0) {
-        e.params.set("branches", std::move(branches));
         changes_ += n;
       }
     }
+    changes_ += rewrite_body(e, [](Jaxpr& body) { return Canonicalizer(body).run(); });
   }
 
   int sink_nullary_consts(const Eqn& scan, Jaxpr& body) const {

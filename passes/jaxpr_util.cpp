@@ -88,6 +88,22 @@ std::string describe_eqn(const Eqn& eqn, size_t index) {
 }
 
 int rewrite_body(Eqn& e, const std::function<int(Jaxpr&)>& rewrite) {
+  if (e.prim == Prim::cond) {
+    const JaxprList* branches = std::get_if<JaxprList>(e.params.find("branches"));
+    if (!branches) return 0;
+    JaxprList rewritten = *branches;
+    int n = 0;
+    for (JaxprPtr& branch : rewritten) {
+      if (!branch) continue;
+      Jaxpr copy = *branch;
+      if (const int k = rewrite(copy); k > 0) {
+        branch = std::make_shared<const Jaxpr>(std::move(copy));
+        n += k;
+      }
+    }
+    if (n > 0) e.params.set("branches", std::move(rewritten));
+    return n;
+  }
   if (e.prim != Prim::scan && e.prim != Prim::jit) return 0;
   const JaxprPtr* body = std::get_if<JaxprPtr>(e.params.find("jaxpr"));
   if (!body || !*body) return 0;

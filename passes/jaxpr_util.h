@@ -24,8 +24,9 @@ std::vector<Atom> inline_call_with_policies(JaxprBuilder& b, const Jaxpr& callee
                                             std::vector<std::string>& eqn_policies);
 
 // Runs `rewrite` (which returns how many changes it made) on a copy of the body of a scan or
-// jit eqn; when it changed something, `e` takes the rewritten body. Returns the count (0 for
-// any other eqn): how a pass recurses into the bodies it rewrites.
+// jit eqn, or of each branch of a cond; when it changed something, `e` takes the rewritten
+// bodies. Returns the count (0 for any other eqn): how a pass recurses into the bodies it
+// rewrites.
 int rewrite_body(Eqn& e, const std::function<int(Jaxpr&)>& rewrite);
 
 // Vars replaced by other atoms: where a pass that drops or rewrites an eqn records what its
