@@ -118,6 +118,10 @@ const OptionSpec kOptions[] = {
      [](Options& o, std::string_view v) {
        o.runs = static_cast<int>(parse_count(o.command, "runs", v, 1, 1000000));
      }},
+    {"min-time", true, "MS", kBench,
+     [](Options& o, std::string_view v) {
+       o.min_time_ms = parse_count(o.command, "min-time", v, 0, 3600000);
+     }},
     {"tier", true, "fast|optimized", kBench,
      [](Options& o, std::string_view v) {
        if (v != "fast" && v != "optimized")

@@ -99,6 +99,8 @@ with --json one JSON object with the same numbers instead.
 
 Options:
   --runs=N        timed calls (default 20)
+  --min-time=MS   more calls, until they took MS milliseconds in all (default
+                  0); "runs" in the output counts them
   --tier=T        fast (LLVM -O0, jit's first tier) or optimized (-O3, the
                   default)
   --seed=S        seed of the random values (default 0)
