@@ -10,7 +10,9 @@
 // Applied when the row is the product's left operand (so the stacked result needs no
 // transpose), there are no batch dims, the stacked products stay under kMaxStackedElements
 // and each step's product is at most four times the row it multiplies (the rewrite stores
-// the products for a while instead of the rows). Each element is the same sum, which the
+// the products for a while instead of the rows). Scans that multiply the same xs by the same
+// const (a model applied twice, or the forward scan and its recomputation) share one stacked
+// product. Each element is the same sum, which the
 // matrix kernel may round differently for the larger shape. Recurses into scan and jit bodies.
 #pragma once
 
