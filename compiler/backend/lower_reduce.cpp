@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <utility>
 
 #include "compiler/backend/lowering.h"
 #include "compiler/backend/parallel_loops.h"
@@ -101,6 +102,14 @@ Value reduce_dims(LowerCtx& c, const Eqn& e, Reducer r, std::vector<Value>& ivs,
   })[0];
 }
 
+// [first, end) of block `block` of `total` items cut into blocks of `per_block`.
+std::pair<Value, Value> block_bounds(LowerCtx& c, Value block, int64_t per_block, int64_t total) {
+  Value first = c.b.create<arith::MulIOp>(c.loc, block, c.index(per_block));
+  Value end = c.b.create<arith::MinSIOp>(
+      c.loc, c.b.create<arith::AddIOp>(c.loc, first, c.index(per_block)), c.index(total));
+  return {first, end};
+}
+
 // The blocked full reduction (see kReduceBlockElements); false when the operand is too small
 // to split.
 bool lower_reduce_all_blocked(LowerCtx& c, const Eqn& e, Reducer r) {
@@ -116,11 +125,8 @@ bool lower_reduce_all_blocked(LowerCtx& c, const Eqn& e, Reducer r) {
   if (blocks < 2) return false;
   Value partial = c.alloc(ArrayType{rt.dtype, {blocks}});
   mlir::Operation* loop = c.loop_nest({blocks}, [&](Ivs block) {
-    auto& b = c.b;
-    Value first = b.create<arith::MulIOp>(c.loc, block[0], c.index(rows_per_block));
-    Value end = b.create<arith::MinSIOp>(
-        c.loc, b.create<arith::AddIOp>(c.loc, first, c.index(rows_per_block)), c.index(rows));
-    auto over_rows = b.create<mlir::scf::ForOp>(
+    auto [first, end] = block_bounds(c, block[0], rows_per_block, rows);
+    auto over_rows = c.b.create<mlir::scf::ForOp>(
         c.loc, first, end, c.index(1), mlir::ValueRange{identity(c, rt.dtype, r)},
         [&](mlir::OpBuilder& nested, mlir::Location, Value row, mlir::ValueRange acc) {
           std::vector<Value> ivs(split, c.index(0));
@@ -194,12 +200,9 @@ bool lower_reduce_leading_blocked(LowerCtx& c, const Eqn& e, Reducer r, const In
   Value dst = c.result_buffer(e.outs[0]);
   c.fill(dst, rt, identity(c, rt.dtype, r));
   mlir::Operation* loop = c.loop_nest({blocks}, [&](Ivs block) {
-    auto& b = c.b;
-    Value first = b.create<arith::MulIOp>(c.loc, block[0], c.index(per_block));
-    Value end = b.create<arith::MinSIOp>(
-        c.loc, b.create<arith::AddIOp>(c.loc, first, c.index(per_block)), c.index(columns));
+    auto [first, end] = block_bounds(c, block[0], per_block, columns);
     c.loop_nest(reduced, [&](Ivs rows) {
-      b.create<mlir::scf::ForOp>(
+      c.b.create<mlir::scf::ForOp>(
           c.loc, first, end, c.index(1), mlir::ValueRange{},
           [&](mlir::OpBuilder& nested, mlir::Location, Value column, mlir::ValueRange) {
             c.loop_nest(inner, [&](Ivs rest) {
