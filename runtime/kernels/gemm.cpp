@@ -123,6 +123,55 @@ template <class T, int W>
   }
 }
 
+// ---- transposing packs (AVX-512 floats) -------------------------------------------------
+// Packing a row-major A (or a column-major B) is a transpose. One float at a time it cost as
+// much as the product for shapes that reuse each packed panel a few times; 16 x 16 blocks
+// transposed in registers take 64 shuffles for 256 floats instead of 256 loads and stores.
+
+using F16 = Vec<float, 16>;
+
+// One stage of the transpose: rows i and i + d exchange the d-blocks where the row's bit d
+// and the lane's bit d differ. After the stages for d = 8, 4, 2, 1 row q holds column q.
+#define REFJIT_TRANSPOSE_STAGE(D, LO, HI)         \
+  for (int i = 0; i < 16; ++i) {                  \
+    if (i & D) continue;                          \
+    const F16 a = r[i], b = r[i + D];             \
+    r[i] = __builtin_shufflevector(a, b, LO);     \
+    r[i + D] = __builtin_shufflevector(a, b, HI); \
+  }
+#define REFJIT_LIST(...) __VA_ARGS__
+
+// r[q][l] becomes the old r[l][q].
+[[gnu::always_inline]] inline void transpose16x16(F16 r[16]) {
+  REFJIT_TRANSPOSE_STAGE(8, REFJIT_LIST(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
+                         REFJIT_LIST(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31))
+  REFJIT_TRANSPOSE_STAGE(4, REFJIT_LIST(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
+                         REFJIT_LIST(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31))
+  REFJIT_TRANSPOSE_STAGE(2, REFJIT_LIST(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
+                         REFJIT_LIST(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31))
+  REFJIT_TRANSPOSE_STAGE(1, REFJIT_LIST(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
+                         REFJIT_LIST(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31))
+}
+#undef REFJIT_LIST
+#undef REFJIT_TRANSPOSE_STAGE
+
+// dst[q * stride + r] = src[r * rs + q] for q < kc, r < rows (rows <= 16); lanes of rows at or
+// past `rows` are written as zeros when they are below `width` (<= 16, the panel's part this
+// call fills). Whole 16-deep blocks go through registers, the rest one float at a time.
+[[gnu::always_inline]] inline void transpose_rows(const float* src, int64_t rs, int rows,
+                                                  int64_t kc, float* dst, int64_t stride,
+                                                  int width) {
+  int64_t q0 = 0;
+  for (; q0 + 16 <= kc; q0 += 16) {
+    F16 r[16];
+    for (int i = 0; i < 16; ++i) r[i] = i < rows ? load<F16>(src + i * rs + q0) : F16{};
+    transpose16x16(r);
+    for (int q = 0; q < 16; ++q) std::memcpy(dst + (q0 + q) * stride, &r[q], width * sizeof(float));
+  }
+  for (int64_t q = q0; q < kc; ++q)
+    for (int i = 0; i < width; ++i) dst[q * stride + i] = i < rows ? src[i * rs + q] : 0.0f;
+}
+
 // ---- blocking ----------------------------------------------------------------------------
 // Depth of a packed block (A's micro-panels stay in L1 across a row of B's), rows of a
 // packed A block (in L2) and columns of a packed B panel (in L3). Measured on this machine;
@@ -173,7 +222,8 @@ struct Blocked {
 
   // A block of A (rows i0.., depth p0..) as micro-panels of MR rows: pa[panel][p][i],
   // zero-padded to a whole panel.
-  static void pack_a(const Product<T>& x, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T* pa) {
+  [[gnu::always_inline]] static inline void pack_a(const Product<T>& x, int64_t i0, int64_t mc,
+                                                   int64_t p0, int64_t kc, T* pa) {
     if (x.a_rs == 1) {
       // A transposed A: each depth's row segment is contiguous in memory, read once, front to
       // back, and dealt out to the panels (a memory-bound copy wants sequential reads).
@@ -188,6 +238,16 @@ struct Blocked {
       i0 += whole;
       mc -= whole;
     }
+    if constexpr (std::is_same_v<T, float> && W == 16 && MR <= 16) {
+      if (x.a_cs == 1) {  // a row-major A: each panel a transpose of MR rows
+        for (int64_t ir = 0; ir < mc; ir += MR) {
+          const int rows = static_cast<int>(std::min<int64_t>(MR, mc - ir));
+          transpose_rows(x.a + (i0 + ir) * x.a_rs + p0, x.a_rs, rows, kc, pa, MR, MR);
+          pa += MR * kc;
+        }
+        return;
+      }
+    }
     for (int64_t ir = 0; ir < mc; ir += MR) {
       const int64_t rows = std::min<int64_t>(MR, mc - ir);
       for (int64_t p = 0; p < kc; ++p) {
@@ -200,7 +260,21 @@ struct Blocked {
   }
 
   // A panel of B (depth p0.., columns j0..) as micro-panels of NR columns: pb[panel][p][j].
-  static void pack_b(const Product<T>& x, int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* pb) {
+  [[gnu::always_inline]] static inline void pack_b(const Product<T>& x, int64_t p0, int64_t kc,
+                                                   int64_t j0, int64_t nc, T* pb) {
+    if constexpr (std::is_same_v<T, float> && W == 16) {
+      if (x.b_rs == 1 && x.b_cs != 1) {  // a column-major B: each panel a transpose
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          const int64_t cols = std::min<int64_t>(NR, nc - jr);
+          for (int h = 0; h < NR; h += 16) {  // 16 columns at a time
+            const int rows = static_cast<int>(std::clamp<int64_t>(cols - h, 0, 16));
+            transpose_rows(x.b + p0 + (j0 + jr + h) * x.b_cs, x.b_cs, rows, kc, pb + h, NR, 16);
+          }
+          pb += NR * kc;
+        }
+        return;
+      }
+    }
     for (int64_t jr = 0; jr < nc; jr += NR) {
       const int64_t cols = std::min<int64_t>(NR, nc - jr);
       for (int64_t p = 0; p < kc; ++p) {

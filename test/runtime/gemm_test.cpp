@@ -77,6 +77,19 @@ TEST(Gemm, EdgesOfTheBlockingInEveryLayout) {
         }
 }
 
+// Packing a row-major A or a column-major B is a transpose, done in 16 x 16 register blocks
+// where it can: depths around multiples of 16, ragged panels of rows and columns, and enough
+// columns (> 5 panels) that A is packed rather than read in place.
+TEST(Gemm, TransposingPacksAtEveryEdge) {
+  uint32_t seed = 100;
+  for (int64_t k : {int64_t{15}, int64_t{16}, int64_t{37}, int64_t{200}})
+    for (int64_t m : {int64_t{13}, int64_t{45}})
+      for (int layout = 0; layout < 4; ++layout) {
+        check<float>({1, m, 200, k}, layout & 1, layout & 2, seed++);
+        if (HasFatalFailure()) return;
+      }
+}
+
 TEST(Gemm, DoublePrecision) {
   for (int layout = 0; layout < 4; ++layout) {
     check<double>({1, 37, 29, 270}, layout & 1, layout & 2, 7);
