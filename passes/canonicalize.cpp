@@ -274,10 +274,11 @@ class Canonicalizer {
 }  // namespace
 
 Jaxpr canonicalize(const Jaxpr& jaxpr, int* changes) {
-  Jaxpr out = jaxpr;
-  const int n = Canonicalizer(out).run();
+  int n = 0;
+  Jaxpr out = rewritten_copy(
+      jaxpr, [](Jaxpr& j) { return Canonicalizer(j).run(); }, &n);
   if (changes) *changes = n;
-  return n > 0 ? dce(out) : jaxpr;
+  return n > 0 ? dce(out) : out;
 }
 
 }  // namespace refjit

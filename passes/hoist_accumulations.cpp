@@ -186,10 +186,8 @@ class Hoister {
 }  // namespace
 
 Jaxpr hoist_accumulations(const Jaxpr& jaxpr, int* changes) {
-  Jaxpr out = jaxpr;
-  const int n = Hoister(out).run();
-  if (changes) *changes = n;
-  return n > 0 ? out : jaxpr;
+  return rewritten_copy(
+      jaxpr, [](Jaxpr& j) { return Hoister(j).run(); }, changes);
 }
 
 }  // namespace refjit

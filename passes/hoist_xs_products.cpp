@@ -126,10 +126,8 @@ class Hoister {
 }  // namespace
 
 Jaxpr hoist_xs_products(const Jaxpr& jaxpr, int* changes) {
-  Jaxpr out = jaxpr;
-  const int n = Hoister(out).run();
-  if (changes) *changes = n;
-  return n > 0 ? out : jaxpr;
+  return rewritten_copy(
+      jaxpr, [](Jaxpr& j) { return Hoister(j).run(); }, changes);
 }
 
 }  // namespace refjit

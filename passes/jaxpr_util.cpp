@@ -87,6 +87,13 @@ std::string describe_eqn(const Eqn& eqn, size_t index) {
   return fmt::format("eqn {} (`{}`)", index, prim_name(eqn.prim));
 }
 
+Jaxpr rewritten_copy(const Jaxpr& jaxpr, const std::function<int(Jaxpr&)>& rewrite, int* changes) {
+  Jaxpr out = jaxpr;
+  const int n = rewrite(out);
+  if (changes) *changes = n;
+  return n > 0 ? out : jaxpr;
+}
+
 int rewrite_body(Eqn& e, const std::function<int(Jaxpr&)>& rewrite) {
   if (e.prim == Prim::cond) {
     const JaxprList* branches = std::get_if<JaxprList>(e.params.find("branches"));

@@ -29,6 +29,11 @@ std::vector<Atom> inline_call_with_policies(JaxprBuilder& b, const Jaxpr& callee
 // rewrites.
 int rewrite_body(Eqn& e, const std::function<int(Jaxpr&)>& rewrite);
 
+// Runs `rewrite` (which returns how many changes it made) on a copy of `jaxpr`: the copy when it
+// changed something, else `jaxpr`. `changes`, when given, receives the count: how a pass's
+// entry point runs its rewriter.
+Jaxpr rewritten_copy(const Jaxpr& jaxpr, const std::function<int(Jaxpr&)>& rewrite, int* changes);
+
 // Vars replaced by other atoms: where a pass that drops or rewrites an eqn records what its
 // results became, and reads every later operand through.
 class Substitution {

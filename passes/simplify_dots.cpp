@@ -199,10 +199,8 @@ class DotSimplifier {
 }  // namespace
 
 Jaxpr simplify_dots(const Jaxpr& jaxpr, int* changes) {
-  Jaxpr j = jaxpr;
-  const int n = DotSimplifier(j).run();
-  if (changes) *changes = n;
-  return n > 0 ? std::move(j) : jaxpr;
+  return rewritten_copy(
+      jaxpr, [](Jaxpr& j) { return DotSimplifier(j).run(); }, changes);
 }
 
 }  // namespace refjit
