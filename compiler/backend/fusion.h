@@ -17,7 +17,12 @@
 // the subtraction. A reduction
 // (reduce_sum/max/min) may also root a group: the members then have its operand's shape and
 // the reduction's loops compute each operand element in registers (no array of f(x) for
-// sum(f(x))). Members are
+// sum(f(x))). A static slice or a pad without interior padding joins as a view: it is
+// evaluated where it is read, at the index its reader asks for (a view of a view composes the
+// index maps), so it may have another shape when only views read it; an elementwise member
+// never feeds a view, a view never roots a group or reads a value a swap took out of a ref
+// (the cotangent shifts below read those), and a group whose root writes a buffer a view
+// reads keeps no views (docs/backend.md). Members are
 // evaluated at the root's position. With a buffer assignment, buffers are reused in place,
 // so moving a member later is only safe while its operands' buffers are not overwritten in
 // between: an eqn also joins only if no eqn between it and the root (outside the group)
