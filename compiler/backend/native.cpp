@@ -1,5 +1,5 @@
 // The native backend's driver: MLIR pass pipeline to the LLVM dialect, host target machine,
-// JIT through mlir::ExecutionEngine (LLVM ORC), textual emission, and the call ABI. The
+// JIT through LLVM ORC (an in-memory object file), textual emission, and the call ABI. The
 // stages in namespace backend (declared in native.h) are shared with aot.cpp.
 //
 // Calling convention: the entry `refjit_main` takes one memref per constvar, invar and
@@ -19,11 +19,18 @@
 #include <string_view>
 
 #include "compiler/backend/lowering.h"
+#include "llvm/ExecutionEngine/JITEventListener.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h"
+#include "llvm/ExecutionEngine/SectionMemoryManager.h"
+#include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -33,7 +40,6 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
@@ -360,6 +366,66 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
   return symbols;
 }
 
+// The name of the entry's packed form (add_packed_entry), the one symbol the JIT looks up.
+constexpr const char* kPackedEntryName = "refjit_packed_entry";
+
+// Adds `void refjit_packed_entry(void** args)` to `m`: args[i] points at the i-th argument of
+// the C-interface wrapper `_mlir_ciface_refjit_main` (a memref descriptor pointer), so one
+// function type calls every program.
+void add_packed_entry(llvm::Module& m) {
+  llvm::Function* ciface = m.getFunction(std::string("_mlir_ciface_") + kEntryName);
+  if (!ciface) throw Error("native backend: internal error, the module has no C-interface entry");
+  llvm::LLVMContext& c = m.getContext();
+  llvm::PointerType* ptr = llvm::PointerType::getUnqual(c);
+  llvm::Function* packed =
+      llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr}, false),
+                             llvm::GlobalValue::ExternalLinkage, kPackedEntryName, m);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", packed));
+  std::vector<llvm::Value*> args;
+  for (llvm::Argument& a : ciface->args()) {
+    llvm::Value* slot = b.CreateConstGEP1_64(ptr, packed->getArg(0), a.getArgNo());
+    args.push_back(b.CreateLoad(a.getType(), b.CreateLoad(ptr, slot)));
+  }
+  b.CreateCall(ciface, args);
+  b.CreateRetVoid();
+}
+
+// A JIT holding one object file: the runtime kernels bound to this process's copies, libc and
+// libm found in the process. (Not mlir::ExecutionEngine: LLVM 19's ignores the code generation
+// level it is given, so the fast tier ran the optimising code generator.)
+std::unique_ptr<llvm::orc::LLJIT> link_in_memory(std::string object,
+                                                 const llvm::DataLayout& layout) {
+  // REFJIT_PERF_JIT=1: describe the JIT code to `perf` (a jit-PID.dump file for
+  // `perf record -k 1` + `perf inject --jit`), so profiles name refjit_main.
+  const char* perf_env = std::getenv("REFJIT_PERF_JIT");
+  const bool perf = perf_env && std::string_view(perf_env) == "1";
+  auto jit = llvm::orc::LLJITBuilder()
+                 .setDataLayout(layout)
+                 .setObjectLinkingLayerCreator([perf](llvm::orc::ExecutionSession& session,
+                                                      const llvm::Triple&) {
+                   auto layer = std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
+                       session, [] { return std::make_unique<llvm::SectionMemoryManager>(); });
+                   if (llvm::JITEventListener* l =
+                           perf ? llvm::JITEventListener::createPerfJITEventListener() : nullptr)
+                     layer->registerJITEventListener(*l);
+                   return layer;
+                 })
+                 .create();
+  if (!jit) throw Error("native backend: JIT setup failed: " + llvm::toString(jit.takeError()));
+  llvm::orc::JITDylib& main = (*jit)->getMainJITDylib();
+  llvm::orc::MangleAndInterner mangle((*jit)->getExecutionSession(), layout);
+  auto fail = [](llvm::Error e) {
+    if (e) throw Error("native backend: JIT setup failed: " + llvm::toString(std::move(e)));
+  };
+  fail(main.define(llvm::orc::absoluteSymbols(runtime_symbols(mangle))));
+  auto process =
+      llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(layout.getGlobalPrefix());
+  if (!process) fail(process.takeError());
+  main.addGenerator(std::move(*process));
+  fail((*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, "refjit-jit-object")));
+  return std::move(*jit);
+}
+
 // The storage of an output the code writes in full: not zero-filled (a 16 MB gradient would
 // cost a second pass over memory). With REFJIT_POISON_OUTPUTS=1 (the test suites set it) it is
 // filled with 0xff bytes instead (NaN, or -1), so code that read an output before writing it
@@ -399,13 +465,13 @@ struct Workspace {
   std::unique_ptr<std::byte[], Free> data;
 };
 
-// Execution engines (JIT modules) alive in this process; see native_live_module_count().
+// JIT modules alive in this process; see native_live_module_count().
 std::atomic<int> g_live_modules{0};
 
 struct CompiledFunction::Impl {
-  std::unique_ptr<mlir::ExecutionEngine> engine;  // counted in g_live_modules while set
+  std::unique_ptr<llvm::orc::LLJIT> jit;  // counted in g_live_modules while set
   ~Impl() {
-    if (engine) g_live_modules.fetch_sub(1);
+    if (jit) g_live_modules.fetch_sub(1);
   }
   void (*entry)(void**) = nullptr;
   std::vector<Type> in_types;  // constvars then invars
@@ -562,41 +628,31 @@ CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& option
   impl->flush_subnormals = options.flush_subnormals;
   lower_to_llvm_dialect(l, options, impl->timings);
 
-  auto tm = backend::make_target_machine("host", options.opt_level);
-  auto opt = backend::optimizing_transformer(options.opt_level, tm.get());
-  double opt_ms = 0;
-  std::function<llvm::Error(llvm::Module*)> timed = [&](llvm::Module* m) {
-    auto t0 = Clock::now();
-    llvm::Error e = opt(m);
-    opt_ms = ms_since(t0);
-    if (!e) report(options, "llvm", opt_ms, [&] { return module_text(*m); });
-    return e;
-  };
-  mlir::ExecutionEngineOptions eo;
-  eo.transformer = timed;
-  eo.jitCodeGenOptLevel = codegen_level(options.opt_level);
-  eo.enableGDBNotificationListener = false;
-  // REFJIT_PERF_JIT=1: describe the JIT code to `perf` (a jit-PID.dump file for
-  // `perf record -k 1` + `perf inject --jit`), so profiles name refjit_main.
-  const char* perf_env = std::getenv("REFJIT_PERF_JIT");
-  eo.enablePerfNotificationListener = perf_env && std::string_view(perf_env) == "1";
+  // Translation and LLVM's optimisation, in a context the JIT then owns.
   auto t0 = Clock::now();
-  auto engine = mlir::ExecutionEngine::create(*l.module, eo);
-  if (!engine)
-    throw Error("native backend: JIT setup failed: " + llvm::toString(engine.takeError()));
-  impl->timings.llvm_opt_ms = ms_since(t0);  // translation + optimisation
-  (void)opt_ms;
-  impl->engine = std::move(*engine);
-  impl->engine->registerSymbols(runtime_symbols);
-  g_live_modules.fetch_add(1);
+  auto lctx = std::make_unique<llvm::LLVMContext>();
+  std::unique_ptr<llvm::Module> module = mlir::translateModuleToLLVMIR(*l.module, *lctx, "refjit");
+  if (!module) throw Error("native backend: internal error translating to LLVM IR");
+  add_packed_entry(*module);
+  auto tm = backend::make_target_machine("host", options.opt_level);
+  backend::optimize_llvm_module(*module, *tm, options.opt_level);
+  impl->timings.llvm_opt_ms = ms_since(t0);
+  report(options, "llvm", impl->timings.llvm_opt_ms, [&] { return module_text(*module); });
+
+  // Machine code at the tier's level (the target machine carries it), then linked in memory.
   auto t1 = Clock::now();
-  auto sym = impl->engine->lookupPacked(std::string("_mlir_ciface_") + kEntryName);
+  std::string object = backend::emit_machine_code(*module, *tm, /*object_file=*/true);
+  impl->timings.codegen_level = static_cast<int>(tm->getOptLevel());
+  module.reset();
+  impl->jit = link_in_memory(std::move(object), tm->createDataLayout());
+  g_live_modules.fetch_add(1);
+  auto sym = impl->jit->lookup(kPackedEntryName);
   if (!sym) throw Error("native backend: JIT lookup failed: " + llvm::toString(sym.takeError()));
   impl->timings.codegen_ms = ms_since(t1);
   report(options, "asm", impl->timings.codegen_ms, [] {
     return std::string("(machine code in memory; `refjit dump --emit=asm` prints it)");
   });
-  impl->entry = *sym;
+  impl->entry = sym->toPtr<void (*)(void**)>();
   return CompiledFunction(std::move(impl));
 }
 

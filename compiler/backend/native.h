@@ -52,6 +52,7 @@ struct CompileTimings {
   double llvm_opt_ms = 0;     // translation to LLVM IR + LLVM optimisation
   double codegen_ms = 0;      // machine code generation + linking in the JIT
   int opt_level = 0;          // the tier these timings are for
+  int codegen_level = -1;     // the level LLVM's code generator ran at: 0 (none) .. 3
 
   double total_ms() const {
     return passes_ms + lower_ms + mlir_passes_ms + llvm_opt_ms + codegen_ms;

@@ -245,6 +245,10 @@ TEST(NativeApi, FastTierAndEmittersWork) {
   CompiledFunction f = compile_native(j, o0);
   EXPECT_GT(f.timings().lower_ms, 0);
   EXPECT_GT(f.timings().codegen_ms + f.timings().llvm_opt_ms, 0);
+  // Each tier's code generator runs at its own level (mlir::ExecutionEngine, used before,
+  // ran the optimising one for both).
+  EXPECT_EQ(f.timings().codegen_level, 0);
+  EXPECT_EQ(compile_native(j, CompileOptions{.opt_level = 3}).timings().codegen_level, 3);
   std::string mlir = emit_mlir(j);
   EXPECT_NE(mlir.find("scf.for"), std::string::npos);
   EXPECT_NE(mlir.find("memref<64xf32>"), std::string::npos);
