@@ -14,10 +14,19 @@ int64_t parallel_task_count(int64_t n, int64_t min_per_task) {
 
 }  // namespace refjit::kernels
 
+namespace {
+
+REFJIT_CALLS_JIT_CODE void run_range(void (*body)(void*, int64_t, int64_t), void* ctx, int64_t lo,
+                                     int64_t hi) {
+  body(ctx, lo, hi);
+}
+
+}  // namespace
+
 extern "C" void refjit_parallel_for(void (*body)(void*, int64_t, int64_t), void* ctx, int64_t n,
                                     int64_t min_per_task) {
   const int64_t tasks = refjit::kernels::parallel_task_count(n, min_per_task);
-  if (tasks <= 1) return body(ctx, 0, n);
-  refjit::kernels::parallel_for(tasks,
-                                [&](int64_t t) { body(ctx, n * t / tasks, n * (t + 1) / tasks); });
+  if (tasks <= 1) return run_range(body, ctx, 0, n);
+  refjit::kernels::parallel_for(
+      tasks, [&](int64_t t) { run_range(body, ctx, n * t / tasks, n * (t + 1) / tasks); });
 }

@@ -10,6 +10,16 @@
 
 #include <cstdint>
 
+// On a function that calls JIT code through a pointer. Clang's -fsanitize=function (part of
+// the UBSan build) checks a type signature stored just before the callee, which JIT code has
+// not got; the check reads the 8 bytes before the function, unmapped when the code starts a
+// page (as the second object file of a module compiled in pieces does).
+#if defined(__clang__)
+#define REFJIT_CALLS_JIT_CODE __attribute__((no_sanitize("function")))
+#else
+#define REFJIT_CALLS_JIT_CODE
+#endif
+
 namespace refjit::kernels {
 
 // How many tasks a loop of `n` iterations is split into when a task should run at least

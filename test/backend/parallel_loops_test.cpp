@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/kernels/thread_pool.h"
 #include "test_util.h"
 
 namespace refjit::testing {
@@ -137,6 +138,26 @@ TEST(ParallelLoops, LargeBroadcastsAndTransposesSplitTheirRows) {
   EXPECT_EQ(parallel_calls(j, kThreads), 2u);
   check_everywhere(
       j, {random_array(at(DType::f32, {300}), 6), random_array(at(DType::f32, {500, 300}), 7)}, 0);
+}
+
+TEST(ParallelLoops, ALargeModuleIsCompiledInPiecesOnSeveralThreads) {
+  // Four outlined loops, each with inlined polynomial approximations: past the size at which
+  // the module is split, its loop bodies compiled on a second thread and linked back.
+  const Jaxpr j = parse_jaxpr(R"({ lambda ; x:f32[512,300]. let
+    a:f32[512,300] = exp x
+    s:f32[512] = reduce_sum[axes=(1,)] a
+    b:f32[512,300] = tanh x
+    t:f32[512] = reduce_max[axes=(1,)] b
+    c:f32[512,300] = log a
+    u:f32[512] = reduce_sum[axes=(1,)] c
+    d:f32[512,300] = sin b
+    e:f32[512,300] = mul d c
+  in (s, t, u, e) })");
+  EXPECT_GE(parallel_calls(j, kThreads), 4u);
+  const CompiledFunction f = compile_native(j, kThreads);
+  EXPECT_EQ(f.timings().pieces, std::min(2, kernels::thread_count()));
+  EXPECT_EQ(compile_native(j, kSerial).timings().pieces, 1);  // one function: compiled whole
+  check_everywhere(j, {random_array(at(DType::f32, {512, 300}), 8)}, 1e-5);
 }
 
 TEST(ParallelLoops, LoopsInsideAScanBodyCarryTheStepAndTheRows) {
