@@ -915,6 +915,7 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
   lc.pop_frame();
   workspace_bytes = lc.workspace_bytes();
   outline_parallel_loops(*module);
+  outline_large_loops(*module);
   return module;
 }
 

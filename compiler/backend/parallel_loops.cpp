@@ -158,8 +158,13 @@ void declare_runtime_entry(mlir::OpBuilder& b, mlir::ModuleOp module) {
   b.create<mlir::func::FuncOp>(module.getLoc(), kRuntimeEntry, type).setPrivate();
 }
 
-// Replaces `loop` (0..n step 1, no results) by a call of the runtime over a new function.
-bool outline(mlir::OpBuilder& b, mlir::ModuleOp module, mlir::scf::ForOp loop, int number) {
+// How an outlined loop is called: over the runtime's threads, or once, directly.
+enum class CallBy { runtime, direct };
+
+// Replaces `loop` (0..n step 1, no results) by a call of a new function `NAME(ctx, lo, hi)`
+// over [0, n): through the runtime (a parallel loop) or directly.
+bool outline(mlir::OpBuilder& b, mlir::ModuleOp module, mlir::scf::ForOp loop,
+             const std::string& name, CallBy call_by) {
   std::optional<int64_t> lower = mlir::getConstantIntValue(loop.getLowerBound());
   std::optional<int64_t> upper = mlir::getConstantIntValue(loop.getUpperBound());
   std::optional<int64_t> step = mlir::getConstantIntValue(loop.getStep());
@@ -179,13 +184,11 @@ bool outline(mlir::OpBuilder& b, mlir::ModuleOp module, mlir::scf::ForOp loop, i
   mlir::MLIRContext* ctx = b.getContext();
   auto ptr_t = LLVM::LLVMPointerType::get(ctx);
   mlir::Type i64 = b.getI64Type();
-  const auto min_per_task = loop->getAttrOfType<mlir::IntegerAttr>(kParallelAttr).getInt();
 
   // The body function: unpack the live-ins, then the loop over [lo, hi).
   mlir::OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToEnd(module.getBody());
-  auto body = b.create<mlir::func::FuncOp>(loc, fmt::format("refjit_parallel_body_{}", number),
-                                           body_type(b));
+  auto body = b.create<mlir::func::FuncOp>(loc, name, body_type(b));
   body.setPrivate();
   mlir::Block* entry = body.addEntryBlock();
   b.setInsertionPointToStart(entry);
@@ -217,12 +220,18 @@ bool outline(mlir::OpBuilder& b, mlir::ModuleOp module, mlir::scf::ForOp loop, i
   b.setInsertionPoint(loop);
   Words out(b, loc, context);
   for (Value v : in_body.packed) pack(b, loc, out, v);
-  Value fn = b.create<mlir::func::ConstantOp>(loc, body_type(b),
-                                              mlir::FlatSymbolRefAttr::get(body.getSymNameAttr()));
   Value n = b.create<arith::ConstantIntOp>(loc, *upper, 64);
-  Value grain = b.create<arith::ConstantIntOp>(loc, min_per_task, 64);
-  b.create<mlir::func::CallOp>(loc, kRuntimeEntry, mlir::TypeRange{},
-                               mlir::ValueRange{fn, context, n, grain});
+  if (call_by == CallBy::runtime) {
+    Value fn = b.create<mlir::func::ConstantOp>(
+        loc, body_type(b), mlir::FlatSymbolRefAttr::get(body.getSymNameAttr()));
+    const auto min_per_task = loop->getAttrOfType<mlir::IntegerAttr>(kParallelAttr).getInt();
+    Value grain = b.create<arith::ConstantIntOp>(loc, min_per_task, 64);
+    b.create<mlir::func::CallOp>(loc, kRuntimeEntry, mlir::TypeRange{},
+                                 mlir::ValueRange{fn, context, n, grain});
+  } else {
+    Value zero = b.create<arith::ConstantIntOp>(loc, 0, 64);
+    b.create<mlir::func::CallOp>(loc, body, mlir::ValueRange{context, zero, n});
+  }
   loop.erase();
   return true;
 }
@@ -241,13 +250,31 @@ void outline_parallel_loops(mlir::ModuleOp module) {
   mlir::OpBuilder b(module.getContext());
   int number = 0;
   for (mlir::scf::ForOp loop : loops) {
-    if (outline(b, module, loop, number)) {
+    if (outline(b, module, loop, fmt::format("refjit_parallel_body_{}", number), CallBy::runtime)) {
       ++number;
       continue;
     }
     loop->removeAttr(kParallelAttr);
   }
   if (number > 0) declare_runtime_entry(b, module);
+}
+
+void outline_large_loops(mlir::ModuleOp module) {
+  std::vector<mlir::scf::ForOp> loops;
+  module.walk([&](mlir::func::FuncOp f) {
+    for (mlir::Operation& op : f.getBody().getOps()) {
+      auto loop = mlir::dyn_cast<mlir::scf::ForOp>(op);
+      if (!loop) continue;
+      int64_t ops = 0;
+      loop->walk([&](mlir::Operation*) { ++ops; });
+      if (ops >= kOutlineMinOps) loops.push_back(loop);
+    }
+  });
+  mlir::OpBuilder b(module.getContext());
+  int number = 0;
+  for (mlir::scf::ForOp loop : loops)
+    if (outline(b, module, loop, fmt::format("refjit_loop_body_{}", number), CallBy::direct))
+      ++number;
 }
 
 }  // namespace refjit::backend

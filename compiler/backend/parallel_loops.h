@@ -1,9 +1,12 @@
-// Parallel loops: the lowering marks an scf.for whose iterations are independent (each writes
-// only its own elements) with kParallelAttr, and outline_parallel_loops then moves each marked
-// loop's body into a function over a range of iterations, `(ctx, lo, hi)`, and replaces the
-// loop by a call of refjit_parallel_for (runtime/kernels/parallel_loop.h) with the loop's
-// live-in values packed into a stack context. The `mlir` stage shows the result: the
-// functions are named refjit_parallel_body_N.
+// Outlined loops. Parallel loops: the lowering marks an scf.for whose iterations are
+// independent (each writes only its own elements) with kParallelAttr, and
+// outline_parallel_loops then moves each marked loop's body into a function over a range of
+// iterations, `(ctx, lo, hi)`, and replaces the loop by a call of refjit_parallel_for
+// (runtime/kernels/parallel_loop.h) with the loop's live-in values packed into a stack
+// context. Large loops: outline_large_loops moves each large top-level loop into such a
+// function too, called directly over the whole range, so that a large program is several
+// functions LLVM can compile on several threads (native.cpp, split_module). The `mlir` stage
+// shows the result: the functions are named refjit_parallel_body_N and refjit_loop_body_N.
 #pragma once
 
 #include <cstdint>
@@ -25,5 +28,13 @@ inline constexpr int64_t kParallelMinElements = int64_t{1} << 17;
 // not the constants 0 and n with step 1, or whose live-ins have a type the context cannot
 // carry, stays serial (its mark is removed).
 void outline_parallel_loops(mlir::ModuleOp module);
+
+// Operations (counted recursively) from which a top-level loop is worth a function of its own.
+inline constexpr int64_t kOutlineMinOps = 150;
+
+// Outlines every loop directly in a function's body with at least kOutlineMinOps operations,
+// called directly; run after outline_parallel_loops. A loop whose live-ins cannot be carried
+// (a parallel loop's context) or whose bounds are not 0 and n with step 1 stays.
+void outline_large_loops(mlir::ModuleOp module);
 
 }  // namespace refjit::backend

@@ -160,6 +160,29 @@ TEST(ParallelLoops, ALargeModuleIsCompiledInPiecesOnSeveralThreads) {
   check_everywhere(j, {random_array(at(DType::f32, {512, 300}), 8)}, 1e-5);
 }
 
+TEST(ParallelLoops, LargeTopLevelLoopsBecomeFunctionsCalledDirectly) {
+  // A scan over small rows (no parallel loop) with a long body: outlined into a function of its
+  // own, called once over all its steps, so that LLVM can compile it beside the entry. The
+  // short scan after it stays inline.
+  std::string body;
+  for (int k = 0; k < 12; ++k)
+    body += fmt::format("        t{0}:f32[8] = sin {1}\n        u{0}:f32[8] = mul t{0} x\n", k,
+                        k == 0 ? "h" : fmt::format("u{}", k - 1));
+  const Jaxpr j = parse_jaxpr(fmt::format(R"({{ lambda ; c0:f32[8] xs:f32[50,8]. let
+    c:f32[8] = scan[length=50 num_consts=0 num_carry=1 reverse=False linear=(False, False)
+      unroll=1 jaxpr={{ lambda ; h:f32[8] x:f32[8]. let
+{}      in (u11,) }}] c0 xs
+    d:f32[8] = scan[length=3 num_consts=0 num_carry=1 reverse=False linear=(False,)
+      unroll=1 jaxpr={{ lambda ; h:f32[8]. let g:f32[8] = cos h in (g,) }}] c
+  in (d,) }})",
+                                          body));
+  const std::string mlir = emit_mlir(j);
+  EXPECT_EQ(count(mlir, "call @refjit_loop_body_"), 1u) << mlir;
+  EXPECT_EQ(count(mlir, "call @refjit_parallel_for"), 0u);
+  check_everywhere(
+      j, {random_array(at(DType::f32, {8}), 9), random_array(at(DType::f32, {50, 8}), 10)}, 1e-5);
+}
+
 TEST(ParallelLoops, LoopsInsideAScanBodyCarryTheStepAndTheRows) {
   // Each step's elementwise work is large: it is outlined inside the scan's loop, with the
   // carry, the step's row of xs and the ys row it writes as live-ins.
