@@ -1,5 +1,5 @@
 // The native backend's driver: MLIR pass pipeline to the LLVM dialect, host target machine,
-// JIT through LLVM ORC (an in-memory object file), textual emission, and the call ABI. The
+// the JIT (jit_link.h), textual emission, and the call ABI. The
 // stages in namespace backend (declared in native.h) are shared with aot.cpp.
 //
 // Calling convention: the entry `refjit_main` takes one memref per constvar, invar and
@@ -17,30 +17,20 @@
 #include <functional>
 #include <mutex>
 #include <string_view>
-#include <thread>
-#include <unordered_map>
 
+#include "compiler/backend/jit_link.h"
 #include "compiler/backend/lowering.h"
-#include "llvm/Bitcode/BitcodeReader.h"
-#include "llvm/Bitcode/BitcodeWriter.h"
-#include "llvm/ExecutionEngine/JITEventListener.h"
-#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
-#include "llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h"
-#include "llvm/ExecutionEngine/SectionMemoryManager.h"
-#include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/SubtargetFeature.h"
-#include "llvm/Transforms/Utils/Cloning.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
@@ -64,10 +54,7 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
-#include "runtime/kernels/float_builtins.h"
 #include "runtime/kernels/float_mode.h"
-#include "runtime/kernels/gemm.h"
-#include "runtime/kernels/parallel_loop.h"
 #include "runtime/kernels/thread_pool.h"
 
 namespace refjit {
@@ -109,12 +96,7 @@ std::string module_text(mlir::ModuleOp module) {
   return s;
 }
 
-std::string module_text(const llvm::Module& module) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  module.print(os, nullptr);
-  return s;
-}
+using backend::module_text;
 
 // Collects MLIR diagnostics so a failure can be reported in the thrown Error.
 struct DiagnosticCollector {
@@ -251,6 +233,13 @@ void lower_to_llvm_dialect(Lowered& l, const CompileOptions& options, CompileTim
 
 namespace backend {
 
+std::string module_text(const llvm::Module& module) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  module.print(os, nullptr);
+  return s;
+}
+
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const std::string& cpu, int opt_level) {
   init_llvm_once();
   std::string triple = llvm::sys::getDefaultTargetTriple();
@@ -350,197 +339,6 @@ LlvmLowered lower_to_llvm_ir(const Jaxpr& jaxpr, const CompileOptions& options,
 }  // namespace backend
 
 namespace {
-
-// The runtime kernels JIT code may call (LowerCtx::call_runtime), bound to this process's
-// copies so that no symbol lookup in the process's dynamic tables is needed.
-llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
-  llvm::orc::SymbolMap symbols;
-  auto add = [&](const char* name, auto* fn) {
-    symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(fn),
-                               llvm::JITSymbolFlags::Exported};
-  };
-  add("refjit_gemm_f32", &refjit_gemm_f32);
-  add("refjit_gemm_f64", &refjit_gemm_f64);
-  add("refjit_parallel_for", &refjit_parallel_for);
-  add("refjit_psum", &refjit_psum);
-  add("refjit_all_gather", &refjit_all_gather);
-  add("refjit_broadcast_from", &refjit_broadcast_from);
-  add("refjit_axis_index", &refjit_axis_index);
-#if defined(__x86_64__)
-  add("__truncsfbf2", &refjit_truncsfbf2);
-#endif
-  return symbols;
-}
-
-// The name of the entry's packed form (add_packed_entry), the one symbol the JIT looks up.
-constexpr const char* kPackedEntryName = "refjit_packed_entry";
-
-// Adds `void refjit_packed_entry(void** args)` to `m`: args[i] points at the i-th argument of
-// the C-interface wrapper `_mlir_ciface_refjit_main` (a memref descriptor pointer), so one
-// function type calls every program.
-void add_packed_entry(llvm::Module& m) {
-  llvm::Function* ciface = m.getFunction(std::string("_mlir_ciface_") + kEntryName);
-  if (!ciface) throw Error("native backend: internal error, the module has no C-interface entry");
-  llvm::LLVMContext& c = m.getContext();
-  llvm::PointerType* ptr = llvm::PointerType::getUnqual(c);
-  llvm::Function* packed =
-      llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr}, false),
-                             llvm::GlobalValue::ExternalLinkage, kPackedEntryName, m);
-  llvm::IRBuilder<> b(llvm::BasicBlock::Create(c, "entry", packed));
-  std::vector<llvm::Value*> args;
-  for (llvm::Argument& a : ciface->args()) {
-    llvm::Value* slot = b.CreateConstGEP1_64(ptr, packed->getArg(0), a.getArgNo());
-    args.push_back(b.CreateLoad(a.getType(), b.CreateLoad(ptr, slot)));
-  }
-  b.CreateCall(ciface, args);
-  b.CreateRetVoid();
-}
-
-// A JIT holding the object files of one program: the runtime kernels bound to this process's
-// copies, libc and libm found in the process. (Not mlir::ExecutionEngine: LLVM 19's ignores
-// the code generation level it is given, so the fast tier ran the optimising code generator.)
-std::unique_ptr<llvm::orc::LLJIT> link_in_memory(const std::vector<std::string>& objects,
-                                                 const llvm::DataLayout& layout) {
-  // REFJIT_PERF_JIT=1: describe the JIT code to `perf` (a jit-PID.dump file for
-  // `perf record -k 1` + `perf inject --jit`), so profiles name refjit_main.
-  const char* perf_env = std::getenv("REFJIT_PERF_JIT");
-  const bool perf = perf_env && std::string_view(perf_env) == "1";
-  auto jit = llvm::orc::LLJITBuilder()
-                 .setDataLayout(layout)
-                 .setObjectLinkingLayerCreator([perf](llvm::orc::ExecutionSession& session,
-                                                      const llvm::Triple&) {
-                   auto layer = std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
-                       session, [] { return std::make_unique<llvm::SectionMemoryManager>(); });
-                   if (llvm::JITEventListener* l =
-                           perf ? llvm::JITEventListener::createPerfJITEventListener() : nullptr)
-                     layer->registerJITEventListener(*l);
-                   return layer;
-                 })
-                 .create();
-  if (!jit) throw Error("native backend: JIT setup failed: " + llvm::toString(jit.takeError()));
-  llvm::orc::JITDylib& main = (*jit)->getMainJITDylib();
-  llvm::orc::MangleAndInterner mangle((*jit)->getExecutionSession(), layout);
-  auto fail = [](llvm::Error e) {
-    if (e) throw Error("native backend: JIT setup failed: " + llvm::toString(std::move(e)));
-  };
-  fail(main.define(llvm::orc::absoluteSymbols(runtime_symbols(mangle))));
-  auto process =
-      llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(layout.getGlobalPrefix());
-  if (!process) fail(process.takeError());
-  main.addGenerator(std::move(*process));
-  for (const std::string& object : objects)
-    fail((*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, "refjit-jit-object")));
-  return std::move(*jit);
-}
-
-// ---- a large module compiled on several threads ------------------------------------------
-// LLVM's optimisation and code generation take 100-300 ms for a gradient with a dozen parallel
-// loops, all on one core. Such a module is split into pieces of about equal size, each
-// optimised and compiled on its own thread into its own object file; the JIT links them
-// together. The outlined loop bodies are only called through refjit_parallel_for, so no
-// inlining is lost.
-
-// Below this many LLVM instructions a module is compiled whole: a thread, a second target
-// machine and a bitcode round trip cost a few milliseconds. (A module of 11 outlined loops,
-// ~1,300 instructions, went from 263-268 ms to 166-191 ms split in two.)
-constexpr unsigned kSplitInstructions = 500;
-
-// One piece of a module: bitcode of its functions until its thread reads it into a context of
-// its own (none for a module compiled whole), then the optimised module, its target machine
-// and its object file.
-struct Piece {
-  llvm::SmallVector<char, 0> bitcode;
-  std::unique_ptr<llvm::LLVMContext> ctx;
-  std::unique_ptr<llvm::Module> module;
-  std::unique_ptr<llvm::TargetMachine> tm;
-  std::string object;
-};
-
-// Runs `work` on every piece, the first on this thread and each other on a thread of its own.
-// An exception from any piece is rethrown here once all are done.
-void on_every_piece(std::vector<Piece>& pieces, const std::function<void(Piece&)>& work) {
-  std::vector<std::exception_ptr> errors(pieces.size());
-  auto run = [&](size_t i) {
-    try {
-      work(pieces[i]);
-    } catch (...) {
-      errors[i] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> threads;
-  for (size_t i = 1; i < pieces.size(); ++i) threads.emplace_back(run, i);
-  run(0);
-  for (std::thread& t : threads) t.join();
-  for (std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-
-// `module` cut into at most `parts` pieces of about equal instruction count, as bitcode; empty
-// when it is compiled whole (small, or one thread). The entry and its two wrappers stay
-// together in the first piece; every other function goes, largest first, to the piece with
-// the fewest instructions so far. Functions and mutable globals become external so the pieces
-// link; constant globals are copied into every piece, so their loads still fold.
-std::vector<Piece> split_module(llvm::Module& module, int parts) {
-  if (parts < 2 || module.getInstructionCount() < kSplitInstructions) return {};
-  const std::string entry_names[] = {kEntryName, std::string("_mlir_ciface_") + kEntryName,
-                                     kPackedEntryName};
-  std::vector<unsigned> load(static_cast<size_t>(parts), 0);
-  std::vector<llvm::Function*> others;
-  std::unordered_map<const llvm::Function*, int> piece_of;
-  for (llvm::Function& f : module) {
-    if (f.isDeclaration()) continue;
-    if (std::find(std::begin(entry_names), std::end(entry_names), f.getName()) !=
-        std::end(entry_names)) {
-      piece_of[&f] = 0;
-      load[0] += f.getInstructionCount();
-    } else {
-      others.push_back(&f);
-    }
-  }
-  std::sort(others.begin(), others.end(), [](llvm::Function* a, llvm::Function* b) {
-    const unsigned na = a->getInstructionCount(), nb = b->getInstructionCount();
-    return na != nb ? na > nb : a->getName() < b->getName();  // the same split every time
-  });
-  for (llvm::Function* f : others) {
-    const auto least = std::min_element(load.begin(), load.end());
-    piece_of[f] = static_cast<int>(least - load.begin());
-    *least += f->getInstructionCount();
-  }
-  // Pieces are filled in order, so the used ones are a prefix.
-  const int used =
-      static_cast<int>(std::count_if(load.begin(), load.end(), [](unsigned n) { return n > 0; }));
-  if (used < 2) return {};
-
-  for (llvm::Function& f : module)
-    if (!f.isDeclaration() && f.hasLocalLinkage()) f.setLinkage(llvm::GlobalValue::ExternalLinkage);
-  for (llvm::GlobalVariable& g : module.globals()) {
-    if (!g.hasName()) g.setName("refjit_global");
-    if (!g.isConstant() && g.hasLocalLinkage()) g.setLinkage(llvm::GlobalValue::ExternalLinkage);
-  }
-  std::vector<Piece> pieces(static_cast<size_t>(used));
-  for (int p = 0; p < used; ++p) {
-    llvm::ValueToValueMapTy map;
-    std::unique_ptr<llvm::Module> piece =
-        llvm::CloneModule(module, map, [&](const llvm::GlobalValue* gv) {
-          if (const auto* f = llvm::dyn_cast<llvm::Function>(gv)) {
-            auto it = piece_of.find(f);
-            return it != piece_of.end() && it->second == p;
-          }
-          if (const auto* g = llvm::dyn_cast<llvm::GlobalVariable>(gv))
-            return g->isConstant() || p == 0;
-          return p == 0;
-        });
-    // What another piece defines may be loaded more than 2 GB away: reach it through the GOT
-    // (a dso_local one would be reached by a 32-bit PC-relative offset).
-    for (llvm::GlobalValue& gv : piece->global_values())
-      if (gv.isDeclaration()) gv.setDSOLocal(false);
-    llvm::raw_svector_ostream out(pieces[static_cast<size_t>(p)].bitcode);
-    llvm::WriteBitcodeToFile(*piece, out);
-  }
-  return pieces;
-}
-
-REFJIT_CALLS_JIT_CODE void call_entry(void (*entry)(void**), void** args) { entry(args); }
 
 // The storage of an output the code writes in full: not zero-filled (a 16 MB gradient would
 // cost a second pass over memory). With REFJIT_POISON_OUTPUTS=1 (the test suites set it) it is
@@ -718,7 +516,7 @@ std::vector<RtValue> CompiledFunction::call(std::vector<RtValue>& args, bool tak
     const uint32_t mode = kernels::current_float_mode();
     kernels::ScopedFloatMode as_configured(f.flush_subnormals ? kernels::flushing_subnormals(mode)
                                                               : mode);
-    call_entry(f.entry, packed.data());
+    backend::call_entry(f.entry, packed.data());
   }
   if (f.has_workspace) f.give_back(std::move(ws));
   throw_pending_collective_error();  // a collective that failed inside the code
@@ -744,69 +542,26 @@ CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& option
   impl->flush_subnormals = options.flush_subnormals;
   lower_to_llvm_dialect(l, options, impl->timings);
 
-  // Translation, then LLVM's optimisation and code generation: of the whole module, or of
-  // pieces of a large one on several threads (split_module).
+  // Translation, then LLVM's optimisation and code generation (backend/jit_link.h).
   auto t0 = Clock::now();
   llvm::LLVMContext lctx;
   std::unique_ptr<llvm::Module> module = mlir::translateModuleToLLVMIR(*l.module, lctx, "refjit");
   if (!module) throw Error("native backend: internal error translating to LLVM IR");
-  add_packed_entry(*module);
-  auto tm = backend::make_target_machine("host", options.opt_level);
-  const llvm::DataLayout layout = tm->createDataLayout();
-  module->setDataLayout(layout);
-  module->setTargetTriple(tm->getTargetTriple().str());
-  std::vector<Piece> pieces = split_module(*module, kernels::thread_count());
-  if (pieces.empty()) {  // one piece: the module itself, no copy
-    pieces.emplace_back();
-    pieces[0].module = std::move(module);
-  }
-  // Each piece has its own context (contexts are not thread-safe) and target machine.
-  on_every_piece(pieces, [&](Piece& p) {
-    if (!p.module) {
-      p.ctx = std::make_unique<llvm::LLVMContext>();
-      auto parsed = llvm::parseBitcodeFile(
-          llvm::MemoryBufferRef(llvm::StringRef(p.bitcode.data(), p.bitcode.size()), "piece"),
-          *p.ctx);
-      if (!parsed)
-        throw Error("native backend: internal error reading a module piece: " +
-                    llvm::toString(parsed.takeError()));
-      p.module = std::move(*parsed);
-    }
-    p.tm =
-        &p == &pieces[0] ? std::move(tm) : backend::make_target_machine("host", options.opt_level);
-    backend::optimize_llvm_module(*p.module, *p.tm, options.opt_level);
-  });
-  module.reset();
-  impl->timings.llvm_opt_ms = ms_since(t0);
-  report(options, "llvm", impl->timings.llvm_opt_ms, [&] {
-    std::string text;
-    for (size_t i = 0; i < pieces.size(); ++i) {
-      if (pieces.size() > 1)
-        text += fmt::format("; piece {} of {} (each on its own thread)\n", i + 1, pieces.size());
-      text += module_text(*pieces[i].module);
-    }
-    return text;
-  });
-
-  // Machine code at the tier's level (the target machine carries it), then linked in memory.
-  auto t1 = Clock::now();
-  on_every_piece(pieces, [&](Piece& p) {
-    p.object = backend::emit_machine_code(*p.module, *p.tm, /*object_file=*/true);
-  });
-  impl->timings.codegen_level = static_cast<int>(pieces[0].tm->getOptLevel());
-  impl->timings.pieces = static_cast<int>(pieces.size());
-  std::vector<std::string> objects;
-  for (Piece& p : pieces) objects.push_back(std::move(p.object));
-  pieces.clear();
-  impl->jit = link_in_memory(objects, layout);
+  backend::LinkedCode code =
+      backend::compile_and_link(std::move(module), options.opt_level, kernels::thread_count(),
+                                [&](const std::function<std::string()>& text) {
+                                  impl->timings.llvm_opt_ms = ms_since(t0);
+                                  report(options, "llvm", impl->timings.llvm_opt_ms, text);
+                                });
   g_live_modules.fetch_add(1);
-  auto sym = impl->jit->lookup(kPackedEntryName);
-  if (!sym) throw Error("native backend: JIT lookup failed: " + llvm::toString(sym.takeError()));
-  impl->timings.codegen_ms = ms_since(t1);
+  impl->jit = std::move(code.jit);
+  impl->entry = code.entry;
+  impl->timings.codegen_ms = code.codegen_ms;
+  impl->timings.codegen_level = code.codegen_level;
+  impl->timings.pieces = code.pieces;
   report(options, "asm", impl->timings.codegen_ms, [] {
     return std::string("(machine code in memory; `refjit dump --emit=asm` prints it)");
   });
-  impl->entry = sym->toPtr<void (*)(void**)>();
   return CompiledFunction(std::move(impl));
 }
 

@@ -142,6 +142,9 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const std::string& cpu,
 // Sets the module's data layout and triple from `tm` and runs LLVM's -O<opt_level> pipeline.
 void optimize_llvm_module(llvm::Module& module, llvm::TargetMachine& tm, int opt_level);
 
+// The text of an LLVM module (the `llvm` stage's dump).
+std::string module_text(const llvm::Module& module);
+
 // Machine code for `module`: a relocatable object file, or assembly text.
 std::string emit_machine_code(llvm::Module& module, llvm::TargetMachine& tm, bool object_file);
 

@@ -5,7 +5,7 @@
 // (runtime/kernels/parallel_loop.h) with the loop's live-in values packed into a stack
 // context. Large loops: outline_large_loops moves each large top-level loop into such a
 // function too, called directly over the whole range, so that a large program is several
-// functions LLVM can compile on several threads (native.cpp, split_module). The `mlir` stage
+// functions LLVM can compile on several threads (jit_link.h). The `mlir` stage
 // shows the result: the functions are named refjit_parallel_body_N and refjit_loop_body_N.
 #pragma once
 
