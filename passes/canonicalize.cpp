@@ -43,6 +43,7 @@ class Canonicalizer {
     for (Eqn& e : in) {
       for (Atom& a : e.ins) a = subst_(a);
       rewrite_bodies(e);
+      compose_broadcasts(e);
       if (does_nothing(e) || slice_of_concatenate(e) || reshape_of_broadcast(e) ||
           scalar_arithmetic(e) || repeats_an_earlier_eqn(e))
         continue;
@@ -177,6 +178,8 @@ class Canonicalizer {
     return false;
   }
 
+  // A reshape of a broadcast that only drops or inserts size-1 dims is a broadcast of the same
+  // operand (or the operand itself, when that is what it gives back).
   bool reshape_of_broadcast(const Eqn& e) {
     const bool plain_reshape = e.prim == Prim::reshape &&
                                (!e.params.find("dimensions") ||
@@ -186,20 +189,64 @@ class Canonicalizer {
     if (!b || b->prim != Prim::broadcast_in_dim || b->ins.size() != 1) return false;
     const Shape& x = j_.type_of(b->outs[0]).array.shape;
     const Shape& y = j_.type_of(b->ins[0]).array.shape;
-    if (j_.type_of(e.outs[0]).array.shape != y) return false;
-    // The broadcast only inserted size-1 dims, keeping y's dims in order.
+    const Shape& out = j_.type_of(e.outs[0]).array.shape;
     const IntList dims = broadcast_dims_of(*b);
     if (dims.size() != y.size()) return false;
-    std::vector<bool> mapped(x.size(), false);
-    for (size_t i = 0; i < dims.size(); ++i) {
-      if (dims[i] < 0 || static_cast<size_t>(dims[i]) >= x.size() || x[dims[i]] != y[i] ||
-          (i > 0 && dims[i] <= dims[i - 1]))
-        return false;
-      mapped[dims[i]] = true;
+    // x's dims of size > 1 in order, and where each lands in the result.
+    std::vector<int64_t> landing(x.size(), -1);
+    size_t next = 0;
+    for (size_t k = 0; k < x.size(); ++k) {
+      if (x[k] == 1) continue;
+      while (next < out.size() && out[next] == 1) ++next;
+      if (next == out.size() || out[next] != x[k]) return false;
+      landing[k] = static_cast<int64_t>(next++);
     }
-    for (size_t k = 0; k < x.size(); ++k)
-      if (!mapped[k] && x[k] != 1) return false;
-    return forward(e, b->ins[0]);
+    while (next < out.size() && out[next] == 1) ++next;
+    if (next != out.size()) return false;
+    // The operand's dims through both: each must land on a dim of the result.
+    IntList out_dims;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] < 0 || static_cast<size_t>(dims[i]) >= x.size()) return false;
+      const int64_t to = landing[static_cast<size_t>(dims[i])];
+      if (to < 0) {
+        if (out == y) return forward(e, b->ins[0]);  // the broadcast only inserted size-1 dims
+        return false;
+      }
+      out_dims.push_back(to);
+    }
+    bool identity = out == y;
+    for (size_t i = 0; i < out_dims.size(); ++i) identity &= out_dims[i] == static_cast<int64_t>(i);
+    if (identity) return forward(e, b->ins[0]);
+    push(Eqn{
+        Prim::broadcast_in_dim,
+        Params{
+            {"shape", IntList(out)}, {"broadcast_dimensions", out_dims}, {"sharding", NoneParam{}}},
+        {b->ins[0]},
+        {e.outs[0]}});
+    ++changes_;
+    return true;
+  }
+
+  // A broadcast of a broadcast reads the inner one's operand directly: JAX spells `x @ w + b`
+  // as b broadcast to [1, n], then (implicitly) to [m, n]; one broadcast of b leaves no [1, n]
+  // array between the product and its consumer (and lets them fuse, fusion.h).
+  void compose_broadcasts(Eqn& e) {
+    if (e.prim != Prim::broadcast_in_dim || e.ins.size() != 1) return;
+    const Eqn* inner = def(e.ins[0]);
+    if (!inner || inner->prim != Prim::broadcast_in_dim || inner->ins.size() != 1 ||
+        j_.type_of(inner->ins[0]).is_ref)
+      return;
+    const IntList outer_dims = broadcast_dims_of(e), inner_dims = broadcast_dims_of(*inner);
+    const size_t mid_rank = static_cast<size_t>(j_.type_of(inner->outs[0]).array.rank());
+    if (outer_dims.size() != mid_rank) return;
+    IntList dims;
+    for (int64_t d : inner_dims) {
+      if (d < 0 || static_cast<size_t>(d) >= mid_rank) return;
+      dims.push_back(outer_dims[static_cast<size_t>(d)]);
+    }
+    e.ins[0] = inner->ins[0];
+    e.params.set("broadcast_dimensions", dims);
+    ++changes_;
   }
 
   // The scalar an operand stands for: a rank-0 atom, or the operand of its broadcast.

@@ -34,7 +34,8 @@ constexpr PassInfo kPasses[] = {
     {"inline-consts",
      "constants known to be all zeros or integer runs become broadcasts of 0 or iotas"},
     {"canonicalize",
-     "local rewrites to one spelling: slices of concatenates, reshapes of broadcasts, "
+     "local rewrites to one spelling: slices of concatenates, reshapes and broadcasts of "
+     "broadcasts, "
      "arithmetic on broadcast scalars, window accumulations as sums of pads, constant scan "
      "consts moved into the body, repeated computations done once"},
     {"trim-rows", "carries and refs lose the trailing rows that no index reaches"},

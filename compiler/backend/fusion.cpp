@@ -607,7 +607,8 @@ int32_t entry(const std::vector<int32_t>& table, size_t i) {
 bool lowered_by_itself(const LoweringDecisions& d, size_t i) {
   for (const std::vector<int32_t>* t :
        {&d.moves.folded_into, &d.moves.move_of, &d.shifts.folded_into, &d.shifts.side_of,
-        &d.shifts.shift_of, &d.accumulations.product_of, &d.accumulations.deferred_to})
+        &d.shifts.shift_of, &d.accumulations.product_of, &d.accumulations.deferred_to,
+        &d.epilogues.root_of_dot, &d.epilogues.dot_of_root})
     if (entry(*t, i) >= 0) return false;
   return d.fusion.lowered_alone(i);
 }
@@ -655,7 +656,67 @@ ConcatPiecePlan plan_concat_pieces(const Jaxpr& j, const JaxprBuffers* buffers,
   return plan;
 }
 
+EpiloguePlan plan_epilogues(const Jaxpr& j, const JaxprBuffers* buffers,
+                            const LoweringDecisions& d) {
+  const size_t n = j.eqns.size();
+  EpiloguePlan plan;
+  plan.root_of_dot.assign(n, -1);
+  plan.dot_of_root.assign(n, -1);
+  if (!buffers || buffers->eqns.size() != n) return plan;
+  const FusionPlan& fusion = d.fusion;
+  const UseDef use_def(j);
+  auto buf = [&](const Atom& a) { return buffer_of(*buffers, a); };
+  for (size_t i = 0; i < n; ++i) {
+    const Eqn& dot = j.eqns[i];
+    if (dot.prim != Prim::dot_general || dot.outs.size() != 1 || !lowered_by_itself(d, i)) continue;
+    const Var p = dot.outs[0];
+    const Type pt = j.type_of(p);
+    const std::vector<int32_t>& readers = use_def.readers[p.id];
+    // Read by eqns only (a returned value counts twice in `uses`), by one consumer.
+    if (pt.is_ref || !is_float(pt.array.dtype) || readers.empty() ||
+        use_def.uses[p.id] != static_cast<int>(readers.size()))
+      continue;
+    const size_t first = static_cast<size_t>(readers.front());
+    const int32_t group = fusion.group_of[first];
+    size_t root = first;
+    if (group >= 0)
+      root = fusion.groups[group].back();
+    else if (group != -1 || !lowered_by_itself(d, first) || !fusible(j, j.eqns[first]))
+      continue;
+    const Eqn& last = j.eqns[root];
+    if (reduction_root(j, last) || last.outs.size() != 1 || j.type_of(last.outs[0]) != pt ||
+        root <= i)
+      continue;
+    bool ok = true;
+    for (int32_t r : readers) {
+      const Eqn& reader = j.eqns[r];
+      ok &= (group >= 0 ? fusion.group_of[r] == group : static_cast<size_t>(r) == root) &&
+            has_elementwise_lowering(reader.prim) && reader.prim != Prim::broadcast_in_dim &&
+            !is_view(j, reader);
+    }
+    // Nothing but members runs between the product and the root.
+    const std::vector<size_t> members =
+        group >= 0 ? fusion.groups[group] : std::vector<size_t>{root};
+    for (size_t k = i + 1; k < root && ok; ++k)
+      ok = std::find(members.begin(), members.end(), k) != members.end();
+    const int out = buf(last.outs[0]);
+    if (!ok || out < 0 || out == buf(dot.ins[0]) || out == buf(dot.ins[1])) continue;
+    for (size_t k : members)
+      for (const Atom& a : j.eqns[k].ins)
+        if (is_var(a) && buf(a) == out && j.type_of(a).array.shape != pt.array.shape) ok = false;
+    if (!ok) continue;
+    plan.root_of_dot[i] = static_cast<int32_t>(root);
+    plan.dot_of_root[root] = static_cast<int32_t>(i);
+  }
+  return plan;
+}
+
 }  // namespace
+
+std::vector<size_t> LoweringDecisions::epilogue_members(size_t root) const {
+  if (fusion.group_of.at(root) >= 0) return fusion.groups[fusion.group_of[root]];
+  return {root};
+}
 
 LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffers) {
   LoweringDecisions d;
@@ -664,6 +725,7 @@ LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffer
   d.shifts = plan_cotangent_shifts(jaxpr, buffers, d.fusion, d.moves);
   d.accumulations = plan_product_accumulations(jaxpr, buffers, d.fusion, d.shifts);
   d.pieces = plan_concat_pieces(jaxpr, buffers, d);
+  d.epilogues = plan_epilogues(jaxpr, buffers, d);
   d.index_run.resize(jaxpr.eqns.size());
   for (size_t i = 0; i < jaxpr.eqns.size(); ++i)
     d.index_run[i] = indexes_with_run(jaxpr, jaxpr.eqns[i]);

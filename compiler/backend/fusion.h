@@ -190,12 +190,32 @@ struct ConcatPiecePlan {
   std::vector<std::vector<int32_t>> piece_slices;
 };
 
+// Matrix-product epilogues: a float dot_general whose result p is read only by one elementwise
+// consumer (a fusion group with an elementwise root, or a single elementwise eqn lowered on
+// its own), each read of p an operand of an elementwise member, is computed together with
+// that consumer: the matrix kernel calls the consumer's loops on rows of the product as soon
+// as they are final (runtime/kernels/gemm.h, Epilogue), so `relu(x @ w + b)` makes no
+// separate pass over the product. The consumer then runs at the product's position, so every
+// eqn between the two must be a member of the group (nothing else runs in between), the root's
+// result must have p's type, and the root's buffer must be neither an operand buffer of the
+// product (the kernel still reads them while the epilogue writes) nor the buffer of an operand
+// of another shape (read by rows in any order). Where the product does not go to the kernel
+// (small, integer, or code that must stand alone), the product and then the group are lowered
+// at the product's position, as they would be at their own.
+struct EpiloguePlan {
+  std::vector<int32_t> root_of_dot;  // [dot_general eqn] the root of its epilogue, or -1
+  std::vector<int32_t> dot_of_root;  // [root eqn] the dot_general it is the epilogue of, or -1
+};
+
 struct LoweringDecisions {
   FusionPlan fusion;
   SliceMovePlan moves;
   CotangentShiftPlan shifts;
   ProductAccumulationPlan accumulations;
   ConcatPiecePlan pieces;
+  EpiloguePlan epilogues;
+  // The eqns computing eqn `root`'s epilogue (EpiloguePlan): its group, or the root alone.
+  std::vector<size_t> epilogue_members(size_t root) const;
   // index_run[eqn]: a gather, scatter, get or swap indexing with a unit run
   // (passes/unit_run.h indexes_with_run), lowered as one window when the run's first index is
   // in range at run time.

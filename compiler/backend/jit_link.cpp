@@ -45,6 +45,8 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
   };
   add("refjit_gemm_f32", &refjit_gemm_f32);
   add("refjit_gemm_f64", &refjit_gemm_f64);
+  add("refjit_gemm_f32_then", &refjit_gemm_f32_then);
+  add("refjit_gemm_f64_then", &refjit_gemm_f64_then);
   add("refjit_parallel_for", &refjit_parallel_for);
   add("refjit_psum", &refjit_psum);
   add("refjit_all_gather", &refjit_all_gather);

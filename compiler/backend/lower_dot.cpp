@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <string>
 
 #include "compiler/backend/lowering.h"
 
@@ -78,19 +79,28 @@ std::vector<int64_t> range(int64_t begin, int64_t end) {
   return v;
 }
 
-// The call to refjit_gemm_f32/f64 when the product qualifies; false when loops are needed.
-// `into`: where the product goes (null: the result's buffer); `accumulate`: added to what
-// `into` holds (a product accumulation, fusion.h) instead of stored.
-bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfree,
-                      const std::vector<int64_t>& rfree, Value into, bool accumulate) {
+// A call of refjit_gemm_f32/f64, its arguments made, not yet emitted.
+struct KernelCall {
+  std::string entry;
+  std::vector<Value> args;
+  Value target, out;  // where the kernel writes, and where the product goes (a copy if apart)
+  ArrayType type;
+};
+
+// The call when the product qualifies; nullopt when loops are needed. `into`: where the
+// product goes (null: the result's buffer); `accumulate`: added to what `into` holds (a
+// product accumulation, fusion.h) instead of stored.
+std::optional<KernelCall> kernel_call(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfree,
+                                      const std::vector<int64_t>& rfree, Value into,
+                                      bool accumulate) {
   const ArrayType& lt = c.type_of(e.ins[0]).array;
   const ArrayType& ht = c.type_of(e.ins[1]).array;
   const ArrayType& rt = c.type_of(e.outs[0]).array;
   const DotDims& dn = e.params.get<DotDims>("dimension_numbers");
   if (!c.options().runtime_kernels || (rt.dtype != DType::f32 && rt.dtype != DType::f64) ||
       lt.dtype != rt.dtype || ht.dtype != rt.dtype)
-    return false;
-  if (!is_var(e.ins[0]) || !is_var(e.ins[1])) return false;
+    return std::nullopt;
+  if (!is_var(e.ins[0]) || !is_var(e.ins[1])) return std::nullopt;
   const std::vector<int64_t> lbatch(dn.lhs_batch.begin(), dn.lhs_batch.end());
   const std::vector<int64_t> rbatch(dn.rhs_batch.begin(), dn.rhs_batch.end());
   const std::vector<int64_t> lcontract(dn.lhs_contract.begin(), dn.lhs_contract.end());
@@ -98,9 +108,9 @@ bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfr
   Value a = c.buffer(e.ins[0]), b = c.buffer(e.ins[1]);
   auto am = matrix_axes(lbatch, lfree, lcontract, lt.shape, static_strides(a));
   auto bm = matrix_axes(rbatch, rcontract, rfree, ht.shape, static_strides(b));
-  if (!am || !bm) return false;
+  if (!am || !bm) return std::nullopt;
   const int64_t batch = am->batch.size, m = am->rows.size, k = am->cols.size, n = bm->cols.size;
-  if (batch * m * n * k < kMinKernelWork) return false;
+  if (batch * m * n * k < kMinKernelWork) return std::nullopt;
   Value out = into ? into : c.result_buffer(e.outs[0]);
   const int64_t nb = static_cast<int64_t>(lbatch.size());
   const int64_t nm = static_cast<int64_t>(lfree.size());
@@ -111,11 +121,11 @@ bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfr
   // A result view whose dims do not nest gets the product in a fresh buffer, then a copy.
   Value target = out;
   auto cm = result_axes(target);
-  if (!cm && accumulate) return false;
+  if (!cm && accumulate) return std::nullopt;
   if (!cm) {
     target = c.alloc(rt);
     cm = result_axes(target);
-    if (!cm) return false;
+    if (!cm) return std::nullopt;
   }
   const DType d = rt.dtype;
   std::vector<Value> args = {c.index(batch),
@@ -135,9 +145,21 @@ bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfr
                              c.index(cm->rows.stride),
                              c.index(cm->cols.stride),
                              c.index(accumulate ? 1 : 0)};
-  c.call_runtime(d == DType::f32 ? "refjit_gemm_f32" : "refjit_gemm_f64", args);
-  if (target != out) c.copy(target, out, rt);
-  return true;
+  return KernelCall{d == DType::f32 ? "refjit_gemm_f32" : "refjit_gemm_f64", std::move(args),
+                    target, out, rt};
+}
+
+void emit(LowerCtx& c, const KernelCall& call) {
+  c.call_runtime(call.entry, call.args);
+  if (call.target != call.out) c.copy(call.target, call.out, call.type);
+}
+
+// The kernel call when the product qualifies (emitted); false when loops are needed.
+bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfree,
+                      const std::vector<int64_t>& rfree, Value into, bool accumulate) {
+  std::optional<KernelCall> call = kernel_call(c, e, lfree, rfree, into, accumulate);
+  if (call) emit(c, *call);
+  return call.has_value();
 }
 
 // The dims of each operand that are neither contracted nor batch.
@@ -244,6 +266,24 @@ void lower_product_accumulation(LowerCtx& c, const Jaxpr& j, size_t dot, size_t 
   // Loops instead: the product in its own buffer, then the addupdate.
   c.lower_eqn_at(j, dot);
   c.lower_eqn_at(j, add);
+}
+
+void lower_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t dot, size_t root,
+                                 const std::vector<size_t>& members) {
+  const Eqn& d = j.eqns[dot];
+  auto [lfree, rfree] = free_dims(c, d);
+  std::optional<KernelCall> call = kernel_call(c, d, lfree, rfree, Value(), false);
+  // The kernel's rows are the result's dims but the last: one rhs free dim, written in place.
+  if (call && rfree.size() == 1 && call->target == call->out) {
+    c.lower_epilogue_rows(j, root, members);  // outline_epilogues hands it to the call
+    emit(c, *call);
+    return;
+  }
+  if (call)
+    emit(c, *call);
+  else
+    lower_dot_loops(c, d, lfree, rfree);
+  c.lower_epilogue(j, root, members);
 }
 
 void register_dot_lowerings(LowerTable& t) { t.set(Prim::dot_general, &lower_dot_general); }

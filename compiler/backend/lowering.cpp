@@ -606,6 +606,13 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
       lower_cotangent_shift(*this, j, e, d.shifts.shifts[s]);
       continue;
     }
+    // A product and its epilogue are lowered together, at the product.
+    if (d.epilogues.dot_of_root[i] >= 0) continue;
+    if (int32_t r = d.epilogues.root_of_dot[i]; r >= 0) {
+      const size_t root = static_cast<size_t>(r);
+      lower_product_with_epilogue(*this, j, i, root, d.epilogue_members(root));
+      continue;
+    }
     if (!fusion.lowered_alone(i)) {
       // Members are computed inside their root's loop nest (duplicates in every one of them).
       if (fusion.is_root(i)) lower_fused_group(j, fusion.groups[fusion.group_of[i]]);
@@ -650,53 +657,112 @@ void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& grou
   }
   ArrayType rt = j.type_of(root.outs[0]).array;
   Value dst = result_buffer(root.outs[0]);
-  // Scalar operands from outside the group are loaded once, before the loops (inside, a
-  // load may not be hoisted by LLVM when the stores could alias it).
-  std::vector<bool> member(j.vars.size(), false);
-  for (size_t k : group) member.at(j.eqns[k].outs[0].id) = true;
-  outside_scalar_.assign(j.vars.size(), Value());
-  if (!rt.shape.empty())
-    for (size_t k : group)
-      for (const Atom& a : j.eqns[k].ins)
-        if (is_var(a) && !member[as_var(a).id] && !outside_scalar_[as_var(a).id] &&
-            type_of(a).array.rank() == 0)
-          outside_scalar_[as_var(a).id] = load(a, {});
+  const std::vector<bool> member = group_members(j, group);
+  load_outside_scalars(j, group, member, rt);
   if (rt.rank() < 2) {
     parallel_loop_nest(rt.shape,
                        [&](Ivs ivs) { store(fused_element(j, group, ivs), dst, rt.dtype, ivs); });
     outside_scalar_.clear();
     return;
   }
+  const Shape outer(rt.shape.begin(), rt.shape.end() - 1);
+  mlir::Operation* rows = loop_nest(
+      outer, [&](Ivs outer_ivs) { lower_fused_row(j, group, member, outer_ivs, dst, rt); });
+  mark_parallel(rows, outer[0], num_elements(rt.shape) / std::max<int64_t>(1, outer[0]));
+  outside_scalar_.clear();
+}
+
+std::vector<bool> LowerCtx::group_members(const Jaxpr& j, const std::vector<size_t>& group) const {
+  std::vector<bool> member(j.vars.size(), false);
+  for (size_t k : group) member.at(j.eqns[k].outs[0].id) = true;
+  return member;
+}
+
+void LowerCtx::load_outside_scalars(const Jaxpr& j, const std::vector<size_t>& group,
+                                    const std::vector<bool>& member, const ArrayType& root_type) {
+  // Loaded once, before the loops (inside, a load may not be hoisted by LLVM when the stores
+  // could alias it).
+  outside_scalar_.assign(j.vars.size(), Value());
+  if (root_type.shape.empty()) return;
+  for (size_t k : group)
+    for (const Atom& a : j.eqns[k].ins)
+      if (is_var(a) && !member[as_var(a).id] && !outside_scalar_[as_var(a).id] &&
+          type_of(a).array.rank() == 0)
+        outside_scalar_[as_var(a).id] = load(a, {});
+}
+
+void LowerCtx::lower_fused_row(const Jaxpr& j, const std::vector<size_t>& group,
+                               const std::vector<bool>& member, Ivs outer_ivs, Value dst,
+                               const ArrayType& rt) {
   // Broadcast members that read one element per row (`x - mean[:, None]`) are loaded once
   // per row, before the innermost loop: LLVM does not vectorise a loop that reads a fixed
   // address and stores into the same allocation (both in the workspace), as it cannot tell
   // them apart.
-  const Shape outer(rt.shape.begin(), rt.shape.end() - 1);
   const int64_t last = rt.rank() - 1;
-  mlir::Operation* rows = loop_nest(outer, [&](Ivs outer_ivs) {
-    row_invariant_.assign(j.vars.size(), Value());
-    for (size_t k : group) {
-      const Eqn& e = j.eqns[k];
-      if (e.prim != Prim::broadcast_in_dim || (is_var(e.ins[0]) && member[as_var(e.ins[0]).id]))
-        continue;
-      const ArrayType xt = type_of(e.ins[0]).array;
-      const IntList& dims = e.params.get<IntList>("broadcast_dimensions");
-      bool invariant = true;
-      for (size_t d = 0; d < dims.size(); ++d) invariant &= xt.shape[d] == 1 || dims[d] != last;
-      if (!invariant) continue;
-      std::vector<Value> ivs(outer_ivs.begin(), outer_ivs.end());
-      ivs.push_back(index(0));  // not read: no operand dim maps to the last one
-      row_invariant_[e.outs[0].id] = load(e.ins[0], broadcast_operand_index(e, ivs));
-    }
-    loop_nest({rt.shape.back()}, [&](Ivs inner) {
-      std::vector<Value> ivs(outer_ivs.begin(), outer_ivs.end());
-      ivs.push_back(inner[0]);
-      store(fused_element(j, group, ivs), dst, rt.dtype, ivs);
-    });
-    row_invariant_.clear();
+  row_invariant_.assign(j.vars.size(), Value());
+  for (size_t k : group) {
+    const Eqn& e = j.eqns[k];
+    if (e.prim != Prim::broadcast_in_dim || (is_var(e.ins[0]) && member[as_var(e.ins[0]).id]))
+      continue;
+    const ArrayType xt = type_of(e.ins[0]).array;
+    const IntList& dims = e.params.get<IntList>("broadcast_dimensions");
+    bool invariant = true;
+    for (size_t d = 0; d < dims.size(); ++d) invariant &= xt.shape[d] == 1 || dims[d] != last;
+    if (!invariant) continue;
+    std::vector<Value> ivs(outer_ivs.begin(), outer_ivs.end());
+    ivs.push_back(index(0));  // not read: no operand dim maps to the last one
+    row_invariant_[e.outs[0].id] = load(e.ins[0], broadcast_operand_index(e, ivs));
+  }
+  loop_nest({rt.shape.back()}, [&](Ivs inner) {
+    std::vector<Value> ivs(outer_ivs.begin(), outer_ivs.end());
+    ivs.push_back(inner[0]);
+    store(fused_element(j, group, ivs), dst, rt.dtype, ivs);
   });
-  mark_parallel(rows, outer[0], num_elements(rt.shape) / std::max<int64_t>(1, outer[0]));
+  row_invariant_.clear();
+}
+
+void LowerCtx::lower_epilogue(const Jaxpr& j, size_t root, const std::vector<size_t>& members) {
+  const int saved = frames_.back().eqn;
+  frames_.back().eqn = static_cast<int>(root);
+  if (members.size() > 1)
+    lower_fused_group(j, members);
+  else
+    lower_eqn_at(j, root);
+  frames_.back().eqn = saved;
+}
+
+mlir::Operation* LowerCtx::lower_epilogue_rows(const Jaxpr& j, size_t root,
+                                               const std::vector<size_t>& members) {
+  const int saved = frames_.back().eqn;
+  frames_.back().eqn = static_cast<int>(root);
+  const Eqn& e = j.eqns[root];
+  const ArrayType rt = j.type_of(e.outs[0]).array;
+  if (rt.rank() < 1) fail_eqn(e, "an epilogue needs a result of rank 1 or more");
+  Value dst = result_buffer(e.outs[0]);
+  const std::vector<bool> member = group_members(j, members);
+  load_outside_scalars(j, members, member, rt);
+  const Shape outer(rt.shape.begin(), rt.shape.end() - 1);
+  auto rows = b.create<mlir::scf::ForOp>(loc, index(0), index(num_elements(outer)), index(1));
+  {
+    mlir::OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(rows.getBody()->getTerminator());
+    // Row r of the flattened outer dims, as indices into them (row-major).
+    std::vector<Value> outer_ivs(outer.size());
+    Value rest = rows.getInductionVar();
+    for (size_t d = outer.size(); d-- > 0;) {
+      if (d == 0) {
+        outer_ivs[d] = rest;
+        break;
+      }
+      outer_ivs[d] = b.create<mlir::arith::RemUIOp>(loc, rest, index(outer[d]));
+      rest = b.create<mlir::arith::DivUIOp>(loc, rest, index(outer[d]));
+    }
+    lower_fused_row(j, members, member, outer_ivs, dst, rt);
+  }
+  rows->setAttr(kEpilogueAttr, b.getUnitAttr());
   outside_scalar_.clear();
+  frames_.back().eqn = saved;
+  return rows;
 }
 
 std::vector<Value> LowerCtx::broadcast_operand_index(const Eqn& e, Ivs ivs) {
@@ -914,6 +980,7 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
   b.create<mlir::func::ReturnOp>(b.getUnknownLoc());
   lc.pop_frame();
   workspace_bytes = lc.workspace_bytes();
+  outline_epilogues(*module);
   outline_parallel_loops(*module);
   outline_large_loops(*module);
   return module;

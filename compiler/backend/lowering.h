@@ -189,6 +189,14 @@ class LowerCtx {
   // One loop nest computing the group's eqns (indices into j.eqns, root last) per element.
   // A reduction root runs its own rule, reading its operand from the members (load()).
   void lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group);
+  // A matrix-product epilogue (fusion.h, EpiloguePlan) of root eqn `root`, lowered at the
+  // product: `lower_epilogue` as usual (the group's loop nest, or the root's rule), or
+  // `lower_epilogue_rows` as one scf.for over the rows of the root's result (all its dims but
+  // the last, flattened), marked kEpilogueAttr for outline_epilogues (parallel_loops.h) to hand
+  // to the matrix kernel's call that must come right after it.
+  void lower_epilogue(const Jaxpr& j, size_t root, const std::vector<size_t>& members);
+  mlir::Operation* lower_epilogue_rows(const Jaxpr& j, size_t root,
+                                       const std::vector<size_t>& members);
   // The members of a group (eqn indices, in order) evaluated at element `ivs`, in
   // registers; returns the last member's value.
   mlir::Value fused_element(const Jaxpr& j, const std::vector<size_t>& members, Ivs ivs);
@@ -235,6 +243,16 @@ class LowerCtx {
 
  private:
   const JaxprBuffers& checked_plan(size_t index, const Jaxpr& j) const;
+  // Parts of lower_fused_group: `member[var id]` says which vars the group computes.
+  std::vector<bool> group_members(const Jaxpr& j, const std::vector<size_t>& group) const;
+  // Loads the group's rank-0 operands from outside it into outside_scalar_.
+  void load_outside_scalars(const Jaxpr& j, const std::vector<size_t>& group,
+                            const std::vector<bool>& member, const ArrayType& root_type);
+  // One row of the group's result (a rank >= 1 root): the loop over its last dim at
+  // `outer_ivs`, with broadcasts that read one element per row loaded before it.
+  void lower_fused_row(const Jaxpr& j, const std::vector<size_t>& group,
+                       const std::vector<bool>& member, Ivs outer_ivs, mlir::Value dst,
+                       const ArrayType& root_type);
   void count_copy(const ArrayType& t);
   int loop_depth_ = 0;  // scan bodies being lowered
   // While a reduction rooting a fusion group is lowered: its operand, which load() computes
@@ -312,6 +330,13 @@ mlir::Value convert_element(LowerCtx& c, mlir::Value x, DType from, DType to);
 // addupdate `add`: the matrix kernel adds the product of eqn `dot` into the ref's buffer, or,
 // where it cannot, both eqns as usual (lower_dot.cpp).
 void lower_product_accumulation(LowerCtx& c, const Jaxpr& j, size_t dot, size_t add);
+
+// Lowers dot_general `dot` with its epilogue (fusion.h, EpiloguePlan), the eqns `members`
+// rooted at `root`: the matrix kernel runs the epilogue on the product's rows as they are
+// final, or, where the product is not a kernel call, both are lowered one after the other
+// (lower_dot.cpp).
+void lower_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t dot, size_t root,
+                                 const std::vector<size_t>& members);
 
 // Lowers addupdate `add` with the swap (and slice) folded into it (fusion.h, CotangentShift).
 void lower_cotangent_shift(LowerCtx& c, const Jaxpr& j, const Eqn& add, const CotangentShift& s);

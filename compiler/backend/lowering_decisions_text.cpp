@@ -65,6 +65,15 @@ void print_one(std::string& out, const BufferNames& names, int plan, const Jaxpr
       body += fmt::format("  product accumulation at eqn {}: {}\n    adds\n{}\n", i,
                           eqn_text(names, plan, j, static_cast<int32_t>(i)),
                           folded_list(names, plan, j, {p}));
+  for (size_t i = 0; i < d.epilogues.root_of_dot.size(); ++i)
+    if (int32_t r = d.epilogues.root_of_dot[i]; r >= 0) {
+      std::vector<int32_t> members;
+      for (size_t k : d.epilogue_members(static_cast<size_t>(r)))
+        members.push_back(static_cast<int32_t>(k));
+      body += fmt::format("  product with epilogue at eqn {}: {}\n    runs on its rows\n{}\n", i,
+                          eqn_text(names, plan, j, static_cast<int32_t>(i)),
+                          folded_list(names, plan, j, members));
+    }
   std::map<int32_t, std::vector<int32_t>> slices_of_concat;
   for (size_t k = 0; k < d.pieces.folded_into.size(); ++k)
     if (int32_t c = d.pieces.folded_into[k]; c >= 0)

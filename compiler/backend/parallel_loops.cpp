@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
 #include <vector>
 
 #include "compiler/backend/mlir_pch.h"
@@ -158,13 +159,31 @@ void declare_runtime_entry(mlir::OpBuilder& b, mlir::ModuleOp module) {
   b.create<mlir::func::FuncOp>(module.getLoc(), kRuntimeEntry, type).setPrivate();
 }
 
-// How an outlined loop is called: over the runtime's threads, or once, directly.
-enum class CallBy { runtime, direct };
+// How an outlined loop is called: over the runtime's threads, once, directly, or by the matrix
+// kernel called right after it (an epilogue).
+enum class CallBy { runtime, direct, kernel };
+
+// The `_then` variant of kernel entry `call`'s callee, taking an epilogue function and its
+// context after the callee's own arguments, declared on first use.
+mlir::func::FuncOp epilogue_entry(mlir::OpBuilder& b, mlir::ModuleOp module,
+                                  mlir::func::CallOp call) {
+  const std::string name = (call.getCallee() + "_then").str();
+  if (auto fn = module.lookupSymbol<mlir::func::FuncOp>(name)) return fn;
+  mlir::OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(module.getBody());
+  std::vector<mlir::Type> ins(call.getOperandTypes().begin(), call.getOperandTypes().end());
+  ins.push_back(body_type(b));
+  ins.push_back(LLVM::LLVMPointerType::get(b.getContext()));
+  auto fn = b.create<mlir::func::FuncOp>(module.getLoc(), name, b.getFunctionType(ins, {}));
+  fn.setPrivate();
+  return fn;
+}
 
 // Replaces `loop` (0..n step 1, no results) by a call of a new function `NAME(ctx, lo, hi)`
-// over [0, n): through the runtime (a parallel loop) or directly.
+// over [0, n): through the runtime (a parallel loop), directly, or (an epilogue) by
+// `kernel_call`, which is replaced by its `_then` entry.
 bool outline(mlir::OpBuilder& b, mlir::ModuleOp module, mlir::scf::ForOp loop,
-             const std::string& name, CallBy call_by) {
+             const std::string& name, CallBy call_by, mlir::func::CallOp kernel_call = {}) {
   std::optional<int64_t> lower = mlir::getConstantIntValue(loop.getLowerBound());
   std::optional<int64_t> upper = mlir::getConstantIntValue(loop.getUpperBound());
   std::optional<int64_t> step = mlir::getConstantIntValue(loop.getStep());
@@ -208,7 +227,10 @@ bool outline(mlir::OpBuilder& b, mlir::ModuleOp module, mlir::scf::ForOp loop,
   for (mlir::Operation& op : loop.getBody()->without_terminator()) b.clone(op, map);
   b.setInsertionPointToEnd(entry);
   b.create<mlir::func::ReturnOp>(loc);
-  body.walk([](mlir::Operation* op) { op->removeAttr(kParallelAttr); });
+  body.walk([](mlir::Operation* op) {
+    op->removeAttr(kParallelAttr);
+    op->removeAttr(kEpilogueAttr);
+  });
 
   // The caller: a context on the stack (allocated once, in the function's entry block, as the
   // loop may sit in another loop), filled where the loop was, then the call.
@@ -220,6 +242,18 @@ bool outline(mlir::OpBuilder& b, mlir::ModuleOp module, mlir::scf::ForOp loop,
   b.setInsertionPoint(loop);
   Words out(b, loc, context);
   for (Value v : in_body.packed) pack(b, loc, out, v);
+  if (call_by == CallBy::kernel) {
+    Value fn = b.create<mlir::func::ConstantOp>(
+        loc, body_type(b), mlir::FlatSymbolRefAttr::get(body.getSymNameAttr()));
+    std::vector<Value> args(kernel_call.getOperands().begin(), kernel_call.getOperands().end());
+    args.push_back(fn);
+    args.push_back(context);
+    b.setInsertionPoint(kernel_call);
+    b.create<mlir::func::CallOp>(loc, epilogue_entry(b, module, kernel_call), args);
+    kernel_call.erase();
+    loop.erase();
+    return true;
+  }
   Value n = b.create<arith::ConstantIntOp>(loc, *upper, 64);
   if (call_by == CallBy::runtime) {
     Value fn = b.create<mlir::func::ConstantOp>(
@@ -257,6 +291,26 @@ void outline_parallel_loops(mlir::ModuleOp module) {
     loop->removeAttr(kParallelAttr);
   }
   if (number > 0) declare_runtime_entry(b, module);
+}
+
+void outline_epilogues(mlir::ModuleOp module) {
+  std::vector<mlir::scf::ForOp> loops;
+  module.walk([&](mlir::scf::ForOp loop) {
+    if (loop->hasAttr(kEpilogueAttr)) loops.push_back(loop);
+  });
+  mlir::OpBuilder b(module.getContext());
+  int number = 0;
+  for (mlir::scf::ForOp loop : loops) {
+    auto call = mlir::dyn_cast_or_null<mlir::func::CallOp>(loop->getNextNode());
+    if (!call || !call.getCallee().starts_with("refjit_gemm_"))
+      throw std::logic_error("an epilogue loop is not followed by its matrix kernel call");
+    if (outline(b, module, loop, fmt::format("refjit_epilogue_{}", number), CallBy::kernel, call)) {
+      ++number;
+      continue;
+    }
+    loop->removeAttr(kEpilogueAttr);
+    loop->moveAfter(call);
+  }
 }
 
 void outline_large_loops(mlir::ModuleOp module) {

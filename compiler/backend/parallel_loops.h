@@ -20,6 +20,10 @@ namespace refjit::backend {
 // The attribute on a parallel scf.for: an i64, the fewest iterations worth a task of their own.
 inline constexpr const char* kParallelAttr = "refjit.parallel";
 
+// The attribute on the row loop of a matrix-product epilogue (fusion.h, EpiloguePlan), which
+// the lowering places right before the refjit_gemm_* call it belongs to.
+inline constexpr const char* kEpilogueAttr = "refjit.epilogue";
+
 // Element count from which a loop nest is worth running on several threads: waking a worker
 // costs microseconds, about as much as a few thousand elements of simple arithmetic.
 inline constexpr int64_t kParallelMinElements = int64_t{1} << 17;
@@ -28,6 +32,13 @@ inline constexpr int64_t kParallelMinElements = int64_t{1} << 17;
 // not the constants 0 and n with step 1, or whose live-ins have a type the context cannot
 // carry, stays serial (its mark is removed).
 void outline_parallel_loops(mlir::ModuleOp module);
+
+// Outlines every epilogue loop into a function `refjit_epilogue_N(ctx, lo, hi)` over rows and
+// replaces the kernel call after it by the `_then` entry that takes the function and its
+// context (runtime/kernels/gemm.h), so the kernel runs it on rows as they are final. Run before
+// outline_parallel_loops. A loop that cannot be outlined (see there) is moved after the call
+// and runs as an ordinary loop.
+void outline_epilogues(mlir::ModuleOp module);
 
 // Operations (counted recursively) from which a top-level loop is worth a function of its own.
 inline constexpr int64_t kOutlineMinOps = 150;

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/kernels/parallel_loop.h"
 #include "runtime/kernels/thread_pool.h"
 
 // The vector helpers below pass vectors wider than the file's baseline ISA by value; they are
@@ -186,6 +187,11 @@ constexpr int64_t kInPlaceAPanels = 5;
 // Below this many multiply-adds a product runs on one thread (waking workers costs more).
 constexpr int64_t kParallelWork = int64_t{1} << 21;
 
+// Calls the epilogue on rows [lo, hi) (it is JIT-compiled code: see REFJIT_CALLS_JIT_CODE).
+REFJIT_CALLS_JIT_CODE inline void run_epilogue(const Epilogue& e, int64_t lo, int64_t hi) {
+  e.fn(e.ctx, lo, hi);
+}
+
 // One matrix of the batch: A (m x k), B (k x n), C (m x n) with their strides.
 template <class T>
 struct Product {
@@ -197,6 +203,14 @@ struct Product {
   T* c;
   int64_t c_rs, c_cs;
   bool accumulate;  // C += A B instead of C = A B
+  // Run on whole rows as soon as they are final (a consumer of the product while its rows
+  // are in cache); row i of this matrix is row `first_row + i` of the epilogue's.
+  Epilogue epilogue;
+  int64_t first_row;
+
+  // Whether `block` (rows [i0, i1), columns [j0, j1)) calls the epilogue itself: only when
+  // it computes whole rows.
+  bool epilogue_in_block(int64_t j0, int64_t j1) const { return epilogue.fn && j0 == 0 && j1 == n; }
 };
 
 // The packed copies of A and B a thread works on (reused from call to call).
@@ -398,6 +412,9 @@ struct Blocked {
                 }
             }
           }
+          // The last depth block of the last column block: rows [ic, ic + mc) are final.
+          if (pc + kc >= x.k && jc + nc >= j1 && x.epilogue_in_block(j0, j1))
+            run_epilogue(x.epilogue, x.first_row + ic, x.first_row + ic + mc);
         }
       }
     }
@@ -611,16 +628,20 @@ void matvec_product(const Isa<T>& isa, int64_t m, int64_t k, const T* a, int64_t
   });
 }
 
+// Rows of C handled per call of the shallow kernel, so that an epilogue finds them in cache.
+constexpr int64_t kShallowRowBlock = 64;
+
 template <class T>
 void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T> c,
-               bool accumulate) {
+               bool accumulate, Epilogue epilogue) {
   if (s.batch <= 0 || s.m <= 0 || s.n <= 0) return;
   if (s.k <= 0) {
-    if (accumulate) return;
-    for (int64_t q = 0; q < s.batch; ++q)
-      for (int64_t i = 0; i < s.m; ++i)
-        for (int64_t j = 0; j < s.n; ++j)
-          c.data[q * c.batch_stride + i * c.row_stride + j * c.col_stride] = T(0);
+    if (!accumulate)
+      for (int64_t q = 0; q < s.batch; ++q)
+        for (int64_t i = 0; i < s.m; ++i)
+          for (int64_t j = 0; j < s.n; ++j)
+            c.data[q * c.batch_stride + i * c.row_stride + j * c.col_stride] = T(0);
+    if (epilogue.fn) run_epilogue(epilogue, 0, s.batch * s.m);
     return;
   }
   const Isa<T>& kernels = isa<T>();
@@ -638,6 +659,7 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
       else  // C[0, :] = B^T A[0, :]
         matvec_product(kernels, s.n, s.k, bq, b.col_stride, b.row_stride, aq, a.col_stride, cq,
                        c.col_stride, threads, accumulate);
+      if (epilogue.fn) run_epilogue(epilogue, q * s.m, (q + 1) * s.m);
     }
     return;
   }
@@ -658,12 +680,19 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
                       c.data + q * c.batch_stride,
                       c.row_stride,
                       c.col_stride,
-                      accumulate};
+                      accumulate,
+                      epilogue,
+                      q * s.m};
   };
   if (s.k <= kShallowDepth && b.col_stride == 1 && c.col_stride == 1) {
     parallel_for(s.batch * per_matrix, [&](int64_t task) {
       auto [i0, i1] = part_of(s.m, per_matrix, task % per_matrix, 1);
-      if (i0 < i1) kernels.shallow(product(task / per_matrix), i0, i1);
+      const Product<T> x = product(task / per_matrix);
+      for (int64_t r = i0; r < i1; r += kShallowRowBlock) {
+        const int64_t r1 = std::min(i1, r + kShallowRowBlock);
+        kernels.shallow(x, r, r1);
+        if (epilogue.fn) run_epilogue(epilogue, x.first_row + r, x.first_row + r1);
+      }
     });
     return;
   }
@@ -685,6 +714,13 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
       std::tie(i0, i1) = part_of(s.m, per_matrix, t, kernels.mr);
     if (i0 < i1 && j0 < j1) kernels.block(x, i0, i1, j0, j1);
   });
+  // Threads that each computed some columns of every row: the rows are final only now.
+  if (epilogue.fn && per_matrix > 1 && split_columns)
+    parallel_for(s.batch * per_matrix, [&](int64_t task) {
+      auto [i0, i1] = part_of(s.m, per_matrix, task % per_matrix, 1);
+      const int64_t first_row = task / per_matrix * s.m;
+      if (i0 < i1) run_epilogue(epilogue, first_row + i0, first_row + i1);
+    });
 }
 
 template <class T>
@@ -696,22 +732,22 @@ template <class T>
 void gemm_entry(int64_t batch, int64_t m, int64_t n, int64_t k, const RefjitMemRefHead* a,
                 int64_t a_bs, int64_t a_rs, int64_t a_cs, const RefjitMemRefHead* b, int64_t b_bs,
                 int64_t b_rs, int64_t b_cs, const RefjitMemRefHead* c, int64_t c_bs, int64_t c_rs,
-                int64_t c_cs, int64_t accumulate) {
+                int64_t c_cs, int64_t accumulate, Epilogue epilogue) {
   gemm_impl<T>({batch, m, n, k}, {first_element<T>(a), a_bs, a_rs, a_cs},
                {first_element<T>(b), b_bs, b_rs, b_cs},
-               {const_cast<T*>(first_element<T>(c)), c_bs, c_rs, c_cs}, accumulate != 0);
+               {const_cast<T*>(first_element<T>(c)), c_bs, c_rs, c_cs}, accumulate != 0, epilogue);
 }
 
 }  // namespace
 
 void gemm(GemmShape shape, Matrices<const float> a, Matrices<const float> b, Matrices<float> c,
-          bool accumulate) {
-  gemm_impl(shape, a, b, c, accumulate);
+          bool accumulate, Epilogue epilogue) {
+  gemm_impl(shape, a, b, c, accumulate, epilogue);
 }
 
 void gemm(GemmShape shape, Matrices<const double> a, Matrices<const double> b, Matrices<double> c,
-          bool accumulate) {
-  gemm_impl(shape, a, b, c, accumulate);
+          bool accumulate, Epilogue epilogue) {
+  gemm_impl(shape, a, b, c, accumulate, epilogue);
 }
 
 const char* gemm_isa() { return isa<float>().name; }
@@ -720,21 +756,24 @@ const char* gemm_isa() { return isa<float>().name; }
 
 extern "C" {
 
-void refjit_gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t,
-                     const RefjitMemRefHead* a, int64_t a_bs, int64_t a_rs, int64_t a_cs, int64_t,
-                     const RefjitMemRefHead* b, int64_t b_bs, int64_t b_rs, int64_t b_cs, int64_t,
-                     const RefjitMemRefHead* c, int64_t c_bs, int64_t c_rs, int64_t c_cs,
-                     int64_t accumulate) {
-  refjit::kernels::gemm_entry<float>(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c,
-                                     c_bs, c_rs, c_cs, accumulate);
-}
+#define REFJIT_GEMM_ENTRIES(SUFFIX, T)                                                            \
+  void refjit_gemm_##SUFFIX(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t,              \
+                            const RefjitMemRefHead* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,  \
+                            int64_t, const RefjitMemRefHead* b, int64_t b_bs, int64_t b_rs,       \
+                            int64_t b_cs, int64_t, const RefjitMemRefHead* c, int64_t c_bs,       \
+                            int64_t c_rs, int64_t c_cs, int64_t accumulate) {                     \
+    refjit::kernels::gemm_entry<T>(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c,   \
+                                   c_bs, c_rs, c_cs, accumulate, {});                             \
+  }                                                                                               \
+  void refjit_gemm_##SUFFIX##_then(                                                               \
+      int64_t batch, int64_t m, int64_t n, int64_t k, int64_t, const RefjitMemRefHead* a,         \
+      int64_t a_bs, int64_t a_rs, int64_t a_cs, int64_t, const RefjitMemRefHead* b, int64_t b_bs, \
+      int64_t b_rs, int64_t b_cs, int64_t, const RefjitMemRefHead* c, int64_t c_bs, int64_t c_rs, \
+      int64_t c_cs, int64_t accumulate, void (*epilogue)(void*, int64_t, int64_t), void* ctx) {   \
+    refjit::kernels::gemm_entry<T>(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c,   \
+                                   c_bs, c_rs, c_cs, accumulate, {epilogue, ctx});                \
+  }
 
-void refjit_gemm_f64(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t,
-                     const RefjitMemRefHead* a, int64_t a_bs, int64_t a_rs, int64_t a_cs, int64_t,
-                     const RefjitMemRefHead* b, int64_t b_bs, int64_t b_rs, int64_t b_cs, int64_t,
-                     const RefjitMemRefHead* c, int64_t c_bs, int64_t c_rs, int64_t c_cs,
-                     int64_t accumulate) {
-  refjit::kernels::gemm_entry<double>(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c,
-                                      c_bs, c_rs, c_cs, accumulate);
-}
+REFJIT_GEMM_ENTRIES(f32, float)
+REFJIT_GEMM_ENTRIES(f64, double)
 }

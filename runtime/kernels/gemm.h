@@ -25,12 +25,23 @@ struct GemmShape {
   int64_t batch, m, n, k;  // C[b] (m x n) = A[b] (m x k) times B[b] (k x n)
 };
 
-// C = A B for every matrix of the batch, or C += A B with `accumulate`. C must not overlap
-// A or B.
+// Work on rows of C as soon as they hold their final values, while they are still in cache:
+// `fn(ctx, lo, hi)` for rows [lo, hi) of the batch seen as one tall matrix (row i of matrix
+// q is row q * m + i). Every row is passed exactly once; calls for disjoint rows may run on
+// several threads at once. Generated code passes an elementwise consumer of the product this
+// way (a bias and an activation: a matrix-product epilogue), so it makes no pass of its own
+// over C.
+struct Epilogue {
+  void (*fn)(void* ctx, int64_t lo, int64_t hi) = nullptr;
+  void* ctx = nullptr;
+};
+
+// C = A B for every matrix of the batch, or C += A B with `accumulate`, then the epilogue on
+// C's rows. C must not overlap A or B.
 void gemm(GemmShape shape, Matrices<const float> a, Matrices<const float> b, Matrices<float> c,
-          bool accumulate = false);
+          bool accumulate = false, Epilogue epilogue = {});
 void gemm(GemmShape shape, Matrices<const double> a, Matrices<const double> b, Matrices<double> c,
-          bool accumulate = false);
+          bool accumulate = false, Epilogue epilogue = {});
 
 // Which vector code the kernels run on this CPU: "avx512", "avx2" or "sse2".
 const char* gemm_isa();
@@ -41,7 +52,8 @@ const char* gemm_isa();
 // calling convention: its rank, then a pointer to its ranked descriptor, which starts with
 // the allocated pointer, the aligned pointer and the element offset) followed by its batch,
 // row and column strides in elements; first the sizes (batch, m, n, k); last whether the
-// product is added to C (1) rather than stored (0).
+// product is added to C (1) rather than stored (0). The `_then` entries take an epilogue
+// (its function and context) after those.
 extern "C" {
 struct RefjitMemRefHead {
   void* allocated;
@@ -58,4 +70,16 @@ void refjit_gemm_f64(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t a_r
                      int64_t b_rank, const RefjitMemRefHead* b, int64_t b_bs, int64_t b_rs,
                      int64_t b_cs, int64_t c_rank, const RefjitMemRefHead* c, int64_t c_bs,
                      int64_t c_rs, int64_t c_cs, int64_t accumulate);
+void refjit_gemm_f32_then(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t a_rank,
+                          const RefjitMemRefHead* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
+                          int64_t b_rank, const RefjitMemRefHead* b, int64_t b_bs, int64_t b_rs,
+                          int64_t b_cs, int64_t c_rank, const RefjitMemRefHead* c, int64_t c_bs,
+                          int64_t c_rs, int64_t c_cs, int64_t accumulate,
+                          void (*epilogue)(void*, int64_t, int64_t), void* ctx);
+void refjit_gemm_f64_then(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t a_rank,
+                          const RefjitMemRefHead* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
+                          int64_t b_rank, const RefjitMemRefHead* b, int64_t b_bs, int64_t b_rs,
+                          int64_t b_cs, int64_t c_rank, const RefjitMemRefHead* c, int64_t c_bs,
+                          int64_t c_rs, int64_t c_cs, int64_t accumulate,
+                          void (*epilogue)(void*, int64_t, int64_t), void* ctx);
 }

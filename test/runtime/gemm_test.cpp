@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <random>
 #include <vector>
 
@@ -182,6 +184,55 @@ TEST(Gemm, ThreadedResultIsBitwiseTheSerialOne) {
       gemm({1, 8, n, k}, rows, b.view, {blocks.data() + i0 * n, 0, n, 1});
     }
     EXPECT_EQ(whole, blocks) << n << " columns";
+  }
+}
+
+// What an epilogue saw: how often each row was passed, and the row's values at that moment.
+struct SeenRows {
+  std::mutex mutex;
+  const float* c = nullptr;
+  int64_t n = 0;
+  std::vector<int> calls;
+  std::vector<float> values;
+
+  static void record(void* ctx, int64_t lo, int64_t hi) {
+    auto* self = static_cast<SeenRows*>(ctx);
+    std::lock_guard<std::mutex> lock(self->mutex);
+    for (int64_t r = lo; r < hi; ++r) {
+      self->calls.at(static_cast<size_t>(r)) += 1;
+      std::copy(self->c + r * self->n, self->c + (r + 1) * self->n,
+                self->values.begin() + r * self->n);
+    }
+  }
+};
+
+// Every row reaches the epilogue exactly once, and only when final: the values it saw are the
+// product's. Shapes for every path: blocks of rows split over threads, several row and
+// column blocks (also within a thread), columns split over threads, whole matrices of a batch per
+// thread, matrix-vector both ways, the shallow kernel, zero depth.
+TEST(Gemm, EpilogueSeesEveryRowOnceWhenItIsFinal) {
+  const GemmShape shapes[] = {{1, 400, 64, 300},  {1, 30, 1600, 200}, {1, 20, 1024, 300},
+                              {4, 50, 70, 200},   {1, 500, 1, 300},   {3, 1, 500, 300},
+                              {2, 300, 100, 3},   {1, 5, 7, 0},       {1, 37, 45, 29},
+                              {1, 1600, 1600, 10}};
+  uint32_t seed = 5;
+  for (const GemmShape& s : shapes) {
+    SCOPED_TRACE(testing::Message() << s.batch << "x" << s.m << "x" << s.n << "x" << s.k);
+    std::mt19937 rng(seed++);
+    Operand<float> a = make_operand<float>(s.batch, s.m, s.k, false, rng);
+    Operand<float> b = make_operand<float>(s.batch, s.k, s.n, false, rng);
+    std::vector<float> c(static_cast<size_t>(s.batch * s.m * s.n), 7.0f);
+    SeenRows seen;
+    seen.c = c.data();
+    seen.n = s.n;
+    seen.calls.assign(static_cast<size_t>(s.batch * s.m), 0);
+    seen.values.assign(c.size(), -1.0f);
+    gemm(s, a.view, b.view, {c.data(), s.m * s.n, s.n, 1}, false, {&SeenRows::record, &seen});
+    for (int calls : seen.calls) ASSERT_EQ(calls, 1);
+    EXPECT_EQ(seen.values, c);
+    std::vector<float> plain(c.size());
+    gemm(s, a.view, b.view, {plain.data(), s.m * s.n, s.n, 1});
+    EXPECT_EQ(plain, c);
   }
 }
 
