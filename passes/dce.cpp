@@ -74,6 +74,15 @@ Jaxpr dce(const Jaxpr& jaxpr, std::vector<bool> used_outputs) {
       }
       e.params.set("jaxpr", std::make_shared<const Jaxpr>(dce(jit_body(e), sub_used)));
       e.outs = outs;
+    } else {
+      // A scan's body or a cond's branches keep their signature; what they compute and
+      // nobody reads goes (canonicalize leaves the [1, n] broadcast it composed away there).
+      rewrite_body(e, [](Jaxpr& body) {
+        Jaxpr pruned = dce(body);
+        const int removed = static_cast<int>(body.eqns.size() - pruned.eqns.size());
+        if (removed > 0) body = std::move(pruned);
+        return removed;
+      });
     }
     for (Var o : e.outs)
       if (!used.count(o.id) && !out.type_of(o).is_ref) out.vars[o.id].dropped = true;

@@ -11,7 +11,8 @@ namespace refjit {
 // constvar or invar (its effects are visible to the caller). An eqn touching only internal
 // refs (made by new_ref inside) is kept only if some kept eqn reads that ref afterwards.
 // `used_outputs` (default: all) selects the outputs to keep; the others are removed from
-// the outvars. Recurses into jit bodies, pruning their unused outputs.
+// the outvars. Recurses into jit bodies, pruning their unused outputs, and into scan bodies
+// and cond branches, keeping their signatures.
 Jaxpr dce(const Jaxpr& jaxpr, std::vector<bool> used_outputs = {});
 
 }  // namespace refjit

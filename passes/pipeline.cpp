@@ -45,7 +45,8 @@ constexpr PassInfo kPasses[] = {
      "a scan's per-step `x_t . W` (W a const) becomes one product of the stacked rows before it"},
     {"hoist-accumulations",
      "a scan's per-step `ref += x_t . d_t` becomes one product of the stacked rows after it"},
-    {"dce", "eqns whose results nobody reads, and that have no effect, are removed"},
+    {"dce",
+     "eqns whose results nobody reads, and that have no effect, are removed (in bodies too)"},
     // ---- plans the lowering follows
     {"buffers", "each value gets a buffer; updates happen in place where the rules allow"},
     {"fusion", "elementwise chains fused; slice moves, cotangent shifts, index runs"},

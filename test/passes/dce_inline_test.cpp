@@ -95,6 +95,41 @@ TEST(Dce, PrunesJitBodyOutputsButKeepsItsRefEffects) {
   EXPECT_EQ(none.eqns[0].params.get<JaxprPtr>("jaxpr")->eqns.size(), 2u);
 }
 
+// Inside a scan's body and a cond's branches, unread pure eqns go; the signatures, the values
+// and the effects on the body's refs stay.
+TEST(Dce, PrunesScanBodiesAndCondBranches) {
+  Jaxpr f = parse(R"({ lambda ; r:Ref{f32[]} a:f32[] xs:f32[3] p:i32[]. let
+    c:f32[] ys:f32[3] = scan[length=3 num_consts=1 num_carry=1 reverse=False
+      linear=(False, False, False) unroll=1 jaxpr={ lambda ; q:Ref{f32[]} h:f32[] x:f32[]. let
+        dead:f32[] = sin x
+        n:f32[] = mul h x
+        q[...] += x
+      in (n, n) }] r a xs
+    d:f32[] = cond[branches=(
+      { lambda ; u:f32[]. let w:f32[] = exp u v:f32[] = neg u in (v,) }
+      { lambda ; u:f32[]. let v:f32[] = cos u in (v,) })] p c
+  in (d, ys) })");
+  Jaxpr pruned = dce(f);
+  verify(pruned);
+  const Jaxpr& body = *pruned.eqns[0].params.get<JaxprPtr>("jaxpr");
+  ASSERT_EQ(body.eqns.size(), 2u);
+  EXPECT_EQ(body.eqns[0].prim, Prim::mul);
+  EXPECT_EQ(body.eqns[1].prim, Prim::addupdate);
+  const JaxprList& branches = pruned.eqns[1].params.get<JaxprList>("branches");
+  EXPECT_EQ(branches.at(0)->eqns.size(), 1u);
+  EXPECT_EQ(branches.at(0)->eqns[0].prim, Prim::neg);
+  auto args = [] {
+    return std::vector<RtValue>{ref_of(f32(0.5f)), f32(2.0f),
+                                Array::from_vector<float>({1.0f, 2.0f, 3.0f}, {3}), i32(0)};
+  };
+  std::vector<RtValue> a1 = args(), a2 = args();
+  std::vector<RtValue> want = run(f, a1), got = run(pruned, a2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(arr(got[0]).as_double(0), arr(want[0]).as_double(0));
+  for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(arr(got[1]).as_double(i), arr(want[1]).as_double(i));
+  EXPECT_EQ(std::get<RefBufferPtr>(a2[0])->value().as_double(0), 6.5);
+}
+
 TEST(Inline, NestedJitsBecomeFlatEqns) {
   Jaxpr inner = parse("{ lambda ; x:f32[]. let y:f32[] = sin x in (y,) }");
   JaxprBuilder mid;
