@@ -44,6 +44,8 @@
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/ConvertToLLVM/ToLLVMPass.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
@@ -144,6 +146,12 @@ Lowered build(const Jaxpr& jaxpr, const CompileOptions& options, CompileTimings&
   registry.insert<mlir::LLVM::LLVMDialect>();
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerLLVMDialectTranslation(registry);
+  // What convert-to-llvm gathers its patterns from (lower_to_llvm_dialect).
+  mlir::arith::registerConvertArithToLLVMInterface(registry);
+  mlir::cf::registerConvertControlFlowToLLVMInterface(registry);
+  mlir::registerConvertFuncToLLVMInterface(registry);
+  mlir::registerConvertMathToLLVMInterface(registry);
+  mlir::registerConvertMemRefToLLVMInterface(registry);
   l.ctx = std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
   l.ctx->loadDialect<mlir::LLVM::LLVMDialect>();
   l.module = backend::build_module(*l.ctx, jaxpr, plan, l.workspace_bytes,
@@ -207,11 +215,10 @@ void lower_to_llvm_dialect(Lowered& l, const CompileOptions& options, CompileTim
   pm.addPass(mlir::memref::createExpandStridedMetadataPass());
   pm.addPass(mlir::createLowerAffinePass());
   pm.addPass(mlir::createConvertSCFToCFPass());
-  pm.addPass(mlir::createConvertMathToLLVMPass());
-  pm.addPass(mlir::createArithToLLVMConversionPass());
-  pm.addPass(mlir::createFinalizeMemRefToLLVMConversionPass());
-  pm.addPass(mlir::createConvertFuncToLLVMPass());
-  pm.addPass(mlir::createConvertControlFlowToLLVMPass());
+  // One conversion with the math, arith, memref, func and cf patterns together (each dialect's
+  // ConvertToLLVMPatternInterface, registered in build): one walk of the module instead of
+  // five passes.
+  pm.addPass(mlir::createConvertToLLVMPass());
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
   if (mlir::failed(pm.run(*l.module)))
     throw Error("native backend: internal error in the MLIR pipeline:\n" + diags.text);
