@@ -666,6 +666,7 @@ EpiloguePlan plan_epilogues(const Jaxpr& j, const JaxprBuffers* buffers,
   const FusionPlan& fusion = d.fusion;
   const UseDef use_def(j);
   auto buf = [&](const Atom& a) { return buffer_of(*buffers, a); };
+  std::vector<std::vector<int>> writes;
   for (size_t i = 0; i < n; ++i) {
     const Eqn& dot = j.eqns[i];
     if (dot.prim != Prim::dot_general || dot.outs.size() != 1 || !lowered_by_itself(d, i)) continue;
@@ -694,16 +695,34 @@ EpiloguePlan plan_epilogues(const Jaxpr& j, const JaxprBuffers* buffers,
             has_elementwise_lowering(reader.prim) && reader.prim != Prim::broadcast_in_dim &&
             !is_view(j, reader);
     }
-    // Nothing but members runs between the product and the root.
     const std::vector<size_t> members =
         group >= 0 ? fusion.groups[group] : std::vector<size_t>{root};
-    for (size_t k = i + 1; k < root && ok; ++k)
-      ok = std::find(members.begin(), members.end(), k) != members.end();
+    auto is_member = [&](size_t k) {
+      return std::find(members.begin(), members.end(), k) != members.end();
+    };
     const int out = buf(last.outs[0]);
     if (!ok || out < 0 || out == buf(dot.ins[0]) || out == buf(dot.ins[1])) continue;
+    std::vector<int> group_reads;  // buffers of the values the consumer reads
     for (size_t k : members)
-      for (const Atom& a : j.eqns[k].ins)
-        if (is_var(a) && buf(a) == out && j.type_of(a).array.shape != pt.array.shape) ok = false;
+      for (const Atom& a : j.eqns[k].ins) {
+        if (!is_var(a)) continue;
+        if (buf(a) == out && j.type_of(a).array.shape != pt.array.shape) ok = false;
+        group_reads.push_back(buf(a));
+      }
+    // The other eqns between the product and the root keep their place, after the consumer
+    // now: it must not read their results or what they write, and they must not read or write
+    // the buffer it writes. (Eqns with bodies are not looked into: they stop it.)
+    if (writes.empty()) writes = written_buffers(j, *buffers);
+    for (size_t k = i + 1; k < root && ok; ++k) {
+      if (is_member(k)) continue;
+      const Eqn& other = j.eqns[k];
+      if (prim_info(other.prim).has_subjaxprs) ok = false;
+      for (Var o : other.outs)
+        for (int32_t r : use_def.readers[o.id]) ok &= !is_member(static_cast<size_t>(r));
+      for (int w : writes[k])
+        ok &= w != out && std::find(group_reads.begin(), group_reads.end(), w) == group_reads.end();
+      for (const Atom& a : other.ins) ok &= buf(a) != out;
+    }
     if (!ok) continue;
     plan.root_of_dot[i] = static_cast<int32_t>(root);
     plan.dot_of_root[root] = static_cast<int32_t>(i);

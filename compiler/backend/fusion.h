@@ -195,13 +195,14 @@ struct ConcatPiecePlan {
 // its own), each read of p an operand of an elementwise member, is computed together with
 // that consumer: the matrix kernel calls the consumer's loops on rows of the product as soon
 // as they are final (runtime/kernels/gemm.h, Epilogue), so `relu(x @ w + b)` makes no
-// separate pass over the product. The consumer then runs at the product's position, so every
-// eqn between the two must be a member of the group (nothing else runs in between), the root's
-// result must have p's type, and the root's buffer must be neither an operand buffer of the
-// product (the kernel still reads them while the epilogue writes) nor the buffer of an operand
-// of another shape (read by rows in any order). Where the product does not go to the kernel
-// (small, integer, or code that must stand alone), the product and then the group are lowered
-// at the product's position, as they would be at their own.
+// separate pass over the product. The consumer then runs at the product's position, before
+// the other eqns between the two (which keep theirs): it must not read their results or the
+// buffers they write, they must not read or write the buffer it writes, and none of them may
+// have a body. Its root's result must have p's type, and the root's buffer must be neither an
+// operand buffer of the product (the kernel still reads them while the epilogue writes) nor
+// the buffer of an operand of another shape (read by rows in any order). Where the product
+// does not go to the kernel (small, integer, or code that must stand alone), the product and
+// then the group are lowered at the product's position.
 struct EpiloguePlan {
   std::vector<int32_t> root_of_dot;  // [dot_general eqn] the root of its epilogue, or -1
   std::vector<int32_t> dot_of_root;  // [root eqn] the dot_general it is the epilogue of, or -1

@@ -164,6 +164,13 @@ TEST(DotKernel, ElementwiseConsumersRunAsTheKernelsEpilogue) {
     e:f32[64,80] = sub y p
   in (e,) })",
        true},
+      // An unrelated eqn between the product and its consumer stays where it is.
+      {R"({ lambda ; x:f32[64,100] w:f32[100,80] y:f32[64,80] v:f32[50]. let
+    p:f32[64,80] = dot_general[dimension_numbers=(([1], [0]), ([], []))] x w
+    s:f32[50] = sin v
+    e:f32[64,80] = add p y
+  in (e, s) })",
+       true},
       // The shallow kernel (depth 4), threads splitting rows, threads splitting columns.
       {R"({ lambda ; x:f32[300,4] w:f32[4,64]. let
     p:f32[300,64] = dot_general[dimension_numbers=(([1], [0]), ([], []))] x w
@@ -224,8 +231,8 @@ TEST(DotKernel, ElementwiseConsumersRunAsTheKernelsEpilogue) {
 }
 
 // The plan's conditions: no epilogue when the product is also returned, read by an eqn
-// outside the consumer, or when an unrelated eqn runs between the two and writes what the
-// consumer reads.
+// outside the consumer, or when an eqn between the two computes or writes what the consumer
+// reads.
 TEST(DotKernel, EpiloguesOnlyWhereTheConsumerMayRunAtTheProduct) {
   const char* refused[] = {
       R"({ lambda ; x:f32[64,100] w:f32[100,80]. let
