@@ -217,12 +217,11 @@ class Canonicalizer {
     bool identity = out == y;
     for (size_t i = 0; i < out_dims.size(); ++i) identity &= out_dims[i] == static_cast<int64_t>(i);
     if (identity) return forward(e, b->ins[0]);
-    push(Eqn{
-        Prim::broadcast_in_dim,
-        Params{
-            {"shape", IntList(out)}, {"broadcast_dimensions", out_dims}, {"sharding", NoneParam{}}},
-        {b->ins[0]},
-        {e.outs[0]}});
+    Eqn broadcast{Prim::broadcast_in_dim,
+                  Params{{"shape", IntList(out)}, {"broadcast_dimensions", out_dims}},
+                  {b->ins[0]},
+                  {e.outs[0]}};
+    if (!repeats_an_earlier_eqn(broadcast)) push(std::move(broadcast));
     ++changes_;
     return true;
   }
