@@ -819,23 +819,22 @@ int run(int argc, char** argv) {
   fmt::print("\nRatio slow_pop / fast_pop: {}\n",
              cell(rep.ratio_value("slow_pop/fast_pop", "slow_pop", "forward", 1), 2));
   fmt::print("\nCompile ms (refjit's stages, trace to machine code)\n");
-  auto compile_ms = [&](const std::string& prog, const std::string& v,
-                        int64_t r) -> std::optional<double> {
-    const Row* row = rep.find(prog, v, r);
-    if (!row || !row->m || row->m->compile_ms < 0) return std::nullopt;
-    return row->m->compile_ms;
+  // One compile table's cell: field `ms` of the row's measurement, when it was taken.
+  auto compile_cell = [&](double Measurement::*ms) {
+    return [&rep, ms](const std::string& prog, const std::string& v,
+                      int64_t r) -> std::optional<double> {
+      const Row* row = rep.find(prog, v, r);
+      if (!row || !row->m || (*row->m).*ms < 0) return std::nullopt;
+      return (*row->m).*ms;
+    };
   };
+  const auto compile_ms = compile_cell(&Measurement::compile_ms);
   print_grid(rep, kModes, {"forward", "grad", "jvp"}, o.repeats, compile_ms, 1);
   print_grid(rep, kInsertFns, {"forward", "grad"}, {1}, compile_ms, 1);
   print_grid(rep, {"slow_pop", "fast_pop"}, {"forward"}, {1}, compile_ms, 1);
   fmt::print(
       "\nCompile ms again, in the same process (without its first compile's one-time costs)\n");
-  auto recompile_ms = [&](const std::string& prog, const std::string& v,
-                          int64_t r) -> std::optional<double> {
-    const Row* row = rep.find(prog, v, r);
-    if (!row || !row->m || row->m->recompile_ms < 0) return std::nullopt;
-    return row->m->recompile_ms;
-  };
+  const auto recompile_ms = compile_cell(&Measurement::recompile_ms);
   print_grid(rep, kModes, {"forward", "grad", "jvp"}, o.repeats, recompile_ms, 1);
   print_grid(rep, kInsertFns, {"forward", "grad"}, {1}, recompile_ms, 1);
 

@@ -10,6 +10,7 @@
 
 #include "passes/jvp.h"
 #include "passes/linearize.h"
+#include "passes/range_simplify.h"
 #include "passes/transpose.h"
 #include "passes/vjp.h"
 #include "refjit/ir/error.h"
@@ -79,6 +80,23 @@ TracedFunction trace_checked(const TraceBody& f, const std::vector<Operand>& fla
   return fn;
 }
 
+// The function autodiff is given: traced, checked, and with the gathers and scatters that the
+// ranges of its constants prove to touch one window made windows (passes/range_simplify.h).
+TracedFunction trace_for_autodiff(const TraceBody& f, const std::vector<Operand>& flat,
+                                  const std::string& name) {
+  TracedFunction fn = trace_checked(f, flat, name);
+  std::vector<std::optional<IntRange>> ranges;
+  for (const Operand& c : fn.consts) {
+    const Value* v = std::get_if<Value>(&c);
+    const bool known = v && v->is_concrete() && is_int(v->dtype());
+    ranges.push_back(known ? element_range(v->array()) : std::nullopt);
+  }
+  int changes = 0;
+  Jaxpr windows = windows_before_autodiff(*fn.jaxpr, ranges, &changes);
+  if (changes > 0) fn.jaxpr = std::make_shared<const Jaxpr>(std::move(windows));
+  return fn;
+}
+
 std::string kinds_key(const std::vector<AccumKind>& kinds) {
   std::string k;
   for (AccumKind a : kinds) k += static_cast<char>('0' + static_cast<int>(a));
@@ -113,7 +131,7 @@ struct VjpState {
 std::pair<std::vector<Operand>, VjpCore> VjpCore::create(const TraceBody& f,
                                                          const std::vector<Operand>& flat,
                                                          const std::string& name) {
-  TracedFunction fn = trace_checked(f, flat, name);
+  TracedFunction fn = trace_for_autodiff(f, flat, name);
   auto st = std::make_shared<VjpState>();
   st->name = name;
   st->arg_types = types_of(flat);
@@ -259,7 +277,7 @@ struct LinearState {
 std::pair<std::vector<Operand>, LinearCore> LinearCore::create(const TraceBody& f,
                                                                const std::vector<Operand>& flat,
                                                                const std::string& name) {
-  TracedFunction fn = trace_checked(f, flat, name);
+  TracedFunction fn = trace_for_autodiff(f, flat, name);
   auto st = std::make_shared<LinearState>();
   st->name = name;
   st->arg_types = types_of(flat);
@@ -342,14 +360,14 @@ std::vector<Operand> grad_call(const TraceBody& f, const std::vector<Operand>& f
                       "argnums)",
                       name, w, t.long_str()));
   }
-  TracedFunction fn = trace_checked(f, flat, name);
+  TracedFunction fn = trace_for_autodiff(f, flat, name);
   TracedFunction g{std::make_shared<const Jaxpr>(grad_jaxpr(*fn.jaxpr, argnums)), fn.consts};
   return bind_jaxpr(name, g, flat);
 }
 
 std::vector<Operand> jvp_call(const TraceBody& f, const std::vector<Operand>& primals,
                               const std::vector<Operand>& tangents, const std::string& name) {
-  TracedFunction fn = trace_checked(f, primals, name);
+  TracedFunction fn = trace_for_autodiff(f, primals, name);
   std::vector<bool> nonzero;
   std::vector<Operand> args = primals;
   for (size_t k = 0; k < primals.size(); ++k) {

@@ -30,7 +30,9 @@ namespace {
 
 constexpr PassInfo kPasses[] = {
     // ---- on the jaxpr
-    {"autodiff", "--grad/--jvp: the gradient or forward-mode program (otherwise no change)"},
+    {"autodiff",
+     "--grad/--jvp: in-range index runs become windows, then the gradient or forward-mode "
+     "program is derived (otherwise no change)"},
     {"inline-consts",
      "constants known to be all zeros or integer runs become broadcasts of 0 or iotas"},
     {"canonicalize",
@@ -133,7 +135,9 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
   p.passes_ms = ms_since(t0);
 
   run.jaxpr_pass("autodiff", [&](const Jaxpr& j) {
-    return derive_program(j, options.derivative, options.wrt);
+    if (options.derivative == Derivative::none) return j;
+    return derive_program(windows_before_autodiff(j, options.consts.int_range), options.derivative,
+                          options.wrt);
   });
 
   // Specialisation to what is known of the constants.
@@ -207,7 +211,6 @@ KnownConsts KnownConsts::of(const std::vector<RtValue>& values) {
   for (const RtValue& v : values) {
     const Array* a = std::get_if<Array>(&v);
     ConstFold fold;
-    std::optional<IntRange> range;
     if (a && a->size() >= 2) {
       const std::byte* p = a->data();
       if (std::all_of(p, p + a->byte_size(), [](std::byte b) { return b == std::byte{0}; })) {
@@ -218,15 +221,8 @@ KnownConsts KnownConsts::of(const std::vector<RtValue>& values) {
         if (run) fold = ConstFold{ConstFold::Kind::run, a->as_int(0)};
       }
     }
-    if (a && is_int(a->dtype()) && a->size() > 0) {
-      range = IntRange{a->as_int(0), a->as_int(0)};
-      for (int64_t i = 1; i < a->size(); ++i) {
-        range->lo = std::min(range->lo, a->as_int(i));
-        range->hi = std::max(range->hi, a->as_int(i));
-      }
-    }
     known.fold.push_back(fold);
-    known.int_range.push_back(range);
+    known.int_range.push_back(a ? element_range(*a) : std::nullopt);
   }
   return known;
 }

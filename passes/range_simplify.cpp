@@ -1,5 +1,6 @@
 #include "passes/range_simplify.h"
 
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
 #include <utility>
@@ -18,9 +19,13 @@ bool same_atom(const Atom& a, const Atom& b) {
   return is_var(a) ? as_var(a) == as_var(b) : std::get<Literal>(a) == std::get<Literal>(b);
 }
 
+// Which rewrites a Simplifier makes: all of them, or only those that turn indexed accesses
+// into windows (before autodiff, where folding and the cotangent merge have nothing to do).
+enum class Scope { everything, windows };
+
 class Simplifier {
  public:
-  Simplifier(Jaxpr& j, IntRanges r) : j_(j), r_(std::move(r)) {}
+  Simplifier(Jaxpr& j, IntRanges r, Scope scope) : j_(j), r_(std::move(r)), scope_(scope) {}
 
   int run() {
     for (size_t i = 0; i < j_.eqns.size(); ++i) {
@@ -30,13 +35,12 @@ class Simplifier {
         simplify_scan_body(e);
         continue;
       }
-      fold(e);
+      if (scope_ == Scope::everything) fold(e);
     }
     for (Atom& a : j_.outvars) a = subst_(a);
-    rewrite_split_runs();
     rewrite_index_runs();
     lift_flat_updates();
-    merge_reads_before_zeroing();
+    if (scope_ == Scope::everything) merge_reads_before_zeroing();
     remove_dead_eqns();
     return changes_;
   }
@@ -123,7 +127,7 @@ class Simplifier {
 
   void simplify_scan_body(Eqn& e) {
     Jaxpr body = *e.params.get<JaxprPtr>("jaxpr");
-    Simplifier inner(body, scan_body_int_ranges(e, r_));
+    Simplifier inner(body, scan_body_int_ranges(e, r_), scope_);
     if (inner.run() == 0) return;
     changes_ += inner.changes_;
     e.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(body)));
@@ -157,15 +161,6 @@ class Simplifier {
     return std::nullopt;
   }
 
-  // (r, c) if `f` (i32[n]) is the unit run W*r + c + iota(n) (passes/unit_run.h) with ranges
-  // putting every element in row r of a [rows, W] array: r in [0, rows-1], c in [0, W-n].
-  std::optional<std::pair<Atom, Atom>> run_in_one_row(const Atom& f, int64_t n, int64_t rows,
-                                                      int64_t width) const {
-    std::optional<UnitRun> run = as_unit_run(j_, f);
-    if (!run || run->length != n) return std::nullopt;
-    return row_and_column(run->terms, n, rows, width);
-  }
-
   // (r, c) if the scalars `terms` add up to W*r + c with r in [0, rows-1] and c in [0, W-n].
   std::optional<std::pair<Atom, Atom>> row_and_column(const std::vector<UnitRun::Term>& terms,
                                                       int64_t n, int64_t rows,
@@ -196,45 +191,6 @@ class Simplifier {
   std::optional<std::pair<Atom, Atom>> start_in_one_row(const Atom& s, int64_t n, int64_t rows,
                                                         int64_t width) const {
     return row_and_column(scalar_sum_terms(j_, s), n, rows, width);
-  }
-
-  // R[f / W, f - (f / W) * W] with f = W*r + c + iota(n) inside one row: R[r, c:c+n].
-  void rewrite_split_runs() {
-    for (Eqn& e : j_.eqns) {
-      if (e.prim != Prim::get && e.prim != Prim::swap && e.prim != Prim::addupdate) continue;
-      const size_t first = e.prim == Prim::get ? 1 : 2;
-      const Type rt = j_.type_of(e.ins.at(0));
-      const ParamValue* pv = e.params.find("indexer");
-      const Indexer* ix = pv ? std::get_if<Indexer>(pv) : nullptr;
-      if (!rt.is_ref || rt.array.rank() != 2 || !ix || ix->dims.size() != 2 ||
-          e.ins.size() != first + 2)
-        continue;
-      if (ix->dims[0].kind != IndexerDim::Kind::index_array ||
-          ix->dims[1].kind != IndexerDim::Kind::index_array)
-        continue;
-      const int64_t rows = rt.array.shape[0], width = rt.array.shape[1];
-      const Atom row_idx = e.ins[first], col_idx = e.ins[first + 1];
-      const Shape& ishape = j_.type_of(row_idx).array.shape;
-      if (ishape.size() != 1 || j_.type_of(col_idx).array.shape != ishape) continue;
-      const int64_t n = ishape[0];
-      // row = f / W, col = f - row * W.
-      const Eqn* dv = def(row_idx);
-      const Eqn* sb = def(col_idx);
-      if (!dv || dv->prim != Prim::div || !is_literal_int(dv->ins.at(1), width)) continue;
-      const Atom f = dv->ins[0];
-      if (!sb || sb->prim != Prim::sub || !same_atom(sb->ins.at(0), f)) continue;
-      std::optional<Atom> back = times(sb->ins.at(1), width);
-      if (!back || !same_atom(*back, row_idx)) continue;
-      std::optional<std::pair<Atom, Atom>> rc = run_in_one_row(f, n, rows, width);
-      if (!rc) continue;
-      Indexer window;
-      window.dims.push_back(IndexerDim{IndexerDim::Kind::index, 0, 0, 1, true});
-      window.dims.push_back(IndexerDim{IndexerDim::Kind::slice, 0, n, 1, true});
-      e.params.set("indexer", window);
-      e.ins[first] = rc->first;
-      e.ins[first + 1] = rc->second;
-      ++changes_;
-    }
   }
 
   static bool is_row_major_reshape(const Eqn& e) {
@@ -513,24 +469,52 @@ class Simplifier {
 
   Jaxpr& j_;
   IntRanges r_;
+  Scope scope_;
   Substitution subst_;
   std::unordered_map<uint32_t, bool> known_;
   mutable std::vector<int32_t> defs_;  // by var id: index of its defining eqn, or -1
   int changes_ = 0;
 };
 
+// `j`'s integer ranges, starting from its constants'.
+IntRanges ranges_from_consts(const Jaxpr& j,
+                             const std::vector<std::optional<IntRange>>& const_ranges) {
+  IntRanges r(j.vars.size());
+  for (size_t k = 0; k < j.constvars.size() && k < const_ranges.size(); ++k)
+    r[j.constvars[k].id] = const_ranges[k];
+  analyze_int_ranges(j, r);
+  return r;
+}
+
 }  // namespace
 
 Jaxpr simplify_with_ranges(const Jaxpr& jaxpr,
                            const std::vector<std::optional<IntRange>>& const_ranges, int* changes) {
   Jaxpr j = has_jit_eqn(jaxpr) ? inline_jit(jaxpr) : jaxpr;
-  IntRanges r(j.vars.size());
-  for (size_t k = 0; k < j.constvars.size() && k < const_ranges.size(); ++k)
-    r[j.constvars[k].id] = const_ranges[k];
-  analyze_int_ranges(j, r);
-  const int n = Simplifier(j, std::move(r)).run();
+  IntRanges r = ranges_from_consts(j, const_ranges);
+  const int n = Simplifier(j, std::move(r), Scope::everything).run();
   if (changes) *changes = n;
   return n > 0 ? std::move(j) : jaxpr;
+}
+
+Jaxpr windows_before_autodiff(const Jaxpr& jaxpr,
+                              const std::vector<std::optional<IntRange>>& const_ranges,
+                              int* changes) {
+  Jaxpr j = jaxpr;
+  IntRanges r = ranges_from_consts(j, const_ranges);
+  const int n = Simplifier(j, std::move(r), Scope::windows).run();
+  if (changes) *changes = n;
+  return n > 0 ? std::move(j) : jaxpr;
+}
+
+std::optional<IntRange> element_range(const Array& a) {
+  if (!is_int(a.dtype()) || a.size() == 0) return std::nullopt;
+  IntRange range{a.as_int(0), a.as_int(0)};
+  for (int64_t i = 1; i < a.size(); ++i) {
+    range.lo = std::min(range.lo, a.as_int(i));
+    range.hi = std::max(range.hi, a.as_int(i));
+  }
+  return range;
 }
 
 }  // namespace refjit

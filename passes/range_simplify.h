@@ -6,10 +6,6 @@
 //  - comparisons of integers whose ranges decide them become constants; `and`/`or`/`not` of
 //    constants fold, `select_n` with a constant predicate is its chosen case, and `max`/`min`
 //    whose ranges decide them are the deciding operand;
-//  - a ref access through index arrays that split a run `W*r + c + iota(n)` of the flattened
-//    [D, W] ref into row and column (`R[f / W, f - (f / W) * W]`, as the transpose of a scatter
-//    into a flattened state reads and zeroes its cotangent), with r in [0, D-1] and c in
-//    [0, W-n], is the window `R[r, c:c+n]`: one contiguous run;
 //  - a gather or scatter whose index vector is a unit run (passes/unit_run.h) inside its axis
 //    is a dynamic_slice / dynamic_update_slice at the run's first index, in any program;
 //  - a dynamic_update_slice of a flattened [D, W] array at W*r + c whose window stays in row
@@ -20,14 +16,20 @@
 //  - `v <- R[w]` followed by `R[w] <- zeros` (nothing touching R in between) is one
 //    `v, R[w] <- R[w], zeros`, the form the backend lowers as a cotangent shift.
 //
-// Eqns left without readers (and without effects) are removed. The seed's scatter insert mode
-// then differentiates into the same per-step work as its slice modes (docs/backend.md).
+// Eqns left without readers (and without effects) are removed.
+//
+// The rewrites into windows also run before autodiff (`windows_before_autodiff`: in the
+// pipeline's `autodiff` pass, the C++ API's grad / vjp / jvp / linearize and the Python
+// package's, from the ranges of the traced function's constants), so a gather or scatter proven to
+// touch one window is differentiated as the window it is: the seed's scatter insert mode
+// differentiates into the same per-step work as its slice modes (docs/backend.md).
 #pragma once
 
 #include <optional>
 #include <vector>
 
 #include "passes/int_ranges.h"
+#include "refjit/array.h"
 #include "refjit/ir/jaxpr.h"
 
 namespace refjit {
@@ -37,5 +39,15 @@ namespace refjit {
 Jaxpr simplify_with_ranges(const Jaxpr& jaxpr,
                            const std::vector<std::optional<IntRange>>& const_ranges,
                            int* changes = nullptr);
+
+// Only the rewrites into windows (index runs, flat updates) and the removal of
+// what they leave unread, in `jaxpr` and its scan bodies (not inside nested jits): the form
+// autodiff is given. Same arguments as simplify_with_ranges.
+Jaxpr windows_before_autodiff(const Jaxpr& jaxpr,
+                              const std::vector<std::optional<IntRange>>& const_ranges,
+                              int* changes = nullptr);
+
+// The range of `a`'s elements if it is a non-empty integer array.
+std::optional<IntRange> element_range(const Array& a);
 
 }  // namespace refjit

@@ -42,7 +42,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, *, backend: str = 
         traced = trace(fun, leaves, arrays, in_tree)
         traced.warn_if_custom_rules("refjit.jvp")
         nonzero = [_is_float(a.dtype) for a in arrays]
-        program = _core.jvp(traced.program, nonzero)
+        program = _core.jvp(traced.program, nonzero, traced.consts)
         return _executable(program, traced.consts, interpret), traced.out_tree
 
     entry = _cached(fun, ("jvp", in_tree, key, interpret), build)
@@ -81,7 +81,7 @@ def linearize(fun: Callable, *primals, backend: str = "native"):
         traced = trace(fun, leaves, arrays, in_tree)
         traced.warn_if_custom_rules("refjit.linearize")
         diff = [_is_float(a.dtype) for a in arrays]
-        primal, linear, _ = _core.linearize(traced.program, diff)
+        primal, linear, _ = _core.linearize(traced.program, diff, traced.consts)
         return (_executable(primal, traced.consts, interpret),
                 _executable(linear, [], interpret), traced.out_tree)
 

@@ -65,7 +65,7 @@ class _Grad:
                                     "differentiated")
                 wrt.append(k)
         num_out = len(loss_types)
-        program = _core.grad(traced.program, wrt, num_out - 1)
+        program = _core.grad(traced.program, wrt, num_out - 1, traced.consts)
         executable = _executable(program, traced.consts, self._interpret,
                                  exact_math=self._exact_math)
         grad_trees = [tree_util.tree_structure(args[n]) for n in nums]

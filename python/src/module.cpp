@@ -10,6 +10,7 @@
 
 #include "passes/jvp.h"
 #include "passes/pipeline.h"
+#include "passes/range_simplify.h"
 #include "passes/vjp.h"
 #include "python/src/executable.h"
 #include "refjit/aot.h"
@@ -40,6 +41,15 @@ nb::list types_of(const Jaxpr& j, const std::vector<V>& vars) {
   nb::list out;
   for (const V& v : vars) out.append(type_tuple(j.type_of(v)));
   return out;
+}
+
+// The program the transformations differentiate: gathers and scatters that the constants'
+// values (when given) prove to touch one window are windows (passes/range_simplify.h), as
+// the C++ API's grad does.
+Jaxpr before_autodiff(const Program& p, const nb::list& consts) {
+  std::vector<std::optional<IntRange>> ranges;
+  if (nb::len(consts) > 0) ranges = KnownConsts::of(const_values(p.jaxpr, consts)).int_range;
+  return windows_before_autodiff(p.jaxpr, ranges);
 }
 
 std::vector<AccumKind> accum_kinds(const std::vector<std::string>& names) {
@@ -121,25 +131,25 @@ NB_MODULE(_core, m) {
 
   m.def(
       "grad",
-      [](const Program& p, const std::vector<int>& wrt, int num_aux) {
-        return Program{grad_jaxpr(p.jaxpr, wrt, num_aux)};
+      [](const Program& p, const std::vector<int>& wrt, int num_aux, const nb::list& consts) {
+        return Program{grad_jaxpr(before_autodiff(p, consts), wrt, num_aux)};
       },
-      "program"_a, "wrt"_a, "num_aux"_a,
+      "program"_a, "wrt"_a, "num_aux"_a, "consts"_a = nb::list(),
       "outputs then gradients: f's outputs (the loss, then the auxiliary ones), then d loss / "
       "d invar[w] for w in wrt");
 
   m.def(
       "jvp",
-      [](const Program& p, const std::vector<bool>& nonzero) {
-        return Program{jvp_jaxpr(p.jaxpr, nonzero)};
+      [](const Program& p, const std::vector<bool>& nonzero, const nb::list& consts) {
+        return Program{jvp_jaxpr(before_autodiff(p, consts), nonzero)};
       },
-      "program"_a, "nonzero"_a,
+      "program"_a, "nonzero"_a, "consts"_a = nb::list(),
       "primals, then a tangent per invar with nonzero[i] -> outputs, then their tangents");
 
   m.def(
       "linearize",
-      [](const Program& p, const std::vector<bool>& differentiated) {
-        Linearized l = linearize_jaxpr(p.jaxpr, differentiated);
+      [](const Program& p, const std::vector<bool>& differentiated, const nb::list& consts) {
+        Linearized l = linearize_jaxpr(before_autodiff(p, consts), differentiated);
         if (!l.ref_residuals.empty())
           throw Error(
               "linearize: the linear part needs one of the function's own refs again, "
@@ -147,15 +157,15 @@ NB_MODULE(_core, m) {
         return nb::make_tuple(Program{std::move(l.primal)}, Program{std::move(l.linear)},
                               l.num_residuals);
       },
-      "program"_a, "differentiated"_a,
+      "program"_a, "differentiated"_a, "consts"_a = nb::list(),
       "(primal, linear, num_residuals): primal gives the outputs then the residuals; linear "
       "takes the residuals then one tangent per differentiated input");
 
   m.def(
       "vjp",
       [](const Program& p, const std::vector<bool>& differentiated,
-         const std::vector<std::string>& kinds) {
-        VjpJaxprs v = vjp_jaxpr(p.jaxpr, differentiated, accum_kinds(kinds));
+         const std::vector<std::string>& kinds, const nb::list& consts) {
+        VjpJaxprs v = vjp_jaxpr(before_autodiff(p, consts), differentiated, accum_kinds(kinds));
         if (!v.ref_residuals.empty())
           throw Error(
               "vjp: the backward pass needs one of the function's own refs again, "
@@ -163,7 +173,7 @@ NB_MODULE(_core, m) {
         return nb::make_tuple(Program{std::move(v.forward)}, Program{std::move(v.backward)},
                               v.num_residuals);
       },
-      "program"_a, "differentiated"_a, "kinds"_a,
+      "program"_a, "differentiated"_a, "kinds"_a, "consts"_a = nb::list(),
       "(forward, backward, num_residuals): forward gives the outputs then the residuals; "
       "backward takes the residuals, a ref per `ref` accumulator, then one cotangent per "
       "output, and returns one cotangent per `value` accumulator");

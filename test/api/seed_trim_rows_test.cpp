@@ -1,8 +1,9 @@
 // jit's specialisation on the seed's programs: with N_ROW_REPEATS > 1 only the first N_ROWS
 // rows of the state are ever indexed, so the forward scan's carry and the gradient's cotangent
-// ref are trimmed to them (passes/trim_rows.h); range simplification (passes/range_simplify.h)
-// turns the scatter modes' transposed index arithmetic into windows. The specialised programs
-// compute exactly what the originals do (interpreter) and what jit computes natively.
+// ref are trimmed to them (passes/trim_rows.h); the scatter modes' index runs are windows
+// before autodiff (passes/range_simplify.h), so their gradients have no index arithmetic on a
+// flattened cotangent. The specialised programs compute exactly what the originals do
+// (interpreter) and what jit computes natively.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -55,12 +56,18 @@ TEST_P(SeedTrimRows, ForwardAndGradAreTrimmedToTheIndexedRowsWithIdenticalResult
   for (bool with_grad : {false, true}) {
     SCOPED_TRACE(with_grad ? "grad" : "forward");
     ClosedJaxpr j = with_grad ? make_jaxpr(grad(loss))(w) : make_jaxpr(loss)(w);
+    // Every mode's scatter writes a run inside one row: grad differentiates windows.
+    const std::string traced = print_jaxpr(*j.jaxpr);
+    if (with_grad) {
+      EXPECT_EQ(traced.find("scatter"), std::string::npos) << traced;
+      EXPECT_EQ(traced.find("gather"), std::string::npos) << traced;
+    }
     int trimmed = 0, simplified = 0;
     Jaxpr t = trim_untouched_rows(*j.jaxpr, const_ranges(j), &trimmed);
     verify(t);
     t = simplify_with_ranges(t, const_ranges(j), &simplified);
     verify(t);
-    // The scatter transposes read and zero their run of the cotangent as a window.
+    // The scatter modes' gradients read and zero their run of the cotangent as a window.
     if (with_grad && GetParam() != InsertMode::slice1 && GetParam() != InsertMode::slice2)
       EXPECT_FALSE(std::regex_search(print_jaxpr(t), std::regex(R"(i32\[\d+\] = div)")))
           << print_jaxpr(t);

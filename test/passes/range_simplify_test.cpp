@@ -1,11 +1,13 @@
-// Range simplification (passes/range_simplify.h): what it folds, the split-run windows, the
-// merged read-and-zero, what it leaves alone, and that results never change (interpreter).
+// Range simplification (passes/range_simplify.h): what it folds, the windows (also before
+// autodiff), the merged read-and-zero, what it leaves alone, and that results never change
+// (interpreter).
 #include "passes/range_simplify.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
+#include "passes/vjp.h"
 #include "refjit/ir/text.h"
 #include "refjit/ir/verifier.h"
 #include "runtime/interpreter.h"
@@ -84,42 +86,20 @@ TEST(RangeSimplify, DecidedComparisonsFoldAndSelectsTakeTheirCase) {
   EXPECT_NE(kept.find("select_n"), std::string::npos) << kept;
 }
 
-// The transposed scatter into a flattened [4, 6] ref: read and zero R[f / 6, f % 6] with
-// f = 6*r + c + iota(3).
-std::string split_run_program() {
-  return R"({ lambda r:i32[] c:i32[]; a:f32[4,6]. let
+TEST(RangeSimplify, AReadOfAWindowThenItsZeroingAreOneSwap) {
+  // What the transpose of `x.at[r, c:c+3].set(u)` does to the carry's cotangent R.
+  const char* text = R"({ lambda r:i32[] c:i32[]; a:f32[4,6]. let
     R:Ref{f32[4,6]} = new_ref a
-    i:i32[3] = iota[dimension=0 dtype=int32 shape=(3,) sharding=None]
-    k:i32[3] = add c i
-    m:i32[] = mul r 6:i32[]
-    f:i32[3] = add m k
-    d:i32[3] = div f 6:i32[]
-    e:i32[3] = mul d 6:i32[]
-    g:i32[3] = sub f e
-    v:f32[3] <- R[d,g]
-    z:f32[3] = broadcast_in_dim[broadcast_dimensions=() shape=(3,) sharding=None] 0.0:f32[]
-    _:f32[3], R[d,g] <- R[d,g], z
+    v:f32[1,3] <- R[r:r+1,c:c+3]
+    z:f32[1,3] = broadcast_in_dim[broadcast_dimensions=() shape=(1, 3) sharding=None] 0.0:f32[]
+    _:f32[1,3], R[r:r+1,c:c+3] <- R[r:r+1,c:c+3], z
     h:f32[4,6] = freeze R
   in (v, h) })";
-}
-
-TEST(RangeSimplify, ASplitRunInsideOneRowIsAWindowReadAndZeroedByOneSwap) {
-  const std::string out =
-      simplify_and_compare(split_run_program(), {2, 3}, {random_f32({4, 6}, 3)});
-  EXPECT_NE(out.find(", d[a,b:b+3] <- d[a,b:b+3], "), std::string::npos) << out;
-  EXPECT_EQ(out.find("div"), std::string::npos) << out;
-  EXPECT_EQ(out.find(" <- d[a,b:b+3]\n"), std::string::npos) << out;  // no separate read
-}
-
-TEST(RangeSimplify, ASplitRunThatMayCrossARowStaysIndexed) {
-  // c = 4: columns 4, 5, 6 — the last one is in the next row.
-  const std::string out =
-      simplify_and_compare(split_run_program(), {2, 4}, {random_f32({4, 6}, 4)});
-  EXPECT_NE(out.find("div"), std::string::npos) << out;
-  // r = 4 is past the last row (the index clamps): also left alone.
-  const std::string past =
-      simplify_and_compare(split_run_program(), {4, 1}, {random_f32({4, 6}, 5)});
-  EXPECT_NE(past.find("div"), std::string::npos) << past;
+  int changes = 0;
+  const std::string out = simplify_and_compare(text, {2, 3}, {random_f32({4, 6}, 3)}, &changes);
+  EXPECT_GT(changes, 0);
+  EXPECT_NE(out.find(", d[a:a+1,b:b+3] <- d[a:a+1,b:b+3], "), std::string::npos) << out;
+  EXPECT_EQ(out.find(" <- d[a:a+1,b:b+3]\n"), std::string::npos) << out;  // no separate read
 }
 
 // x.at[r, c:c+3].set(concat(v, x[r, c:c+2])) written as a scatter into the flattened [4, 6] x.
@@ -180,6 +160,56 @@ TEST(RangeSimplify, AGatherOfARunInsideItsAxisIsADynamicSlice) {
   // Past the end (c = 6: 6..8) the gather clamps, so it stays too.
   const std::string past = simplify_and_compare(text, {6}, args);
   EXPECT_EQ(past.find("dynamic_slice"), std::string::npos) << past;
+}
+
+// sum((x.at[r, c:c+3].set(concat(v, x[r, c:c+2])))^2), the scatter on the flattened x.
+const char* kFlatScatterLoss = R"({ lambda r:i32[] c:i32[]; x:f32[4,6] v:f32[]. let
+    i:i32[3] = iota[dimension=0 dtype=int32 shape=(3,) sharding=None]
+    k:i32[3] = add c i
+    m:i32[] = mul r 6:i32[]
+    f:i32[3] = add m k
+    s:f32[1,2] = dynamic_slice[slice_sizes=(1, 2)] x r c
+    t:f32[2] = reshape[dimensions=None new_sizes=(2,)] s
+    w:f32[1] = reshape[dimensions=None new_sizes=(1,)] v
+    u:f32[3] = concatenate[dimension=0] w t
+    l:f32[24] = reshape[dimensions=None new_sizes=(24,)] x
+    g:f32[24] = scatter[axis=0 unique_indices=True] l f u
+    y:f32[4,6] = reshape[dimensions=None new_sizes=(4, 6)] g
+    q:f32[4,6] = mul y y
+    z:f32[] = reduce_sum[axes=(0, 1)] q
+  in (z,) })";
+
+TEST(RangeSimplify, WindowsBeforeAutodiffDifferentiateAsWindowsWithTheSameGradient) {
+  const Jaxpr loss = parse(kFlatScatterLoss);
+  const std::vector<RtValue> args = {Array::scalar(int32_t{2}), Array::scalar(int32_t{3}),
+                                     random_f32({4, 6}, 11), Array::scalar(0.5f)};
+  int changes = 0;
+  const Jaxpr windows = windows_before_autodiff(loss, {IntRange{2, 2}, IntRange{3, 3}}, &changes);
+  verify(windows);
+  EXPECT_GT(changes, 0);
+  const Jaxpr want = grad_jaxpr(loss, {0, 1}), got = grad_jaxpr(windows, {0, 1});
+  // The gradient reads and writes the cotangent through windows: no gather, scatter or the
+  // index arithmetic of a flattened view.
+  const std::string text = print_jaxpr(got);
+  EXPECT_EQ(text.find("scatter"), std::string::npos) << text;
+  EXPECT_EQ(text.find("gather"), std::string::npos) << text;
+  EXPECT_EQ(text.find(" div "), std::string::npos) << text;
+  EXPECT_NE(print_jaxpr(want).find("scatter"), std::string::npos);
+  const std::vector<RtValue> a = interpret(want, args), b = interpret(got, args);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  for (size_t k = 0; k < a.size(); ++k)
+    EXPECT_EQ(std::get<Array>(a[k]), std::get<Array>(b[k])) << "output " << k;
+  // Ranges under which the run may leave the array (r = 3, c = 4: indices 22..24): the
+  // scatter stays, as it drops what falls outside.
+  int none = -1;
+  const Jaxpr kept = windows_before_autodiff(loss, {IntRange{0, 3}, IntRange{3, 4}}, &none);
+  EXPECT_EQ(none, 0) << print_jaxpr(kept);
+  // Under which it stays in the array but may cross a row: one window of the flattened x.
+  const std::string flat =
+      print_jaxpr(windows_before_autodiff(loss, {IntRange{0, 2}, IntRange{0, 5}}));
+  EXPECT_EQ(flat.find("scatter"), std::string::npos) << flat;
+  EXPECT_NE(flat.find("f32[24] = dynamic_update_slice"), std::string::npos) << flat;
 }
 
 TEST(RangeSimplify, AReadIsNotMergedWithAZeroingAfterAnotherWrite) {
