@@ -100,7 +100,7 @@ namespace {
 
 // The program compiled for `fn`: the pipeline's passes up to the lowering, told what the
 // constants are (they are fixed for a traced function): all-zero arrays are folded in, and
-// integer constants' ranges let trim-rows and simplify-ranges work. The compile cache keys
+// integer constants' ranges let dead-regions and simplify-ranges work. The compile cache keys
 // on the resulting program, so functions share code only when it is valid for both.
 NativeProgram make_native_program(const TracedFunction& fn, std::string_view name,
                                   const std::vector<bool>& donated) {

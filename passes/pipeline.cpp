@@ -12,13 +12,13 @@
 #include "passes/buffer_assignment.h"
 #include "passes/canonicalize.h"
 #include "passes/dce.h"
+#include "passes/dead_regions.h"
 #include "passes/hoist_accumulations.h"
 #include "passes/hoist_xs_products.h"
 #include "passes/inline_consts.h"
 #include "passes/jvp.h"
 #include "passes/range_simplify.h"
 #include "passes/simplify_dots.h"
-#include "passes/trim_rows.h"
 #include "passes/vjp.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/text.h"
@@ -40,7 +40,9 @@ constexpr PassInfo kPasses[] = {
      "broadcasts, "
      "arithmetic on broadcast scalars, window accumulations as sums of pads, constant scan "
      "consts moved into the body, repeated computations done once"},
-    {"trim-rows", "carries and refs lose the trailing rows that no index reaches"},
+    {"dead-regions",
+     "values only sliced are computed over what the slices read; carries and refs lose the "
+     "trailing rows that no index reaches"},
     {"simplify-ranges", "what integer ranges decide is folded; row-run accesses become windows"},
     {"simplify-dots", "transposed products become swapped ones; products with ones, sums"},
     {"hoist-xs-products",
@@ -158,7 +160,7 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
 
   // Simplification.
   run.jaxpr_pass("canonicalize", [&](const Jaxpr& j) { return canonicalize(j); });
-  run.jaxpr_pass("trim-rows", [&](const Jaxpr& j) { return trim_untouched_rows(j, ranges); });
+  run.jaxpr_pass("dead-regions", [&](const Jaxpr& j) { return eliminate_dead_regions(j, ranges); });
   run.jaxpr_pass("simplify-ranges",
                  [&](const Jaxpr& j) { return simplify_with_ranges(j, ranges); });
   run.jaxpr_pass("simplify-dots", [&](const Jaxpr& j) { return simplify_dots(j); });

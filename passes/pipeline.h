@@ -46,7 +46,7 @@ struct KnownConsts {
   // Per constvar: an all-zero array or an integer run start, start+1, ... (folded in by
   // inline-consts, no longer passed), or neither.
   std::vector<ConstFold> fold;
-  // Per constvar: the range of an integer array's elements (lets trim-rows and
+  // Per constvar: the range of an integer array's elements (lets dead-regions and
   // simplify-ranges decide what indices reach).
   std::vector<std::optional<IntRange>> int_range;
 

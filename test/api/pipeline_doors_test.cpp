@@ -156,11 +156,11 @@ TEST(Pipeline, AProgramBrokenByAPassIsReportedWithThePassName) {
     in (y,) })");
   broken.vars[broken.eqns[0].outs[0].id].type = Type(ArrayType{DType::f32, {5}});
   try {
-    verify_after_pass(broken, "trim-rows");
+    verify_after_pass(broken, "dead-regions");
     ADD_FAILURE() << "a broken program verified";
   } catch (const Error& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("does not verify after pass `trim-rows`"), std::string::npos) << m;
+    EXPECT_NE(m.find("does not verify after pass `dead-regions`"), std::string::npos) << m;
     EXPECT_NE(m.find("--print-after-all"), std::string::npos) << m;
   }
 }

@@ -3,22 +3,23 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <optional>
 #include <random>
 
 #include "compiler/backend/native.h"
+#include "passes/dead_regions.h"
 #include "passes/discharge.h"
 #include "passes/jvp.h"
 #include "passes/linearize.h"
 #include "passes/pipeline.h"
 #include "passes/range_simplify.h"
 #include "passes/transpose.h"
-#include "passes/vmap.h"
 #include "passes/trim_rows.h"
+#include "passes/vmap.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/text.h"
 #include "refjit/ir/verifier.h"
@@ -157,10 +158,10 @@ void check_buffers(const Program& p, const CheckOptions& o, double tol) {
                "buffer-assigned vs every value in its own buffer, value");
 }
 
-// The pipeline's specialisation passes, row trimming (passes/trim_rows.h) and range simplification
-// (passes/range_simplify.h), with the program's integer array/scalar inputs taken as
-// constants of known range (as jit does with closed-over constants): when they change the
-// program, it computes exactly what the original does.
+// The pipeline's dead regions (passes/dead_regions.h: sliced values, row trimming) and range
+// simplification (passes/range_simplify.h), with the program's integer array/scalar inputs
+// taken as constants of known range (as jit does with closed-over constants): when they
+// change the program, it computes exactly what the original does.
 void check_specialise(const Program& p) {
   Jaxpr j = p.jaxpr;
   j.constvars.clear();
@@ -176,20 +177,15 @@ void check_specialise(const Program& p) {
       rest.push_back(p.args[i]);
       continue;
     }
-    IntRange r{a->as_int(0), a->as_int(0)};
-    for (int64_t k = 1; k < a->size(); ++k) {
-      r.lo = std::min(r.lo, a->as_int(k));
-      r.hi = std::max(r.hi, a->as_int(k));
-    }
     j.constvars.push_back(v);
     consts.push_back(p.args[i]);
-    ranges.push_back(r);
+    ranges.push_back(element_range(*a));
   }
-  if (j.constvars.empty()) return;
-  int trimmed = 0, simplified = 0;
-  Jaxpr t = trim_untouched_rows(j, ranges, &trimmed);
+  int shrunk = 0, trimmed = 0, simplified = 0;
+  Jaxpr t = shrink_sliced_values(j, &shrunk);
+  t = trim_untouched_rows(t, ranges, &trimmed);
   t = simplify_with_ranges(t, ranges, &simplified);
-  if (trimmed == 0 && simplified == 0) return;
+  if (shrunk == 0 && trimmed == 0 && simplified == 0) return;
   verify(t);
   std::vector<RtValue> args = consts;
   args.insert(args.end(), rest.begin(), rest.end());
@@ -268,8 +264,8 @@ void check_vmap(const Program& p, std::mt19937_64& rng) {
   verify(v.jaxpr);
   std::vector<RtValue> args;
   for (size_t k = 0; k < j.invars.size(); ++k)
-    args.push_back(as_arg(batched[k] ? stack(examples[k]) : examples[k][0],
-                          j.type_of(j.invars[k]).is_ref));
+    args.push_back(
+        as_arg(batched[k] ? stack(examples[k]) : examples[k][0], j.type_of(j.invars[k]).is_ref));
   std::vector<Array> got = run_observed(v.jaxpr, args);
   for (int64_t b = 0; b < kBatch; ++b) {
     std::vector<RtValue> one;

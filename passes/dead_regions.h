@@ -1,0 +1,37 @@
+// Dead-region elimination: an array is computed and stored only over the region that its
+// readers reach. The pipeline's `dead-regions` pass (passes/pipeline.h), in two parts:
+//
+//  - Values. A value that only static slices read (unit strides), made by an elementwise eqn
+//    or a broadcast_in_dim, is computed over the smallest box holding every slice: its
+//    operands are sliced to that box (a broadcast's only along the dims it does not
+//    broadcast), and each reader slice becomes relative to the box, or is dropped when it
+//    takes all of it. The sweep runs from the last eqn to the first, so a chain of such eqns
+//    shrinks in one pass: `tanh(x * y)[:, :8]` computes the product and the tanh on the first
+//    8 columns only, reading x and y through slices. It recurses into scan, jit and cond
+//    bodies. Values whose readers reach everything, refs, collectives and returned values
+//    are left alone.
+//  - Loop-carried state and refs: a scan carry or a ref loses the trailing rows that no
+//    index reaches, from the integer ranges of its indices (passes/trim_rows.h).
+//
+// Results never change: every element a reader sees is computed from the same operand
+// elements as before.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "passes/int_ranges.h"
+#include "refjit/ir/jaxpr.h"
+
+namespace refjit {
+
+// The value part alone. `changes`, when given, receives the number of eqns computed over a
+// smaller box; `jaxpr` itself is returned when there are none.
+Jaxpr shrink_sliced_values(const Jaxpr& jaxpr, int* changes = nullptr);
+
+// The whole pass: shrink_sliced_values, then trim_untouched_rows with `const_ranges` (per
+// constvar, the range of its integer elements if known).
+Jaxpr eliminate_dead_regions(const Jaxpr& jaxpr,
+                             const std::vector<std::optional<IntRange>>& const_ranges);
+
+}  // namespace refjit
