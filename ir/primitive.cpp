@@ -44,14 +44,26 @@ bool communicates(Prim p) {
          p == Prim::axis_index;
 }
 
+// primitives.def lists the elementwise primitives first, from neg to select_n.
+bool elementwise(Prim p) {
+  return static_cast<int>(p) >= static_cast<int>(Prim::neg) &&
+         static_cast<int>(p) <= static_cast<int>(Prim::select_n);
+}
+
 std::array<PrimInfo, kNumPrims> make_registry() {
   std::array<PrimInfo, kNumPrims> infos{};
   TypeRuleTable rules{};
   register_type_rules(rules);
   for (int i = 0; i < kNumPrims; ++i) {
     Prim p = static_cast<Prim>(i);
-    infos[i] = PrimInfo{
-        p, kNames[i], rules[i], effect_of(p), has_subjaxprs(p), communicates(p), kAdRules[i]};
+    infos[i] = PrimInfo{p,
+                        kNames[i],
+                        rules[i],
+                        effect_of(p),
+                        has_subjaxprs(p),
+                        communicates(p),
+                        elementwise(p),
+                        kAdRules[i]};
   }
   return infos;
 }

@@ -1,15 +1,15 @@
 // Dead-region elimination: an array is computed and stored only over the region that its
 // readers reach. The pipeline's `dead-regions` pass (passes/pipeline.h), in two parts:
 //
-//  - Values. A value that only static slices read (unit strides), made by an elementwise eqn
-//    or a broadcast_in_dim, is computed over the smallest box holding every slice: its
-//    operands are sliced to that box (a broadcast's only along the dims it does not
-//    broadcast), and each reader slice becomes relative to the box, or is dropped when it
-//    takes all of it. The sweep runs from the last eqn to the first, so a chain of such eqns
-//    shrinks in one pass: `tanh(x * y)[:, :8]` computes the product and the tanh on the first
-//    8 columns only, reading x and y through slices. It recurses into scan, jit and cond
-//    bodies. Values whose readers reach everything, refs, collectives and returned values
-//    are left alone.
+//  - Values. A value that only static slices read (unit strides) is computed over the
+//    smallest box holding every slice, when an elementwise eqn, a broadcast_in_dim, a
+//    transpose, a reduction or a dot_general makes it: each operand is sliced to the part of
+//    it that box needs (a broadcast's operand only along the dims it does not broadcast, a
+//    reduction's and a product's only along the dims they keep), each reader slice becomes
+//    relative to the box, and one that takes all of it is dropped. The sweep runs from the
+//    last eqn to the first, so a chain shrinks in one pass: `tanh(x @ w + b)[:, :8]`
+//    multiplies x by the first 8 columns of w only. It recurses into scan, jit and cond
+//    bodies. Values whose readers reach everything, refs and returned values are left alone.
 //  - Loop-carried state and refs: a scan carry or a ref loses the trailing rows that no
 //    index reaches, from the integer ranges of its indices (passes/trim_rows.h).
 //

@@ -294,8 +294,8 @@ Outs write(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
 
 BatchRuleTable make_rules() {
   BatchRuleTable t;
-  for (int k = static_cast<int>(Prim::neg); k <= static_cast<int>(Prim::select_n); ++k)
-    t.set(static_cast<Prim>(k), elementwise);
+  for (int k = 0; k < kNumPrims; ++k)
+    if (prim_info(static_cast<Prim>(k)).elementwise) t.set(static_cast<Prim>(k), elementwise);
   t.set(Prim::broadcast_in_dim, broadcast_in_dim);
   t.set(Prim::reshape, reshape);
   t.set(Prim::squeeze, [](BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {

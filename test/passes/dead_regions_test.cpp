@@ -82,6 +82,45 @@ TEST(DeadRegions, ABroadcastKeepsTheDimsItBroadcasts) {
   EXPECT_NE(out.find("f32[2,3] = broadcast_in_dim"), std::string::npos) << out;
 }
 
+TEST(DeadRegions, TransposesReductionsAndProductsReadOnlyWhatTheBoxNeeds) {
+  int changes = 0;
+  const std::string out = shrink_and_compare(
+      R"({ lambda ; x:f32[6,4] y:f32[4,5] z:f32[3,6,7] w:f32[2,6,4] u:f32[2,4,6]. let
+    t:f32[4,6] = transpose[permutation=(1, 0)] x
+    ts:f32[2,6] = slice[limit_indices=(3, 6) start_indices=(1, 0) strides=None] t
+    p:f32[6,5] = dot_general[dimension_numbers=(([1], [0]), ([], []))] x y
+    ps:f32[2,3] = slice[limit_indices=(2, 4) start_indices=(0, 1) strides=None] p
+    r:f32[3,7] = reduce_max[axes=(1,)] z
+    rs:f32[3,2] = slice[limit_indices=(3, 2) start_indices=(0, 0) strides=None] r
+    b:f32[2,6,6] = dot_general[dimension_numbers=(([2], [1]), ([0], [0]))] w u
+    bs:f32[1,6,2] = slice[limit_indices=(2, 6, 2) start_indices=(1, 0, 0) strides=None] b
+  in (ts, ps, rs, bs) })",
+      &changes);
+  EXPECT_EQ(changes, 4) << out;
+  // transpose: columns 1..2 of x.
+  EXPECT_NE(out.find("f32[6,2] = slice[limit_indices=(6, 3) start_indices=(0, 1)"),
+            std::string::npos)
+      << out;
+  // x @ y: rows 0..1 of x, columns 1..3 of y.
+  EXPECT_NE(out.find("f32[2,4] = slice[limit_indices=(2, 4) start_indices=(0, 0)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("f32[4,3] = slice[limit_indices=(4, 4) start_indices=(0, 1)"),
+            std::string::npos)
+      << out;
+  // reduce_max over axis 1: columns 0..1 of the last axis, axis 1 whole.
+  EXPECT_NE(out.find("f32[3,6,2] = slice[limit_indices=(3, 6, 2) start_indices=(0, 0, 0)"),
+            std::string::npos)
+      << out;
+  // batched: batch 1 of both, columns 0..1 of u (the rhs free dim).
+  EXPECT_NE(out.find("f32[1,6,4] = slice[limit_indices=(2, 6, 4) start_indices=(1, 0, 0)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("f32[1,4,2] = slice[limit_indices=(2, 4, 2) start_indices=(1, 0, 0)"),
+            std::string::npos)
+      << out;
+}
+
 TEST(DeadRegions, ValuesWhoseReadersReachEverythingOrReadOtherwiseStayWhole) {
   const char* cases[] = {
       // also returned
@@ -106,7 +145,7 @@ TEST(DeadRegions, ValuesWhoseReadersReachEverythingOrReadOtherwiseStayWhole) {
     s:f32[3] = slice[limit_indices=(3,) start_indices=(0,) strides=None] m
     r:f32[] = reduce_sum[axes=(0,)] m
   in (s, r) })",
-      // not elementwise
+      // not one of the eqns shrunk
       R"({ lambda ; x:f32[8]. let
     m:f32[8] = cumsum[axis=0 reverse=False] x
     s:f32[3] = slice[limit_indices=(3,) start_indices=(0,) strides=None] m
