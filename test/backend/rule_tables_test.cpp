@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "passes/buffer_rules.h"
+
 namespace refjit {
 namespace {
 
@@ -24,6 +26,18 @@ TEST(RuleTables, TheAdColumnIsWhatTheTablesHold) {
   EXPECT_FALSE(rules_of(Prim::exp).transpose);
   EXPECT_EQ(prim_info(Prim::axis_index).ad_rules, AdRules::no_ad);
   EXPECT_FALSE(rules_of(Prim::axis_index).jvp);
+}
+
+TEST(RuleTables, ElementwisePrimitivesAreKnownAsSuchWithoutALineElsewhere) {
+  // primitives.def's first block: vmap batches them as they are, buffer assignment lets them
+  // overwrite a dead operand of the result's type (identities are views of it instead).
+  for (Prim p : {Prim::neg, Prim::tanh, Prim::convert_element_type, Prim::lt, Prim::select_n}) {
+    EXPECT_TRUE(prim_info(p).elementwise) << prim_name(p);
+    EXPECT_EQ(buffer_behaviour(p), BufferBehaviour::elementwise) << prim_name(p);
+  }
+  EXPECT_EQ(buffer_behaviour(Prim::copy), BufferBehaviour::view);
+  for (Prim p : {Prim::broadcast_in_dim, Prim::reduce_sum, Prim::dot_general, Prim::psum})
+    EXPECT_FALSE(prim_info(p).elementwise) << prim_name(p);
 }
 
 }  // namespace
