@@ -97,28 +97,20 @@ TEST(DeadRegions, TransposesReductionsAndProductsReadOnlyWhatTheBoxNeeds) {
   in (ts, ps, rs, bs) })",
       &changes);
   EXPECT_EQ(changes, 4) << out;
-  // transpose: columns 1..2 of x.
-  EXPECT_NE(out.find("f32[6,2] = slice[limit_indices=(6, 3) start_indices=(0, 1)"),
-            std::string::npos)
-      << out;
-  // x @ y: rows 0..1 of x, columns 1..3 of y.
-  EXPECT_NE(out.find("f32[2,4] = slice[limit_indices=(2, 4) start_indices=(0, 0)"),
-            std::string::npos)
-      << out;
-  EXPECT_NE(out.find("f32[4,3] = slice[limit_indices=(4, 4) start_indices=(0, 1)"),
-            std::string::npos)
-      << out;
-  // reduce_max over axis 1: columns 0..1 of the last axis, axis 1 whole.
-  EXPECT_NE(out.find("f32[3,6,2] = slice[limit_indices=(3, 6, 2) start_indices=(0, 0, 0)"),
-            std::string::npos)
-      << out;
-  // batched: batch 1 of both, columns 0..1 of u (the rhs free dim).
-  EXPECT_NE(out.find("f32[1,6,4] = slice[limit_indices=(2, 6, 4) start_indices=(1, 0, 0)"),
-            std::string::npos)
-      << out;
-  EXPECT_NE(out.find("f32[1,4,2] = slice[limit_indices=(2, 4, 2) start_indices=(1, 0, 0)"),
-            std::string::npos)
-      << out;
+  const char* operand_slices[] = {
+      // transpose: columns 1..2 of x
+      "f32[6,2] = slice[limit_indices=(6, 3) start_indices=(0, 1)",
+      // x @ y: rows 0..1 of x, columns 1..3 of y
+      "f32[2,4] = slice[limit_indices=(2, 4) start_indices=(0, 0)",
+      "f32[4,3] = slice[limit_indices=(4, 4) start_indices=(0, 1)",
+      // reduce_max over axis 1: columns 0..1 of the last axis, axis 1 whole
+      "f32[3,6,2] = slice[limit_indices=(3, 6, 2) start_indices=(0, 0, 0)",
+      // batched: batch 1 of both, and columns 0..1 of u (the rhs free dim)
+      "f32[1,6,4] = slice[limit_indices=(2, 6, 4) start_indices=(1, 0, 0)",
+      "f32[1,4,2] = slice[limit_indices=(2, 4, 2) start_indices=(1, 0, 0)",
+  };
+  for (const char* slice : operand_slices)
+    EXPECT_NE(out.find(slice), std::string::npos) << slice << "\n" << out;
 }
 
 TEST(DeadRegions, ValuesWhoseReadersReachEverythingOrReadOtherwiseStayWhole) {

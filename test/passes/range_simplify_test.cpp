@@ -163,24 +163,14 @@ TEST(RangeSimplify, AGatherOfARunInsideItsAxisIsADynamicSlice) {
 }
 
 // sum((x.at[r, c:c+3].set(concat(v, x[r, c:c+2])))^2), the scatter on the flattened x.
-const char* kFlatScatterLoss = R"({ lambda r:i32[] c:i32[]; x:f32[4,6] v:f32[]. let
-    i:i32[3] = iota[dimension=0 dtype=int32 shape=(3,) sharding=None]
-    k:i32[3] = add c i
-    m:i32[] = mul r 6:i32[]
-    f:i32[3] = add m k
-    s:f32[1,2] = dynamic_slice[slice_sizes=(1, 2)] x r c
-    t:f32[2] = reshape[dimensions=None new_sizes=(2,)] s
-    w:f32[1] = reshape[dimensions=None new_sizes=(1,)] v
-    u:f32[3] = concatenate[dimension=0] w t
-    l:f32[24] = reshape[dimensions=None new_sizes=(24,)] x
-    g:f32[24] = scatter[axis=0 unique_indices=True] l f u
-    y:f32[4,6] = reshape[dimensions=None new_sizes=(4, 6)] g
-    q:f32[4,6] = mul y y
-    z:f32[] = reduce_sum[axes=(0, 1)] q
-  in (z,) })";
+std::string flat_scatter_loss() {
+  return flat_scatter_program(R"(h:f32[4,6] = reshape[dimensions=None new_sizes=(4, 6)] g
+    q:f32[4,6] = mul h h
+    y:f32[] = reduce_sum[axes=(0, 1)] q)");
+}
 
 TEST(RangeSimplify, WindowsBeforeAutodiffDifferentiateAsWindowsWithTheSameGradient) {
-  const Jaxpr loss = parse(kFlatScatterLoss);
+  const Jaxpr loss = parse(flat_scatter_loss());
   const std::vector<RtValue> args = {Array::scalar(int32_t{2}), Array::scalar(int32_t{3}),
                                      random_f32({4, 6}, 11), Array::scalar(0.5f)};
   int changes = 0;
