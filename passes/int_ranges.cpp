@@ -195,4 +195,23 @@ void analyze_int_ranges(const Jaxpr& j, IntRanges& r) {
   }
 }
 
+IntRanges int_ranges_from_consts(const Jaxpr& j,
+                                 const std::vector<std::optional<IntRange>>& const_ranges) {
+  IntRanges r(j.vars.size());
+  for (size_t k = 0; k < j.constvars.size() && k < const_ranges.size(); ++k)
+    r[j.constvars[k].id] = const_ranges[k];
+  analyze_int_ranges(j, r);
+  return r;
+}
+
+std::optional<IntRange> element_range(const Array& a) {
+  if (!is_int(a.dtype()) || a.size() == 0) return std::nullopt;
+  IntRange range{a.as_int(0), a.as_int(0)};
+  for (int64_t i = 1; i < a.size(); ++i) {
+    range.lo = std::min(range.lo, a.as_int(i));
+    range.hi = std::max(range.hi, a.as_int(i));
+  }
+  return range;
+}
+
 }  // namespace refjit

@@ -18,6 +18,7 @@
 #include <optional>
 #include <vector>
 
+#include "refjit/array.h"
 #include "refjit/ir/jaxpr.h"
 
 namespace refjit {
@@ -34,6 +35,14 @@ using IntRanges = std::vector<std::optional<IntRange>>;
 // Fills `r` (sized to j.vars, binders' entries set by the caller) for every var an eqn of `j`
 // defines.
 void analyze_int_ranges(const Jaxpr& j, IntRanges& r);
+
+// The ranges of `j`'s vars, starting from `const_ranges` (per constvar, the range of its
+// integer elements if known).
+IntRanges int_ranges_from_consts(const Jaxpr& j,
+                                 const std::vector<std::optional<IntRange>>& const_ranges);
+
+// The range of `a`'s elements if it is a non-empty integer array.
+std::optional<IntRange> element_range(const Array& a);
 
 // The ranges inside the body of scan eqn `e`, given the ranges `outer` of its jaxpr.
 IntRanges scan_body_int_ranges(const Eqn& e, const IntRanges& outer);

@@ -476,22 +476,12 @@ class Simplifier {
   int changes_ = 0;
 };
 
-// `j`'s integer ranges, starting from its constants'.
-IntRanges ranges_from_consts(const Jaxpr& j,
-                             const std::vector<std::optional<IntRange>>& const_ranges) {
-  IntRanges r(j.vars.size());
-  for (size_t k = 0; k < j.constvars.size() && k < const_ranges.size(); ++k)
-    r[j.constvars[k].id] = const_ranges[k];
-  analyze_int_ranges(j, r);
-  return r;
-}
-
 }  // namespace
 
 Jaxpr simplify_with_ranges(const Jaxpr& jaxpr,
                            const std::vector<std::optional<IntRange>>& const_ranges, int* changes) {
   Jaxpr j = has_jit_eqn(jaxpr) ? inline_jit(jaxpr) : jaxpr;
-  IntRanges r = ranges_from_consts(j, const_ranges);
+  IntRanges r = int_ranges_from_consts(j, const_ranges);
   const int n = Simplifier(j, std::move(r), Scope::everything).run();
   if (changes) *changes = n;
   return n > 0 ? std::move(j) : jaxpr;
@@ -501,20 +491,10 @@ Jaxpr windows_before_autodiff(const Jaxpr& jaxpr,
                               const std::vector<std::optional<IntRange>>& const_ranges,
                               int* changes) {
   Jaxpr j = jaxpr;
-  IntRanges r = ranges_from_consts(j, const_ranges);
+  IntRanges r = int_ranges_from_consts(j, const_ranges);
   const int n = Simplifier(j, std::move(r), Scope::windows).run();
   if (changes) *changes = n;
   return n > 0 ? std::move(j) : jaxpr;
-}
-
-std::optional<IntRange> element_range(const Array& a) {
-  if (!is_int(a.dtype()) || a.size() == 0) return std::nullopt;
-  IntRange range{a.as_int(0), a.as_int(0)};
-  for (int64_t i = 1; i < a.size(); ++i) {
-    range.lo = std::min(range.lo, a.as_int(i));
-    range.hi = std::max(range.hi, a.as_int(i));
-  }
-  return range;
 }
 
 }  // namespace refjit

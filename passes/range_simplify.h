@@ -29,7 +29,6 @@
 #include <vector>
 
 #include "passes/int_ranges.h"
-#include "refjit/array.h"
 #include "refjit/ir/jaxpr.h"
 
 namespace refjit {
@@ -46,8 +45,5 @@ Jaxpr simplify_with_ranges(const Jaxpr& jaxpr,
 Jaxpr windows_before_autodiff(const Jaxpr& jaxpr,
                               const std::vector<std::optional<IntRange>>& const_ranges,
                               int* changes = nullptr);
-
-// The range of `a`'s elements if it is a non-empty integer array.
-std::optional<IntRange> element_range(const Array& a);
 
 }  // namespace refjit

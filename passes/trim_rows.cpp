@@ -161,10 +161,7 @@ void retype_ref(Jaxpr& j, Var ref, const Shape& shape) {
 class RowTrimmer {
  public:
   RowTrimmer(Jaxpr j, const std::vector<std::optional<IntRange>>& const_ranges)
-      : j_(std::move(j)), r_(j_.vars.size()) {
-    for (size_t k = 0; k < j_.constvars.size() && k < const_ranges.size(); ++k)
-      r_[j_.constvars[k].id] = const_ranges[k];
-    analyze_int_ranges(j_, r_);
+      : j_(std::move(j)), r_(int_ranges_from_consts(j_, const_ranges)) {
     count_uses();
   }
 

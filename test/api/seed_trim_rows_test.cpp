@@ -24,19 +24,7 @@ using namespace refjit::seeds;
 // The ranges jit passes: min and max of every integer constant.
 std::vector<std::optional<IntRange>> const_ranges(const ClosedJaxpr& j) {
   std::vector<std::optional<IntRange>> out;
-  for (const Operand& c : j.consts) {
-    const Array& a = std::get<Value>(c).array();
-    if (!is_int(a.dtype())) {
-      out.push_back(std::nullopt);
-      continue;
-    }
-    IntRange r{a.as_int(0), a.as_int(0)};
-    for (int64_t i = 1; i < a.size(); ++i) {
-      r.lo = std::min(r.lo, a.as_int(i));
-      r.hi = std::max(r.hi, a.as_int(i));
-    }
-    out.push_back(r);
-  }
+  for (const Operand& c : j.consts) out.push_back(element_range(std::get<Value>(c).array()));
   return out;
 }
 
