@@ -36,7 +36,7 @@ std::string Grad::str() const {
 
 std::ostream& operator<<(std::ostream& os, const Grad& g) { return os << g.str(); }
 
-namespace detail {
+namespace flat {
 
 namespace {
 
@@ -128,9 +128,9 @@ struct VjpState {
   }
 };
 
-std::pair<std::vector<Operand>, VjpCore> VjpCore::create(const TraceBody& f,
-                                                         const std::vector<Operand>& flat,
-                                                         const std::string& name) {
+std::pair<std::vector<Operand>, Vjp> Vjp::create(const TraceBody& f,
+                                                 const std::vector<Operand>& flat,
+                                                 const std::string& name) {
   TracedFunction fn = trace_for_autodiff(f, flat, name);
   auto st = std::make_shared<VjpState>();
   st->name = name;
@@ -150,12 +150,12 @@ std::pair<std::vector<Operand>, VjpCore> VjpCore::create(const TraceBody& f,
   for (int r : lin.ref_residuals) st->residuals.push_back(all.at(static_cast<size_t>(r)));
   outs.resize(n_out);
 
-  VjpCore core;
+  Vjp core;
   core.state_ = std::move(st);
   return {std::move(outs), std::move(core)};
 }
 
-VjpCore VjpCore::with_refs(std::vector<GradEntry> entries) const {
+Vjp Vjp::with_refs(std::vector<GradEntry> entries) const {
   const VjpState& st = *state_;
   const size_t n = st.arg_types.size();
   if (entries.size() != n) {
@@ -195,12 +195,12 @@ VjpCore VjpCore::with_refs(std::vector<GradEntry> entries) const {
                                        k, st.name, k, t.long_str(), t.long_str()));
     }
   }
-  VjpCore c = *this;
+  Vjp c = *this;
   c.entries_ = std::move(entries);
   return c;
 }
 
-std::vector<Grad> VjpCore::apply(const std::vector<Operand>& cts_in) const {
+std::vector<Grad> Vjp::apply(const std::vector<Operand>& cts_in) const {
   VjpState& st = *state_;
   const size_t n = st.arg_types.size();
   if (cts_in.size() != st.out_types.size())
@@ -274,9 +274,9 @@ struct LinearState {
   std::vector<Operand> residuals;
 };
 
-std::pair<std::vector<Operand>, LinearCore> LinearCore::create(const TraceBody& f,
-                                                               const std::vector<Operand>& flat,
-                                                               const std::string& name) {
+std::pair<std::vector<Operand>, LinearMap> LinearMap::create(const TraceBody& f,
+                                                             const std::vector<Operand>& flat,
+                                                             const std::string& name) {
   TracedFunction fn = trace_for_autodiff(f, flat, name);
   auto st = std::make_shared<LinearState>();
   st->name = name;
@@ -291,12 +291,12 @@ std::pair<std::vector<Operand>, LinearCore> LinearCore::create(const TraceBody& 
   std::vector<Operand> all = consts_then(fn, flat);
   for (int r : lin.ref_residuals) st->residuals.push_back(all.at(static_cast<size_t>(r)));
   outs.resize(n_out);
-  LinearCore core;
+  LinearMap core;
   core.state_ = std::move(st);
   return {std::move(outs), std::move(core)};
 }
 
-std::vector<Operand> LinearCore::apply(const std::vector<Operand>& tangents) const {
+std::vector<Operand> LinearMap::apply(const std::vector<Operand>& tangents) const {
   const LinearState& st = *state_;
   if (tangents.size() != st.arg_types.size())
     throw Error(
@@ -337,8 +337,8 @@ void check_one_leaf(int argnum, size_t leaves, const std::string& name) {
                     name, argnum, leaves, argnum, argnum));
 }
 
-std::vector<Operand> grad_call(const TraceBody& f, const std::vector<Operand>& flat,
-                               const std::vector<int>& argnums, const std::string& name) {
+std::vector<Operand> grad(const TraceBody& f, const std::vector<Operand>& flat,
+                          const std::vector<int>& argnums, const std::string& name) {
   for (int w : argnums) {
     if (w < 0 || static_cast<size_t>(w) >= flat.size())
       throw Error(
@@ -365,8 +365,8 @@ std::vector<Operand> grad_call(const TraceBody& f, const std::vector<Operand>& f
   return bind_jaxpr(name, g, flat);
 }
 
-std::vector<Operand> jvp_call(const TraceBody& f, const std::vector<Operand>& primals,
-                              const std::vector<Operand>& tangents, const std::string& name) {
+std::vector<Operand> jvp(const TraceBody& f, const std::vector<Operand>& primals,
+                         const std::vector<Operand>& tangents, const std::string& name) {
   TracedFunction fn = trace_for_autodiff(f, primals, name);
   std::vector<bool> nonzero;
   std::vector<Operand> args = primals;
@@ -381,5 +381,5 @@ std::vector<Operand> jvp_call(const TraceBody& f, const std::vector<Operand>& pr
   return bind_jaxpr(name, j, args);
 }
 
-}  // namespace detail
+}  // namespace flat
 }  // namespace refjit

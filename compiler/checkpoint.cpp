@@ -40,10 +40,11 @@ Value checkpoint_name(const Value& x, const std::string& name) {
   return bind_prim1(Prim::checkpoint_name, std::vector<Operand>{x}, Params{{"name", name}});
 }
 
-namespace detail {
+namespace flat {
 
-std::vector<Operand> checkpoint_call(const TracedFunction& fn, std::span<const Operand> args,
-                                     const std::string& policy, const std::string& name) {
+std::vector<Operand> checkpoint(const TraceBody& f, const std::vector<Operand>& args,
+                                const std::string& policy, const std::string& name) {
+  TracedFunction fn = trace_function(f, types_of(args), name);
   if (!is_tracing()) return bind_jaxpr(name, fn, args);  // evaluated now: nothing to keep
   check_ref_aliasing(args, fn.consts, fmt::format("checkpointed function `{}`", name));
   std::vector<Operand> operands = fn.consts;
@@ -53,6 +54,6 @@ std::vector<Operand> checkpoint_call(const TracedFunction& fn, std::span<const O
                    Params{{"name", name}, {"jaxpr", JaxprPtr(body)}, {"policy", policy}});
 }
 
-}  // namespace detail
+}  // namespace flat
 
 }  // namespace refjit

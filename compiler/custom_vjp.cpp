@@ -7,7 +7,7 @@
 #include "refjit/ir/error.h"
 #include "refjit/ops.h"
 
-namespace refjit::detail {
+namespace refjit::flat {
 
 namespace {
 
@@ -112,9 +112,8 @@ std::vector<Operand> bind_custom_vjp_call(const std::vector<Operand>& flat, Trac
 
 }  // namespace
 
-std::vector<Operand> custom_vjp_call(const TraceBody& primal, const TraceBody& fwd,
-                                     const BwdBody& bwd, const std::vector<Operand>& flat,
-                                     const std::string& name) {
+std::vector<Operand> custom_vjp(const TraceBody& primal, const TraceBody& fwd, const BwdBody& bwd,
+                                const std::vector<Operand>& flat, const std::string& name) {
   check_ref_aliasing(flat, {}, fmt::format("custom_vjp function `{}`", name));
   const std::vector<Type> types = types_of(flat);
   TracedRules rules = trace_primal_and_fwd(primal, fwd, types, name);
@@ -152,10 +151,10 @@ std::vector<Operand> custom_vjp_call(const TraceBody& primal, const TraceBody& f
   return bind_custom_vjp_call(flat, std::move(rules), bwd_fn, name);
 }
 
-std::vector<Operand> custom_vjp_call_accumulating(const TraceBody& primal, const TraceBody& fwd,
-                                                  const AccumBwdBody& bwd,
-                                                  const std::vector<Operand>& flat,
-                                                  const std::string& name) {
+std::vector<Operand> custom_vjp_accumulating(const TraceBody& primal, const TraceBody& fwd,
+                                             const AccumBwdBody& bwd,
+                                             const std::vector<Operand>& flat,
+                                             const std::string& name) {
   check_ref_aliasing(flat, {}, fmt::format("custom_vjp function `{}`", name));
   const std::vector<Type> types = types_of(flat);
   TracedRules rules = trace_primal_and_fwd(primal, fwd, types, name);
@@ -172,4 +171,4 @@ std::vector<Operand> custom_vjp_call_accumulating(const TraceBody& primal, const
   return bind_custom_vjp_call(flat, std::move(rules), bwd_fn, name);
 }
 
-}  // namespace refjit::detail
+}  // namespace refjit::flat

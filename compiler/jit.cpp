@@ -1,5 +1,5 @@
-// Non-template helpers of refjit/jit.h, and the native path of jit: the compile cache
-// and the tier policy.
+// flat::Jit, what every jit function calls (refjit/jit.h): the trace cache per argument
+// signature, donation, and the native path (the compile cache and the tier policy).
 #include "refjit/jit.h"
 
 #include <fmt/format.h>
@@ -8,6 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
@@ -21,6 +23,9 @@
 
 namespace refjit {
 
+namespace {
+
+// A trace cache key for a flat argument list: dtype/shape/ref-ness of each leaf.
 std::string signature_key(std::span<const Operand> flat) {
   std::string key;
   for (const Operand& x : flat) {
@@ -37,8 +42,6 @@ bool all_concrete(std::span<const Operand> consts) {
   }
   return true;
 }
-
-namespace {
 
 std::atomic<int> g_native_compiles{0};
 
@@ -85,7 +88,13 @@ using Clock = std::chrono::steady_clock;
 
 int native_compile_count() { return g_native_compiles.load(); }
 
-namespace detail {
+namespace flat {
+
+using detail::from_runtime;
+using detail::has_executor;
+using detail::node_of;
+using detail::take_donated;
+using detail::to_runtime;
 
 // What runs natively for one traced function: its jaxpr through the pipeline's passes up to
 // the lowering (make_native_program), specialised to its constants.
@@ -118,9 +127,17 @@ NativeProgram make_native_program(const TracedFunction& fn, std::string_view nam
 }  // namespace
 
 struct JitState {
+  JitOptions options;
+
+  // The trace cache: one traced function per argument signature.
+  std::mutex traces_mu;
+  std::map<std::string, TracedFunction> traced;
+  int traces = 0;
+
+  // The native path.
   std::mutex mu;
-  // Fast path by jaxpr identity: a jit function's trace cache hands out the same JaxprPtr
-  // for every call with one signature. The JaxprPtr is held so the address stays unique.
+  // Fast path by jaxpr identity: the trace cache hands out the same JaxprPtr for every call
+  // with one signature. The JaxprPtr is held so the address stays unique.
   std::unordered_map<const Jaxpr*, std::shared_ptr<const NativeProgram>> by_jaxpr;
   int compiles = 0;
   CompileStageTimings last;
@@ -139,10 +156,9 @@ StateRegistry& state_registry() {
   return *r;
 }
 
-}  // namespace
-
-std::shared_ptr<JitState> make_jit_state() {
+std::shared_ptr<JitState> make_jit_state(JitOptions options) {
   auto state = std::make_shared<JitState>();
+  state->options = std::move(options);
   StateRegistry& r = state_registry();
   std::lock_guard<std::mutex> lock(r.mu);
   std::erase_if(r.states, [](const std::weak_ptr<JitState>& w) { return w.expired(); });
@@ -150,24 +166,13 @@ std::shared_ptr<JitState> make_jit_state() {
   return state;
 }
 
+// Whether a call with these options runs natively (reads REFJIT_BACKEND for automatic).
 bool use_native(Backend backend) {
   if (has_executor()) return false;  // an installed executor sees every evaluation
   if (backend != Backend::automatic) return backend == Backend::native;
   const char* env = std::getenv("REFJIT_BACKEND");
   return !(env && std::string_view(env) == "interpreter");
 }
-
-int compile_count(const JitState& state) {
-  std::lock_guard<std::mutex> lock(const_cast<JitState&>(state).mu);
-  return state.compiles;
-}
-
-CompileStageTimings last_compile_timings(const JitState& state) {
-  std::lock_guard<std::mutex> lock(const_cast<JitState&>(state).mu);
-  return state.last;
-}
-
-namespace {
 
 std::shared_ptr<const CompiledFunction> compile_tier(JitState& state, const NativeProgram& prog,
                                                      int opt_level, double trace_ms) {
@@ -205,8 +210,9 @@ std::shared_ptr<const CompiledFunction> select_code(JitState& state, const Nativ
   return entry.fast;
 }
 
-}  // namespace
-
+// Runs `fn` natively on `args` (outside any trace): compiles or reuses compiled code.
+// `donated` (per flat argument, may be empty): arrays the caller gives up; they are taken out
+// of their Values (take_donated) and may become results' storage.
 std::vector<Operand> run_native(JitState& state, const std::string& name, Tier tier,
                                 const TracedFunction& fn, std::span<const Operand> args,
                                 double trace_ms, const std::vector<bool>& donated) {
@@ -241,6 +247,8 @@ std::vector<Operand> run_native(JitState& state, const std::string& name, Tier t
   return out;
 }
 
+// Per flat argument: whether it belongs to a donated argument (argument i has sizes[i]
+// leaves); checks the positions and that no ref is donated. Empty if nothing is donated.
 std::vector<bool> donated_leaves(const std::vector<int>& donate_argnums,
                                  const std::vector<size_t>& sizes, std::span<const Operand> flat,
                                  const std::string& name) {
@@ -266,14 +274,76 @@ std::vector<bool> donated_leaves(const std::vector<int>& donate_argnums,
   return donated;
 }
 
+// Marks the donated flat arguments' Values as donated (after a call that did not take them).
 void retire_donated(std::span<const Operand> flat, const std::vector<bool>& donated,
                     const std::string& name) {
   for (size_t i = 0; i < flat.size() && i < donated.size(); ++i)
-    if (donated[i] && std::get<Value>(flat[i]).node()->donated_to.empty())
+    if (donated[i] && node_of(std::get<Value>(flat[i]))->donated_to.empty())
       take_donated(flat[i], name);
 }
 
-}  // namespace detail
+// The traced function for this signature: from the cache, or traced now (its tracing time in
+// `trace_ms`).
+TracedFunction lookup_or_trace(JitState& state, const TraceBody& body,
+                               std::span<const Operand> flat, double& trace_ms) {
+  std::string key = signature_key(flat);
+  {
+    std::lock_guard<std::mutex> lock(state.traces_mu);
+    auto it = state.traced.find(key);
+    if (it != state.traced.end()) return it->second;
+  }
+  std::vector<Type> types = types_of(flat);
+  auto t0 = Clock::now();
+  TracedFunction traced = trace_function(body, types, state.options.name);
+  trace_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  std::lock_guard<std::mutex> lock(state.traces_mu);
+  ++state.traces;
+  // A function that closed over values of an enclosing trace is only valid inside it.
+  if (all_concrete(traced.consts)) state.traced.emplace(key, traced);
+  return traced;
+}
+
+}  // namespace
+
+Jit::Jit(JitOptions options) : state_(make_jit_state(std::move(options))) {}
+
+std::vector<Operand> Jit::call(const TraceBody& body, std::span<const Operand> flat,
+                               const std::vector<size_t>& arg_leaves) const {
+  JitState& state = *state_;
+  const JitOptions& options = state.options;
+  check_ref_aliasing(flat, {}, "jit function `" + options.name + "`");
+  double trace_ms = 0;
+  TracedFunction traced = lookup_or_trace(state, body, flat, trace_ms);
+  const bool top = !is_tracing();
+  const std::vector<bool> donated =
+      top ? donated_leaves(options.donate_argnums, arg_leaves, flat, options.name)
+          : std::vector<bool>{};
+  std::vector<Operand> outs =
+      top && use_native(options.backend)
+          ? run_native(state, options.name, options.tier, traced, flat, trace_ms, donated)
+          : bind_jaxpr(options.name, traced, flat);
+  if (!donated.empty()) retire_donated(flat, donated, options.name);
+  return outs;
+}
+
+int Jit::trace_count() const {
+  std::lock_guard<std::mutex> lock(state_->traces_mu);
+  return state_->traces;
+}
+
+int Jit::compile_count() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->compiles;
+}
+
+CompileStageTimings Jit::last_compile_timings() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->last;
+}
+
+const JitOptions& Jit::options() const { return state_->options; }
+
+}  // namespace flat
 
 void clear_compile_cache() {
   // Move the entries out and destroy them outside the locks: tearing down machine code
@@ -285,13 +355,13 @@ void clear_compile_cache() {
     for (auto& [key, entry] : g.entries) dropped.push_back(std::move(entry));
     g.entries.clear();
   }
-  std::vector<std::shared_ptr<detail::JitState>> states;
+  std::vector<std::shared_ptr<flat::JitState>> states;
   {
-    detail::StateRegistry& r = detail::state_registry();
+    flat::StateRegistry& r = flat::state_registry();
     std::lock_guard<std::mutex> lock(r.mu);
     for (const auto& w : r.states)
       if (auto s = w.lock()) states.push_back(std::move(s));
-    std::erase_if(r.states, [](const std::weak_ptr<detail::JitState>& w) { return w.expired(); });
+    std::erase_if(r.states, [](const std::weak_ptr<flat::JitState>& w) { return w.expired(); });
   }
   for (const auto& state : states) {
     std::lock_guard<std::mutex> lock(state->mu);

@@ -10,7 +10,13 @@
 #include "refjit/ir/error.h"
 #include "refjit/ops.h"
 
-namespace refjit::detail {
+namespace refjit::flat {
+
+using detail::current_trace;
+using detail::Node;
+using detail::node_of;
+using detail::NodePtr;
+using detail::Trace;
 
 namespace {
 
@@ -20,7 +26,7 @@ template <class ArgName>
 std::string ref_origin(const Ref& r, const std::vector<Operand>& args, const ArgName& arg_name) {
   for (size_t p = 0; p < args.size(); ++p)
     if (const Ref* a = std::get_if<Ref>(&args[p]); a && a->same_as(r)) return arg_name(p);
-  const Node& n = *r.node();
+  const Node& n = *node_of(r);
   const Trace* t = current_trace();
   if (n.concrete()) return "a ref the body closes over";
   if (!t || n.trace_id != t->id()) return "a ref the body closes over from an enclosing trace";
@@ -40,8 +46,8 @@ Operand coerce_weak(const Operand& x, const Type& want) {
 bool same_operand(const Operand& a, const Operand& b) {
   if (a.index() != b.index()) return false;
   if (const Ref* ra = std::get_if<Ref>(&a)) return ra->same_as(std::get<Ref>(b));
-  const NodePtr& na = std::get<Value>(a).node();
-  const NodePtr& nb = std::get<Value>(b).node();
+  const NodePtr& na = node_of(std::get<Value>(a));
+  const NodePtr& nb = node_of(std::get<Value>(b));
   if (na == nb) return true;
   return !na->concrete() && !nb->concrete() && na->trace_id == nb->trace_id && na->var == nb->var;
 }
@@ -54,9 +60,9 @@ Type row_type(const Type& t) {
 
 }  // namespace
 
-std::vector<Operand> scan_call(const TraceBody& body, const std::vector<Operand>& carry_init,
-                               const std::vector<Operand>& xs, const ScanOptions& options,
-                               const std::string& what) {
+std::vector<Operand> scan(const TraceBody& body, const std::vector<Operand>& carry_init,
+                          const std::vector<Operand>& xs, const ScanOptions& options,
+                          const std::string& what) {
   std::vector<Operand> carry = carry_init;
   const size_t n_carry = carry.size();
   // A ref carry is E9, but aliasing is reported first, as JAX orders them: the same ref twice
@@ -214,7 +220,7 @@ std::vector<Operand> scan_call(const TraceBody& body, const std::vector<Operand>
   return bind_prim(Prim::scan, operands, std::move(params));
 }
 
-std::vector<Operand> while_call(const TraceBody& cond, const TraceBody& body,
+std::vector<Operand> while_loop(const TraceBody& cond, const TraceBody& body,
                                 const std::vector<Operand>& carry_init, const std::string& what) {
   std::vector<Operand> carry = carry_init;
   for (size_t k = 0; k < carry.size(); ++k)
@@ -286,8 +292,8 @@ Value cond_index_of_pred(const Value& pred) {
   return ne(pred, Value::scalar(pred.dtype(), 0));
 }
 
-std::vector<Operand> cond_call(const Value& index_in, const std::vector<TraceBody>& branches,
-                               const std::vector<Operand>& operands, const std::string& what) {
+std::vector<Operand> cond(const Value& index_in, const std::vector<TraceBody>& branches,
+                          const std::vector<Operand>& operands, const std::string& what) {
   if (branches.empty()) throw Error(fmt::format("{}: needs at least one branch", what));
   Value index = index_in;
   if (index.rank() != 0 || is_float(index.dtype()))
@@ -394,4 +400,4 @@ std::vector<Operand> cond_call(const Value& index_in, const std::vector<TraceBod
   return bind_prim(Prim::cond, ins, Params{{"branches", std::move(jaxprs)}});
 }
 
-}  // namespace refjit::detail
+}  // namespace refjit::flat

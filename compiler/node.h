@@ -2,15 +2,18 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <variant>
 
 #include "refjit/array.h"
 #include "refjit/ir/jaxpr.h"
+#include "refjit/ref.h"
 #include "refjit/value.h"
 
-namespace refjit::detail {
+namespace refjit {
 
-struct Node {
+struct OperandNode {
   Type type;          // array type, or Type::ref(inner) for a ref
   bool weak = false;  // a C++ scalar: takes the dtype of the array it meets
   // Concrete array contents (trace_id == 0, !type.is_ref). Mutable only for donation
@@ -25,6 +28,25 @@ struct Node {
 
   bool concrete() const { return trace_id == 0; }
 };
+
+// The library's access to the node of a Value or Ref, which the public classes keep private.
+struct NodeAccess {
+  static const std::shared_ptr<const OperandNode>& node(const Value& v) { return v.node_; }
+  static const std::shared_ptr<const OperandNode>& node(const Ref& r) { return r.node_; }
+  static Value value(std::shared_ptr<const OperandNode> n) { return Value(std::move(n)); }
+  static Ref ref(std::shared_ptr<const OperandNode> n) { return Ref(std::move(n)); }
+};
+
+namespace detail {
+
+using Node = OperandNode;
+using NodePtr = std::shared_ptr<const OperandNode>;
+
+inline const NodePtr& node_of(const Value& v) { return NodeAccess::node(v); }
+inline const NodePtr& node_of(const Ref& r) { return NodeAccess::node(r); }
+inline const NodePtr& node_of(const std::variant<Value, Ref>& x) {
+  return std::visit([](const auto& v) -> const NodePtr& { return NodeAccess::node(v); }, x);
+}
 
 // Throws if `n`'s array was donated to a jit call (JitOptions::donate_argnums).
 void check_not_donated(const Node& n);
@@ -52,4 +74,6 @@ inline NodePtr traced_node(Type type, uint64_t trace_id, Var var) {
   return n;
 }
 
-}  // namespace refjit::detail
+}  // namespace detail
+
+}  // namespace refjit

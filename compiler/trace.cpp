@@ -19,10 +19,6 @@ namespace {
 thread_local std::vector<Trace*> trace_stack;
 std::atomic<uint64_t> next_trace_id{1};
 
-const NodePtr& node_of(const Operand& x) {
-  return std::visit([](const auto& v) -> const NodePtr& { return v.node(); }, x);
-}
-
 [[noreturn]] void throw_escaped(const Type& type) {
   throw Error(fmt::format(
       "a traced {} is used after the function that produced it finished tracing (an escaped "
@@ -52,8 +48,8 @@ Operand Trace::add_invar(const Type& type) { return wrap(builder_.add_invar(type
 Operand Trace::wrap(Var v) const {
   const Type& t = builder_.jaxpr().type_of(v);
   NodePtr n = traced_node(t, id_, v);
-  if (t.is_ref) return Ref(std::move(n));
-  return Value(std::move(n));
+  if (t.is_ref) return NodeAccess::ref(std::move(n));
+  return NodeAccess::value(std::move(n));
 }
 
 Atom Trace::lift(const Operand& x) {
@@ -135,8 +131,9 @@ RtValue take_donated(const Operand& x, std::string_view fn) {
 }
 
 Operand from_runtime(RtValue v) {
-  if (auto* b = std::get_if<RefBufferPtr>(&v)) return Ref(concrete_ref_node(std::move(*b)));
-  return Value(concrete_array_node(std::move(std::get<Array>(v))));
+  if (auto* b = std::get_if<RefBufferPtr>(&v))
+    return NodeAccess::ref(concrete_ref_node(std::move(*b)));
+  return NodeAccess::value(concrete_array_node(std::move(std::get<Array>(v))));
 }
 
 }  // namespace detail
@@ -244,15 +241,15 @@ TracedFunction trace_function(const TraceBody& f, std::span<const Type> in_types
         for (size_t a = 0; a < args.size(); ++a)
           if (const Ref* ar = std::get_if<Ref>(&args[a]); ar && ar->same_as(*r))
             origin = fmt::format("the ref passed as argument {}", a);
-        if (!r->node()->concrete() && r->node()->trace_id != t.id())
+        if (!detail::node_of(*r)->concrete() && detail::node_of(*r)->trace_id != t.id())
           origin = "a ref closed over from an enclosing function";
-        else if (r->node()->concrete())
+        else if (detail::node_of(*r)->concrete())
           origin = "a ref closed over by the function";
         throw RefError("E9", fmt::format("traced function `{}` returns a {} at output {} ({}); "
                                          "refs cannot be returned from jit, scan, cond or loop "
                                          "bodies. Return its contents instead (r.get(), or "
                                          "freeze(r) for a ref created inside)",
-                                         name, r->node()->type.str(), k, origin));
+                                         name, detail::node_of(*r)->type.str(), k, origin));
       }
       out_atoms.push_back(t.lift(outs[k]));
     }

@@ -9,7 +9,7 @@
 #include "refjit/ops.h"
 #include "refjit/vmap.h"
 
-namespace refjit::detail {
+namespace refjit::flat {
 
 namespace {
 
@@ -39,8 +39,15 @@ Value front_to_axis(const Value& x, int axis) {
   return transpose(x, perm);
 }
 
-}  // namespace
+// The batch size and each leaf's per-example type.
+struct VmapShape {
+  int64_t size = 0;
+  std::vector<Type> per_example;
+};
 
+// The batch size and each leaf's per-example type, from the leaves and their batch axes
+// (nullopt: not batched). Throws Error naming the leaf for an axis out of range, batch axes of
+// different sizes, a ref batched along an axis other than 0, or no batched leaf at all.
 VmapShape vmap_shape(const std::vector<Operand>& leaves,
                      const std::vector<std::optional<int>>& axes, const std::string& name) {
   VmapShape s;
@@ -72,6 +79,10 @@ VmapShape vmap_shape(const std::vector<Operand>& leaves,
   return s;
 }
 
+// Runs the per-example function `traced` over the batch: the batched leaves' axes moved to the
+// front, the jaxpr batched (passes/vmap.h) and called, each output's batch dim put at its
+// out axis (an output that does not depend on the batch is broadcast there; with out axis
+// nullopt it must not depend on it).
 std::vector<Operand> vmap_call(const TracedFunction& traced, const std::vector<Operand>& leaves,
                                const std::vector<std::optional<int>>& axes,
                                const std::vector<std::optional<int>>& out_axes,
@@ -137,4 +148,15 @@ std::vector<Operand> vmap_call(const TracedFunction& traced, const std::vector<O
   return outs;
 }
 
-}  // namespace refjit::detail
+}  // namespace
+
+std::vector<Operand> vmap(const TraceBody& f, const std::vector<Operand>& leaves,
+                          const std::vector<std::optional<int>>& axes,
+                          const std::vector<std::optional<int>>& out_axes,
+                          const std::string& name) {
+  VmapShape shape = vmap_shape(leaves, axes, name);
+  TracedFunction traced = trace_function(f, shape.per_example, name);
+  return vmap_call(traced, leaves, axes, out_axes, shape, name);
+}
+
+}  // namespace refjit::flat

@@ -29,7 +29,6 @@
 #include <variant>
 #include <vector>
 
-#include "refjit/detail/autodiff.h"
 #include "refjit/grad.h"
 #include "refjit/jit.h"
 #include "refjit/trace.h"
@@ -37,19 +36,75 @@
 
 namespace refjit {
 
+// The flat form of the transformations below: functions of flat operand lists (a TraceBody),
+// which the templates call once they have flattened the C++ arguments. A language binding
+// calls these directly.
+namespace flat {
+
+struct VjpState;     // defined inside the library: residuals, linear jaxpr, cached transposes
+struct LinearState;  // defined inside the library
+
+// The backward pass of vjp on flat operands.
+class Vjp {
+ public:
+  // Traces f at the types of `flat`, runs (or stages) its forward pass; returns f's outputs
+  // and the backward pass.
+  static std::pair<std::vector<Operand>, Vjp> create(const TraceBody& f,
+                                                     const std::vector<Operand>& operands,
+                                                     const std::string& name);
+  // A copy with one accumulator entry per argument (E3, E5, E6, E7 are checked here).
+  Vjp with_refs(std::vector<GradEntry> entries) const;
+  // Runs (or stages) the backward pass for one cotangent per output (E4, E6).
+  std::vector<Grad> apply(const std::vector<Operand>& cts) const;
+
+ private:
+  std::shared_ptr<VjpState> state_;
+  std::vector<GradEntry> entries_;  // empty: all GradValue, not bound by with_refs
+};
+
+// The linear map of linearize on flat operands.
+class LinearMap {
+ public:
+  static std::pair<std::vector<Operand>, LinearMap> create(const TraceBody& f,
+                                                           const std::vector<Operand>& operands,
+                                                           const std::string& name);
+  // One tangent per argument (ignored for non-differentiated ones) -> output tangents.
+  std::vector<Operand> apply(const std::vector<Operand>& tangents) const;
+
+ private:
+  std::shared_ptr<const LinearState> state_;
+};
+
+// The leaf positions of the arguments `argnums` (argument a's leaves are first[a] to
+// first[a + 1] - 1); throws Error naming an argnum out of range.
+std::vector<int> leaf_argnums(const std::vector<int>& argnums, const std::vector<size_t>& first,
+                              const std::string& name);
+// grad(f, argnum) returns one Value: throws Error when that argument has another number of
+// leaves, saying how to get its gradient shaped like it.
+void check_one_leaf(int argnum, size_t leaves, const std::string& name);
+
+// grad on flat operands: f's output, then one gradient per leaf of `leaves` (in that order).
+std::vector<Operand> grad(const TraceBody& f, const std::vector<Operand>& operands,
+                          const std::vector<int>& leaves, const std::string& name);
+// jvp on flat operands: the primal outputs, then the tangent outputs.
+std::vector<Operand> jvp(const TraceBody& f, const std::vector<Operand>& primals,
+                         const std::vector<Operand>& tangents, const std::string& name);
+
+}  // namespace flat
+
 // The backward-pass function vjp returns, for a function of N arguments. Applying it does
 // not re-run the forward pass, so it may be applied any number of times (torch's
 // retain_graph); each accumulator combination is transposed once and cached.
 template <size_t N>
 class VjpFunction {
  public:
-  explicit VjpFunction(detail::VjpCore core) : core_(std::move(core)) {}
+  explicit VjpFunction(flat::Vjp core) : core_(std::move(core)) {}
 
   // One cotangent per output of f (or a tuple of them) -> one Grad per argument:
   //   auto [x_bar, i_bar] = f_vjp(1.0f);
   template <class... C>
   std::array<Grad, N> operator()(const C&... cts) const {
-    std::vector<Grad> g = core_.apply(detail::flatten_all(cts...));
+    std::vector<Grad> g = core_.apply(tree::flatten_args(cts...));
     std::array<Grad, N> out;
     for (size_t k = 0; k < N; ++k) out[k] = std::move(g.at(k));
     return out;
@@ -67,21 +122,21 @@ class VjpFunction {
   }
 
  private:
-  detail::VjpCore core_;
+  flat::Vjp core_;
 };
 
 // vjp(f, args...) -> (f(args...), f_vjp). The forward pass runs now (mutating Ref
 // arguments), or is staged as one `jit` eqn inside a trace; f_vjp stages another.
 template <class F, class... A>
 auto vjp(F f, const A&... args) {
-  static_assert((detail::is_leaf_arg_v<A> && ...),
+  static_assert((tree::is_leaf_v<A> && ...),
                 "vjp: each argument must be one Value (or C++ scalar or Array) or one Ref");
-  using R = detail::result_of_traced_t<F, A...>;
+  using R = tree::traced_result_t<F, A...>;
   static_assert(!std::is_void_v<R>, "vjp: the function must return something");
-  std::vector<Operand> flat = detail::flatten_all(args...);
-  auto [outs, core] = detail::VjpCore::create(
-      [&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); }, flat,
-      detail::function_name(f));
+  std::vector<Operand> operands = tree::flatten_args(args...);
+  auto [outs, core] = flat::Vjp::create(
+      [&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); }, operands,
+      function_name(f));
   size_t pos = 0;
   return std::pair<tree::result_t<R>, VjpFunction<sizeof...(A)>>(tree::unflatten_out<R>(outs, pos),
                                                                  VjpFunction<sizeof...(A)>(core));
@@ -107,23 +162,23 @@ class GradFunction {
 
   template <class... A>
   auto operator()(const A&... args) const {
-    std::vector<Operand> flat;
+    std::vector<Operand> operands;
     std::vector<size_t> first;  // each argument's first leaf, then the leaf count
     auto flatten = [&](const auto& a) {
-      first.push_back(flat.size());
-      tree::flatten_arg(a, flat);
+      first.push_back(operands.size());
+      tree::flatten_arg(a, operands);
     };
     (flatten(args), ...);
-    first.push_back(flat.size());
-    const std::string name = detail::function_name(f_);
-    const std::vector<int> leaves = detail::leaf_argnums(argnums_, first, name);
+    first.push_back(operands.size());
+    const std::string name = function_name(f_);
+    const std::vector<int> leaves = flat::leaf_argnums(argnums_, first, name);
     const F& f = f_;
-    std::vector<Operand> outs = detail::grad_call(
+    std::vector<Operand> outs = flat::grad(
         [&](const std::vector<Operand>& in) {
           F g = f;
           return tree::call_flat(g, in, args...);
         },
-        flat, leaves, name);
+        operands, leaves, name);
     Value value = std::get<Value>(outs[0]);
     std::vector<Operand> grads(outs.begin() + 1, outs.end());
     if constexpr (sizeof...(K) > 0) {
@@ -149,7 +204,7 @@ class GradFunction {
         else
           return values;
       } else {
-        detail::check_one_leaf(argnums_.at(0), values.size(), name);
+        flat::check_one_leaf(argnums_.at(0), values.size(), name);
         if constexpr (kWithValue)
           return std::pair<Value, Value>(value, values.at(0));
         else
@@ -158,7 +213,7 @@ class GradFunction {
     }
   }
 
-  std::string name() const { return "grad_" + detail::function_name(f_); }
+  std::string name() const { return "grad_" + function_name(f_); }
 
  private:
   F f_;
@@ -206,20 +261,20 @@ GradFunction<F, true, true> value_and_grad(F f, std::vector<int> argnums) {
 template <class F, class... P, class... T>
 auto jvp(F f, const std::tuple<P...>& primals, const std::tuple<T...>& tangents) {
   static_assert(sizeof...(P) == sizeof...(T), "jvp: give one tangent per primal");
-  static_assert((detail::is_leaf_arg_v<P> && ...),
+  static_assert((tree::is_leaf_v<P> && ...),
                 "jvp: each primal must be one Value (or C++ scalar or Array) or one Ref");
-  using R = detail::result_of_traced_t<F, P...>;
+  using R = tree::traced_result_t<F, P...>;
   static_assert(!std::is_void_v<R>, "jvp: the function must return something");
   std::vector<Operand> flat_p =
-      std::apply([](const auto&... xs) { return detail::flatten_all(xs...); }, primals);
+      std::apply([](const auto&... xs) { return tree::flatten_args(xs...); }, primals);
   std::vector<Operand> flat_t =
-      std::apply([](const auto&... xs) { return detail::flatten_all(xs...); }, tangents);
-  std::vector<Operand> outs = detail::jvp_call(
+      std::apply([](const auto&... xs) { return tree::flatten_args(xs...); }, tangents);
+  std::vector<Operand> outs = flat::jvp(
       [&](const std::vector<Operand>& in) {
         return std::apply([&](const auto&... ps) { return tree::call_flat(f, in, ps...); },
                           primals);
       },
-      flat_p, flat_t, detail::function_name(f));
+      flat_p, flat_t, function_name(f));
   size_t pos = 0;
   auto y = tree::unflatten_out<R>(outs, pos);
   std::vector<Operand> touts(outs.begin() + static_cast<long>(pos), outs.end());
@@ -233,30 +288,30 @@ auto jvp(F f, const std::tuple<P...>& primals, const std::tuple<T...>& tangents)
 template <class R>
 class LinearFunction {
  public:
-  explicit LinearFunction(detail::LinearCore core) : core_(std::move(core)) {}
+  explicit LinearFunction(flat::LinearMap core) : core_(std::move(core)) {}
   // One tangent per argument of f (a Ref tangent for a Ref argument).
   template <class... T>
   tree::result_t<R> operator()(const T&... tangents) const {
-    std::vector<Operand> outs = core_.apply(detail::flatten_all(tangents...));
+    std::vector<Operand> outs = core_.apply(tree::flatten_args(tangents...));
     size_t pos = 0;
     return tree::unflatten_out<R>(outs, pos);
   }
 
  private:
-  detail::LinearCore core_;
+  flat::LinearMap core_;
 };
 
 // linearize(f, args...) -> (f(args...), f_lin): runs the forward pass now.
 template <class F, class... A>
 auto linearize(F f, const A&... args) {
-  static_assert((detail::is_leaf_arg_v<A> && ...),
+  static_assert((tree::is_leaf_v<A> && ...),
                 "linearize: each argument must be one Value (or C++ scalar or Array) or one Ref");
-  using R = detail::result_of_traced_t<F, A...>;
+  using R = tree::traced_result_t<F, A...>;
   static_assert(!std::is_void_v<R>, "linearize: the function must return something");
-  std::vector<Operand> flat = detail::flatten_all(args...);
-  auto [outs, core] = detail::LinearCore::create(
-      [&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); }, flat,
-      detail::function_name(f));
+  std::vector<Operand> operands = tree::flatten_args(args...);
+  auto [outs, core] = flat::LinearMap::create(
+      [&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); }, operands,
+      function_name(f));
   size_t pos = 0;
   return std::pair<tree::result_t<R>, LinearFunction<R>>(tree::unflatten_out<R>(outs, pos),
                                                          LinearFunction<R>(core));

@@ -22,7 +22,6 @@
 #include <utility>
 #include <vector>
 
-#include "refjit/detail/checkpoint.h"
 #include "refjit/tree.h"
 
 namespace refjit {
@@ -49,6 +48,14 @@ struct CheckpointOptions {
 // policy of an enclosing checkpoint (a `name[name=...]` eqn).
 Value checkpoint_name(const Value& x, const std::string& name);
 
+// The flat form of checkpoint, which Checkpointed calls once it has flattened its arguments:
+// calls `f` on `args` as bind_jaxpr does; inside a trace the staged `jit` eqn carries the
+// remat policy `policy` (passes/remat.h names them).
+namespace flat {
+std::vector<Operand> checkpoint(const TraceBody& f, const std::vector<Operand>& args,
+                                const std::string& policy, const std::string& name);
+}  // namespace flat
+
 template <class F>
 class Checkpointed {
  public:
@@ -56,14 +63,12 @@ class Checkpointed {
 
   template <class... A>
   auto operator()(const A&... args) const {
-    std::vector<Operand> flat;
-    (tree::flatten_arg(args, flat), ...);
+    std::vector<Operand> operands;
+    (tree::flatten_arg(args, operands), ...);
     F f = f_;
-    TracedFunction traced = trace_function(
-        [&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); },
-        types_of(flat), options_.name);
-    std::vector<Operand> outs = detail::checkpoint_call(
-        traced, flat, policy_name(options_.policy, options_.names), options_.name);
+    std::vector<Operand> outs = flat::checkpoint(
+        [&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); }, operands,
+        policy_name(options_.policy, options_.names), options_.name);
     return tree::unflatten_result<F, A...>(outs);
   }
 

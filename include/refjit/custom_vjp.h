@@ -41,7 +41,6 @@
 #include <vector>
 
 #include "refjit/autodiff.h"
-#include "refjit/detail/custom_vjp.h"
 #include "refjit/ir/error.h"
 #include "refjit/trace.h"
 #include "refjit/tree.h"
@@ -72,6 +71,55 @@ class GradAccum {
   Ref ref_;
 };
 
+// The flat form of custom_vjp: functions of flat operand lists, which CustomVjp calls once it
+// has flattened its arguments.
+namespace flat {
+
+// A bwd rule on flat operands: residuals then cotangents -> one cotangent per argument
+// (nullopt: none).
+using BwdBody =
+    std::function<std::vector<std::optional<Value>>(const std::vector<Operand>& res_then_cts)>;
+// A bwd rule that adds into accumulators: residuals, cotangents, then one accumulator ref per
+// argument.
+using AccumBwdBody = std::function<void(const std::vector<Operand>& res_cts_accums)>;
+
+// Traces f, fwd and bwd at the types of `flat` and binds one custom_vjp_call eqn.
+std::vector<Operand> custom_vjp(const TraceBody& primal, const TraceBody& fwd, const BwdBody& bwd,
+                                const std::vector<Operand>& operands, const std::string& name);
+// The same with a bwd rule that receives the arguments' gradient accumulators.
+std::vector<Operand> custom_vjp_accumulating(const TraceBody& primal, const TraceBody& fwd,
+                                             const AccumBwdBody& bwd,
+                                             const std::vector<Operand>& operands,
+                                             const std::string& name);
+
+}  // namespace flat
+
+// The parameter types and result type of a callable with one fixed signature: a function,
+// a function pointer, or an object with one non-template operator() (a lambda whose
+// parameters are not `auto`). custom_vjp reads its bwd rule's parameters from it.
+template <class F>
+struct CallableSignature : CallableSignature<decltype(&F::operator())> {};
+template <class C, class R, class... P>
+struct CallableSignature<R (C::*)(P...) const> {
+  using params = std::tuple<std::remove_cvref_t<P>...>;
+  using result = R;
+};
+template <class C, class R, class... P>
+struct CallableSignature<R (C::*)(P...)> {
+  using params = std::tuple<std::remove_cvref_t<P>...>;
+  using result = R;
+};
+template <class R, class... P>
+struct CallableSignature<R (*)(P...)> {
+  using params = std::tuple<std::remove_cvref_t<P>...>;
+  using result = R;
+};
+template <class R, class... P>
+struct CallableSignature<R(P...)> {
+  using params = std::tuple<std::remove_cvref_t<P>...>;
+  using result = R;
+};
+
 template <class F, class Fwd, class Bwd>
 class CustomVjp {
  public:
@@ -80,13 +128,13 @@ class CustomVjp {
 
   template <class... A>
   auto operator()(const A&... args) const {
-    static_assert((detail::is_leaf_arg_v<A> && ...),
+    static_assert((tree::is_leaf_v<A> && ...),
                   "custom_vjp: each argument must be one Value (or C++ scalar or Array) or one "
                   "Ref");
-    using R = detail::result_of_traced_t<F, A...>;
+    using R = tree::traced_result_t<F, A...>;
     static_assert(!std::is_void_v<R>, "custom_vjp: the function must return something");
-    using BwdParams = typename detail::Signature<Bwd>::params;
-    std::vector<Operand> flat = detail::flatten_all(args...);
+    using BwdParams = typename CallableSignature<Bwd>::params;
+    std::vector<Operand> operands = tree::flatten_args(args...);
     F f = f_;
     Fwd fwd = fwd_;
     Bwd bwd = bwd_;
@@ -96,12 +144,12 @@ class CustomVjp {
       return tree::call_flat(fwd, in, args...);
     };
     std::vector<Operand> outs;
-    if constexpr (std::is_void_v<typename detail::Signature<Bwd>::result>) {
-      static_assert(detail::ends_with_accums<BwdParams, sizeof...(A)>(
-                        std::make_index_sequence<sizeof...(A)>{}),
-                    "custom_vjp: a bwd rule returning void adds the cotangents itself; its last "
-                    "parameters are one GradAccum per argument");
-      outs = detail::custom_vjp_call_accumulating(
+    if constexpr (std::is_void_v<typename CallableSignature<Bwd>::result>) {
+      static_assert(
+          ends_with_accums<BwdParams, sizeof...(A)>(std::make_index_sequence<sizeof...(A)>{}),
+          "custom_vjp: a bwd rule returning void adds the cotangents itself; its last "
+          "parameters are one GradAccum per argument");
+      outs = flat::custom_vjp_accumulating(
           call_f, call_fwd,
           [&](const std::vector<Operand>& in) {
             if (in.size() != n)
@@ -109,11 +157,11 @@ class CustomVjp {
                   "custom_vjp `{}`: bwd takes {} parameters but receives {} (the residuals "
                   "fwd returns, one cotangent per output, then {} accumulators)",
                   name_, n, in.size(), sizeof...(A)));
-            std::apply(bwd, detail::operands_as<BwdParams>(in, std::make_index_sequence<n>{}));
+            std::apply(bwd, operands_as<BwdParams>(in, std::make_index_sequence<n>{}));
           },
-          flat, name_);
+          operands, name_);
     } else {
-      outs = detail::custom_vjp_call(
+      outs = flat::custom_vjp(
           call_f, call_fwd,
           [&](const std::vector<Operand>& in) {
             if (in.size() != n)
@@ -121,12 +169,12 @@ class CustomVjp {
                   fmt::format("custom_vjp `{}`: bwd takes {} parameters but receives {} "
                               "(the residuals fwd returns, then one cotangent per output)",
                               name_, n, in.size()));
-            BwdParams ps = detail::operands_as<BwdParams>(in, std::make_index_sequence<n>{});
+            BwdParams ps = operands_as<BwdParams>(in, std::make_index_sequence<n>{});
             std::vector<std::optional<Value>> cts;
-            detail::flatten_bwd_out(std::apply(bwd, ps), cts);
+            flatten_bwd_out(std::apply(bwd, ps), cts);
             return cts;
           },
-          flat, name_);
+          operands, name_);
     }
     size_t pos = 0;
     return tree::unflatten_out<R>(outs, pos);
@@ -135,6 +183,73 @@ class CustomVjp {
   const std::string& name() const { return name_; }
 
  private:
+  // Whether the last N parameters are GradAccum (an accumulating bwd rule's signature).
+  template <class Params, size_t N, size_t... K>
+  static constexpr bool ends_with_accums(std::index_sequence<K...>) {
+    constexpr size_t n = std::tuple_size_v<Params>;
+    if constexpr (n < N) {
+      return false;
+    } else {
+      return (std::is_same_v<std::tuple_element_t<n - N + K, Params>, GradAccum> && ...);
+    }
+  }
+
+  // Operand `pos` as bwd's parameter type T.
+  template <class T>
+  static T operand_as(const Operand& x, size_t pos) {
+    if constexpr (std::is_same_v<T, GradAccum>) {
+      return T(std::get<Ref>(x));  // the accumulators are always refs
+    } else if constexpr (std::is_same_v<T, Ref>) {
+      if (const Ref* r = std::get_if<Ref>(&x)) return *r;
+      throw Error(fmt::format("custom_vjp bwd: parameter {} is a Ref but receives a {}", pos,
+                              type_of(x).long_str()));
+    } else {
+      static_assert(std::is_same_v<T, Value>,
+                    "custom_vjp bwd parameters must be Value, Ref or GradAccum");
+      if (const Value* v = std::get_if<Value>(&x)) return *v;
+      throw Error(
+          fmt::format("custom_vjp bwd: parameter {} is a Value but receives a {} (a ref "
+                      "residual); declare it as Ref",
+                      pos, type_of(x).long_str()));
+    }
+  }
+
+  template <class Params, size_t... K>
+  static Params operands_as(const std::vector<Operand>& in, std::index_sequence<K...>) {
+    return Params{operand_as<std::tuple_element_t<K, Params>>(in[K], K)...};
+  }
+
+  // What bwd returns, as one optional cotangent per argument.
+  static void flatten_bwd_out(std::nullopt_t, std::vector<std::optional<Value>>& out) {
+    out.emplace_back(std::nullopt);
+  }
+  static void flatten_bwd_out(const std::optional<Value>& v,
+                              std::vector<std::optional<Value>>& out) {
+    out.push_back(v);
+  }
+  static void flatten_bwd_out(const std::vector<Value>& vs,
+                              std::vector<std::optional<Value>>& out) {
+    for (const Value& v : vs) out.emplace_back(v);
+  }
+  static void flatten_bwd_out(const std::vector<std::optional<Value>>& vs,
+                              std::vector<std::optional<Value>>& out) {
+    out.insert(out.end(), vs.begin(), vs.end());
+  }
+  template <class T>
+  requires std::is_constructible_v<Value, T>
+  static void flatten_bwd_out(const T& v, std::vector<std::optional<Value>>& out) {
+    out.emplace_back(Value(v));
+  }
+  template <class... T>
+  static void flatten_bwd_out(const std::tuple<T...>& t, std::vector<std::optional<Value>>& out) {
+    std::apply([&](const auto&... xs) { (flatten_bwd_out(xs, out), ...); }, t);
+  }
+  template <class A, class B>
+  static void flatten_bwd_out(const std::pair<A, B>& p, std::vector<std::optional<Value>>& out) {
+    flatten_bwd_out(p.first, out);
+    flatten_bwd_out(p.second, out);
+  }
+
   F f_;
   Fwd fwd_;
   Bwd bwd_;

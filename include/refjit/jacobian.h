@@ -12,44 +12,23 @@
 // jit, grad and the other transformations.
 #pragma once
 
+#include <functional>
+#include <string>
 #include <type_traits>
 #include <utility>
 
-#include "refjit/autodiff.h"
-#include "refjit/loops.h"
-#include "refjit/ops.h"
+#include "refjit/trace.h"
+#include "refjit/tree.h"
+#include "refjit/value.h"
 
 namespace refjit {
 
-namespace detail {
-
-// The n x n identity matrix of dtype d.
-inline Value identity_matrix(int64_t n, DType d) {
-  return convert(eq(iota(DType::i32, {n, n}, 0), iota(DType::i32, {n, n}, 1)), d);
-}
-
-inline Ints with(const Shape& a, const Shape& b) {
-  Ints s(a.begin(), a.end());
-  s.insert(s.end(), b.begin(), b.end());
-  return s;
-}
-
-// [k, rest...] -> [rest..., k]
-inline Value leading_dim_last(const Value& x) {
-  Ints perm;
-  for (int64_t d = 1; d < x.rank(); ++d) perm.push_back(d);
-  perm.push_back(0);
-  return transpose(x, perm);
-}
-
-template <class F>
-void check_jacobian_result(const char* what) {
-  static_assert(std::is_same_v<std::remove_cvref_t<detail::result_of_traced_t<F, Value>>, Value>,
-                "jacfwd / jacrev / hessian: the function must take and return one Value");
-  (void)what;
-}
-
-}  // namespace detail
+// The flat form of jacfwd / jacrev, which JacobianFunction calls: the Jacobian of `f` (named
+// `name` in jaxprs) at x, by reverse mode if `reverse`, else by forward mode.
+namespace flat {
+Value jacobian(const std::function<Value(const Value&)>& f, const std::string& name, const Value& x,
+               bool reverse);
+}  // namespace flat
 
 template <class F>
 class JacobianFunction {
@@ -57,46 +36,13 @@ class JacobianFunction {
   JacobianFunction(F f, bool reverse) : f_(std::move(f)), reverse_(reverse) {}
 
   Value operator()(const Value& x) const {
-    detail::check_jacobian_result<F>(reverse_ ? "jacrev" : "jacfwd");
-    if (!is_float(x.dtype()))
-      throw TypeError(
-          fmt::format("{}: the argument has dtype {}; only float arguments can be "
-                      "differentiated",
-                      reverse_ ? "jacrev" : "jacfwd", long_name(x.dtype())));
-    return reverse_ ? by_rows(x) : by_columns(x);
+    static_assert(std::is_same_v<std::remove_cvref_t<tree::traced_result_t<F, Value>>, Value>,
+                  "jacfwd / jacrev / hessian: the function must take and return one Value");
+    return flat::jacobian([this](const Value& v) -> Value { return f_(v); }, function_name(f_), x,
+                          reverse_);
   }
 
  private:
-  // jacfwd: J e_j for each basis vector e_j of x's space, as the columns.
-  Value by_columns(const Value& x) const {
-    auto [y, f_lin] = linearize(f_, x);
-    const Shape in = x.shape();
-    const int64_t n = x.size();
-    auto [none, columns] = scan(
-        [&](std::tuple<>, const Value& e) {
-          return std::pair{std::tuple<>{}, f_lin(reshape(e, Ints(in.begin(), in.end())))};
-        },
-        std::tuple<>{}, detail::identity_matrix(n, x.dtype()));
-    (void)none;
-    // columns: [n, out...] -> [out..., n] -> out + in
-    return reshape(detail::leading_dim_last(columns), detail::with(y.shape(), in));
-  }
-
-  // jacrev: e_i^T J for each basis vector e_i of the output's space, as the rows.
-  Value by_rows(const Value& x) const {
-    auto [y, f_vjp] = vjp(f_, x);
-    const Shape out = y.shape();
-    const int64_t m = y.size();
-    auto [none, rows] = scan(
-        [&](std::tuple<>, const Value& e) {
-          auto [g] = f_vjp(reshape(e, Ints(out.begin(), out.end())));
-          return std::pair{std::tuple<>{}, g.value()};
-        },
-        std::tuple<>{}, detail::identity_matrix(m, y.dtype()));
-    (void)none;
-    return reshape(rows, detail::with(out, x.shape()));  // [m, in...] -> out + in
-  }
-
   F f_;
   bool reverse_;
 };

@@ -14,15 +14,12 @@
 // on the interpreter: compiling each one would cost milliseconds per op.
 #pragma once
 
-#include <chrono>
-#include <map>
 #include <memory>
-#include <mutex>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "refjit/detail/jit.h"
 #include "refjit/trace.h"
 #include "refjit/tree.h"
 
@@ -79,11 +76,32 @@ void clear_compile_cache();
 // How many jaxprs the process-wide compile cache holds.
 int compile_cache_size();
 
-// A cache key for a flat argument list: dtype/shape/ref-ness of each leaf.
-std::string signature_key(std::span<const Operand> flat);
+namespace flat {
 
-// True if every captured operand is concrete (a trace's jaxpr may then be reused).
-bool all_concrete(std::span<const Operand> consts);
+struct JitState;  // defined inside the library: traces per signature, compiled code, counters
+
+// jit on flat operands: what Jitted<F> calls once it has flattened its arguments.
+class Jit {
+ public:
+  explicit Jit(JitOptions options);
+
+  // Calls the function `body` on `flat`: traces it once per signature (the dtypes, shapes and
+  // ref-ness of the leaves) and runs the jaxpr natively or in the interpreter, or stages one
+  // `jit` eqn inside another trace. `arg_leaves[i]` is the number of leaves of argument i
+  // (donate_argnums counts arguments). `body` is called only to trace.
+  std::vector<Operand> call(const TraceBody& body, std::span<const Operand> operands,
+                            const std::vector<size_t>& arg_leaves) const;
+
+  int trace_count() const;
+  int compile_count() const;
+  CompileStageTimings last_compile_timings() const;
+  const JitOptions& options() const;
+
+ private:
+  std::shared_ptr<JitState> state_;
+};
+
+}  // namespace flat
 
 // make_jaxpr(f)(args...): the jaxpr of f at the types of args.
 template <class F>
@@ -92,15 +110,15 @@ class MakeJaxpr {
   explicit MakeJaxpr(F f, std::string name) : f_(std::move(f)), name_(std::move(name)) {}
   template <class... A>
   ClosedJaxpr operator()(const A&... args) const {
-    std::vector<Operand> flat;
-    (tree::flatten_arg(args, flat), ...);
-    check_ref_aliasing(flat, {}, name_);
-    std::vector<Type> types = types_of(flat);
+    std::vector<Operand> operands;
+    (tree::flatten_arg(args, operands), ...);
+    check_ref_aliasing(operands, {}, name_);
+    std::vector<Type> types = types_of(operands);
     F f = f_;
     TracedFunction traced = trace_function(
         [&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); }, types,
         name_);
-    check_ref_aliasing(flat, traced.consts, name_);
+    check_ref_aliasing(operands, traced.consts, name_);
     return ClosedJaxpr{traced.jaxpr, traced.consts};
   }
 
@@ -121,87 +139,40 @@ template <class F>
 class Jitted {
  public:
   Jitted(F f, JitOptions options)
-      : f_(std::make_shared<F>(std::move(f))),
-        name_(options.name),
-        options_(std::move(options)),
-        cache_(std::make_shared<Cache>()),
-        native_(detail::make_jit_state()) {}
+      : f_(std::make_shared<F>(std::move(f))), jit_(std::move(options)) {}
   Jitted(F f, std::string name) : Jitted(std::move(f), JitOptions{.name = std::move(name)}) {}
 
   template <class... A>
   auto operator()(const A&... args) const {
-    std::vector<Operand> flat;
-    std::vector<size_t> sizes;
+    std::vector<Operand> operands;
+    std::vector<size_t> arg_leaves;
     auto flatten = [&](const auto& arg) {
-      const size_t before = flat.size();
-      tree::flatten_arg(arg, flat);
-      sizes.push_back(flat.size() - before);
+      const size_t before = operands.size();
+      tree::flatten_arg(arg, operands);
+      arg_leaves.push_back(operands.size() - before);
     };
     (flatten(args), ...);
-    check_ref_aliasing(flat, {}, "jit function `" + name_ + "`");
-    double trace_ms = 0;
-    TracedFunction traced = lookup_or_trace(flat, trace_ms, args...);
-    const bool top = !is_tracing();
-    const std::vector<bool> donated =
-        top ? detail::donated_leaves(options_.donate_argnums, sizes, flat, name_)
-            : std::vector<bool>{};
+    F& f = *f_;
     std::vector<Operand> outs =
-        top && detail::use_native(options_.backend)
-            ? detail::run_native(*native_, name_, options_.tier, traced, flat, trace_ms, donated)
-            : bind_jaxpr(name_, traced, flat);
-    if (!donated.empty()) detail::retire_donated(flat, donated, name_);
+        jit_.call([&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); },
+                  operands, arg_leaves);
     return tree::unflatten_result<F, A...>(outs);
   }
 
   // How many times f has been traced (once per new signature).
-  int trace_count() const { return cache_->traces; }
+  int trace_count() const { return jit_.trace_count(); }
   // How many native compilations calls of this function triggered (both tiers count; a
   // jaxpr already compiled by another jit function is reused without compiling).
-  int compile_count() const { return detail::compile_count(*native_); }
+  int compile_count() const { return jit_.compile_count(); }
   // Per-stage latency of the most recent native compilation (opt_level -1 if none).
-  CompileStageTimings last_compile_timings() const {
-    return detail::last_compile_timings(*native_);
-  }
-  const JitOptions& options() const { return options_; }
-  const std::string& name() const { return name_; }
+  CompileStageTimings last_compile_timings() const { return jit_.last_compile_timings(); }
+  const JitOptions& options() const { return jit_.options(); }
+  const std::string& name() const { return jit_.options().name; }
   const F& function() const { return *f_; }
 
  private:
-  struct Cache {
-    std::mutex mu;
-    std::map<std::string, TracedFunction> entries;
-    int traces = 0;
-  };
-
-  template <class... A>
-  TracedFunction lookup_or_trace(const std::vector<Operand>& flat, double& trace_ms,
-                                 const A&... args) const {
-    std::string key = signature_key(flat);
-    {
-      std::lock_guard<std::mutex> lock(cache_->mu);
-      auto it = cache_->entries.find(key);
-      if (it != cache_->entries.end()) return it->second;
-    }
-    std::vector<Type> types = types_of(flat);
-    F& f = *f_;
-    auto t0 = std::chrono::steady_clock::now();
-    TracedFunction traced = trace_function(
-        [&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); }, types,
-        name_);
-    trace_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::lock_guard<std::mutex> lock(cache_->mu);
-    ++cache_->traces;
-    // A function that closed over values of an enclosing trace is only valid inside it.
-    if (all_concrete(traced.consts)) cache_->entries.emplace(key, traced);
-    return traced;
-  }
-
   std::shared_ptr<F> f_;
-  std::string name_;
-  JitOptions options_;
-  std::shared_ptr<Cache> cache_;
-  std::shared_ptr<detail::JitState> native_;
+  flat::Jit jit_;
 };
 
 template <class F>

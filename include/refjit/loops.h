@@ -39,7 +39,6 @@
 #include <utility>
 #include <vector>
 
-#include "refjit/detail/loops.h"
 #include "refjit/ir/error.h"
 #include "refjit/trace.h"
 #include "refjit/tree.h"
@@ -64,10 +63,38 @@ struct ScanOptions {
 // returns the final carry and the ys stacked along a new leading dim of size length.
 // body(carry, x) returns std::pair{new_carry, y} (or a 2-tuple); new_carry has the structure
 // and types of init.
+// The flat form of the loops and conditionals below: functions of flat operand lists, which
+// the templates call once they have flattened their arguments.
+namespace flat {
+
+// Traces `body` (flat: carry leaves then row leaves -> carry leaves then y leaves) and binds
+// one scan eqn over consts (what the body closed over), `carry` and `xs`. Returns the final
+// carry leaves then the stacked ys. `what` names the loop in messages ("scan", "foreach").
+std::vector<Operand> scan(const TraceBody& body, const std::vector<Operand>& carry,
+                          const std::vector<Operand>& xs, const ScanOptions& options,
+                          const std::string& what);
+
+// Traces `cond` (carry leaves -> one bool scalar) and `body` (carry leaves -> carry leaves)
+// and binds one while eqn over the consts each closed over and `carry`. Returns the final
+// carry leaves.
+std::vector<Operand> while_loop(const TraceBody& cond, const TraceBody& body,
+                                const std::vector<Operand>& carry, const std::string& what);
+
+// Traces each branch on the operands' types and binds one cond eqn; `index` is an integer
+// or bool scalar (bool false = branch 0), clamped into range.
+std::vector<Operand> cond(const Value& index, const std::vector<TraceBody>& branches,
+                          const std::vector<Operand>& operands, const std::string& what);
+
+// The predicate of cond() as a cond index: bool stays bool, an integer p becomes p != 0.
+Value cond_index_of_pred(const Value& pred);
+
+}  // namespace flat
+
 template <class Body, class Carry, class Xs>
 auto scan(Body body, const Carry& init, const Xs& xs, ScanOptions options = {}) {
-  using R = detail::scan_body_result_t<Body, Carry, Xs>;
-  static_assert(detail::IsPairLike<R>::value,
+  using R =
+      std::remove_cvref_t<std::invoke_result_t<Body&, tree::traced_t<Carry>&, tree::traced_t<Xs>&>>;
+  static_assert(tree::is_pair_v<R>,
                 "scan: the body must return std::pair{new_carry, y} (use std::tuple{} for no y)");
   using CarryOut = std::remove_cvref_t<std::tuple_element_t<0, R>>;
   using YOut = std::remove_cvref_t<std::tuple_element_t<1, R>>;
@@ -75,15 +102,15 @@ auto scan(Body body, const Carry& init, const Xs& xs, ScanOptions options = {}) 
   tree::flatten_arg(init, flat_carry);
   tree::flatten_arg(xs, flat_xs);
   const size_t n_carry = flat_carry.size();
-  std::vector<Operand> outs = detail::scan_call(
+  std::vector<Operand> outs = flat::scan(
       [&](const std::vector<Operand>& in) {
         size_t pos = 0;
         tree::traced_t<Carry> c = tree::unflatten_arg(in, pos, init);
         tree::traced_t<Xs> x = tree::unflatten_arg(in, pos, xs);
         R r = body(c, x);
         std::vector<Operand> out;
-        size_t got = detail::flatten_counted(std::get<0>(r), out);
-        if (got != n_carry)
+        tree::flatten_out(std::get<0>(r), out);
+        if (const size_t got = out.size(); got != n_carry)
           throw TypeError(
               fmt::format("scan: the body returns a carry of {} leaves but the "
                           "initial carry has {}; return the new carry with the "
@@ -94,8 +121,8 @@ auto scan(Body body, const Carry& init, const Xs& xs, ScanOptions options = {}) 
       },
       flat_carry, flat_xs, options, "scan");
   return std::pair<tree::result_t<CarryOut>, tree::result_t<YOut>>(
-      detail::unflatten_part<CarryOut>(outs, 0, n_carry),
-      detail::unflatten_part<YOut>(outs, n_carry, outs.size()));
+      tree::unflatten_range<CarryOut>(outs, 0, n_carry),
+      tree::unflatten_range<YOut>(outs, n_carry, outs.size()));
 }
 
 // foreach(xs...)(body): a scan without a carry (REFS.md 4.1). body(x...) gets one row of
@@ -120,7 +147,7 @@ class Foreach {
     };
     std::vector<Operand> flat_xs;
     tree::flatten_arg(xs_, flat_xs);
-    std::vector<Operand> outs = detail::scan_call(
+    std::vector<Operand> outs = flat::scan(
         [&](const std::vector<Operand>& in) {
           size_t pos = 0;
           std::tuple<tree::traced_t<Xs>...> elts = tree::unflatten_arg(in, pos, xs_);
@@ -130,7 +157,7 @@ class Foreach {
           return out;
         },
         {}, flat_xs, {}, "foreach");
-    if constexpr (!std::is_void_v<Y>) return detail::unflatten_part<Y>(outs, 0, outs.size());
+    if constexpr (!std::is_void_v<Y>) return tree::unflatten_range<Y>(outs, 0, outs.size());
   }
 
  private:
@@ -173,8 +200,8 @@ template <class CondFn, class BodyFn, class Carry>
 auto while_loop(CondFn cond_fn, BodyFn body_fn, const Carry& init) {
   using C = tree::traced_t<Carry>;
   using R = std::remove_cvref_t<std::invoke_result_t<BodyFn&, C&>>;
-  std::vector<Operand> flat;
-  tree::flatten_arg(init, flat);
+  std::vector<Operand> operands;
+  tree::flatten_arg(init, operands);
   auto traced = [&](auto& fn) -> TraceBody {
     return [&](const std::vector<Operand>& in) {
       size_t pos = 0;
@@ -185,8 +212,8 @@ auto while_loop(CondFn cond_fn, BodyFn body_fn, const Carry& init) {
     };
   };
   std::vector<Operand> outs =
-      detail::while_call(traced(cond_fn), traced(body_fn), flat, "while_loop");
-  return detail::unflatten_part<R>(outs, 0, outs.size());
+      flat::while_loop(traced(cond_fn), traced(body_fn), operands, "while_loop");
+  return tree::unflatten_range<R>(outs, 0, outs.size());
 }
 
 // lax.cond: true_fn(operands...) if pred, else false_fn(operands...); both return the same
@@ -195,8 +222,8 @@ auto while_loop(CondFn cond_fn, BodyFn body_fn, const Carry& init) {
 template <class TrueFn, class FalseFn, class... Ops>
 auto cond(const Value& pred, TrueFn true_fn, FalseFn false_fn, const Ops&... operands) {
   using R = std::invoke_result_t<TrueFn&, tree::traced_t<Ops>&...>;
-  std::vector<Operand> flat;
-  (tree::flatten_arg(operands, flat), ...);
+  std::vector<Operand> leaves;
+  (tree::flatten_arg(operands, leaves), ...);
   auto branch = [&](auto& fn) -> TraceBody {
     return [&](const std::vector<Operand>& in) {
       size_t pos = 0;
@@ -209,9 +236,9 @@ auto cond(const Value& pred, TrueFn true_fn, FalseFn false_fn, const Ops&... ope
       return out;
     };
   };
-  std::vector<Operand> outs = detail::cond_call(detail::cond_index_of_pred(pred),
-                                                {branch(false_fn), branch(true_fn)}, flat, "cond");
-  if constexpr (!std::is_void_v<R>) return detail::unflatten_part<R>(outs, 0, outs.size());
+  std::vector<Operand> outs = flat::cond(flat::cond_index_of_pred(pred),
+                                         {branch(false_fn), branch(true_fn)}, leaves, "cond");
+  if constexpr (!std::is_void_v<R>) return tree::unflatten_range<R>(outs, 0, outs.size());
 }
 
 // lax.switch: branches[index](operands...), index an integer scalar clamped into
@@ -222,8 +249,8 @@ auto switch_(const Value& index, const std::tuple<Fns...>& branches, const Ops&.
   static_assert(sizeof...(Fns) >= 1, "switch_ needs at least one branch");
   using F0 = std::tuple_element_t<0, std::tuple<Fns...>>;
   using R = std::invoke_result_t<const F0&, tree::traced_t<Ops>&...>;
-  std::vector<Operand> flat;
-  (tree::flatten_arg(operands, flat), ...);
+  std::vector<Operand> leaves;
+  (tree::flatten_arg(operands, leaves), ...);
   std::vector<TraceBody> bodies;
   std::apply(
       [&](const auto&... fns) {
@@ -240,8 +267,8 @@ auto switch_(const Value& index, const std::tuple<Fns...>& branches, const Ops&.
          ...);
       },
       branches);
-  std::vector<Operand> outs = detail::cond_call(index, bodies, flat, "switch_");
-  if constexpr (!std::is_void_v<R>) return detail::unflatten_part<R>(outs, 0, outs.size());
+  std::vector<Operand> outs = flat::cond(index, bodies, leaves, "switch_");
+  if constexpr (!std::is_void_v<R>) return tree::unflatten_range<R>(outs, 0, outs.size());
 }
 
 }  // namespace refjit

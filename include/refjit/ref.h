@@ -134,16 +134,14 @@ class Ref {
   // True if both name the same ref (the same storage, or the same traced variable).
   bool same_as(const Ref& other) const;
 
-  // Internal: the shared node (compiler/ uses it).
-  const detail::NodePtr& node() const { return node_; }
-  explicit Ref(detail::NodePtr node);
-
  private:
+  friend struct NodeAccess;  // the library's way to the node (compiler/node.h)
+  explicit Ref(std::shared_ptr<const OperandNode> node);
   template <class Tuple, size_t... K>
   static Indices indices_of(const Tuple& t, std::index_sequence<K...>) {
     return Indices{Index(std::get<K>(t))...};
   }
-  detail::NodePtr node_;
+  std::shared_ptr<const OperandNode> node_;
 };
 
 // A ref indexed by one entry; r[ellipsis] is the whole ref.

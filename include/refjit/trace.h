@@ -61,6 +61,16 @@ struct TracedFunction {
 
 using TraceBody = std::function<std::vector<Operand>(const std::vector<Operand>& args)>;
 
+// The name a function goes by in jaxprs and messages: its name() if it has one (a jit, grad
+// or custom_vjp function), else "f".
+template <class F>
+std::string function_name(const F& f) {
+  if constexpr (requires { f.name(); })
+    return std::string(f.name());
+  else
+    return "f";
+}
+
 // Traces `f` on one fresh traced argument per type of `in_types` (Ref types give Refs).
 // `name` is used in error messages ("traced function `take`"). Throws RefError E9 if f
 // returns a Ref.

@@ -39,6 +39,12 @@ struct Traced<std::tuple<T...>> {
 template <class A>
 using traced_t = typename Traced<std::remove_cvref_t<A>>::type;
 
+// Whether A is one leaf: a Value (or anything that converts to one) or a Ref. Differentiated
+// functions take one leaf per argument.
+template <class A>
+constexpr bool is_leaf_v =
+    std::is_same_v<std::remove_cvref_t<A>, Ref> || std::is_constructible_v<Value, A>;
+
 template <class A>
 struct IsTupleArg : std::false_type {};
 template <class... T>
@@ -60,6 +66,14 @@ void flatten_arg(const A& a, std::vector<Operand>& out) {
   } else {
     out.emplace_back(Value(a));
   }
+}
+
+// The leaves of all of `xs`, in order.
+template <class... A>
+std::vector<Operand> flatten_args(const A&... xs) {
+  std::vector<Operand> flat;
+  (flatten_arg(xs, flat), ...);
+  return flat;
 }
 
 // Rebuilds an argument of type traced_t<A> from flat operands; `original` (the caller's
@@ -88,6 +102,14 @@ template <class... T>
 struct IsTuple<std::tuple<T...>> : std::true_type {};
 template <class A, class B>
 struct IsTuple<std::pair<A, B>> : std::true_type {};
+
+// A std::pair or a two-element std::tuple (what a scan body returns).
+template <class R>
+constexpr bool is_pair_v = false;
+template <class A, class B>
+constexpr bool is_pair_v<std::pair<A, B>> = true;
+template <class A, class B>
+constexpr bool is_pair_v<std::tuple<A, B>> = true;
 
 template <class R>
 void flatten_out(const R& r, std::vector<Operand>& out) {
@@ -158,11 +180,25 @@ result_t<T> unflatten_tuple(const std::vector<Operand>& outs, size_t& pos,
   return result_t<T>{unflatten_out<std::tuple_element_t<K, T>>(outs, pos)...};
 }
 
+// The result R of the outputs begin..end of `outs`.
+template <class R>
+result_t<R> unflatten_range(const std::vector<Operand>& outs, size_t begin, size_t end) {
+  std::vector<Operand> part(outs.begin() + static_cast<long>(begin),
+                            outs.begin() + static_cast<long>(end));
+  size_t pos = 0;
+  return unflatten_out<R>(part, pos);
+}
+
+// What f returns when called on traced arguments for arguments of types A...
+template <class F, class... A>
+using traced_result_t =
+    decltype(std::apply(std::declval<F&>(), std::declval<std::tuple<traced_t<A>...>&>()));
+
 // What a function f called on traced arguments of types A... returns, rebuilt from its flat
 // outputs (nothing for a void f).
 template <class F, class... A>
 auto unflatten_result(const std::vector<Operand>& outs) {
-  using R = decltype(std::apply(std::declval<F&>(), std::declval<std::tuple<traced_t<A>...>&>()));
+  using R = traced_result_t<F, A...>;
   if constexpr (std::is_void_v<R>) {
     return;
   } else {
@@ -175,7 +211,7 @@ auto unflatten_result(const std::vector<Operand>& outs) {
 // what it returns.
 template <class F, class... A>
 std::vector<Operand> call_flat(F& f, const std::vector<Operand>& in, const A&... originals) {
-  size_t pos = 0;
+  [[maybe_unused]] size_t pos = 0;  // unused for a function of no arguments
   std::tuple<traced_t<A>...> args{unflatten_arg<A>(in, pos, originals)...};
   using R = decltype(std::apply(f, args));
   std::vector<Operand> outs;

@@ -9,12 +9,13 @@
 #include <type_traits>
 
 #include "refjit/array.h"
-#include "refjit/detail/value.h"
+#include "refjit/ir/dtype.h"
 #include "refjit/ir/type.h"
 
 namespace refjit {
 
-class ValueAt;  // refjit/ref.h
+class ValueAt;       // refjit/ref.h
+struct OperandNode;  // the state behind a Value or a Ref, defined inside the library
 
 // A C++ arithmetic type usable as a refjit scalar.
 template <class T>
@@ -26,11 +27,10 @@ class Value {
   Value();
   // A weakly typed scalar: combined with an array it takes the array's dtype, as Python
   // scalars do in JAX (x * 2 keeps x's dtype). On its own it has the dtype of
-  // detail::dtype_of_scalar<T>().
+  // scalar_dtype<T>() (refjit/ir/dtype.h).
   template <Scalar T>
   Value(T x)  // NOLINT: scalars convert implicitly, as in JAX
-      : Value(scalar_node(detail::dtype_of_scalar<T>(), static_cast<double>(x),
-                          static_cast<int64_t>(x))) {}
+      : Value(scalar_node(scalar_dtype<T>(), static_cast<double>(x), static_cast<int64_t>(x))) {}
   Value(Array a);  // NOLINT: arrays convert implicitly
 
   // A strongly typed scalar of the given dtype.
@@ -69,14 +69,12 @@ class Value {
   // "[1.0, 2.0]" for a concrete value, "Traced<f32[2]>" for a traced one.
   std::string str() const;
 
-  // Internal: the shared node (compiler/ uses it; not part of the user-facing API).
-  const detail::NodePtr& node() const { return node_; }
-  explicit Value(detail::NodePtr node);
-
  private:
-  static detail::NodePtr scalar_node(DType d, double f, int64_t i);
+  friend struct NodeAccess;  // the library's way to the node (compiler/node.h)
+  explicit Value(std::shared_ptr<const OperandNode> node);
+  static std::shared_ptr<const OperandNode> scalar_node(DType d, double f, int64_t i);
   Value index_static(int64_t i) const;
-  detail::NodePtr node_;
+  std::shared_ptr<const OperandNode> node_;
 };
 
 std::string to_string(const Value& v);

@@ -26,7 +26,6 @@
 #include <utility>
 #include <vector>
 
-#include "refjit/detail/vmap.h"
 #include "refjit/tree.h"
 
 namespace refjit {
@@ -36,6 +35,17 @@ struct VmapOptions {
   std::vector<std::optional<int>> out_axes = {0};  // per output leaf, or one for all
   std::string name = "vmap";
 };
+
+// The flat form of vmap, which Vmapped calls once it has flattened its arguments: runs the
+// per-example function `f` over the batch. `axes` gives each leaf's batch axis (nullopt: not
+// batched), `out_axes` each output leaf's, or one for all. Throws Error naming the leaf for an
+// axis out of range, batch axes of different sizes, a ref batched along an axis other than 0,
+// or no batched leaf at all.
+namespace flat {
+std::vector<Operand> vmap(const TraceBody& f, const std::vector<Operand>& leaves,
+                          const std::vector<std::optional<int>>& axes,
+                          const std::vector<std::optional<int>>& out_axes, const std::string& name);
+}  // namespace flat
 
 template <class F>
 class Vmapped {
@@ -60,13 +70,10 @@ class Vmapped {
     if (!options_.in_axes.empty() && options_.in_axes.size() != sizeof...(A))
       throw Error(options_.name + ": in_axes has " + std::to_string(options_.in_axes.size()) +
                   " entries for " + std::to_string(sizeof...(A)) + " arguments");
-    detail::VmapShape shape = detail::vmap_shape(leaves, axes, options_.name);
     F f = f_;
-    TracedFunction traced = trace_function(
-        [&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); },
-        shape.per_example, options_.name);
     std::vector<Operand> outs =
-        detail::vmap_call(traced, leaves, axes, options_.out_axes, shape, options_.name);
+        flat::vmap([&](const std::vector<Operand>& in) { return tree::call_flat(f, in, args...); },
+                   leaves, axes, options_.out_axes, options_.name);
     return tree::unflatten_result<F, A...>(outs);
   }
 

@@ -124,7 +124,7 @@ TEST(JitNative, RefArgumentIsUpdatedInPlaceInTheCallersBuffer) {
       JitOptions{.tier = Tier::fast});
   Ref acc = new_ref(Value(Array::from_vector<float>({1, 2, 3}, {3})));
   // The RefBuffer's storage (Ref::value() returns a copy).
-  auto storage = [&] { return acc.node()->buffer->value().data(); };
+  auto storage = [&] { return detail::node_of(acc)->buffer->value().data(); };
   const std::byte* before = storage();
   Value first = step(acc, Value(Array::from_vector<float>({10, 20}, {2})));
   step(acc, Value(Array::from_vector<float>({100, 200}, {2})));

@@ -60,15 +60,15 @@ TEST(Refs, TwoDimIndexersPrintAsJax) {
 
 TEST(Refs, JitUpdatesRefArgumentInPlace) {
   Ref r = new_ref(array<float>({1, 2, 3}));
-  const RefBuffer* buffer = r.node()->buffer.get();
+  const RefBuffer* buffer = detail::node_of(r)->buffer.get();
   const std::byte* storage = buffer->value().data();
   auto bump = jit([](Ref x, Value by) { x.add(by); }, "bump");
   bump(r, 2.0f);
   bump(r, 2.0f);
   EXPECT_EQ(r.value(), Array::from_vector<float>({5, 6, 7}, {3}));
   EXPECT_EQ(bump.trace_count(), 1);
-  EXPECT_EQ(r.node()->buffer.get(), buffer);
-  EXPECT_EQ(r.node()->buffer->value().data(), storage);
+  EXPECT_EQ(detail::node_of(r)->buffer.get(), buffer);
+  EXPECT_EQ(detail::node_of(r)->buffer->value().data(), storage);
 }
 
 TEST(Refs, ToStringLooksLikeJax) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 
 namespace refjit {
 
@@ -19,6 +20,23 @@ std::string_view short_name(DType d);
 std::string_view long_name(DType d);
 // Accepts either spelling ("f32" or "float32"); nullopt if unknown.
 std::optional<DType> parse_dtype(std::string_view name);
+
+// The dtype a C++ scalar type gives a Value (as a Python scalar does in JAX): float -> f32,
+// double -> f64, bool -> bool, integers of up to 32 bits -> i32, wider ones -> i64.
+template <class T>
+constexpr DType scalar_dtype() {
+  static_assert(std::is_arithmetic_v<T>, "scalar_dtype: not a C++ arithmetic type");
+  if constexpr (std::is_same_v<T, bool>)
+    return DType::bool_;
+  else if constexpr (std::is_same_v<T, float>)
+    return DType::f32;
+  else if constexpr (std::is_floating_point_v<T>)
+    return DType::f64;
+  else if constexpr (sizeof(T) <= 4)
+    return DType::i32;
+  else
+    return DType::i64;
+}
 
 constexpr int64_t byte_size(DType d) {
   switch (d) {

@@ -12,7 +12,7 @@
 
 namespace refjit {
 
-namespace half_detail {
+// The bit conversions (round to nearest, ties to even) and the storage type of the two formats.
 
 constexpr uint16_t float_to_f16_bits(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
@@ -83,12 +83,8 @@ struct HalfFloat {
   constexpr HalfFloat& operator/=(float o) { return *this = HalfFloat(float(*this) / o); }
 };
 
-}  // namespace half_detail
-
-using Float16 =
-    half_detail::HalfFloat<half_detail::float_to_f16_bits, half_detail::f16_bits_to_float>;
-using BFloat16 =
-    half_detail::HalfFloat<half_detail::float_to_bf16_bits, half_detail::bf16_bits_to_float>;
+using Float16 = HalfFloat<float_to_f16_bits, f16_bits_to_float>;
+using BFloat16 = HalfFloat<float_to_bf16_bits, bf16_bits_to_float>;
 
 }  // namespace refjit
 
@@ -96,9 +92,9 @@ using BFloat16 =
 // message) reads them as it reads float's.
 namespace std {
 template <uint16_t (*T)(float), float (*F)(uint16_t)>
-class numeric_limits<refjit::half_detail::HalfFloat<T, F>> {
-  using H = refjit::half_detail::HalfFloat<T, F>;
-  static constexpr bool is_f16 = T == refjit::half_detail::float_to_f16_bits;
+class numeric_limits<refjit::HalfFloat<T, F>> {
+  using H = refjit::HalfFloat<T, F>;
+  static constexpr bool is_f16 = T == refjit::float_to_f16_bits;
 
  public:
   static constexpr bool is_specialized = true;
