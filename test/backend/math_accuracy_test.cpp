@@ -103,7 +103,10 @@ TEST(MathAccuracy, ApproximationsAreVectorisedByDefault) {
     const size_t libm_calls = count(ir, "call float @") - count(ir, "call float @llvm.") +
                               count(ir, "call float @llvm." + std::string(f.prim));
     EXPECT_EQ(libm_calls, 0u) << "no libm call per element";
-    EXPECT_GT(count(ir, "<16 x float>") + count(ir, "<8 x float>"), 0u) << "vector code";
+    // Any vector width: LLVM picks 4, 8 or 16 lanes by the host's vector unit and the
+    // function's operations (4 for sin on AVX2 without AVX-512).
+    EXPECT_GT(count(ir, "<16 x float>") + count(ir, "<8 x float>") + count(ir, "<4 x float>"), 0u)
+        << "vector code";
     std::string exact = emit_llvm_ir(j, {.exact_math = true});
     if (std::string(f.prim) != "logistic")
       EXPECT_GT(count(exact, "call float @"), 0u) << "exact_math calls libm (or its intrinsic)";
