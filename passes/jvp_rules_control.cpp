@@ -228,8 +228,9 @@ Tangents scan_rule(JvpCtx& c, JvpArgs& a) {
 // while: like scan's carries, a carry whose tangent becomes nonzero in the body is
 // differentiated from the start (a fixpoint). The JVP loop carries (primals, tangents); its
 // condition reads only the primals (extra, unused inputs for the tangents). Reverse mode
-// (linearize, hence grad and vjp) is refused as in JAX: the number of iterations is known only
-// at run time, so there is no static tape; scan or fori_loop with static bounds differentiate.
+// (grad and vjp, which transpose the linear part) is refused as in JAX: the number of
+// iterations is known only at run time, so there is no static tape; scan or fori_loop with
+// static bounds differentiate.
 Tangents while_rule(JvpCtx& c, JvpArgs& a) {
   const Jaxpr& cond = *a.eqn.params.get<JaxprPtr>("cond_jaxpr");
   const Jaxpr& body = *a.eqn.params.get<JaxprPtr>("body_jaxpr");
@@ -257,11 +258,12 @@ Tangents while_rule(JvpCtx& c, JvpArgs& a) {
     a.primal_outs.assign(outs.begin(), outs.end());
     return Tangents(ncar);
   }
-  if (c.for_linearize)
-    throw Error(
-        "reverse-mode differentiation of a while loop is not supported: its number of "
-        "iterations is known only at run time; write the loop as scan or fori_loop with static "
-        "bounds, or use forward mode (jvp)");
+  // Linearize: a primal-only loop gives the primal outputs now; the JVP loop below, which
+  // computes the primal carries again with the tangents, is staged whole into the linear part
+  // (JAX's partial evaluation of while). That part is linear in the tangents but is no tape:
+  // transposing it (grad, vjp) is refused there.
+  std::vector<Var> primal_outs;
+  if (c.for_linearize) primal_outs = c.p.emit(Prim::while_, a.primals, a.eqn.params);
   // Body binders: (body consts, carries, body const tangents, carry tangents) -> reorder to
   // (body consts, body const tangents, carries, carry tangents).
   Jaxpr jb = std::move(r.jaxpr);
@@ -289,7 +291,10 @@ Tangents while_rule(JvpCtx& c, JvpArgs& a) {
   params.set("body_jaxpr", std::make_shared<const Jaxpr>(std::move(jb)));
   params.set("body_nconsts", static_cast<int64_t>(nb + n_bt));
   std::vector<Var> outs = c.t.emit(Prim::while_, ins, std::move(params));
-  a.primal_outs.assign(outs.begin(), outs.begin() + static_cast<long>(ncar));
+  if (c.for_linearize)
+    a.primal_outs.assign(primal_outs.begin(), primal_outs.end());
+  else
+    a.primal_outs.assign(outs.begin(), outs.begin() + static_cast<long>(ncar));
   Tangents ts(ncar);
   size_t k = ncar;
   for (size_t i = 0; i < ncar; ++i)

@@ -222,6 +222,11 @@ class Transposer {
       }
       if (!any_ct && !touches_refs(lin_, q)) continue;  // a zero cotangent costs nothing
       const TransposeRule* rule = transpose_rules().find(q.prim);
+      if (!rule && q.prim == Prim::while_)
+        throw ReverseModeError(
+            "reverse-mode differentiation of a while loop is not supported: its number of "
+            "iterations is known only at run time; write the loop as scan or fori_loop with "
+            "static bounds, or use forward mode (jvp, linearize)");
       if (!rule)
         throw Error(
             fmt::format("transpose: `{}` (eqn {} of the linear jaxpr) is not linear in "

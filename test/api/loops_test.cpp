@@ -458,10 +458,32 @@ TEST(WhileLoop, ForwardModeMatchesFiniteDifferencesAndReverseModeIsRefused) {
   try {
     (void)grad([&](Value x) { return f(x, Value(2.0f)); })(1.5f);
     ADD_FAILURE() << "reverse mode through a while loop must be refused";
-  } catch (const Error& e) {
+  } catch (const ReverseModeError& e) {
     EXPECT_CONTAINS(e.what(), "while loop");
     EXPECT_CONTAINS(e.what(), "scan or fori_loop");
   }
+}
+
+TEST(WhileLoop, LinearizeRunsThePrimalLoopNowAndTheTangentLoopLater) {
+  // As JAX's partial evaluation of while: the linear part recomputes the primal carry along
+  // with the tangent, so f_lin is J t for any t, without a tape.
+  auto f = [](Value x, Value s) {
+    return while_loop([](Value v) { return v < 10.0f; }, [&](Value v) { return v * s; }, x);
+  };
+  auto [y, f_lin] = linearize(f, Value(1.5f), Value(2.0f));
+  EXPECT_EQ(y.item(), 12.0);
+  EXPECT_EQ(f_lin(Value(1.0f), Value(0.0f)).item(), 8.0);
+  EXPECT_NEAR(f_lin(Value(0.0f), Value(1.0f)).item(), 18.0, 1e-4);
+  EXPECT_NEAR(f_lin(Value(2.0f), Value(1.0f)).item(), 34.0, 1e-4);
+}
+
+TEST(WhileLoop, ADeadLoopDoesNotStopReverseMode) {
+  // JAX's fori_loop with traced bounds, its result unused: the gradient never meets it.
+  auto f = [](Value x) {
+    (void)while_loop([](Value v) { return v < 3.0f; }, [](Value v) { return v + 1.0f; }, x);
+    return x * x;
+  };
+  EXPECT_EQ(grad(f)(1.5f).item(), 3.0);
 }
 
 TEST(WhileLoop, TheConditionMustBeABoolScalarAndTheCarryKeepsItsType) {

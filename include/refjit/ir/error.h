@@ -37,6 +37,13 @@ class ParseError : public Error {
   int col_;
 };
 
+// A program reverse mode cannot differentiate: a while loop, whose number of iterations is
+// known only when it runs, leaves no tape to run backwards.
+class ReverseModeError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Wrong use of refs or of an autodiff API (REFS.md section 3). `code` is "E1".."E12".
 class RefError : public Error {
  public:
