@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "ir/jax_rewrite_support.h"
 #include "ir/remat_policy.h"
@@ -22,6 +23,28 @@ std::vector<Atom> square(RewriteArgs& a) {
   expect_operands(a, "square", 1);
   Emit e{a.b};
   return {e.op(Prim::integer_pow, {a.ins[0]}, Params{{"y", int64_t{2}}})};
+}
+
+// mul[out_dtype=D] x y: both operands converted to D, then multiplied (JAX's lowering), size-1
+// dims broadcast as a plain mul's are.
+std::vector<Atom> mul_out_dtype(RewriteArgs& a) {
+  constexpr std::string_view prim = "mul";
+  expect_operands(a, prim, 2);
+  if (a.out_types.size() != 1 || a.out_types[0].is_ref) fail(prim, "expects one array result");
+  const ArrayType out = a.out_types[0].array;
+  Emit e{a.b};
+  std::vector<Atom> ops;
+  for (size_t k = 0; k < 2; ++k) {
+    Atom x = a.ins[k];
+    const ArrayType t = array_of(a, prim, k);
+    if (t.dtype != out.dtype)
+      x = e.op(Prim::convert_element_type, {x},
+               Params{{"new_dtype", out.dtype}, {"weak_type", false}});
+    if (t.rank() == out.rank() && t.shape != out.shape)
+      x = e.broadcast(x, out.shape, iota_list(out.rank()));
+    ops.push_back(x);
+  }
+  return {e.op(Prim::mul, std::move(ops))};
 }
 
 // clamp lo x hi = min(max(x, lo), hi); lo and hi are scalars or x's shape.
@@ -286,10 +309,50 @@ std::vector<Atom> reduce_precision(RewriteArgs& a) {
   return {a.ins[0]};
 }
 
+// platform_index[platforms=(('cpu',), ('cuda', 'rocm'), None)]: which branch of
+// lax.platform_dependent runs here. refjit runs on the CPU: the first entry naming 'cpu',
+// else the default (None) entry.
+std::vector<Atom> platform_index(RewriteArgs& a) {
+  constexpr std::string_view prim = "platform_index";
+  expect_operands(a, prim, 0);
+  const std::string& text = a.params.get<std::string>("platforms");
+  // The entries are the top-level items of the outer tuple.
+  std::vector<std::string> entries;
+  int depth = 0;
+  std::string item;
+  for (char c : text) {
+    if (c == '(') {
+      if (depth++ == 0) continue;
+    } else if (c == ')') {
+      if (--depth == 0) continue;
+    }
+    if (depth == 1 && c == ',') {
+      entries.push_back(item);
+      item.clear();
+      continue;
+    }
+    if (depth >= 1) item += c;
+  }
+  if (item.find_first_not_of(' ') != std::string::npos) entries.push_back(item);
+  std::optional<int64_t> found, fallback;
+  for (size_t k = 0; k < entries.size(); ++k) {
+    if (!found && entries[k].find("'cpu'") != std::string::npos) found = static_cast<int64_t>(k);
+    if (!fallback && entries[k].find("None") != std::string::npos)
+      fallback = static_cast<int64_t>(k);
+  }
+  if (!found && !fallback)
+    fail(prim, fmt::format("no entry of platforms={} is for 'cpu' or the default; refjit runs "
+                           "on the CPU",
+                           text));
+  return {Literal::of(DType::i32, static_cast<double>(found ? *found : *fallback))};
+}
+
 std::vector<JaxRewrite> make_rewrites() {
   std::vector<JaxRewrite> r;
   r.push_back({"square", {}, {}, square});
   r.push_back({"clamp", {}, {}, clamp});
+  r.push_back({"mul", {{"out_dtype", K::dtype_or_none}}, {}, mul_out_dtype});
+  r.push_back({"platform_index", {{"platforms", K::raw_text}}, {"has_default"}, platform_index});
   r.push_back({"split", {{"axis", K::integer}, {"sizes", K::ints}}, {}, split});
   r.push_back({"stack", {{"axis", K::integer}}, {}, stack});
   r.push_back({"unstack", {{"axis", K::integer}}, {}, unstack});

@@ -109,7 +109,11 @@ void Parser::skip_braced() {
 JaxprPtr Parser::shared_jaxpr(const std::string& name) {
   if (auto it = shared_.find(name); it != shared_.end()) return it->second;
   auto at = shared_at_.find(name);
-  if (at == shared_at_.end()) return nullptr;
+  if (at == shared_at_.end()) {
+    if (known_ == nullptr) return nullptr;
+    auto k = known_->find(name);
+    return k == known_->end() ? nullptr : k->second;
+  }
   if (!parsing_shared_.insert(name).second)
     fail(toks_[at->second], fmt::format("shared jaxpr '{}' refers to itself", name));
   if (parsing_shared_.size() > kMaxDepth)
@@ -396,6 +400,12 @@ namespace refjit {
 
 Jaxpr parse_jaxpr(std::string_view text, const std::string& filename) {
   Jaxpr j = text::parser::Parser(text, filename).parse();
+  verify(j);
+  return j;
+}
+
+Jaxpr parse_jaxpr(std::string_view text, const std::string& filename, const NamedJaxprs& known) {
+  Jaxpr j = text::parser::Parser(text, filename, &known).parse();
   verify(j);
   return j;
 }

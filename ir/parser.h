@@ -24,6 +24,7 @@
 #include "ir/text_params.h"
 #include "refjit/ir/builder.h"
 #include "refjit/ir/error.h"
+#include "refjit/ir/text.h"
 
 namespace refjit::text::parser {
 
@@ -90,6 +91,8 @@ inline std::string_view kind_text(ParamKind k) {
     case ParamKind::dtype_or_none: return "a dtype such as float32, or None";
     case ParamKind::name: return "a name";
     case ParamKind::word_or_none: return "None or a word";
+    case ParamKind::precision:
+      return "None, a precision (DEFAULT, HIGH, HIGHEST) or a pair of them";
     case ParamKind::dot_dims: return "dimension numbers such as (([1], [0]), ([], []))";
     case ParamKind::jaxpr: return "a jaxpr { lambda ... }";
     case ParamKind::jaxprs: return "a parenthesized list of jaxprs";
@@ -105,8 +108,8 @@ inline std::string_view kind_text(ParamKind k) {
 
 class Parser {
  public:
-  Parser(std::string_view source, std::string file)
-      : toks_(text::tokenize(source)), file_(std::move(file)) {}
+  Parser(std::string_view source, std::string file, const NamedJaxprs* known = nullptr)
+      : toks_(text::tokenize(source)), file_(std::move(file)), known_(known) {}
 
   Jaxpr parse();
 
@@ -307,6 +310,7 @@ class Parser {
   std::string file_;
   // `let NAME = { ... } in` definitions: where each starts, and each once parsed.
   std::map<std::string, size_t> shared_at_;
+  const NamedJaxprs* known_;  // named jaxprs from outside the text (parse_jaxpr's `known`)
   std::unordered_map<std::string, JaxprPtr> shared_;
   std::set<std::string> parsing_shared_;
   // Outputs written `_` of each parsed sub-jaxpr, and that jaxpr's `_` binders.

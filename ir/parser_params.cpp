@@ -143,6 +143,18 @@ Value Parser::parse_value(int depth) {
     next();
     return v;
   }
+  if (t.is(Tok::other) && t.text == "<" && peek(1).is_ident("class") && peek(2).is(Tok::string) &&
+      peek(3).is(Tok::other) && peek(3).text == ">") {
+    // A Python class as JAX prints it, `<class 'jax.numpy.float32'>` (mul's out_dtype): its
+    // name, the word `float32`.
+    std::string_view quoted = peek(2).text;
+    std::string_view name = quoted.substr(1, quoted.size() >= 2 ? quoted.size() - 2 : 0);
+    if (size_t dot = name.rfind('.'); dot != std::string_view::npos) name = name.substr(dot + 1);
+    for (int k = 0; k < 4; ++k) next();
+    v.kind = Value::Kind::word;
+    v.word = std::string(name);
+    return v;
+  }
   if (t.is(Tok::integer)) {
     v.kind = Value::Kind::integer;
     v.i = integer_of(next());
@@ -292,6 +304,17 @@ ParamValue Parser::parse_param(const text::ParamSpec& spec, int depth) {
       if (none) return NoneParam{};
       if (v.kind != Value::Kind::word) bad_value(spec, v);
       return v.word;
+    case ParamKind::precision: {
+      // CPU code computes every product at full precision of its accumulation type, as
+      // JAX's CPU backend does: the value is kept for printing only.
+      if (none) return NoneParam{};
+      if (v.kind == Value::Kind::word) return v.word;
+      if (v.kind != Value::Kind::tuple || v.items.size() != 2) bad_value(spec, v);
+      for (const Value& x : v.items)
+        if (x.kind != Value::Kind::word && x.kind != Value::Kind::none) bad_value(spec, x);
+      auto text = [](const Value& x) { return x.kind == Value::Kind::none ? "None" : x.word; };
+      return fmt::format("({}, {})", text(v.items[0]), text(v.items[1]));
+    }
     case ParamKind::dot_dims: {
       auto pair = [&](const Value& x) -> std::pair<IntList, IntList> {
         if (x.kind != Value::Kind::tuple || x.items.size() != 2) bad_value(spec, x);

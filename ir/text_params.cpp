@@ -50,7 +50,7 @@ RuleTable<SpecList> make_specs() {
   set(Prim::reduce_min, {{"axes", K::ints}});
   set(Prim::argmax, {{"axes", K::ints}, {"index_dtype", K::dtype}});
   set(Prim::dot_general, {{"dimension_numbers", K::dot_dims},
-                          {"precision", K::word_or_none},
+                          {"precision", K::precision},
                           {"preferred_element_type", K::dtype_or_none}});
   set(Prim::get, {{"indexer", K::indexer}});
   set(Prim::swap, {{"indexer", K::indexer}});
@@ -108,6 +108,8 @@ bool is_ignored_param(Prim p, std::string_view name) {
   if (name == "sharding" || name == "out_sharding") return true;
   if (p == Prim::jit) return contains(kJitOnlyJax, name);
   if (p == Prim::new_ref) return contains(kNewRefOnlyJax, name);
+  // lax.platform_dependent's cond: the index (platform_index) already chose the branch.
+  if (p == Prim::cond) return name == "branches_platforms";
   return false;
 }
 

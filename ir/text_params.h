@@ -23,7 +23,9 @@ enum class ParamKind : uint8_t {
   dtype,          // DType, long name: int32
   dtype_or_none,  // DType or NoneParam
   name,           // std::string, one word: take, <lambda>
-  word_or_none,   // std::string or NoneParam (dot_general's precision)
+  word_or_none,   // std::string or NoneParam (a gather's mode)
+  precision,      // std::string or NoneParam: DEFAULT, Precision.HIGHEST, or a pair of them,
+                  // (Precision.HIGH, Precision.DEFAULT), kept as written
   dot_dims,       // DotDims: (([1], [0]), ([], []))
   jaxpr,          // JaxprPtr
   jaxprs,         // JaxprList

@@ -470,6 +470,25 @@ TEST(ParseJaxpr, NestedJaxprsHaveTheirOwnScope) {
                ParseError);
 }
 
+TEST(ParseJaxpr, JaxprsNamedFromOutsideTheTextFillJaxprParams) {
+  // The Python package stages refjit programs into a traced function and names them there.
+  auto inner = std::make_shared<const Jaxpr>(
+      parse_jaxpr("{ lambda ; a:f32[]. let b:f32[] = neg a; c:f32[] = sin a in (b, c) }"));
+  const std::string text =
+      "{ lambda ; a:f32[]. let\n"
+      "    _:f32[] b:f32[] = jit[name=staged jaxpr=staged] a\n"
+      "  in (b,) }";
+  Jaxpr j = parse_jaxpr(text, "<input>", NamedJaxprs{{"staged", inner}});
+  ASSERT_EQ(j.eqns.size(), 1u);
+  EXPECT_EQ(j.eqns[0].params.get<JaxprPtr>("jaxpr").get(), inner.get());
+  // Unknown without the table; a `let` of the text itself wins over the table.
+  EXPECT_THROW(parse_jaxpr(text), ParseError);
+  Jaxpr own =
+      parse_jaxpr("let staged = { lambda ; a:f32[]. let b:f32[] = cos a in (a, b) } in\n" + text,
+                  "<input>", NamedJaxprs{{"staged", inner}});
+  EXPECT_EQ(own.eqns[0].params.get<JaxprPtr>("jaxpr")->eqns[0].prim, Prim::cos);
+}
+
 TEST(ParseJaxpr, VariableNamedInfIsNotALiteral) {
   // JAX's names reach `inf` after 5751 variables; a binder on a new line is a binder.
   Jaxpr j = parse_jaxpr(

@@ -1,6 +1,7 @@
 // The jaxpr text format (docs/ir.md): printing and parsing.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -15,5 +16,11 @@ std::string print_jaxpr(const Jaxpr& jaxpr);
 // Parses jaxpr text (ours, or as JAX prints it). Throws ParseError with
 // "FILE:LINE:COL: error: ..." naming the offending token. The result is verified.
 Jaxpr parse_jaxpr(std::string_view text, const std::string& filename = "<input>");
+
+// Jaxprs a text may name (`jaxpr=NAME`) without defining them in a `let`: programs made
+// elsewhere, e.g. the Python package's refjit programs staged into a traced function. A
+// `let` of the text itself with the same name is the one used.
+using NamedJaxprs = std::map<std::string, JaxprPtr, std::less<>>;
+Jaxpr parse_jaxpr(std::string_view text, const std::string& filename, const NamedJaxprs& known);
 
 }  // namespace refjit
