@@ -14,7 +14,8 @@ everything after the trace is refjit's: its passes, its autodiff, its compiled c
 """
 
 from ._common import clear_cache
-from ._errors import Error, ParseError, RefError, TypeCheckError
+from ._errors import (Error, ParseError, RefError, ReverseModeError, TraceError,
+                      TypeCheckError)
 from ._forward import jvp, linearize
 from ._grad import grad, value_and_grad
 from ._inspect import Jaxpr, compile, make_jaxpr
@@ -32,6 +33,8 @@ __all__ = [
     "Jaxpr",
     "ParseError",
     "RefError",
+    "ReverseModeError",
+    "TraceError",
     "TypeCheckError",
     "VjpFunction",
     "clear_cache",

@@ -6,10 +6,12 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, Sequence
 
+import jax
 import numpy as np
 from jax import tree_util
 
 from . import _core
+from ._staging import Program
 from ._tracing import LeafError, function_name, leaf_names, to_arrays
 
 _BACKENDS = ("native", "interpreter")
@@ -50,9 +52,8 @@ def _check_backend(backend: str) -> bool:
 
 
 def _executable(program, consts, interpret: bool, donated: Sequence[bool] = (),
-                exact_math: bool = False):
-    return _core.Executable(program, list(consts), interpret=interpret, donated=list(donated),
-                            exact_math=exact_math)
+                exact_math: bool = False, name: str = "f") -> Program:
+    return Program(program, consts, interpret, donated, exact_math, name)
 
 
 # ---- arguments ----------------------------------------------------------------------------
@@ -89,7 +90,9 @@ def _leaf_ranges(args: tuple) -> list[range]:
 
 
 def _is_float(dtype) -> bool:
-    return np.issubdtype(dtype, np.floating)
+    """Whether values of ``dtype`` are differentiated. JAX's test, not NumPy's: ml_dtypes'
+    bfloat16 is no subtype of np.floating for NumPy."""
+    return jax.dtypes.issubdtype(dtype, np.floating)
 
 
 def _loss_and_aux(has_aux: bool, name: str):

@@ -45,3 +45,13 @@ class RefError(Error):
 
     def __init__(self, message: str, code: str | None = None):
         super().__init__(message, code)
+
+
+class ReverseModeError(Error, builtins.ValueError):
+    """Reverse mode (grad, vjp) through a loop whose number of iterations is known only when it
+    runs (``lax.while_loop``); a ValueError, as JAX's."""
+
+
+class TraceError(Error):
+    """A function refjit cannot trace: its Python code needs the value of a traced array
+    (control flow on array values), which a compiled function does not have."""

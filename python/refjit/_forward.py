@@ -9,10 +9,13 @@ from jax import tree_util
 
 from . import _core
 from ._common import _check_backend, _cached, _executable, _flatten_call, _is_float
-from ._tracing import function_name, trace
+from ._staging import as_input
+from ._tracing import (check_distinct_refs, function_name, is_ref, ref_value, set_ref_value,
+                       trace, write_back_refs)
 
-def _tangent_arrays(fun, primal_arrays, tangents, in_tree, what):
-    """The tangents of the float primals, checked against them."""
+def _tangent_arrays(fun, primal_arrays, tangents, in_tree, what, primal_leaves=None):
+    """The tangents of the float primals, checked against them. A ``jax.Ref`` primal takes a
+    ``jax.Ref`` tangent, updated in place as the primal is (with ``primal_leaves``)."""
     t_leaves, t_tree = tree_util.tree_flatten(tangents)
     if t_tree != in_tree:
         raise TypeError(f"{what}({function_name(fun)}): the tangents' structure {t_tree} does "
@@ -21,7 +24,13 @@ def _tangent_arrays(fun, primal_arrays, tangents, in_tree, what):
     for k, (p, t) in enumerate(zip(primal_arrays, t_leaves)):
         if not _is_float(p.dtype):
             continue
-        ta = np.ascontiguousarray(np.asarray(t, dtype=p.dtype)).reshape(np.shape(t))
+        if primal_leaves is not None and is_ref(primal_leaves[k]):
+            if not is_ref(t):
+                raise TypeError(f"{what}({function_name(fun)}): primal {k} is a jax.Ref, so "
+                                f"its tangent must be one too, not {type(t).__name__}")
+            out.append(ref_value(t))
+            continue
+        ta = as_input(t, p.dtype)
         if ta.shape != p.shape:
             raise TypeError(f"{what}({function_name(fun)}): tangent {k} has shape {ta.shape} "
                             f"but its primal has shape {p.shape}")
@@ -36,18 +45,28 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, *, backend: str = 
         raise TypeError("refjit.jvp: primals and tangents must be tuples or lists")
     primals, tangents = tuple(primals), tuple(tangents)
     leaves, arrays, key, in_tree = _flatten_call(fun, primals, {}, "refjit.jvp")
-    t_arrays = _tangent_arrays(fun, arrays, (tangents, {}), in_tree, "refjit.jvp")
+    t_arrays = _tangent_arrays(fun, arrays, (tangents, {}), in_tree, "refjit.jvp", leaves)
     interpret = _check_backend(backend)
     def build():
         traced = trace(fun, leaves, arrays, in_tree)
         traced.warn_if_custom_rules("refjit.jvp")
-        nonzero = [_is_float(a.dtype) for a in arrays]
+        nonzero = [_is_float(a.dtype) for a in arrays] + [False] * len(traced.ref_consts)
         program = _core.jvp(traced.program, nonzero, traced.consts)
-        return _executable(program, traced.consts, interpret), traced.out_tree
+        return _executable(program, traced.consts, interpret), traced
 
     entry = _cached(fun, ("jvp", in_tree, key, interpret), build)
-    executable, out_tree = entry
-    outs = executable(arrays + t_arrays)
+    executable, traced = entry
+    out_tree = traced.out_tree
+    check_distinct_refs(leaves, traced.ref_consts, "refjit.jvp")
+    inputs, const_arrays = traced.primal_inputs(arrays)
+    outs = executable(inputs + t_arrays)
+    write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
+    # Ref tangents were updated in place as their primals were.
+    t_leaves = tree_util.tree_leaves(tangents)
+    float_pairs = [(x, t) for x, t, a in zip(leaves, t_leaves, arrays) if _is_float(a.dtype)]
+    for (x, t), a in zip(float_pairs, t_arrays):
+        if is_ref(x):
+            set_ref_value(t, a)
     n = out_tree.num_leaves
     return (tree_util.tree_unflatten(out_tree, outs[:n]),
             tree_util.tree_unflatten(out_tree, outs[n:]))
@@ -77,17 +96,23 @@ def linearize(fun: Callable, *primals, backend: str = "native"):
     applies the linear map J (refjit's linearize: only what the tangents need is saved)."""
     leaves, arrays, key, in_tree = _flatten_call(fun, primals, {}, "refjit.linearize")
     interpret = _check_backend(backend)
+    if any(is_ref(x) for x in leaves):
+        raise TypeError(f"refjit.linearize({function_name(fun)}): an argument is a jax.Ref; "
+                        "linearize takes arrays (refjit.jvp takes refs with ref tangents)")
     def build():
         traced = trace(fun, leaves, arrays, in_tree)
         traced.warn_if_custom_rules("refjit.linearize")
-        diff = [_is_float(a.dtype) for a in arrays]
+        diff = [_is_float(a.dtype) for a in arrays] + [False] * len(traced.ref_consts)
         primal, linear, _ = _core.linearize(traced.program, diff, traced.consts)
         return (_executable(primal, traced.consts, interpret),
-                _executable(linear, [], interpret), traced.out_tree)
+                _executable(linear, [], interpret), traced)
 
     entry = _cached(fun, ("linearize", in_tree, key, interpret), build)
-    primal_exe, linear_exe, out_tree = entry
-    outs = primal_exe(arrays)
+    primal_exe, linear_exe, traced = entry
+    out_tree = traced.out_tree
+    inputs, const_arrays = traced.primal_inputs(arrays)
+    outs = primal_exe(inputs)
+    write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
     n = out_tree.num_leaves
     f_jvp = _LinearFunction(linear_exe, outs[n:], arrays, in_tree, out_tree, fun)
     return tree_util.tree_unflatten(out_tree, outs[:n]), f_jvp

@@ -5,12 +5,13 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
+import jax.numpy as jnp
 from jax import tree_util
 
 from . import _core
 from ._common import (_argnums_tuple, _check_backend, _cached, _executable, _flatten_call,
                       _is_float, _leaf_ranges, _loss_and_aux)
-from ._tracing import leaf_names, trace
+from ._tracing import check_distinct_refs, is_ref, leaf_names, trace, write_back_refs
 
 class _Grad:
     def __init__(self, fun, argnums, has_aux, with_value, backend, exact_math):
@@ -21,7 +22,9 @@ class _Grad:
         self._interpret = _check_backend(backend)
         self._exact_math = exact_math
         self._what = "refjit.value_and_grad" if with_value else "refjit.grad"
-        functools.update_wrapper(self, fun)
+        # updated=(): fun's __dict__ would overwrite these fields when fun is itself a
+        # refjit function (refjit.grad(refjit.grad(f))).
+        functools.update_wrapper(self, fun, updated=())
 
     def __call__(self, *args, **kwargs):
         leaves, arrays, key, in_tree = _flatten_call(self._fun, args, kwargs, self._what)
@@ -29,8 +32,12 @@ class _Grad:
         entry = _cached(self._fun, ("grad", self._has_aux, nums, in_tree, key, self._interpret,
                                     self._exact_math),
                         lambda: self._compile(leaves, arrays, in_tree, args, kwargs, nums))
-        executable, out_tree, num_out, grad_trees = entry
-        outs = executable(arrays)
+        executable, traced, num_out, grad_trees = entry
+        out_tree = traced.out_tree
+        check_distinct_refs(leaves, traced.ref_consts, self._what)
+        inputs, const_arrays = traced.primal_inputs(arrays)
+        outs = executable(inputs)
+        write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
         value_and_aux = tree_util.tree_unflatten(out_tree, outs[:num_out])
         grads, pos = [], num_out
         for tree in grad_trees:
@@ -49,7 +56,7 @@ class _Grad:
         traced.warn_if_custom_rules(self._what)
         loss_types = traced.program.output_types
         dtype, shape, _, _ = loss_types[0]
-        if shape != () or not dtype.startswith("float"):
+        if shape != () or not _is_float(jnp.dtype(dtype)):
             raise TypeError(f"{self._what}({traced.name}): the function must return a float "
                             f"scalar{' (then its aux)' if self._has_aux else ''}, not {dtype}"
                             f"{list(shape)}")
@@ -58,6 +65,11 @@ class _Grad:
         names = None
         for n in nums:
             for k in ranges[n]:
+                if is_ref(leaves[k]):
+                    names = names or leaf_names(self._fun, args, kwargs)
+                    raise TypeError(f"{self._what}({traced.name}): {names[k]} is a jax.Ref; "
+                                    "refs are updated, not differentiated: pass its value, "
+                                    "or leave it out of argnums")
                 if not _is_float(arrays[k].dtype):
                     names = names or leaf_names(self._fun, args, kwargs)
                     raise TypeError(f"{self._what}({traced.name}): {names[k]} has dtype "
@@ -69,7 +81,7 @@ class _Grad:
         executable = _executable(program, traced.consts, self._interpret,
                                  exact_math=self._exact_math)
         grad_trees = [tree_util.tree_structure(args[n]) for n in nums]
-        return executable, traced.out_tree, num_out, grad_trees
+        return executable, traced, num_out, grad_trees
 
 
 def grad(fun: Callable, argnums=0, has_aux: bool = False, *, backend: str = "native",

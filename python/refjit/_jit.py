@@ -8,7 +8,7 @@ from typing import Callable
 from jax import tree_util
 
 from ._common import _check_backend, _executable, _flatten_call, _leaf_ranges
-from ._tracing import function_name, trace
+from ._tracing import check_distinct_refs, function_name, trace, write_back_refs
 
 class _Jitted:
     """What ``refjit.jit`` returns: call it like the function."""
@@ -22,7 +22,9 @@ class _Jitted:
         self._interpret = _check_backend(backend)
         self._exact_math = exact_math
         self._entries: dict = {}
-        functools.update_wrapper(self, fun)
+        # updated=(): fun's __dict__ would overwrite these fields when fun is itself a
+        # refjit function (refjit.grad(refjit.grad(f))).
+        functools.update_wrapper(self, fun, updated=())
 
     def _split_static(self, args):
         if not self._static:
@@ -53,8 +55,13 @@ class _Jitted:
         if entry is None:
             entry = self._compile(fun, leaves, arrays, in_tree, dyn_args, static_key)
             self._entries[cache_key] = entry
-        executable, out_tree = entry
-        return tree_util.tree_unflatten(out_tree, executable(arrays))
+        executable, traced = entry
+        if traced.ref_consts or "ref" in (k[-1] for k in key):
+            check_distinct_refs(leaves, traced.ref_consts, "refjit.jit")
+        inputs, const_arrays = traced.primal_inputs(arrays)
+        outs = executable(inputs)
+        write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
+        return tree_util.tree_unflatten(traced.out_tree, outs)
 
     def _compile(self, fun, leaves, arrays, in_tree, dyn_args, static_key):
         traced = trace(fun, leaves, arrays, in_tree)
@@ -69,9 +76,10 @@ class _Jitted:
                 pos = n - sum(1 for s in static if s < n)
                 for k in ranges[pos]:
                     donated[k] = True
+        donated += [False] * len(traced.ref_consts)
         executable = _executable(traced.program, traced.consts, self._interpret, donated,
                                  self._exact_math)
-        return executable, traced.out_tree
+        return executable, traced
 
 
 def jit(fun: Callable | None = None, *, donate_argnums=(), static_argnums=(),

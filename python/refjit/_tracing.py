@@ -7,6 +7,7 @@ JAX is used for tracing only: nothing JAX compiles runs here.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import warnings
 from typing import Any, Callable, Sequence
@@ -16,8 +17,9 @@ import numpy as np
 from jax import tree_util
 
 from . import _core
-from ._errors import ParseError
+from ._errors import ParseError, TraceError
 from ._retrace import custom_vjp_p, needs_retrace, retrace
+from ._staging import is_tracer, staged_programs
 
 # The element types refjit computes in, as NumPy names them.
 _SUPPORTED = frozenset(
@@ -58,17 +60,22 @@ def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
         weak = False
         if type(x) is np.ndarray:
             a = x
+        elif is_tracer(x):  # refjit called inside a trace: the program is staged
+            aval = x.aval
+            kind = "ref" if isinstance(aval, jax.ref.AbstractRef) else aval.weak_type
+            arrays.append(x)
+            key.append((tuple(x.shape), np.dtype(x.dtype), kind))
+            continue
         elif isinstance(x, _PYTHON_SCALARS):
             weak = type(x) is not bool
             a = np.asarray(x, dtype=canonical_dtype(np.result_type(type(x))))
         elif isinstance(x, (jax.Array, np.ndarray, np.generic)):
             a = np.asarray(x)
-        elif type(x).__name__ == "Ref" and type(x).__module__.startswith("jax"):
-            raise LeafError(
-                i,
-                "is a jax Ref: refjit's Python package takes arrays; create the ref inside the "
-                "function (jax.new_ref), or pass its value and return the new one",
-            )
+        elif is_ref(x):
+            a = ref_value(x)
+            arrays.append(a)
+            key.append((a.shape, a.dtype, "ref"))
+            continue
         else:
             raise LeafError(
                 i,
@@ -88,6 +95,54 @@ def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
         arrays.append(a)
         key.append((a.shape, want, weak))
     return arrays, tuple(key)
+
+
+def is_ref(x) -> bool:
+    """Whether ``x`` is a concrete ``jax.Ref`` (a tracer of a ref type passes isinstance too)."""
+    return isinstance(x, jax.Ref) and not isinstance(x, jax.core.Tracer)
+
+
+def ref_value(ref) -> np.ndarray:
+    """A writable copy of ``ref``'s current value, which compiled code updates in place."""
+    impl = getattr(ref, "_refs", None)
+    buf = getattr(impl, "_buf", None)
+    if buf is None:  # not JAX's plain array ref: read it the public way
+        buf = ref[...]
+    return np.array(buf, order="C", copy=True)
+
+
+def set_ref_value(ref, value: np.ndarray) -> None:
+    """Makes ``value`` (which refjit updated in place, and which nothing else holds) the
+    ref's new value, as JAX's own jit does for a ref it updated: the ref's buffer changes."""
+    impl = getattr(ref, "_refs", None)
+    if impl is not None and hasattr(impl, "_buf"):
+        impl._buf = jax.device_put(value)
+    else:
+        ref[...] = value
+
+
+def write_back_refs(leaves: Sequence[Any], arrays: Sequence[np.ndarray],
+                    ref_consts: Sequence[Any] = (), const_arrays: Sequence[np.ndarray] = ()
+                    ) -> None:
+    """After a call: each ``jax.Ref`` argument, and each ref the function closes over, gets
+    the value compiled code left in its array."""
+    for x, a in zip(leaves, arrays):
+        if is_ref(x):
+            set_ref_value(x, a)
+    for r, a in zip(ref_consts, const_arrays):
+        set_ref_value(r, a)
+
+
+def check_distinct_refs(leaves: Sequence[Any], ref_consts: Sequence[Any], what: str) -> None:
+    """One ref reached twice (two arguments, or an argument the function also closes over)
+    would be two copies here, each updated on its own: refuse it, as JAX does."""
+    seen = set()
+    for x in list(leaves) + list(ref_consts):
+        if is_ref(x):
+            if id(x) in seen:
+                raise TypeError(f"{what}: the same jax.Ref is passed or closed over twice; "
+                                "a ref may reach a function once")
+            seen.add(id(x))
 
 
 def leaf_names(fun: Callable, args: tuple, kwargs: dict) -> list[str]:
@@ -123,15 +178,28 @@ class Traced:
     """One function traced at one set of argument types. ``custom_vjps`` names the
     ``jax.custom_vjp`` functions it calls, whose Python rules refjit cannot run."""
 
-    __slots__ = ("program", "consts", "out_tree", "jax_text", "name", "custom_vjps")
+    __slots__ = ("program", "consts", "ref_consts", "out_tree", "jax_text", "name",
+                 "custom_vjps")
 
-    def __init__(self, program, consts, out_tree, jax_text, name, custom_vjps=()):
+    def __init__(self, program, consts, out_tree, jax_text, name, custom_vjps=(),
+                 ref_consts=()):
         self.program = program
         self.consts = consts
+        # The jax.Refs the function closes over: the program takes them as its last inputs,
+        # read and written at each call (primal_inputs, write_back_refs).
+        self.ref_consts = tuple(ref_consts)
         self.out_tree = out_tree
         self.jax_text = jax_text
         self.name = name
         self.custom_vjps = tuple(custom_vjps)
+
+    def primal_inputs(self, arrays: Sequence[np.ndarray]) -> tuple[list, list]:
+        """The program's inputs for a call's flat arrays: those, then the current values of
+        the refs it closes over (also returned on their own, for write_back_refs)."""
+        if not self.ref_consts:
+            return list(arrays), []
+        const_arrays = [ref_value(r) for r in self.ref_consts]
+        return list(arrays) + const_arrays, const_arrays
 
     def warn_if_custom_rules(self, what: str) -> None:
         """Differentiating a custom_vjp function differentiates its primal: say so."""
@@ -170,31 +238,54 @@ def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in
     result before it is flattened (grad's ``(loss, aux)``)."""
     store = {}
 
-    def flat_fun(*flat):
-        args, kwargs = tree_util.tree_unflatten(in_tree, flat)
+    # Wrapped, so that JAX's own messages name the user's arguments.
+    @functools.wraps(fun)
+    def traced_fun(*args, **kwargs):
         out = fun(*args, **kwargs)
         if out_transform is not None:
             out = out_transform(out)
         out_leaves, store["out_tree"] = tree_util.tree_flatten(out)
         return out_leaves
 
-    # Python scalars are traced as themselves, so that JAX gives them weak types.
-    values = [x if isinstance(x, _PYTHON_SCALARS) else a for x, a in zip(leaves, arrays)]
-    closed = jax.make_jaxpr(flat_fun)(*values)
+    # Python scalars are traced as themselves, so that JAX gives them weak types; refs as
+    # themselves, so that JAX gives them ref types.
+    values = [x if isinstance(x, _PYTHON_SCALARS) or is_ref(x) else a
+              for x, a in zip(leaves, arrays)]
+    args, kwargs = tree_util.tree_unflatten(in_tree, values)
+    try:
+        closed = jax.make_jaxpr(traced_fun)(*args, **kwargs)
+    except _NEEDS_A_VALUE as e:
+        raise TraceError(
+            f"{function_name(fun)}: the function's Python code needs the value of a traced "
+            f"array ({type(e).__name__}). refjit compiles a function once for all values of "
+            "its argument types, as jax.jit does, so Python control flow on array values "
+            "cannot be traced: write it with lax.cond, lax.select or jnp.where, or make the "
+            "argument static (refjit.jit's static_argnums)") from e
     if needs_retrace(closed.jaxpr):
         closed = retrace(closed)
     text = str(closed)
     name = function_name(fun)
-    program = parse(text, f"<jaxpr of {name}>")
-    consts = [np.ascontiguousarray(np.asarray(c)) for c in closed.consts]
+    program = parse(text, f"<jaxpr of {name}>", staged_programs(closed.jaxpr))
+    ref_positions = [k for k, c in enumerate(closed.consts) if is_ref(c)]
+    ref_consts = [closed.consts[k] for k in ref_positions]
+    if ref_positions:
+        program = _core.consts_to_inputs(program, ref_positions)
+    # np.asarray(order="C"), not np.ascontiguousarray, which makes a 0-d constant 1-d.
+    consts = [np.asarray(c, order="C") for c in closed.consts if not is_ref(c)]
     return Traced(program, consts, store["out_tree"], text, name,
-                  _custom_vjp_names(closed.jaxpr))
+                  _custom_vjp_names(closed.jaxpr), ref_consts)
 
 
-def parse(text: str, source: str):
-    """Parses jaxpr text; a ParseError carries the offending line as ``equation``."""
+_NEEDS_A_VALUE = (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
+                  jax.errors.TracerIntegerConversionError,
+                  jax.errors.TracerArrayConversionError)
+
+
+def parse(text: str, source: str, known=()):
+    """Parses jaxpr text; a ParseError carries the offending line as ``equation``. ``known``:
+    (name, program) pairs the text names without defining (staged refjit programs)."""
     try:
-        return _core.parse(text, source)
+        return _core.parse(text, source, list(known))
     except ParseError as e:
         lines = text.splitlines()
         if 1 <= e.line <= len(lines):

@@ -13,7 +13,8 @@ from . import _core
 from ._common import (_check_backend, _cached, _executable, _flatten_call, _is_float,
                       _leaf_ranges, _loss_and_aux)
 from ._errors import RefError
-from ._tracing import trace
+from ._staging import as_input
+from ._tracing import check_distinct_refs, is_ref, trace, write_back_refs
 
 class _Marker:
     __slots__ = ("_name",)
@@ -36,10 +37,12 @@ class _VjpCore:
     """What every VJP function of one forward run shares: the residuals, and the backward
     programs, one per accumulator combination (compiled on first use)."""
 
-    def __init__(self, fun, traced_program, arrays, arg_trees, arg_ranges, residuals,
+    def __init__(self, fun, traced, leaves, arrays, arg_trees, arg_ranges, residuals,
                  out_tree, out_types, interpret, backward_cache):
         self.fun = fun
-        self.program = traced_program
+        self.program = traced.program
+        self.num_ref_consts = len(traced.ref_consts)
+        self.leaves = leaves
         self.arrays = arrays
         self.arg_trees = arg_trees
         self.arg_ranges = arg_ranges
@@ -52,7 +55,7 @@ class _VjpCore:
     def backward(self, kinds: tuple):
         exe = self.backward_cache.get(kinds)
         if exe is None:
-            diff = [k != "none" for k in kinds]
+            diff = [k != "none" for k in kinds] + [False] * self.num_ref_consts
             used = [k for k in kinds if k != "none"]
             _, bwd, _ = _core.vjp(self.program, diff, used)
             exe = _executable(bwd, [], self.interpret)
@@ -98,7 +101,7 @@ class VjpFunction:
                                             f"structure {e_tree}, the argument {tree}")
             for k, e in zip(rng, leaf_entries):
                 primal = core.arrays[k]
-                if not _is_float(primal.dtype):
+                if not _is_float(primal.dtype) or is_ref(core.leaves[k]):
                     per_leaf.append(("none", None))
                 elif e is GradValue:
                     per_leaf.append(("value", None))
@@ -126,8 +129,7 @@ class VjpFunction:
                             f"the output's {core.out_tree}")
         cts = []
         for k, (c, (dtype, shape, _, _)) in enumerate(zip(ct_leaves, core.out_types)):
-            a = np.ascontiguousarray(np.asarray(c, dtype=dtype))
-            a = a.reshape(np.shape(c))
+            a = as_input(c, jax.numpy.dtype(dtype))
             if a.shape != tuple(shape):
                 raise _ref_error("E6", f"refjit.vjp: cotangent {k} has shape {a.shape} but "
                                         f"output {k} has shape {tuple(shape)}")
@@ -177,19 +179,23 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = "native")
         split = _loss_and_aux(has_aux, "refjit.vjp")
         traced = trace(fun, leaves, arrays, in_tree, lambda out: split(out))
         traced.warn_if_custom_rules("refjit.vjp")
-        diff = [_is_float(a.dtype) for a in arrays]
+        diff = [_is_float(a.dtype) and not is_ref(x) for x, a in zip(leaves, arrays)]
+        diff += [False] * len(traced.ref_consts)
         forward, _, _ = _core.vjp(traced.program, diff, ["value"] * sum(diff))
         return traced, _executable(forward, traced.consts, interpret), {}
 
     entry = _cached(fun, ("vjp", has_aux, in_tree, key, interpret), build)
     traced, forward_exe, backward_cache = entry
-    outs = forward_exe(arrays)
+    check_distinct_refs(leaves, traced.ref_consts, "refjit.vjp")
+    inputs, const_arrays = traced.primal_inputs(arrays)
+    outs = forward_exe(inputs)
+    write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
     out_tree = traced.out_tree
     n = out_tree.num_leaves
     (out, aux) = tree_util.tree_unflatten(out_tree, outs[:n])
     # The backward pass differentiates the primary output only: aux gets zero cotangents.
     main_tree = tree_util.tree_structure(out)
-    core = _VjpCore(fun, traced.program, arrays, [tree_util.tree_structure(p) for p in primals],
+    core = _VjpCore(fun, traced, leaves, arrays, [tree_util.tree_structure(p) for p in primals],
                     _leaf_ranges(primals), outs[n:], main_tree,
                     traced.program.output_types, interpret, backward_cache)
     f_vjp = VjpFunction(core)

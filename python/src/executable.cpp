@@ -54,8 +54,13 @@ std::vector<RtValue> const_values(const Jaxpr& program, const nb::list& consts) 
   std::vector<RtValue> values;
   for (size_t k = 0; k < program.constvars.size(); ++k) {
     const std::string what = fmt::format("constant {}", k);
-    Array a = borrow(nb::cast<InArray>(consts[k]), what).clone();
-    check_type(a.type(), program.type_of(program.constvars[k]), what);
+    const Type& want = program.type_of(program.constvars[k]);
+    InArray in;
+    if (!nb::try_cast(castable(consts[k]), in))
+      throw nb::type_error(
+          fmt::format("{} must be a NumPy array of type {}", what, want.str()).c_str());
+    Array a = read_as(borrow(in, what), want).clone();
+    check_type(a.type(), want, what);
     values.emplace_back(std::move(a));
   }
   return values;
@@ -122,7 +127,11 @@ nb::list Executable::call(const nb::list& args) const {
                                        "(it is updated in place)",
                                        what, want.array.str())
                                .c_str());
-    Array a = read_as(borrow(nb::cast<InArray>(arg), what), want);
+    InArray in;
+    if (!nb::try_cast(arg, in))
+      throw nb::type_error(
+          fmt::format("{} must be a NumPy array of type {}", what, want.array.str()).c_str());
+    Array a = read_as(borrow(in, what), want);
     check_type(a.type(), want, what);
     input_data.push_back(a.data());
     spans.push_back(MemorySpan{a.data(), a.data() + a.byte_size(), false});

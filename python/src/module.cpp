@@ -11,7 +11,9 @@
 #include "passes/jvp.h"
 #include "passes/pipeline.h"
 #include "passes/range_simplify.h"
+#include "passes/transpose.h"
 #include "passes/vjp.h"
+#include "passes/vmap.h"
 #include "python/src/executable.h"
 #include "refjit/aot.h"
 #include "refjit/ir/error.h"
@@ -83,6 +85,8 @@ void translate_errors(const std::exception_ptr& p, void*) {
     raise(errors.attr("RefError")(e.what(), e.code()));
   } catch (const TypeError& e) {
     raise(errors.attr("TypeCheckError")(e.what()));
+  } catch (const ReverseModeError& e) {
+    raise(errors.attr("ReverseModeError")(e.what()));
   } catch (const Error& e) {
     raise(errors.attr("Error")(e.what()));
   }
@@ -124,10 +128,38 @@ NB_MODULE(_core, m) {
 
   m.def(
       "parse",
-      [](const std::string& text, const std::string& source) {
-        return Program{parse_jaxpr(text, source)};
+      [](const std::string& text, const std::string& source,
+         const std::vector<std::pair<std::string, const Program*>>& known) {
+        NamedJaxprs named;
+        for (const auto& [name, program] : known)
+          named.emplace(name, std::make_shared<const Jaxpr>(program->jaxpr));
+        return Program{parse_jaxpr(text, source, named)};
       },
-      "text"_a, "source"_a, "Parses and verifies jaxpr text (refjit's or JAX's syntax).");
+      "text"_a, "source"_a, "known"_a = std::vector<std::pair<std::string, const Program*>>{},
+      "Parses and verifies jaxpr text (refjit's or JAX's syntax). `known`: (name, program) "
+      "pairs the text may name as `jaxpr=NAME` without a `let` (staged refjit programs).");
+
+  m.def(
+      "consts_to_inputs",
+      [](const Program& p, const std::vector<int>& which) {
+        Jaxpr j = p.jaxpr;
+        std::vector<bool> moved(j.constvars.size(), false);
+        for (int k : which) {
+          if (k < 0 || static_cast<size_t>(k) >= moved.size())
+            throw nb::index_error(
+                fmt::format("constvar {} of a program with {}", k, moved.size()).c_str());
+          moved[k] = true;
+        }
+        std::vector<Var> kept;
+        for (size_t k = 0; k < j.constvars.size(); ++k)
+          if (!moved[k]) kept.push_back(j.constvars[k]);
+        for (int k : which) j.invars.push_back(p.jaxpr.constvars[k]);
+        j.constvars = std::move(kept);
+        return Program{std::move(j)};
+      },
+      "program"_a, "which"_a,
+      "The program with constvars `which` taken as inputs instead, after the others, in that "
+      "order (the refs a traced function closes over: read and written at each call).");
 
   m.def(
       "grad",
@@ -177,6 +209,26 @@ NB_MODULE(_core, m) {
       "(forward, backward, num_residuals): forward gives the outputs then the residuals; "
       "backward takes the residuals, a ref per `ref` accumulator, then one cotangent per "
       "output, and returns one cotangent per `value` accumulator");
+
+  m.def(
+      "transpose",
+      [](const Program& p, int num_nonlinear, const std::vector<std::string>& kinds) {
+        return Program{transpose_jaxpr(p.jaxpr, num_nonlinear, accum_kinds(kinds))};
+      },
+      "program"_a, "num_nonlinear"_a, "kinds"_a,
+      "The transpose of a linear program whose first `num_nonlinear` inputs are residuals: it "
+      "takes the residuals, a ref per `ref` accumulator, then one cotangent per output, and "
+      "returns one cotangent per `value` linear input.");
+
+  m.def(
+      "vmap",
+      [](const Program& p, const std::vector<bool>& in_batched, int64_t size) {
+        BatchedJaxpr b = vmap_jaxpr(p.jaxpr, in_batched, size);
+        return nb::make_tuple(Program{std::move(b.jaxpr)}, b.out_batched);
+      },
+      "program"_a, "in_batched"_a, "size"_a,
+      "(batched program, out_batched): the program over a batch of `size` examples; a batched "
+      "input or output has the batch as its leading dim.");
 
   m.def(
       "compile_object",

@@ -10,16 +10,19 @@ import pytest
 os.environ.setdefault("REFJIT_POISON_OUTPUTS", "1")
 
 
-def assert_tree_close(actual, expected, rtol=2e-5, atol=1e-6):
-    """Every leaf of ``actual`` (refjit's NumPy arrays) equals JAX's within tolerance, and the
-    structures are the same."""
+def assert_tree_close(actual, expected, rtol=2e-5, atol=1e-6, *, numpy_result=True):
+    """Every leaf of ``actual`` (refjit's NumPy arrays; JAX arrays where a JAX transformation
+    is outermost, ``numpy_result=False``) equals JAX's within tolerance, and the structures are
+    the same."""
     import jax
 
     a_leaves, a_tree = jax.tree_util.tree_flatten(actual)
     e_leaves, e_tree = jax.tree_util.tree_flatten(expected)
     assert a_tree == e_tree, f"structure {a_tree} != {e_tree}"
     for a, e in zip(a_leaves, e_leaves):
-        assert isinstance(a, np.ndarray), f"refjit returned {type(a).__name__}, not a NumPy array"
+        if numpy_result:
+            assert isinstance(a, np.ndarray), \
+                f"refjit returned {type(a).__name__}, not a NumPy array"
         e = np.asarray(e)
         assert a.shape == e.shape, f"shape {a.shape} != {e.shape}"
         assert a.dtype == e.dtype, f"dtype {a.dtype} != {e.dtype}"

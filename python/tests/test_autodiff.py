@@ -227,3 +227,29 @@ def test_accumulators_sharing_memory_are_refused():
         f_vjp.with_refs(buffer[:4], buffer[2:6])(np.float32(1))
     assert e.value.code == "E7" and "shares memory" in str(e.value)
     assert not buffer.any()
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, np.float16])
+def test_half_float_derivatives_are_jaxs(dtype):
+    # bfloat16 is no np.floating subtype for NumPy: refjit must still differentiate it.
+    x = jnp.array([1.0, 2.0, -0.5], dtype=dtype)
+    t = jnp.ones(3, dtype=dtype)
+    scale = jnp.array([2.0, 3.0, 4.0], dtype=dtype)  # a captured constant of the same dtype
+
+    def f(v):
+        return jnp.sin(v) * scale
+
+    assert_tree_close(refjit.jvp(f, (x,), (t,)), jax.jvp(f, (x,), (t,)), rtol=1e-2)
+    out, back = refjit.vjp(f, x)
+    assert back(t)[0].dtype == dtype
+    assert_tree_close(back(t), jax.vjp(f, x)[1](t), rtol=1e-2)
+    assert_tree_close(refjit.grad(lambda v: jnp.sum(f(v)))(x),
+                      jax.grad(lambda v: jnp.sum(f(v)))(x), rtol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.bool_])
+def test_a_captured_0d_constant_stays_0d(dtype):
+    inc = jnp.array(1, dtype=dtype)
+    f = lambda x: x + inc  # noqa: E731
+    x = np.arange(3).astype(np.int32 if dtype == np.bool_ else dtype)
+    assert_tree_close(refjit.jit(f)(x), np.asarray(f(x)))

@@ -1,0 +1,269 @@
+"""A refjit program as something to call: compiled code on arrays, or, when the arguments are
+JAX tracers (a refjit transformation used inside a function that is being traced, e.g.
+``refjit.grad(refjit.grad(f))`` or ``refjit.jit(lambda x: refjit.vjp(f, x)[1](x))``), one
+equation of the enclosing trace that holds the program.
+
+That equation is the primitive ``refjit_call``. It prints as a ``jit`` whose ``jaxpr`` names
+the program (``jit[name=refjit_grad_f_3 jaxpr=refjit_grad_f_3]``), and refjit's parser is
+given the program under that name (``staged_programs``), so when refjit traces the enclosing
+function it transforms the inner program like any jit body: the outer derivative
+differentiates the inner derivative program refjit derived, not JAX's.
+
+JAX's own transformations of the eqn use refjit's programs too: ``jax.vmap`` refjit's vmap
+of the program, ``jax.jvp`` / ``jax.grad`` refjit's linearize (its linear part a
+``refjit_linear_call``, which JAX transposes with refjit's transpose), and code XLA compiles
+(``jax.jit``) calls refjit's compiled code back on the host.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+from jax.extend import core as jcore
+
+from . import _core
+from ._errors import Error
+
+_names = itertools.count()
+
+
+class Program:
+    """A refjit program with its constants: ``program(inputs)`` runs it (compiling it on
+    the first call with arrays) or stages it (when an input is a tracer)."""
+
+    def __init__(self, program, consts: Sequence, interpret: bool,
+                 donated: Sequence[bool] = (), exact_math: bool = False, name: str = "f"):
+        self.program = program
+        self.consts = list(consts)
+        self.interpret = interpret
+        self.donated = list(donated)
+        self.exact_math = exact_math
+        self.name = name
+        self._executable = None
+        self._staged = None
+
+    @property
+    def executable(self):
+        if self._executable is None:
+            self._executable = _core.Executable(
+                self.program, self.consts, interpret=self.interpret, donated=self.donated,
+                exact_math=self.exact_math)
+        return self._executable
+
+    def __call__(self, inputs: Sequence) -> list:
+        if any(is_tracer(x) for x in inputs):
+            return self.stage(inputs)
+        return self.executable(list(inputs))
+
+    def stage(self, inputs: Sequence) -> list:
+        """One ``refjit_call`` eqn in the enclosing trace; the constants become operands."""
+        if self._staged is None:
+            closed = _core.consts_to_inputs(self.program, list(range(len(self.consts))))
+            self._staged = StagedProgram(closed, f"refjit_{self.name}_{next(_names)}")
+        return refjit_call_p.bind(*inputs, *self.consts, program=self._staged)
+
+
+def is_tracer(x: Any) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def as_input(x: Any, dtype) -> Any:
+    """``x`` as an input of dtype ``dtype``: a C-contiguous NumPy array, or the tracer."""
+    if is_tracer(x):
+        return x if x.dtype == dtype else jax.lax.convert_element_type(x, dtype)
+    return np.asarray(x, dtype=dtype, order="C")
+
+
+class StagedProgram:
+    """The ``program`` param of a ``refjit_call`` eqn: a refjit program without constants,
+    and the programs derived from it for JAX's transformations of the eqn (each derived
+    once). Printed, it is its name; compared, it is itself (JAX hashes params)."""
+
+    def __init__(self, program, name: str):
+        self.program = program
+        self.name = name
+        self._executable = None
+        self._derived: dict = {}
+        self.out_avals = [
+            jax.core.ShapedArray(tuple(shape), jax.numpy.dtype(dtype))
+            for dtype, shape, _, _ in program.output_types
+        ]
+        self.in_refs = [is_ref for _, _, is_ref, _ in program.input_types]
+        self.in_dtypes = [jax.numpy.dtype(dtype) for dtype, _, _, _ in program.input_types]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def executable(self):
+        if self._executable is None:
+            self._executable = _core.Executable(self.program, [])
+        return self._executable
+
+    def _derive(self, key, make):
+        if key not in self._derived:
+            self._derived[key] = make()
+        return self._derived[key]
+
+    def linearized(self, differentiated: tuple):
+        """(primal, linear, num_residuals): refjit's linearize of the program."""
+        def make():
+            primal, linear, nres = _core.linearize(self.program, list(differentiated))
+            return (StagedProgram(primal, f"{self.name}_primal"),
+                    StagedProgram(linear, f"{self.name}_linear"), nres)
+        return self._derive(("linearize", differentiated), make)
+
+    def transposed(self, num_nonlinear: int, kinds: tuple):
+        return self._derive(("transpose", num_nonlinear, kinds), lambda: StagedProgram(
+            _core.transpose(self.program, num_nonlinear, list(kinds)), f"{self.name}_T"))
+
+    def batched(self, in_batched: tuple, size: int):
+        """(program, out_batched): refjit's vmap of the program."""
+        def make():
+            program, out_batched = _core.vmap(self.program, list(in_batched), size)
+            return StagedProgram(program, f"{self.name}_batched"), tuple(out_batched)
+        return self._derive(("vmap", in_batched, size), make)
+
+
+def staged_programs(jaxpr) -> list[tuple[str, Any]]:
+    """(name, program) of every refjit program staged anywhere inside ``jaxpr``."""
+    found: dict[str, Any] = {}
+
+    def walk(j):
+        for eqn in j.eqns:
+            if eqn.primitive in _CALLS:
+                staged = eqn.params["program"]
+                found[staged.name] = staged.program
+            for v in eqn.params.values():
+                for sub in v if isinstance(v, (tuple, list)) else (v,):
+                    inner = getattr(sub, "jaxpr", sub)
+                    if hasattr(inner, "eqns"):
+                        walk(inner)
+
+    walk(jaxpr)
+    return list(found.items())
+
+
+# refjit_call: the program applied to its operands. refjit_linear_call: the same, for a
+# program linear in its operands after the first `num_nonlinear` (the tangent part of a
+# refjit_call's JVP), which JAX may transpose.
+refjit_call_p = jcore.Primitive("refjit_call")
+refjit_call_p.multiple_results = True
+refjit_linear_call_p = jcore.Primitive("refjit_linear_call")
+refjit_linear_call_p.multiple_results = True
+_CALLS = (refjit_call_p, refjit_linear_call_p)
+
+
+def _abstract_eval(*avals, program: StagedProgram, **_):
+    return program.out_avals
+
+
+def _impl(*args, program: StagedProgram, **_):
+    # Python scalars reach here as themselves (weakly typed): give them the program's dtypes.
+    arrays = [np.asarray(a, dtype=d, order="C") for a, d in zip(args, program.in_dtypes)]
+    return program.executable()(arrays)
+
+
+def _is_float(aval) -> bool:
+    return jax.dtypes.issubdtype(aval.dtype, np.inexact)
+
+
+def _jvp(primals, tangents, *, program: StagedProgram, **_):
+    """refjit's linearize of the program: the primal part now, the tangent part as a
+    refjit_linear_call that JAX may transpose (jax.grad of a refjit function)."""
+    from jax._src.interpreters import ad
+
+    diff = tuple(type(t) is not ad.Zero for t in tangents)
+    if any(program.in_refs):
+        raise Error("jax.jvp / jax.grad of a refjit function that takes a jax.Ref is not "
+                    "supported; apply refjit's transformation instead")
+    if not any(diff):
+        outs = refjit_call_p.bind(*primals, program=program)
+        return outs, [ad.Zero(a.to_tangent_aval()) for a in program.out_avals]
+    primal, linear, nres = program.linearized(diff)
+    outs_res = refjit_call_p.bind(*primals, program=primal)
+    n = len(program.out_avals)
+    outs, residuals = outs_res[:n], outs_res[n:]
+    lin_tangents = [ad.instantiate_zeros(t) for t, d in zip(tangents, diff) if d]
+    t_outs = refjit_linear_call_p.bind(*residuals, *lin_tangents, program=linear,
+                                       num_nonlinear=nres)
+    return outs, [t if _is_float(a) else ad.Zero(a.to_tangent_aval())
+                  for t, a in zip(t_outs, program.out_avals)]
+
+
+def _linear_transpose(cts, *args, program: StagedProgram, num_nonlinear: int):
+    from jax._src.interpreters import ad
+
+    residuals, linear_args = args[:num_nonlinear], args[num_nonlinear:]
+    if any(ad.is_undefined_primal(r) for r in residuals):
+        raise Error("refjit: a residual of a linear refjit call is itself being transposed")
+    kinds = tuple("value" if ad.is_undefined_primal(x) else "dont_want" for x in linear_args)
+    cts = [ad.instantiate_zeros(ct) if type(ct) is ad.Zero else ct for ct in cts]
+    cts = [jax.numpy.zeros(a.shape, a.dtype) if ct is None else ct
+           for ct, a in zip(cts, program.out_avals)]
+    grads = iter(refjit_call_p.bind(*residuals, *cts,
+                                    program=program.transposed(num_nonlinear, kinds)))
+    return [None] * num_nonlinear + [next(grads) if k == "value" else None for k in kinds]
+
+
+def _batch(prim):
+    def rule(args, dims, *, program: StagedProgram, **params):
+        # An unmapped operand's dim is None (JAX's batching.not_mapped).
+        size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
+        args = [x if d is None else jax.numpy.moveaxis(x, d, 0) for x, d in zip(args, dims)]
+        in_batched = tuple(d is not None for d in dims)
+        batched, out_batched = program.batched(in_batched, size)
+        outs = prim.bind(*args, program=batched, **params)
+        return outs, [0 if b else None for b in out_batched]
+    return rule
+
+
+def _lower(ctx, *args, program: StagedProgram, **_):
+    """Inside a program XLA compiles (jax.jit, or a lax loop run eagerly), the refjit program
+    runs as a host callback on its compiled code."""
+    from jax._src.interpreters import mlir
+
+    if any(program.in_refs):
+        raise Error("a refjit function that takes a jax.Ref cannot run inside code XLA "
+                    "compiles (jax.jit, lax loops run outside refjit); apply refjit.jit "
+                    "outermost")
+
+    def host(*arrays):
+        return tuple(_impl(*arrays, program=program))
+
+    shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in program.out_avals]
+    fun = lambda *xs: list(jax.pure_callback(host, shapes, *xs))  # noqa: E731
+    return mlir.lower_fun(fun, multiple_results=True)(ctx, *args)
+
+
+# Printed as the `jit` refjit's parser reads: `jit[name=N jaxpr=N]`, N naming the program
+# (staged_programs gives the parser the programs by name).
+_printed_as_jit = jcore.Primitive("jit")
+
+
+def _pp_as_jit(eqn, context, settings):
+    from jax._src import core as jax_core
+
+    program = eqn.params["program"]
+    shown = eqn.replace(primitive=_printed_as_jit,
+                        params={"name": program.name, "jaxpr": program})
+    return jax_core._pp_eqn(shown, context, settings, params=["name", "jaxpr"])
+
+
+def _register() -> None:
+    from jax._src import core as jax_core
+    from jax._src.interpreters import ad, batching, mlir
+
+    for prim in _CALLS:
+        prim.def_abstract_eval(_abstract_eval)
+        prim.def_impl(_impl)
+        jax_core.pp_eqn_rules[prim] = _pp_as_jit
+        ad.primitive_jvps[prim] = _jvp
+        batching.primitive_batchers[prim] = _batch(prim)
+        mlir.register_lowering(prim, _lower)
+    ad.primitive_transposes[refjit_linear_call_p] = _linear_transpose
+
+
+_register()

@@ -1,0 +1,99 @@
+"""refjit's transformations applied to each other, and JAX's applied to refjit functions: the
+inner refjit function becomes one refjit_call eqn holding refjit's own program, which the
+outer transformation transforms (refjit's) or calls (JAX's), against JAX's numbers."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import assert_tree_close
+from jax import lax
+
+import refjit
+
+
+def f(x):
+    return jnp.sin(x) * x
+
+
+def g(x):
+    return jnp.sum(jnp.tanh(x) * x[::-1])
+
+
+def jax_close(actual, expected, **kw):
+    """Where a JAX transformation is outermost, results are JAX arrays."""
+    assert_tree_close(actual, expected, numpy_result=False, **kw)
+
+
+@pytest.fixture
+def x():
+    return np.linspace(-1.0, 1.5, 6, dtype=np.float32)
+
+
+def test_grad_of_grad_differentiates_refjits_own_gradient_program():
+    assert_tree_close(refjit.grad(refjit.grad(f))(1.5), jax.grad(jax.grad(f))(1.5))
+    # The inner gradient is refjit's program, staged into the outer trace by name.
+    text = refjit.make_jaxpr(refjit.grad(f))(1.5).jax_text
+    assert "jit[name=refjit_" in text and "cos" not in text
+
+
+def test_a_refjit_function_wrapping_another_keeps_its_own_settings():
+    # functools.update_wrapper must not copy the inner function's fields over the outer's.
+    inner = refjit.grad(f)
+    outer = refjit.grad(inner)
+    assert outer._fun is inner and inner._fun is f
+
+
+def test_jvp_of_jvp_and_grad_of_vjp(x):
+    def jvp_inner(v):
+        return refjit.jvp(f, (v,), (jnp.ones_like(v),))[1]
+
+    def jvp_inner_jax(v):
+        return jax.jvp(f, (v,), (jnp.ones_like(v),))[1]
+
+    assert_tree_close(refjit.jvp(jvp_inner, (x,), (x,)), jax.jvp(jvp_inner_jax, (x,), (x,)))
+
+    def vjp_inner(v):
+        y, back = refjit.vjp(f, v)
+        return jnp.sum(back(y)[0])
+
+    def vjp_inner_jax(v):
+        y, back = jax.vjp(f, v)
+        return jnp.sum(back(y)[0])
+
+    assert_tree_close(refjit.grad(vjp_inner)(x), jax.grad(vjp_inner_jax)(x))
+
+
+def test_jit_of_a_refjit_gradient_and_a_hessian(x):
+    assert_tree_close(refjit.jit(refjit.grad(g))(x), jax.grad(g)(x))
+    hess = refjit.jit(lambda v: refjit.vjp(refjit.grad(g), v)[1](jnp.ones_like(v))[0])
+    assert_tree_close(hess(x), jax.vjp(jax.grad(g), x)[1](jnp.ones_like(x))[0], rtol=1e-4)
+
+
+def test_jax_vmap_of_refjit_functions_uses_refjits_vmap(x):
+    jax_close(jax.vmap(refjit.jit(f))(x), jax.vmap(f)(x))
+    jax_close(jax.vmap(refjit.grad(f))(x), jax.vmap(jax.grad(f))(x))
+    xs = np.stack([x, 2 * x])
+    jax_close(jax.vmap(refjit.grad(g), in_axes=1)(xs.T), jax.vmap(jax.grad(g))(xs))
+    text = str(jax.make_jaxpr(jax.vmap(refjit.jit(f)))(x))
+    assert "refjit_" in text and "_batched" in text
+
+
+def test_jax_grad_of_a_refjit_function_uses_refjits_linearize_and_transpose(x):
+    jax_close(jax.grad(refjit.jit(g))(x), jax.grad(g)(x))
+    jax_close(jax.grad(jax.grad(refjit.jit(f)))(1.5), jax.grad(jax.grad(f))(1.5))
+    jax_close(jax.jacrev(refjit.jit(lambda v: jnp.sin(v) * v[::-1]))(x),
+                      jax.jacrev(lambda v: jnp.sin(v) * v[::-1])(x))
+    jax_close(jax.jvp(refjit.jit(f), (x,), (x,)), jax.jvp(f, (x,), (x,)))
+    text = str(jax.make_jaxpr(jax.grad(refjit.jit(g)))(x))
+    assert "_primal" in text and "_linear_T" in text
+
+
+def test_refjit_functions_inside_code_xla_compiles(x):
+    jax_close(jax.jit(refjit.grad(g))(x), jax.grad(g)(x))
+
+    def step(c, v):
+        return c + refjit.jit(f)(v), None
+
+    jax_close(lax.scan(step, np.float32(0), x)[0],
+                      lax.scan(lambda c, v: (c + f(v), None), np.float32(0), x)[0])

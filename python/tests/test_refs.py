@@ -1,0 +1,114 @@
+"""jax.Refs made outside a refjit function, closed over or passed in: read at each call and
+updated in place as jax.jit updates them, under every transformation."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import assert_tree_close
+from jax import lax
+
+import refjit
+
+
+def value(ref):
+    return np.asarray(ref[...])
+
+
+@pytest.mark.parametrize("backend", ["native", "interpreter"])
+def test_a_closed_over_ref_is_read_and_written_at_every_call(backend):
+    ref = jax.new_ref(jnp.zeros(3))
+
+    def bump(x):
+        ref[...] += x
+        return ref[...] * 2
+
+    jitted = refjit.jit(bump, backend=backend)
+    np.testing.assert_array_equal(jitted(np.ones(3, np.float32)), np.full(3, 2.0))
+    np.testing.assert_array_equal(value(ref), np.ones(3))
+    # The second call reads the ref's new value (the compiled code is the same).
+    np.testing.assert_array_equal(jitted(np.ones(3, np.float32)), np.full(3, 4.0))
+    ref[...] = jnp.full(3, 10.0)  # written by JAX between calls
+    np.testing.assert_array_equal(jitted(np.ones(3, np.float32)), np.full(3, 22.0))
+    np.testing.assert_array_equal(value(ref), np.full(3, 11.0))
+
+
+def test_a_ref_argument_is_updated_in_place_like_jax_jit():
+    def step(r, x):
+        r[1:] = r[:-1] + x
+        return jnp.sum(r[...])
+
+    ours, theirs = jax.new_ref(jnp.arange(4.0)), jax.new_ref(jnp.arange(4.0))
+    for k in range(3):
+        assert_tree_close(refjit.jit(step)(ours, np.float32(k)),
+                          np.asarray(jax.jit(step)(theirs, np.float32(k))))
+        np.testing.assert_array_equal(value(ours), value(theirs))
+
+
+def test_a_closed_over_ref_inside_a_scan_body():
+    acc = jax.new_ref(jnp.zeros(()))
+
+    def total(xs):
+        def body(c, x):
+            acc[...] += x * x
+            return c + x, None
+        return lax.scan(body, jnp.zeros(()), xs)[0]
+
+    xs = np.arange(5, dtype=np.float32)
+    assert_tree_close(refjit.jit(total)(xs), np.asarray(10.0, np.float32))
+    np.testing.assert_array_equal(value(acc), 30.0)
+
+
+def test_grad_reads_a_closed_over_ref_and_writes_an_undifferentiated_value():
+    scale = jax.new_ref(jnp.full(3, 2.0))
+    calls = jax.new_ref(jnp.zeros((), jnp.int32))
+
+    def loss(x):
+        calls[...] += 1
+        return jnp.sum(jnp.sin(x) * scale[...])
+
+    x = np.linspace(0, 1, 3, dtype=np.float32)
+    assert_tree_close(refjit.grad(loss)(x), np.asarray(2 * np.cos(x), np.float32))
+    assert_tree_close(refjit.value_and_grad(loss)(x)[0], np.sum(2 * np.sin(x)).astype(np.float32))
+    assert value(calls) == 2
+
+
+def test_a_differentiated_value_written_into_a_closed_over_ref_is_refused():
+    ref = jax.new_ref(jnp.zeros(3))
+
+    def loss(x):
+        ref[...] = x
+        return jnp.sum(x)
+
+    with pytest.raises(refjit.RefError, match="not differentiated"):
+        refjit.grad(loss)(np.ones(3, np.float32))
+
+
+def test_jvp_with_ref_primals_takes_ref_tangents_and_updates_both():
+    def f(r, x):
+        r[...] = jnp.sin(x) * r[...]
+        return jnp.sum(x)
+
+    mine = [jax.new_ref(jnp.full(3, 2.0)), jax.new_ref(jnp.ones(3))]
+    jaxs = [jax.new_ref(jnp.full(3, 2.0)), jax.new_ref(jnp.ones(3))]
+    x = np.linspace(0, 1, 3, dtype=np.float32)
+    out = refjit.jvp(f, (mine[0], x), (mine[1], np.ones(3, np.float32)))
+    expected = jax.jvp(f, (jaxs[0], x), (jaxs[1], np.ones(3, np.float32)))
+    assert_tree_close(out, jax.tree_util.tree_map(np.asarray, expected))
+    for a, b in zip(mine, jaxs):
+        np.testing.assert_allclose(value(a), value(b), rtol=1e-6)
+
+
+def test_vjp_runs_the_forward_pass_writes_once():
+    log = jax.new_ref(jnp.zeros(2))
+
+    def f(x):
+        log[0] = lax.stop_gradient(jnp.sum(x)) + 1.0
+        return jnp.tanh(x)
+
+    x = np.linspace(-1, 1, 4, dtype=np.float32)
+    out, back = refjit.vjp(f, x)
+    np.testing.assert_allclose(value(log), [1.0, 0.0], atol=1e-6)
+    log[...] = jnp.array([5.0, 0.0])
+    assert_tree_close(back(np.ones(4, np.float32)), (np.asarray(1 - np.tanh(x) ** 2),), rtol=1e-5)
+    np.testing.assert_array_equal(value(log), [5.0, 0.0])  # the backward pass wrote nothing
