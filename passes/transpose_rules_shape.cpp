@@ -35,11 +35,12 @@ IntList free_dims(int64_t rank, const IntList& contract, const IntList& batch) {
   return r;
 }
 
-// Cotangent of one dot_general operand ("mine") given the other ("other", a residual).
+// Cotangent of one dot_general operand ("mine") given the other ("other", a residual), at
+// the product's own precision (as JAX's transpose keeps it).
 // The result of dot_general(ct, other) has dims [batch, my free, my contracting dims ordered
 // by the other's contracting dims]; a transpose puts them back in my order.
 Atom dot_transpose(Emitter& e, Atom ct, Atom other, const ArrayType& mine, bool mine_is_lhs,
-                   const DotDims& dn) {
+                   const DotDims& dn, const ParamValue& precision) {
   const ArrayType ot = e.array_type_of(other);
   const IntList& my_c = mine_is_lhs ? dn.lhs_contract : dn.rhs_contract;
   const IntList& my_b = mine_is_lhs ? dn.lhs_batch : dn.rhs_batch;
@@ -57,7 +58,7 @@ Atom dot_transpose(Emitter& e, Atom ct, Atom other, const ArrayType& mine, bool 
   d.rhs_batch = o_b;
   Atom r = e.emit1(Prim::dot_general, {ct, other},
                    Params{{"dimension_numbers", d},
-                          {"precision", NoneParam{}},
+                          {"precision", precision},
                           {"preferred_element_type", NoneParam{}}});
   // r's dims, named by my dims: batch, then my free dims (in the output they sit before the
   // other's free dims when I am lhs, after when I am rhs; in either case in increasing
@@ -193,12 +194,14 @@ void register_shape_transpose_rules(TransposeRuleTable& t) {
   // dot_general is bilinear; only wanted sides are computed (one dot with DontWant).
   t.set(Prim::dot_general, [](Emitter& e, TransposeArgs& a) {
     const DotDims& dn = a.eqn.params.get<DotDims>("dimension_numbers");
+    const ParamValue* given = a.eqn.params.find("precision");
+    const ParamValue precision = given ? *given : ParamValue(NoneParam{});
     if (a.linear(0) && a.linear(1))
       throw Error("transpose: `dot_general` of two linear values is not linear");
     if (a.wants(0))
-      a.acc[0]->add(e, dot_transpose(e, ct0(a), a.val[1], a.acc[0]->type(), true, dn));
+      a.acc[0]->add(e, dot_transpose(e, ct0(a), a.val[1], a.acc[0]->type(), true, dn, precision));
     if (a.wants(1))
-      a.acc[1]->add(e, dot_transpose(e, ct0(a), a.val[0], a.acc[1]->type(), false, dn));
+      a.acc[1]->add(e, dot_transpose(e, ct0(a), a.val[0], a.acc[1]->type(), false, dn, precision));
   });
 }
 
