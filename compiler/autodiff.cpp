@@ -40,7 +40,7 @@ namespace flat {
 
 namespace {
 
-bool differentiable(const Type& t) { return is_float(t.dtype()); }
+bool differentiable(const Type& t) { return is_inexact(t.dtype()); }
 
 std::string entry_str(const GradEntry& e) {
   if (std::holds_alternative<GradValue>(e)) return "GradValue";

@@ -34,6 +34,10 @@ std::atomic<uint64_t> next_trace_id{1};
 }
 
 Literal literal_of(const Array& a) {
+  if (is_complex(a.dtype())) {
+    const std::complex<double> z = a.as_complex(0);
+    return Literal::of_complex(a.dtype(), z.real(), z.imag());
+  }
   if (is_float(a.dtype())) return Literal::of_float(a.dtype(), a.as_double(0));
   if (is_bool(a.dtype())) return Literal::of_bool(a.as_int(0) != 0);
   return Literal::of_int(a.dtype(), a.as_int(0));

@@ -24,7 +24,7 @@ Value::Value(NodePtr node) : node_(std::move(node)) {
 
 NodePtr Value::scalar_node(DType d, double f, int64_t i) {
   Array a(ArrayType{d, {}});
-  if (is_float(d)) {
+  if (is_inexact(d)) {
     a.set_from_double(0, f);
   } else if (d == DType::bool_) {
     a.set_from_double(0, i != 0 ? 1.0 : 0.0);

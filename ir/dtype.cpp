@@ -23,6 +23,8 @@ constexpr Names names(DType d) {
     case DType::u64: return {"u64", "uint64"};
     case DType::f16: return {"f16", "float16"};
     case DType::bf16: return {"bf16", "bfloat16"};
+    case DType::c64: return {"c64", "complex64"};
+    case DType::c128: return {"c128", "complex128"};
   }
   return {"?", "?"};
 }

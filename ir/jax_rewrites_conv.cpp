@@ -61,7 +61,7 @@ std::vector<Atom> conv_general_dilated(RewriteArgs& a) {
   if (lhs.dtype != rhs.dtype)
     fail(kConv, fmt::format("the input is {} but the kernel is {}; the dtypes must agree",
                             lhs.str(), rhs.str()));
-  if (!is_float(lhs.dtype) && !is_int(lhs.dtype))
+  if (!is_inexact(lhs.dtype) && !is_int(lhs.dtype))
     fail(kConv, fmt::format("operands of type {} are not numbers", lhs.str()));
   const int64_t rank = lhs.rank();
   if (rank < 2 || rhs.rank() != rank)

@@ -73,6 +73,46 @@ class Lexer {
     return real ? Tok::real : Tok::integer;
   }
 
+  // How many characters of a real number (digits, '.', an exponent; inf or nan) start at
+  // offset k, after an optional sign; 0 if none. Looks ahead without consuming.
+  size_t real_length_at(size_t k) const {
+    size_t n = k;
+    if (at(n) == '-' || at(n) == '+') ++n;
+    if (src_.substr(pos_ + n, 3) == "inf" || src_.substr(pos_ + n, 3) == "nan") return n + 3 - k;
+    if (!is_digit(at(n))) return 0;
+    while (is_digit(at(n))) ++n;
+    if (at(n) == '.' && is_digit(at(n + 1))) {
+      ++n;
+      while (is_digit(at(n))) ++n;
+    }
+    if ((at(n) == 'e' || at(n) == 'E') &&
+        (is_digit(at(n + 1)) || ((at(n + 1) == '+' || at(n + 1) == '-') && is_digit(at(n + 2))))) {
+      n += 2;
+      while (is_digit(at(n))) ++n;
+    }
+    return n - k;
+  }
+
+  // Python's complex repr at the current position: `(RE+IMj)` / `(RE-IMj)`, or a bare
+  // imaginary `IMj` (a real followed directly by j); its length, or 0.
+  size_t complex_length() const {
+    if (at(0) == '(') {
+      size_t re = real_length_at(1);
+      if (re == 0) return 0;
+      size_t k = 1 + re;
+      if (at(k) != '+' && at(k) != '-') return 0;
+      size_t im = real_length_at(k);
+      if (im == 0) return 0;
+      k += im;
+      return at(k) == 'j' && at(k + 1) == ')' ? k + 2 : 0;
+    }
+    // infj and nanj stay identifiers, as inf and nan do (JAX may name a variable so).
+    if (is_ident_start(at(0))) return 0;
+    size_t im = real_length_at(0);
+    if (im == 0 || at(im) != 'j' || is_ident_char(at(im + 1))) return 0;
+    return im + 1;
+  }
+
   // [A-Za-z_][A-Za-z0-9_]* with inner hyphens joining words (scatter-add).
   void lex_ident_body() {
     while (is_ident_char(at(0))) advance();
@@ -87,6 +127,10 @@ class Lexer {
     int line = line_, col = col_;
     if (done()) return Token{Tok::end, src_.substr(src_.size()), line, col, src_.size()};
     char c = at(0);
+    if (size_t n = complex_length(); n > 0) {
+      advance(n);
+      return make(Tok::complex, start, line, col);
+    }
     if (is_ident_start(c)) {
       lex_ident_body();
       // inf and nan stay identifiers: JAX may name a variable `inf`; the parser reads them

@@ -12,6 +12,7 @@ enum class Tok : uint8_t {
   ident,     // c, f32, scatter-add, lambda, True, None, ...
   integer,   // 3, -3
   real,      // 2.0, -1e-05, -inf (plain inf and nan are identifiers)
+  complex,   // Python's complex repr: 2j, 0j, -1.5j, (1+2j), (-0-1j), (nan+infj)
   string,    // 'quoted' or "quoted" (only inside params JAX prints and we ignore)
   lbrace,    // {
   rbrace,    // }

@@ -40,8 +40,18 @@ int64_t saturating_cast(double v, DType d) {
 
 }  // namespace
 
+Literal Literal::of_complex(DType d, double re, double im) {
+  const bool c64 = d == DType::c64;
+  auto part = [&](double x) { return c64 ? static_cast<double>(static_cast<float>(x)) : x; };
+  Literal l{d, part(re), 0};
+  l.im = part(im);
+  return l;
+}
+
 Literal Literal::of(DType d, double v) {
   switch (d) {
+    case DType::c64:
+    case DType::c128: return of_complex(d, v, 0.0);
     case DType::f32: return of_float(d, static_cast<double>(static_cast<float>(v)));
     case DType::f64: return of_float(d, v);
     case DType::f16: return of_float(d, static_cast<float>(Float16(v)));
@@ -72,7 +82,9 @@ std::optional<Literal> Literal::parse_int(DType d, std::string_view text) {
 
 bool Literal::operator==(const Literal& o) const {
   if (dtype != o.dtype) return false;
-  if (is_float(dtype)) return f == o.f || (std::isnan(f) && std::isnan(o.f));
+  auto same = [](double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); };
+  if (is_complex(dtype)) return same(f, o.f) && same(im, o.im);
+  if (is_float(dtype)) return same(f, o.f);
   return i == o.i;
 }
 
@@ -98,7 +110,32 @@ std::string float_text(DType d, double v) {
   return s;
 }
 
+namespace {
+
+// A part of a complex repr as Python writes it: the shortest digits, no ".0" on a whole
+// number (repr(2+1.5j) == '(2+1.5j)'), inf and nan by name.
+std::string complex_part(DType part, double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == std::trunc(v) && std::fabs(v) < 1e16) {
+    std::string s = fmt::format("{:.0f}", v);
+    return s == "0" && std::signbit(v) ? "-0" : s;
+  }
+  return part == DType::f32 ? fmt::format("{}", static_cast<float>(v)) : fmt::format("{}", v);
+}
+
+}  // namespace
+
+std::string complex_text(DType d, double re, double im) {
+  const DType part = real_dtype(d);
+  std::string imag = complex_part(part, im);
+  if (re == 0.0 && !std::signbit(re)) return imag + "j";
+  if (imag[0] != '-') imag = "+" + imag;
+  return "(" + complex_part(part, re) + imag + "j)";
+}
+
 std::string Literal::value_text() const {
+  if (is_complex(dtype)) return complex_text(dtype, f, im);
   if (dtype == DType::bool_) return i ? "True" : "False";
   if (dtype == DType::u64) return fmt::format("{}", static_cast<uint64_t>(i));
   if (is_int(dtype)) return fmt::format("{}", i);

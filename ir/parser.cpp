@@ -284,7 +284,25 @@ std::vector<Atom> Parser::parse_outvars(Scope& s) {
 }
 
 bool Parser::is_literal_word(std::string_view w) {
-  return w == "True" || w == "False" || w == "inf" || w == "nan";
+  return w == "True" || w == "False" || w == "inf" || w == "nan" || w == "infj" || w == "nanj";
+}
+
+// The parts of a complex token or word: `(1+2j)`, `-1.5j`, `infj`.
+std::pair<double, double> Parser::complex_of(const Token& v) const {
+  std::string t(v.text);
+  if (t.front() == '(') t = t.substr(1, t.size() - 2);
+  t.pop_back();  // j
+  // The imaginary part starts at the last sign that is not the first character or part of
+  // an exponent.
+  size_t split = std::string::npos;
+  for (size_t k = t.size(); k-- > 1;)
+    if ((t[k] == '+' || t[k] == '-') && t[k - 1] != 'e' && t[k - 1] != 'E') {
+      split = k;
+      break;
+    }
+  if (split == std::string::npos) return {0.0, std::strtod(t.c_str(), nullptr)};
+  return {std::strtod(t.substr(0, split).c_str(), nullptr),
+          std::strtod(t.substr(split).c_str(), nullptr)};
 }
 
 bool Parser::at_typed_literal() const {
@@ -313,6 +331,14 @@ Literal Parser::literal_value(const Token& v, DType d) const {
     std::optional<Literal> x = Literal::parse_int(d, v.text);
     if (!x) fail(v, fmt::format("{} is out of range for {}", v.text, short_name(d)));
     return *x;
+  }
+  if (is_complex(d)) {
+    if (v.is(Tok::complex) || v.is_ident("infj") || v.is_ident("nanj")) {
+      auto [re, im] = complex_of(v);
+      return Literal::of_complex(d, re, im);
+    }
+  } else if (v.is(Tok::complex) || v.is_ident("infj") || v.is_ident("nanj")) {
+    bad("a real number");
   }
   if (v.is(Tok::integer) || v.is(Tok::real)) return Literal::of(d, real_of(v));
   if (v.is_ident("inf")) return Literal::of(d, INFINITY);
@@ -357,8 +383,10 @@ Literal Parser::bare_literal(const Token& v, std::optional<DType> hint) const {
     d = DType::bool_;
   } else if (v.is(Tok::integer)) {
     d = hint && !is_bool(*hint) ? *hint : DType::i32;
+  } else if (v.is(Tok::complex)) {
+    d = hint && is_complex(*hint) ? *hint : DType::c64;
   } else {
-    d = hint && is_float(*hint) ? *hint : DType::f32;
+    d = hint && is_inexact(*hint) ? *hint : DType::f32;
   }
   return literal_value(v, d);
 }

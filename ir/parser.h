@@ -166,7 +166,10 @@ class Parser {
   // ---- atoms ------------------------------------------------------------------------------
 
   static bool is_literal_word(std::string_view w);
-  static bool is_number(const Token& t) { return t.is(Tok::integer) || t.is(Tok::real); }
+  static bool is_number(const Token& t) {
+    return t.is(Tok::integer) || t.is(Tok::real) || t.is(Tok::complex);
+  }
+  std::pair<double, double> complex_of(const Token& v) const;
 
   // `3:i32[]` at the current token (the value, a ':' and a scalar dtype).
   bool at_typed_literal() const;

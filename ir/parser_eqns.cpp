@@ -295,6 +295,7 @@ bool Parser::is_broadcasting_binary(Prim p) {
     case Prim::max:
     case Prim::min:
     case Prim::pow:
+    case Prim::complex:
     case Prim::eq:
     case Prim::ne:
     case Prim::lt:

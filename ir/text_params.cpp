@@ -27,6 +27,7 @@ RuleTable<SpecList> make_specs() {
   set(Prim::integer_pow, {{"y", K::integer}});
   set(Prim::convert_element_type, {{"new_dtype", K::dtype}, {"weak_type", K::boolean}});
   set(Prim::bitcast_convert_type, {{"new_dtype", K::dtype}});
+  set(Prim::conj, {{"input_dtype", K::dtype}});
   set(Prim::broadcast_in_dim, {{"broadcast_dimensions", K::ints}, {"shape", K::ints}});
   set(Prim::reshape, {{"dimensions", K::ints_or_none}, {"new_sizes", K::ints}});
   set(Prim::squeeze, {{"dimensions", K::ints}});

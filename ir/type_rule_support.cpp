@@ -11,8 +11,11 @@ namespace refjit::type_rules {
 bool dtype_in(DType d, DTypeClass cls) {
   switch (cls) {
     case DTypeClass::any: return true;
+    case DTypeClass::ordered: return !is_complex(d);
     case DTypeClass::number: return is_float(d) || is_int(d);
+    case DTypeClass::arith: return is_inexact(d) || is_int(d);
     case DTypeClass::floating: return is_float(d);
+    case DTypeClass::inexact: return is_inexact(d);
     case DTypeClass::integer: return is_int(d);
     case DTypeClass::bool_or_int: return is_bool(d) || is_int(d);
   }
@@ -22,9 +25,12 @@ bool dtype_in(DType d, DTypeClass cls) {
 std::string_view describe(DTypeClass cls) {
   switch (cls) {
     case DTypeClass::any: return "any dtype";
-    case DTypeClass::number: return "a numeric dtype (f32, f64, i32 or i64)";
-    case DTypeClass::floating: return "a float dtype (f32 or f64)";
-    case DTypeClass::integer: return "an integer dtype (i32 or i64)";
+    case DTypeClass::ordered: return "an ordered dtype (not complex)";
+    case DTypeClass::number: return "a real numeric dtype (a float or integer dtype)";
+    case DTypeClass::arith: return "a numeric dtype (a float, complex or integer dtype)";
+    case DTypeClass::floating: return "a real float dtype (f16, bf16, f32 or f64)";
+    case DTypeClass::inexact: return "a float or complex dtype";
+    case DTypeClass::integer: return "an integer dtype";
     case DTypeClass::bool_or_int: return "a bool or integer dtype";
   }
   return "?";

@@ -18,7 +18,9 @@
 namespace refjit::type_rules {
 
 // Which dtypes an operand accepts.
-enum class DTypeClass { any, number, floating, integer, bool_or_int };
+// number: the real numbers (floats and integers); arith: those and the complex dtypes;
+// floating: the real floats; inexact: those and the complex dtypes; ordered: all but complex.
+enum class DTypeClass { any, ordered, number, arith, floating, inexact, integer, bool_or_int };
 
 bool dtype_in(DType d, DTypeClass cls);
 // "a float dtype (f32 or f64)" and the like, for messages.

@@ -18,12 +18,40 @@ std::vector<Type> unary(std::span<const Type> in, const Params& params) {
   return one(c.array_of(0, cls));
 }
 
+// abs: the magnitude, of the part dtype for a complex operand (c64 -> f32).
+std::vector<Type> abs_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::abs, in, params);
+  c.expect_count(1);
+  const ArrayType& x = c.array_of(0, DTypeClass::arith);
+  return one(ArrayType{real_dtype(x.dtype), x.shape});
+}
+
+// real, imag: c64[s] -> f32[s], c128[s] -> f64[s].
+template <Prim P>
+std::vector<Type> complex_part_rule(std::span<const Type> in, const Params& params) {
+  Checker c(P, in, params);
+  c.expect_count(1);
+  const ArrayType& x = c.array(0);
+  if (!is_complex(x.dtype))
+    c.fail("operand 0 has type {} but a complex dtype (c64 or c128) is needed", x.str());
+  return one(ArrayType{real_dtype(x.dtype), x.shape});
+}
+
+// conj[input_dtype]: the conjugate, complex whatever the operand (a real float becomes the
+// complex number with that real part, as JAX's lax.conj does).
+std::vector<Type> conj_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::conj, in, params);
+  c.expect_count(1);
+  const ArrayType& x = c.array_of(0, DTypeClass::inexact);
+  return one(ArrayType{complex_dtype(x.dtype), x.shape});
+}
+
 std::vector<Type> integer_pow_rule(std::span<const Type> in, const Params& params) {
   Checker c(Prim::integer_pow, in, params);
   c.expect_count(1);
-  const ArrayType& x = c.array_of(0, DTypeClass::number);
+  const ArrayType& x = c.array_of(0, DTypeClass::arith);
   int64_t y = c.int_param("y");
-  if (y < 0 && !is_float(x.dtype))
+  if (y < 0 && !is_inexact(x.dtype))
     c.fail(
         "exponent y={} is negative but operand 0 has integer type {}; negative powers need "
         "a float operand",
@@ -95,6 +123,34 @@ std::vector<Type> binary(std::span<const Type> in, const Params& params) {
   return one(ArrayType{comparison ? DType::bool_ : x.dtype, std::move(s)});
 }
 
+// complex re im: two real floats of one dtype (f32 or f64) -> c64 / c128.
+std::vector<Type> complex_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::complex, in, params);
+  c.expect_count(2);
+  const ArrayType& x = c.array(0);
+  const ArrayType& y = c.array(1);
+  for (const ArrayType* t : {&x, &y})
+    if (t->dtype != DType::f32 && t->dtype != DType::f64)
+      c.fail("operand {} has type {} but the parts of a complex number are f32 or f64",
+             t == &x ? 0 : 1, t->str());
+  Shape s = binary_shape(c, x, y);
+  return one(ArrayType{complex_dtype(x.dtype), std::move(s)});
+}
+
+// pow x y: x float or complex; y of x's dtype, or any integer dtype (JAX's x ** n).
+std::vector<Type> pow_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::pow, in, params);
+  c.expect_count(2);
+  const ArrayType& x = c.array_of(0, DTypeClass::inexact);
+  const ArrayType& y = c.array(1);
+  if (y.dtype != x.dtype && !is_int(y.dtype))
+    c.fail(
+        "operand 1 has type {} but the exponent must have operand 0's dtype ({}) or be an "
+        "integer",
+        y.str(), short_name(x.dtype));
+  return one(ArrayType{x.dtype, binary_shape(c, x, ArrayType{x.dtype, y.shape})});
+}
+
 std::vector<Type> select_n_rule(std::span<const Type> in, const Params& params) {
   Checker c(Prim::select_n, in, params);
   c.expect_at_least(2);
@@ -128,40 +184,43 @@ std::vector<Type> select_n_rule(std::span<const Type> in, const Params& params) 
 
 void register_elementwise_type_rules(TypeRuleTable& t) {
   constexpr auto kNum = DTypeClass::number;
+  constexpr auto kArith = DTypeClass::arith;
   constexpr auto kFloat = DTypeClass::floating;
+  constexpr auto kInexact = DTypeClass::inexact;
   constexpr auto kAny = DTypeClass::any;
+  constexpr auto kOrdered = DTypeClass::ordered;
   constexpr auto kBoolInt = DTypeClass::bool_or_int;
   auto set = [&t](Prim p, TypeRule r) { t[static_cast<int>(p)] = r; };
 
-  set(Prim::neg, unary<Prim::neg, kNum>);
-  set(Prim::exp, unary<Prim::exp, kFloat>);
-  set(Prim::log, unary<Prim::log, kFloat>);
-  set(Prim::log1p, unary<Prim::log1p, kFloat>);
-  set(Prim::expm1, unary<Prim::expm1, kFloat>);
-  set(Prim::sin, unary<Prim::sin, kFloat>);
-  set(Prim::cos, unary<Prim::cos, kFloat>);
-  set(Prim::tan, unary<Prim::tan, kFloat>);
-  set(Prim::tanh, unary<Prim::tanh, kFloat>);
-  set(Prim::logistic, unary<Prim::logistic, kFloat>);
-  set(Prim::sqrt, unary<Prim::sqrt, kFloat>);
-  set(Prim::rsqrt, unary<Prim::rsqrt, kFloat>);
-  set(Prim::abs, unary<Prim::abs, kNum>);
-  set(Prim::sign, unary<Prim::sign, kNum>);
+  set(Prim::neg, unary<Prim::neg, kArith>);
+  set(Prim::exp, unary<Prim::exp, kInexact>);
+  set(Prim::log, unary<Prim::log, kInexact>);
+  set(Prim::log1p, unary<Prim::log1p, kInexact>);
+  set(Prim::expm1, unary<Prim::expm1, kInexact>);
+  set(Prim::sin, unary<Prim::sin, kInexact>);
+  set(Prim::cos, unary<Prim::cos, kInexact>);
+  set(Prim::tan, unary<Prim::tan, kInexact>);
+  set(Prim::tanh, unary<Prim::tanh, kInexact>);
+  set(Prim::logistic, unary<Prim::logistic, kInexact>);
+  set(Prim::sqrt, unary<Prim::sqrt, kInexact>);
+  set(Prim::rsqrt, unary<Prim::rsqrt, kInexact>);
+  set(Prim::abs, abs_rule);
+  set(Prim::sign, unary<Prim::sign, kArith>);
   set(Prim::floor, unary<Prim::floor, kFloat>);
   set(Prim::ceil, unary<Prim::ceil, kFloat>);
   set(Prim::round, round_rule);
-  set(Prim::asin, unary<Prim::asin, kFloat>);
-  set(Prim::acos, unary<Prim::acos, kFloat>);
-  set(Prim::atan, unary<Prim::atan, kFloat>);
-  set(Prim::sinh, unary<Prim::sinh, kFloat>);
-  set(Prim::cosh, unary<Prim::cosh, kFloat>);
-  set(Prim::asinh, unary<Prim::asinh, kFloat>);
-  set(Prim::acosh, unary<Prim::acosh, kFloat>);
-  set(Prim::atanh, unary<Prim::atanh, kFloat>);
+  set(Prim::asin, unary<Prim::asin, kInexact>);
+  set(Prim::acos, unary<Prim::acos, kInexact>);
+  set(Prim::atan, unary<Prim::atan, kInexact>);
+  set(Prim::sinh, unary<Prim::sinh, kInexact>);
+  set(Prim::cosh, unary<Prim::cosh, kInexact>);
+  set(Prim::asinh, unary<Prim::asinh, kInexact>);
+  set(Prim::acosh, unary<Prim::acosh, kInexact>);
+  set(Prim::atanh, unary<Prim::atanh, kInexact>);
   set(Prim::erf, unary<Prim::erf, kFloat>);
   set(Prim::erfc, unary<Prim::erfc, kFloat>);
   set(Prim::cbrt, unary<Prim::cbrt, kFloat>);
-  set(Prim::exp2, unary<Prim::exp2, kFloat>);
+  set(Prim::exp2, unary<Prim::exp2, kInexact>);
   set(Prim::is_finite, is_finite_rule);
   set(Prim::erf_inv, unary<Prim::erf_inv, kFloat>);
   set(Prim::lgamma, unary<Prim::lgamma, kFloat>);
@@ -174,15 +233,18 @@ void register_elementwise_type_rules(TypeRuleTable& t) {
   set(Prim::stop_gradient, unary<Prim::stop_gradient, kAny>);
   set(Prim::copy, unary<Prim::copy, kAny>);
   set(Prim::checkpoint_name, unary<Prim::checkpoint_name, kAny>);
+  set(Prim::real, complex_part_rule<Prim::real>);
+  set(Prim::imag, complex_part_rule<Prim::imag>);
+  set(Prim::conj, conj_rule);
 
-  set(Prim::add, binary<Prim::add, kNum>);
-  set(Prim::add_any, binary<Prim::add_any, kNum>);
-  set(Prim::sub, binary<Prim::sub, kNum>);
-  set(Prim::mul, binary<Prim::mul, kNum>);
-  set(Prim::div, binary<Prim::div, kNum>);
+  set(Prim::add, binary<Prim::add, kArith>);
+  set(Prim::add_any, binary<Prim::add_any, kArith>);
+  set(Prim::sub, binary<Prim::sub, kArith>);
+  set(Prim::mul, binary<Prim::mul, kArith>);
+  set(Prim::div, binary<Prim::div, kArith>);
   set(Prim::max, binary<Prim::max, kNum>);
   set(Prim::min, binary<Prim::min, kNum>);
-  set(Prim::pow, binary<Prim::pow, kFloat>);
+  set(Prim::pow, pow_rule);
   set(Prim::rem, binary<Prim::rem, kNum>);
   set(Prim::atan2, binary<Prim::atan2, kFloat>);
   set(Prim::nextafter, binary<Prim::nextafter, kFloat>);
@@ -192,16 +254,17 @@ void register_elementwise_type_rules(TypeRuleTable& t) {
   set(Prim::igamma_grad_a, binary<Prim::igamma_grad_a, kFloat>);
   set(Prim::eq, binary<Prim::eq, kAny, true>);
   set(Prim::ne, binary<Prim::ne, kAny, true>);
-  set(Prim::lt, binary<Prim::lt, kAny, true>);
-  set(Prim::le, binary<Prim::le, kAny, true>);
-  set(Prim::gt, binary<Prim::gt, kAny, true>);
-  set(Prim::ge, binary<Prim::ge, kAny, true>);
+  set(Prim::lt, binary<Prim::lt, kOrdered, true>);
+  set(Prim::le, binary<Prim::le, kOrdered, true>);
+  set(Prim::gt, binary<Prim::gt, kOrdered, true>);
+  set(Prim::ge, binary<Prim::ge, kOrdered, true>);
   set(Prim::and_, binary<Prim::and_, kBoolInt>);
   set(Prim::or_, binary<Prim::or_, kBoolInt>);
   set(Prim::xor_, binary<Prim::xor_, kBoolInt>);
   set(Prim::shift_left, binary<Prim::shift_left, DTypeClass::integer>);
   set(Prim::shift_right_logical, binary<Prim::shift_right_logical, DTypeClass::integer>);
   set(Prim::shift_right_arithmetic, binary<Prim::shift_right_arithmetic, DTypeClass::integer>);
+  set(Prim::complex, complex_rule);
   set(Prim::select_n, select_n_rule);
 }
 

@@ -27,7 +27,9 @@ template <Prim P>
 std::vector<Type> reduce_rule(std::span<const Type> in, const Params& params) {
   Checker c(P, in, params);
   c.expect_count(1);
-  const ArrayType& x = c.array_of(0, DTypeClass::number);
+  // Sums of complex numbers; maxima and minima of ordered ones.
+  const ArrayType& x =
+      c.array_of(0, P == Prim::reduce_sum ? DTypeClass::arith : DTypeClass::number);
   const IntList& axes = c.ints_param("axes");
   c.check_axes(axes, x.rank(), "axes entry");
   return one(ArrayType{x.dtype, without_axes(x.shape, axes)});
@@ -61,8 +63,8 @@ void check_dot_side(const Checker& c, const ArrayType& t, const IntList& contrac
 std::vector<Type> dot_general_rule(std::span<const Type> in, const Params& params) {
   Checker c(Prim::dot_general, in, params);
   c.expect_count(2);
-  const ArrayType& lhs = c.array_of(0, DTypeClass::number);
-  const ArrayType& rhs = c.array_of(1, DTypeClass::number);
+  const ArrayType& lhs = c.array_of(0, DTypeClass::arith);
+  const ArrayType& rhs = c.array_of(1, DTypeClass::arith);
   if (lhs.dtype != rhs.dtype)
     c.fail("operand 1 has type {} but operand 0 has type {}; both must have the same dtype",
            rhs.str(), lhs.str());
@@ -104,7 +106,8 @@ std::vector<Type> dot_general_rule(std::span<const Type> in, const Params& param
   DType result = lhs.dtype;
   if (const DType* preferred = c.optional_param<DType>("preferred_element_type")) {
     if (is_float(*preferred) != is_float(lhs.dtype) ||
-        !type_rules::dtype_in(*preferred, DTypeClass::number))
+        is_complex(*preferred) != is_complex(lhs.dtype) ||
+        !type_rules::dtype_in(*preferred, DTypeClass::arith))
       c.fail("preferred_element_type {} is not of the same kind as the operands' {}",
              long_name(*preferred), long_name(lhs.dtype));
     result = *preferred;

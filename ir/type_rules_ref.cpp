@@ -81,9 +81,9 @@ std::vector<Type> swap_rule(std::span<const Type> in, const Params& params) {
 std::vector<Type> addupdate_rule(std::span<const Type> in, const Params& params) {
   Checker c(Prim::addupdate, in, params);
   ArrayType x = written_value(c);
-  if (!type_rules::dtype_in(x.dtype, type_rules::DTypeClass::number))
+  if (!type_rules::dtype_in(x.dtype, type_rules::DTypeClass::arith))
     c.fail("operand 1 has type {} but accumulation needs {}", x.str(),
-           type_rules::describe(type_rules::DTypeClass::number));
+           type_rules::describe(type_rules::DTypeClass::arith));
   return {};
 }
 

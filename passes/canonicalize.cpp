@@ -114,7 +114,7 @@ class Canonicalizer {
 
   // Whether `a` is the literal one, or a broadcast of it.
   bool is_one(const Atom& a) const {
-    if (const Literal* l = std::get_if<Literal>(&a)) return l->as_double() == 1.0;
+    if (const Literal* l = std::get_if<Literal>(&a)) return l->equals(1.0);
     const Eqn* b = def(a);
     return b && b->prim == Prim::broadcast_in_dim && b->ins.size() == 1 && is_one(b->ins[0]);
   }

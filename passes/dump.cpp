@@ -8,7 +8,7 @@ namespace refjit {
 
 std::vector<bool> float_inputs(const Jaxpr& f) {
   std::vector<bool> r;
-  for (Var v : f.invars) r.push_back(is_float(f.type_of(v).dtype()));
+  for (Var v : f.invars) r.push_back(is_inexact(f.type_of(v).dtype()));
   return r;
 }
 

@@ -51,7 +51,7 @@ void register_collective_jvp_rules(JvpRuleTable& t);
 const JvpRuleTable& jvp_rules();
 
 // Whether values of this type carry tangents (floats, and refs of floats).
-inline bool has_tangent(const Type& t) { return is_float(t.dtype()); }
+inline bool has_tangent(const Type& t) { return is_inexact(t.dtype()); }
 
 // Tangent zero of `type` made concrete.
 inline Atom instantiate(Emitter& e, const MaybeAtom& t, const ArrayType& type) {

@@ -61,7 +61,24 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
   unary(t, Prim::sqrt, [d](Emitter& e, Atom, Atom y) { return e.div(e.scalar(d(e, y), 0.5), y); });
   unary(t, Prim::rsqrt,
         [d](Emitter& e, Atom x, Atom y) { return e.mul(e.scalar(d(e, y), -0.5), e.div(y, x)); });
-  unary(t, Prim::abs, [](Emitter& e, Atom x, Atom) { return e.unary(Prim::sign, x); });
+  // abs: of a real x, +t where x >= 0 and -t elsewhere (1 at 0, as JAX's rule); of a
+  // complex z, real(conj(z) t) / |z|, with |z| = 0 read as 1.
+  t.set(Prim::abs, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
+          if (!a.tangents[0]) return {std::nullopt};
+          Atom x = a.primals[0];
+          const ArrayType xt = c.p.array_type_of(x);
+          if (!is_complex(xt.dtype)) {
+            Atom non_negative = c.p.emit1(Prim::ge, {x, c.p.scalar(xt.dtype, 0.0)});
+            Atom slope = c.p.select(non_negative, {c.p.full(xt, -1.0), c.p.full(xt, 1.0)});
+            return {c.t.mul(*a.tangents[0], slope)};
+          }
+          const ArrayType yt = c.p.array_type_of(a.primal_outs[0]);
+          Atom is_zero = c.p.emit1(Prim::eq, {a.primal_outs[0], c.p.scalar(yt.dtype, 0.0)});
+          Atom safe = c.p.select(is_zero, {a.primal_outs[0], c.p.full(yt, 1.0)});
+          Atom factor = c.p.div(c.p.emit1(Prim::conj, {x}, Params{{"input_dtype", xt.dtype}}),
+                                c.p.convert(safe, xt.dtype));
+          return {c.t.unary(Prim::real, c.t.mul(*a.tangents[0], factor))};
+        }});
   // 1 / sqrt(1 - x^2), -1 / sqrt(1 - x^2), 1 / (1 + x^2)
   auto one_minus_sq = [d](Emitter& e, Atom x) {
     return e.sub(e.scalar(d(e, x), 1.0), e.mul(x, x));
@@ -77,13 +94,13 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
   });
   unary(t, Prim::sinh, [](Emitter& e, Atom x, Atom) { return e.unary(Prim::cosh, x); });
   unary(t, Prim::cosh, [](Emitter& e, Atom x, Atom) { return e.unary(Prim::sinh, x); });
-  // 1 / sqrt(x^2 + 1), 1 / (sqrt(x - 1) sqrt(x + 1)), 1 / (1 - x^2)
+  // 1 / sqrt(x^2 + 1), 1 / sqrt(x^2 - 1), 1 / (1 - x^2), as JAX writes them (the same
+  // branches for complex x)
   unary(t, Prim::asinh, [d](Emitter& e, Atom x, Atom) {
     return e.unary(Prim::rsqrt, e.add(e.mul(x, x), e.scalar(d(e, x), 1.0)));
   });
   unary(t, Prim::acosh, [d](Emitter& e, Atom x, Atom) {
-    Atom one = e.scalar(d(e, x), 1.0);
-    return e.mul(e.unary(Prim::rsqrt, e.sub(x, one)), e.unary(Prim::rsqrt, e.add(x, one)));
+    return e.unary(Prim::rsqrt, e.sub(e.mul(x, x), e.scalar(d(e, x), 1.0)));
   });
   unary(t, Prim::atanh, [d, one_minus_sq](Emitter& e, Atom x, Atom) {
     return e.div(e.scalar(d(e, x), 1.0), one_minus_sq(e, x));
@@ -161,8 +178,23 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
   t.set(Prim::convert_element_type, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
           if (!a.tangents[0]) return {std::nullopt};
           DType to = a.eqn.params.get<DType>("new_dtype");
-          if (!is_float(to)) return {std::nullopt};  // to int/bool: zero tangent
+          if (!is_inexact(to)) return {std::nullopt};  // to int/bool: zero tangent
           return {c.t.convert(*a.tangents[0], to)};
+        }});
+  // real, imag and conj are linear: the same op on the tangent.
+  for (Prim p : {Prim::real, Prim::imag, Prim::conj})
+    t.set(p, {[p](JvpCtx& c, JvpArgs& a) -> Tangents {
+            if (!a.tangents[0]) return {std::nullopt};
+            return {c.t.emit1(p, {*a.tangents[0]}, a.eqn.params)};
+          }});
+  // complex(re, im) is linear in both: complex(t_re, t_im), a missing one zero.
+  t.set(Prim::complex, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
+          if (!a.tangents[0] && !a.tangents[1]) return {std::nullopt};
+          const ArrayType out = c.p.array_type_of(a.primal_outs[0]);
+          const ArrayType part{real_dtype(out.dtype), out.shape};
+          Atom re = a.tangents[0] ? to_out_shape(c.t, *a.tangents[0], a) : c.t.zeros(part);
+          Atom im = a.tangents[1] ? to_out_shape(c.t, *a.tangents[1], a) : c.t.zeros(part);
+          return {c.t.emit1(Prim::complex, {re, im})};
         }});
   t.set(Prim::copy, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
           if (!a.tangents[0]) return {std::nullopt};
@@ -216,17 +248,25 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
             return {r};
           }});
   }
+  // pow, as JAX's rules: d/dx = y x^(y-1), 0 where y = 0 (so 0^0 has slope 0, not NaN);
+  // d/dy = log(x) x^y with log(0) read as log(1) = 0. An integer y has no tangent.
   t.set(Prim::pow, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
           Atom x = a.primals[0], y = a.primals[1], out = a.primal_outs[0];
-          DType dt = c.p.array_type_of(out).dtype;
+          const ArrayType ot = c.p.array_type_of(out);
+          const DType dt = ot.dtype;
+          auto is_zero = [&](Atom v) { return c.p.emit1(Prim::eq, {v, c.p.scalar(dt, 0.0)}); };
           MaybeAtom r;
           if (a.tangents[0]) {
-            // y * x^(y-1)
-            Atom f = c.p.mul(y, c.p.emit1(Prim::pow, {x, c.p.sub(y, c.p.scalar(dt, 1.0))}));
+            Atom yx = c.p.broadcast_to(c.p.convert(y, dt), ot.shape);
+            Atom slope = c.p.mul(yx, c.p.emit1(Prim::pow, {c.p.broadcast_to(x, ot.shape),
+                                                           c.p.sub(yx, c.p.scalar(dt, 1.0))}));
+            Atom f = c.p.select(is_zero(yx), {slope, c.p.zeros(ot)});
             r = c.t.mul(to_out_shape(c.t, *a.tangents[0], a), f);
           }
           if (a.tangents[1]) {
-            Atom f = c.p.mul(out, c.p.unary(Prim::log, x));
+            Atom xs = c.p.broadcast_to(x, ot.shape);
+            Atom safe_x = c.p.select(is_zero(xs), {xs, c.p.full(ot, 1.0)});
+            Atom f = c.p.mul(out, c.p.unary(Prim::log, safe_x));
             r = add_tangents(c.t, r, c.t.mul(to_out_shape(c.t, *a.tangents[1], a), f));
           }
           return {r};

@@ -36,7 +36,7 @@ bool no_grad(const JvpCtx& c, const Atom& ref) {
 void register_ref_jvp_rules(JvpRuleTable& t) {
   t.set(Prim::new_ref, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
           const ArrayType ty = c.p.array_type_of(a.primals[0]);
-          if (!is_float(ty.dtype) || ref_kind_param(a.eqn.params) == RefKind::no_grad_no_remat)
+          if (!is_inexact(ty.dtype) || ref_kind_param(a.eqn.params) == RefKind::no_grad_no_remat)
             return {std::nullopt};
           return {Atom(c.t.new_ref(instantiate(c.t, a.tangents[0], ty)))};
         }});

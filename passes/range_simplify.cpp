@@ -12,7 +12,7 @@
 namespace refjit {
 namespace {
 
-bool is_zero_literal(const Literal& l) { return is_float(l.dtype) ? l.f == 0.0 : l.i == 0; }
+bool is_zero_literal(const Literal& l) { return l.equals(0.0); }
 
 bool same_atom(const Atom& a, const Atom& b) {
   if (is_var(a) != is_var(b)) return false;

@@ -164,7 +164,7 @@ class DotSimplifier {
         scaled = sum;
       }
       const Literal* s = std::get_if<Literal>(&b->ins[0]);
-      if (!s || s->as_double() != 1.0) {
+      if (!s || !s->equals(1.0)) {
         Var product = j_.new_var(Type(reduced_type));
         eqns.push_back(Eqn{Prim::mul, Params{}, {scaled, b->ins[0]}, {product}});
         scaled = product;

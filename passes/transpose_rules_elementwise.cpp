@@ -43,6 +43,32 @@ void register_elementwise_transpose_rules(TransposeRuleTable& t) {
   t.set(Prim::convert_element_type, [](Emitter& e, TransposeArgs& a) {
     if (a.wants(0)) a.acc[0]->add(e, e.convert(ct0(e, a), a.acc[0]->type().dtype));
   });
+  // JAX's transposes (no conjugation is implied by transposing): real: ct -> complex(ct, 0);
+  // imag: ct -> complex(0, -ct); conj: conj(ct), or real(ct) for a real operand;
+  // complex(re, im): real(ct) to re, -imag(ct) to im.
+  t.set(Prim::real, [](Emitter& e, TransposeArgs& a) {
+    if (!a.wants(0)) return;
+    Atom ct = ct0(e, a);
+    a.acc[0]->add(e, e.emit1(Prim::complex, {ct, e.scalar(e.array_type_of(ct).dtype, 0.0)}));
+  });
+  t.set(Prim::imag, [](Emitter& e, TransposeArgs& a) {
+    if (!a.wants(0)) return;
+    Atom ct = ct0(e, a);
+    a.acc[0]->add(e, e.emit1(Prim::complex, {e.scalar(e.array_type_of(ct).dtype, 0.0), e.neg(ct)}));
+  });
+  t.set(Prim::conj, [](Emitter& e, TransposeArgs& a) {
+    if (!a.wants(0)) return;
+    Atom ct = ct0(e, a);
+    const DType operand = a.acc[0]->type().dtype;
+    a.acc[0]->add(
+        e, is_complex(operand) ? e.emit1(Prim::conj, {ct}, a.eqn.params) : e.unary(Prim::real, ct));
+  });
+  t.set(Prim::complex, [](Emitter& e, TransposeArgs& a) {
+    Atom ct = ct0(e, a);
+    if (a.wants(0)) a.acc[0]->add(e, e.sum_to(e.unary(Prim::real, ct), operand_shape(e, a, 0)));
+    if (a.wants(1))
+      a.acc[1]->add(e, e.sum_to(e.neg(e.unary(Prim::imag, ct)), operand_shape(e, a, 1)));
+  });
   for (Prim p : {Prim::copy, Prim::checkpoint_name})
     t.set(p, [](Emitter& e, TransposeArgs& a) {
       if (a.wants(0)) a.acc[0]->add(e, ct0(e, a));

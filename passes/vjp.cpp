@@ -30,9 +30,9 @@ Jaxpr grad_jaxpr(const Jaxpr& f, const std::vector<int>& wrt, int num_aux) {
                     "output(s) and the first is the one differentiated",
                     num_aux, num_out));
   if (num_out != 1 + num_aux || !f.type_of(f.outvars[0]).array.is_scalar() ||
-      !is_float(f.type_of(f.outvars[0]).dtype()) || f.type_of(f.outvars[0]).is_ref)
+      !is_inexact(f.type_of(f.outvars[0]).dtype()) || f.type_of(f.outvars[0]).is_ref)
     throw Error(
-        fmt::format("grad: the function must have exactly one float scalar output{}, "
+        fmt::format("grad: the function must have exactly one float or complex scalar output{}, "
                     "it has {} output(s){}",
                     num_aux == 0 ? "" : fmt::format(" (then {} auxiliary ones)", num_aux), num_out,
                     f.outvars.empty() ? "" : " of type " + f.type_of(f.outvars[0]).str()));
@@ -53,10 +53,10 @@ Jaxpr grad_jaxpr(const Jaxpr& f, const std::vector<int>& wrt, int num_aux) {
                                        "gradient ref with with_refs (ref arguments not "
                                        "differentiated are plumbing and are fine)",
                                        w, t.long_str()));
-    if (!is_float(t.dtype()))
+    if (!is_inexact(t.dtype()))
       throw Error(
-          fmt::format("grad: argument {} has type {}, which is not a float; only float "
-                      "arguments can be differentiated",
+          fmt::format("grad: argument {} has type {}, which is not a float or complex; only "
+                      "those arguments can be differentiated",
                       w, t.long_str()));
     if (diff[w]) throw Error(fmt::format("grad: wrt position {} is given twice", w));
     diff[w] = true;

@@ -32,7 +32,7 @@ struct Accumulation {
 
 bool is_zero_literal(const Atom& a) {
   const Literal* l = std::get_if<Literal>(&a);
-  return l && l->as_double() == 0.0;
+  return l && l->equals(0.0);
 }
 
 int64_t elements(const IntList& dims) {

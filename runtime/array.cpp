@@ -93,6 +93,10 @@ template Array Array::from_vector<uint32_t>(const std::vector<uint32_t>&, Shape)
 template Array Array::from_vector<uint64_t>(const std::vector<uint64_t>&, Shape);
 template Array Array::from_vector<Float16>(const std::vector<Float16>&, Shape);
 template Array Array::from_vector<BFloat16>(const std::vector<BFloat16>&, Shape);
+template Array Array::from_vector<std::complex<float>>(const std::vector<std::complex<float>>&,
+                                                       Shape);
+template Array Array::from_vector<std::complex<double>>(const std::vector<std::complex<double>>&,
+                                                        Shape);
 
 Array Array::full(ArrayType type, double v) {
   Array a(std::move(type));
@@ -129,12 +133,18 @@ template void Array::check_dtype_of<uint32_t>() const;
 template void Array::check_dtype_of<uint64_t>() const;
 template void Array::check_dtype_of<Float16>() const;
 template void Array::check_dtype_of<BFloat16>() const;
+template void Array::check_dtype_of<std::complex<float>>() const;
+template void Array::check_dtype_of<std::complex<double>>() const;
 
-double Array::as_double(int64_t i) const {
-  return visit_dtype(type_.dtype, [&](auto tag) -> double {
+double Array::as_double(int64_t i) const { return as_complex(i).real(); }
+
+std::complex<double> Array::as_complex(int64_t i) const {
+  return visit_dtype(type_.dtype, [&](auto tag) -> std::complex<double> {
     using T = typename decltype(tag)::type;
     if constexpr (kIsBool<T>)
       return data_[i] != std::byte{0} ? 1.0 : 0.0;
+    else if constexpr (kIsComplex<T>)
+      return std::complex<double>(reinterpret_cast<const T*>(data_)[i]);
     else
       return static_cast<double>(reinterpret_cast<const T*>(data_)[i]);
   });
@@ -152,15 +162,22 @@ int64_t Array::as_int(int64_t i) const {
   });
 }
 
-void Array::set_from_double(int64_t i, double v) {
+void Array::set_from_double(int64_t i, double v) { set_from_complex(i, v); }
+
+void Array::set_from_complex(int64_t i, std::complex<double> v) {
   std::byte* p = mutable_data();
-  Literal l = Literal::of(type_.dtype, v);
+  // A complex value written to a real dtype keeps its real part (convert_element_type).
+  Literal l = is_complex(type_.dtype) ? Literal::of_complex(type_.dtype, v.real(), v.imag())
+                                      : Literal::of(type_.dtype, v.real());
   visit_dtype(type_.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (kIsBool<T>)
       p[i] = std::byte{static_cast<uint8_t>(l.i)};
     else if constexpr (kIsInt<T>)
       reinterpret_cast<T*>(p)[i] = static_cast<T>(l.i);
+    else if constexpr (kIsComplex<T>)
+      reinterpret_cast<T*>(p)[i] =
+          T(static_cast<typename T::value_type>(l.f), static_cast<typename T::value_type>(l.im));
     else
       reinterpret_cast<T*>(p)[i] = static_cast<T>(l.f);
   });
@@ -189,10 +206,11 @@ Array Array::bitcast(DType to) const {
 
 bool Array::operator==(const Array& o) const {
   if (type_ != o.type_) return false;
+  auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
   for (int64_t i = 0; i < size(); ++i) {
-    if (is_float(dtype())) {
-      double a = as_double(i), b = o.as_double(i);
-      if (!(a == b || (std::isnan(a) && std::isnan(b)))) return false;
+    if (is_inexact(dtype())) {
+      std::complex<double> a = as_complex(i), b = o.as_complex(i);
+      if (!same(a.real(), b.real()) || !same(a.imag(), b.imag())) return false;
     } else if (as_int(i) != o.as_int(i)) {
       return false;
     }
@@ -207,6 +225,10 @@ std::string element_text(const Array& a, int64_t i) {
     case DType::bool_: return a.as_int(i) ? "true" : "false";
     case DType::u64: return fmt::format("{}", static_cast<uint64_t>(a.as_int(i)));
     default:
+      if (is_complex(a.dtype())) {
+        std::complex<double> z = a.as_complex(i);
+        return complex_text(a.dtype(), z.real(), z.imag());
+      }
       if (is_float(a.dtype())) return float_text(a.dtype(), a.as_double(i));
       return fmt::format("{}", a.as_int(i));
   }

@@ -1,7 +1,9 @@
 // Calls a generic callable with the C++ element type of a DType, so eval rules can be written
-// once as templates over the element types (float, double, the fixed-width integers, bool).
+// once as templates over the element types (float, double, the 16-bit floats, the fixed-width
+// integers, bool, std::complex<float> and std::complex<double>).
 #pragma once
 
+#include <complex>
 #include <cstdint>
 #include <type_traits>
 
@@ -30,6 +32,8 @@ decltype(auto) visit_dtype(DType d, F&& f) {
     case DType::u64: return f(ElemTag<uint64_t>{});
     case DType::f16: return f(ElemTag<Float16>{});
     case DType::bf16: return f(ElemTag<BFloat16>{});
+    case DType::c64: return f(ElemTag<std::complex<float>>{});
+    case DType::c128: return f(ElemTag<std::complex<double>>{});
     case DType::bool_: break;
   }
   return f(ElemTag<bool>{});
@@ -46,5 +50,11 @@ template <class T>
 inline constexpr bool kIsInt = std::is_integral_v<T> && !kIsBool<T>;
 template <class T>
 inline constexpr bool kIsNumber = kIsFloat<T> || kIsInt<T>;
+template <class T>
+inline constexpr bool kIsComplex =
+    std::is_same_v<T, std::complex<float>> || std::is_same_v<T, std::complex<double>>;
+// What autodiff differentiates: real floats and complex numbers.
+template <class T>
+inline constexpr bool kIsInexact = kIsFloat<T> || kIsComplex<T>;
 
 }  // namespace refjit

@@ -5,6 +5,7 @@
 
 #include <bit>
 #include <cmath>
+#include <complex>
 #include <cstring>
 #include <limits>
 #include <numbers>
@@ -46,7 +47,10 @@ T mul(T a, T b) {
 }
 
 constexpr std::string_view kNumbers = "floats and integers";
+constexpr std::string_view kArith = "floats, complex numbers and integers";
 constexpr std::string_view kFloats = "float32, float64";
+constexpr std::string_view kInexact = "floats and complex numbers";
+constexpr std::string_view kOrdered = "any dtype but complex";
 constexpr std::string_view kInts = "integers";
 constexpr std::string_view kBoolOrInt = "bool and integers";
 constexpr std::string_view kAny = "any dtype";
@@ -93,36 +97,87 @@ std::vector<RtValue> eval_unary(const EvalContext&, const Eqn& e, std::span<cons
     }                                                     \
   };
 
-REFJIT_FLOAT_UNARY(Exp, std::exp(x))
-REFJIT_FLOAT_UNARY(Log, std::log(x))
-REFJIT_FLOAT_UNARY(Log1p, std::log1p(x))
-REFJIT_FLOAT_UNARY(Expm1, std::expm1(x))
-REFJIT_FLOAT_UNARY(Sin, std::sin(x))
-REFJIT_FLOAT_UNARY(Cos, std::cos(x))
-REFJIT_FLOAT_UNARY(Tan, std::tan(x))
-REFJIT_FLOAT_UNARY(Tanh, std::tanh(x))
-REFJIT_FLOAT_UNARY(Logistic, T(1) / (T(1) + std::exp(-x)))
-REFJIT_FLOAT_UNARY(Sqrt, std::sqrt(x))
-REFJIT_FLOAT_UNARY(Rsqrt, T(1) / std::sqrt(x))
+// The same on real floats and complex numbers (std::'s complex overloads).
+#define REFJIT_INEXACT_UNARY(Name, expr)                   \
+  struct Name {                                            \
+    template <class T>                                     \
+    static constexpr bool ok = kIsInexact<T>;              \
+    static constexpr std::string_view kAllowed = kInexact; \
+    template <class T>                                     \
+    T operator()(T x) const {                              \
+      return expr;                                         \
+    }                                                      \
+  };
+
+// log1p, expm1 and exp2 of a complex number, accurate near 0 where log(1 + z) and
+// exp(z) - 1 would cancel: |1 + z|^2 = 1 + (2x + x^2 + y^2), and
+// exp(z) - 1 = expm1(x) cos y - 2 sin^2(y/2) + i exp(x) sin y.
+template <class T>
+T complex_log1p(T z) {
+  using R = typename T::value_type;
+  const R x = z.real(), y = z.imag();
+  return T(std::log1p(x * (R(2) + x) + y * y) / R(2), std::atan2(y, R(1) + x));
+}
+template <class T>
+T complex_expm1(T z) {
+  using R = typename T::value_type;
+  const R x = z.real(), y = z.imag(), h = std::sin(y / R(2));
+  return T(std::expm1(x) * std::cos(y) - R(2) * h * h, std::exp(x) * std::sin(y));
+}
+
+template <class T>
+T log1p_of(T x) {
+  if constexpr (kIsComplex<T>)
+    return complex_log1p(x);
+  else
+    return std::log1p(x);
+}
+template <class T>
+T expm1_of(T x) {
+  if constexpr (kIsComplex<T>)
+    return complex_expm1(x);
+  else
+    return std::expm1(x);
+}
+template <class T>
+T exp2_of(T x) {
+  if constexpr (kIsComplex<T>)
+    return std::exp(x * typename T::value_type(std::numbers::ln2));
+  else
+    return std::exp2(x);
+}
+
+REFJIT_INEXACT_UNARY(Exp, std::exp(x))
+REFJIT_INEXACT_UNARY(Log, std::log(x))
+REFJIT_INEXACT_UNARY(Log1p, log1p_of(x))
+REFJIT_INEXACT_UNARY(Expm1, expm1_of(x))
+REFJIT_INEXACT_UNARY(Sin, std::sin(x))
+REFJIT_INEXACT_UNARY(Cos, std::cos(x))
+REFJIT_INEXACT_UNARY(Tan, std::tan(x))
+REFJIT_INEXACT_UNARY(Tanh, std::tanh(x))
+REFJIT_INEXACT_UNARY(Logistic, T(1) / (T(1) + std::exp(-x)))
+REFJIT_INEXACT_UNARY(Sqrt, std::sqrt(x))
+REFJIT_INEXACT_UNARY(Rsqrt, T(1) / std::sqrt(x))
 REFJIT_FLOAT_UNARY(Floor, std::floor(x))
 REFJIT_FLOAT_UNARY(Ceil, std::ceil(x))
-REFJIT_FLOAT_UNARY(Asin, std::asin(x))
-REFJIT_FLOAT_UNARY(Acos, std::acos(x))
-REFJIT_FLOAT_UNARY(Atan, std::atan(x))
-REFJIT_FLOAT_UNARY(Sinh, std::sinh(x))
-REFJIT_FLOAT_UNARY(Cosh, std::cosh(x))
-REFJIT_FLOAT_UNARY(Asinh, std::asinh(x))
-REFJIT_FLOAT_UNARY(Acosh, std::acosh(x))
-REFJIT_FLOAT_UNARY(Atanh, std::atanh(x))
+REFJIT_INEXACT_UNARY(Asin, std::asin(x))
+REFJIT_INEXACT_UNARY(Acos, std::acos(x))
+REFJIT_INEXACT_UNARY(Atan, std::atan(x))
+REFJIT_INEXACT_UNARY(Sinh, std::sinh(x))
+REFJIT_INEXACT_UNARY(Cosh, std::cosh(x))
+REFJIT_INEXACT_UNARY(Asinh, std::asinh(x))
+REFJIT_INEXACT_UNARY(Acosh, std::acosh(x))
+REFJIT_INEXACT_UNARY(Atanh, std::atanh(x))
 REFJIT_FLOAT_UNARY(Erf, std::erf(x))
 REFJIT_FLOAT_UNARY(Erfc, std::erfc(x))
 REFJIT_FLOAT_UNARY(Cbrt, std::cbrt(x))
-REFJIT_FLOAT_UNARY(Exp2, std::exp2(x))
+REFJIT_INEXACT_UNARY(Exp2, exp2_of(x))
+#undef REFJIT_INEXACT_UNARY
 
 struct Neg {
   template <class T>
-  static constexpr bool ok = kIsNumber<T>;
-  static constexpr std::string_view kAllowed = kNumbers;
+  static constexpr bool ok = kIsNumber<T> || kIsComplex<T>;
+  static constexpr std::string_view kAllowed = kArith;
   template <class T>
   T operator()(T x) const {
     if constexpr (kIsInt<T>)
@@ -150,11 +205,15 @@ struct Abs {
 
 struct Sign {
   template <class T>
-  static constexpr bool ok = kIsNumber<T>;
-  static constexpr std::string_view kAllowed = kNumbers;
+  static constexpr bool ok = kIsNumber<T> || kIsComplex<T>;
+  static constexpr std::string_view kAllowed = kArith;
   template <class T>
   T operator()(T x) const {
-    if constexpr (kIsFloat<T>) {
+    if constexpr (kIsComplex<T>) {
+      // z / |z|, and 0 at 0 (XLA's sign of a complex number).
+      const auto r = std::abs(x);
+      return r == 0 ? T(0) : x / r;
+    } else if constexpr (kIsFloat<T>) {
       if (std::isnan(x)) return x;
       return x > 0 ? T(1) : (x < 0 ? T(-1) : x);  // keeps the sign of zero
     } else {
@@ -204,8 +263,8 @@ struct IntegerPow {
   int64_t y = 0;
   explicit IntegerPow(const Params& p) : y(p.get<int64_t>("y")) {}
   template <class T>
-  static constexpr bool ok = kIsNumber<T>;
-  static constexpr std::string_view kAllowed = kNumbers;
+  static constexpr bool ok = kIsNumber<T> || kIsComplex<T>;
+  static constexpr std::string_view kAllowed = kArith;
   template <class T>
   T operator()(T x) const {
     if (y == 0) return T(1);
@@ -222,7 +281,7 @@ struct IntegerPow {
       if (n > 0) x = mul(x, x);
     }
     if (y < 0) {
-      if constexpr (kIsFloat<T>)
+      if constexpr (kIsInexact<T>)
         return T(1) / acc;
       else
         throw Error(fmt::format("integer_pow: negative exponent y={} needs a float operand", y));
@@ -245,7 +304,23 @@ struct Identity {
 
 template <class To, class From>
 To convert(From v) {
-  if constexpr (kIsBool<To>) {
+  if constexpr (kIsComplex<From> && kIsComplex<To>) {
+    return To(v);
+  } else if constexpr (kIsComplex<From>) {
+    // To a real dtype: the real part, as XLA converts (bool: nonzero).
+    if constexpr (kIsBool<To>)
+      return v != From(0);
+    else
+      return convert<To>(v.real());
+  } else if constexpr (kIsComplex<To>) {
+    using R = typename To::value_type;
+    if constexpr (kIsBool<From>)
+      return To(v ? R(1) : R(0));
+    else if constexpr (kIsHalfFloat<From>)
+      return To(static_cast<R>(static_cast<float>(v)));
+    else
+      return To(static_cast<R>(v));
+  } else if constexpr (kIsBool<To>) {
     return v != From(0);
   } else if constexpr (kIsInt<To> && kIsFloat<From>) {
     // XLA: NaN -> 0, truncate toward zero, saturate out of range.
@@ -385,20 +460,20 @@ std::vector<RtValue> eval_binary(const EvalContext&, const Eqn& e, std::span<con
     }                                                     \
   };
 
-REFJIT_BINARY(Add, kIsNumber<T>, kNumbers, false, {
+REFJIT_BINARY(Add, kIsNumber<T> || kIsComplex<T>, kArith, false, {
   if constexpr (kIsInt<T>)
     return wrap_add(a, b);
   else
     return a + b;
 })
-REFJIT_BINARY(Sub, kIsNumber<T>, kNumbers, false, {
+REFJIT_BINARY(Sub, kIsNumber<T> || kIsComplex<T>, kArith, false, {
   if constexpr (kIsInt<T>)
     return wrap_sub(a, b);
   else
     return a - b;
 })
-REFJIT_BINARY(Mul, kIsNumber<T>, kNumbers, false, { return mul(a, b); })
-REFJIT_BINARY(Div, kIsNumber<T>, kNumbers, false, {
+REFJIT_BINARY(Mul, kIsNumber<T> || kIsComplex<T>, kArith, false, { return mul(a, b); })
+REFJIT_BINARY(Div, kIsNumber<T> || kIsComplex<T>, kArith, false, {
   if constexpr (kIsInt<T>) {
     if (b == 0) return static_cast<T>(-1);  // XLA: all bits set
     if constexpr (std::is_signed_v<T>)
@@ -420,7 +495,7 @@ REFJIT_BINARY(Min, kIsNumber<T>, kNumbers, false, {
   }
   return a < b ? a : b;
 })
-REFJIT_BINARY(Pow, kIsFloat<T>, kFloats, false, { return static_cast<T>(std::pow(a, b)); })
+REFJIT_BINARY(Pow, kIsInexact<T>, kInexact, false, { return static_cast<T>(std::pow(a, b)); })
 // The remainder of truncating division, with the dividend's sign (C's fmod and %); for ints
 // x rem 0 = x and INT_MIN rem -1 = 0, as XLA defines them.
 REFJIT_BINARY(Rem, kIsNumber<T>, kNumbers, false, {
@@ -452,10 +527,11 @@ REFJIT_BINARY(IgammaGradA, kIsFloat<T>, kFloats, false, {
 REFJIT_BINARY(Atan2, kIsFloat<T>, kFloats, false, { return static_cast<T>(std::atan2(a, b)); })
 REFJIT_BINARY(Eq, true, kAny, true, { return a == b; })
 REFJIT_BINARY(Ne, true, kAny, true, { return a != b; })
-REFJIT_BINARY(Lt, true, kAny, true, { return a < b; })
-REFJIT_BINARY(Le, true, kAny, true, { return a <= b; })
-REFJIT_BINARY(Gt, true, kAny, true, { return a > b; })
-REFJIT_BINARY(Ge, true, kAny, true, { return a >= b; })
+REFJIT_BINARY(Lt, !kIsComplex<T>, kOrdered, true, { return a < b; })
+REFJIT_BINARY(Le, !kIsComplex<T>, kOrdered, true, { return a <= b; })
+REFJIT_BINARY(Gt, !kIsComplex<T>, kOrdered, true, { return a > b; })
+REFJIT_BINARY(Ge, !kIsComplex<T>, kOrdered, true, { return a >= b; })
+
 REFJIT_BINARY(And, kIsInt<T> || kIsBool<T>, kBoolOrInt, false, {
   if constexpr (kIsBool<T>)
     return a && b;
@@ -530,6 +606,99 @@ std::vector<RtValue> eval_select_n(const EvalContext&, const Eqn& e, std::span<c
   return {out};
 }
 
+// pow x y, an integer y converted to x's dtype first (JAX's x ** n).
+std::vector<RtValue> eval_pow(const EvalContext& c, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 2);
+  const Array& x = array_in(e, ins, 0);
+  const Array& y = array_in(e, ins, 1);
+  if (y.dtype() == x.dtype() || !is_int(y.dtype())) return eval_binary<Pow>(c, e, ins);
+  Eqn to_x{Prim::convert_element_type, Params{{"new_dtype", x.dtype()}}, {}, {}};
+  std::vector<RtValue> converted = eval_convert(c, to_x, std::span<const RtValue>(&ins[1], 1));
+  std::vector<RtValue> same{x, converted[0]};
+  return eval_binary<Pow>(c, e, same);
+}
+
+// ---- complex numbers: results of another dtype than the operand ----
+
+// y = f(x) elementwise, y of dtype `to`, for operands of the element types `Ok` accepts.
+template <class Ok, class F>
+Array map_to(const Eqn& e, const Array& x, DType to, std::string_view allowed, F f) {
+  Array out(ArrayType{to, x.shape()});
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (Ok::template ok<T>) {
+      auto xs = x.values<T>();
+      for (size_t i = 0; i < xs.size(); ++i)
+        out.set_from_complex(static_cast<int64_t>(i), std::complex<double>(f(xs[i])));
+    } else {
+      bad_dtype(e, 0, x.dtype(), allowed);
+    }
+  });
+  return out;
+}
+
+struct ComplexOnly {
+  template <class T>
+  static constexpr bool ok = kIsComplex<T>;
+};
+struct InexactOnly {
+  template <class T>
+  static constexpr bool ok = kIsInexact<T>;
+};
+
+// abs of a complex number is its magnitude, of the part dtype; of a real number, itself.
+std::vector<RtValue> eval_abs(const EvalContext& c, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& x = array_in(e, ins, 0);
+  if (!is_complex(x.dtype())) return eval_unary<Abs>(c, e, ins);
+  return {map_to<ComplexOnly>(e, x, real_dtype(x.dtype()), "complex",
+                              [](auto z) { return static_cast<double>(std::abs(z)); })};
+}
+
+std::vector<RtValue> eval_real(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& x = array_in(e, ins, 0);
+  return {map_to<ComplexOnly>(e, x, real_dtype(x.dtype()), "complex",
+                              [](auto z) { return static_cast<double>(z.real()); })};
+}
+
+std::vector<RtValue> eval_imag(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& x = array_in(e, ins, 0);
+  return {map_to<ComplexOnly>(e, x, real_dtype(x.dtype()), "complex",
+                              [](auto z) { return static_cast<double>(z.imag()); })};
+}
+
+std::vector<RtValue> eval_conj(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& x = array_in(e, ins, 0);
+  return {map_to<InexactOnly>(e, x, complex_dtype(x.dtype()), kInexact, [](auto v) {
+    using T = decltype(v);
+    if constexpr (kIsComplex<T>)
+      return std::complex<double>(std::conj(v));
+    else
+      return std::complex<double>(static_cast<double>(v), 0.0);
+  })};
+}
+
+// complex re im: parts of one real float dtype (f32, f64; either may be a scalar).
+std::vector<RtValue> eval_complex(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 2);
+  const Array& x = array_in(e, ins, 0);
+  const Array& y = array_in(e, ins, 1);
+  if (x.dtype() != y.dtype() || (x.dtype() != DType::f32 && x.dtype() != DType::f64))
+    eval_fail(e, fmt::format("the parts {} and {} must both be f32 or both f64", x.type().str(),
+                             y.type().str()));
+  const bool x_scalar = x.rank() == 0, y_scalar = y.rank() == 0;
+  if (x.shape() != y.shape() && !x_scalar && !y_scalar)
+    eval_fail(e, fmt::format("operand shapes {} and {} differ and neither is a scalar",
+                             x.type().str(), y.type().str()));
+  Array out(ArrayType{complex_dtype(x.dtype()), x_scalar ? y.shape() : x.shape()});
+  for (int64_t i = 0; i < out.size(); ++i)
+    out.set_from_complex(i, {x.as_double(x_scalar ? 0 : i), y.as_double(y_scalar ? 0 : i)});
+  return {out};
+}
+
 }  // namespace
 
 void register_elementwise_eval_rules(EvalRuleTable& t) {
@@ -545,7 +714,11 @@ void register_elementwise_eval_rules(EvalRuleTable& t) {
   t.set(Prim::logistic, &eval_unary<Logistic>);
   t.set(Prim::sqrt, &eval_unary<Sqrt>);
   t.set(Prim::rsqrt, &eval_unary<Rsqrt>);
-  t.set(Prim::abs, &eval_unary<Abs>);
+  t.set(Prim::abs, &eval_abs);
+  t.set(Prim::real, &eval_real);
+  t.set(Prim::imag, &eval_imag);
+  t.set(Prim::conj, &eval_conj);
+  t.set(Prim::complex, &eval_complex);
   t.set(Prim::sign, &eval_unary<Sign>);
   t.set(Prim::floor, &eval_unary<Floor>);
   t.set(Prim::ceil, &eval_unary<Ceil>);
@@ -581,7 +754,7 @@ void register_elementwise_eval_rules(EvalRuleTable& t) {
   t.set(Prim::div, &eval_binary<Div>);
   t.set(Prim::max, &eval_binary<Max>);
   t.set(Prim::min, &eval_binary<Min>);
-  t.set(Prim::pow, &eval_binary<Pow>);
+  t.set(Prim::pow, &eval_pow);
   t.set(Prim::rem, &eval_binary<Rem>);
   t.set(Prim::atan2, &eval_binary<Atan2>);
   t.set(Prim::nextafter, &eval_binary<Nextafter>);

@@ -55,7 +55,7 @@ std::vector<RtValue> eval_reduce(const EvalContext&, const Eqn& e, std::span<con
   Array out(ArrayType{x.dtype(), r.out_shape});
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (kIsNumber<T>) {
+    if constexpr (kIsNumber<T> || (kIsComplex<T> && kKind == ReduceKind::sum)) {
       auto xs = x.values<T>();
       auto os = out.mutable_values<T>();
       for (size_t o = 0; o < r.groups.size(); ++o) {
@@ -118,21 +118,25 @@ std::vector<RtValue> eval_argmax(const EvalContext&, const Eqn& e, std::span<con
   Array out(ArrayType{index_dtype, r.out_shape});
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    auto xs = x.values<T>();
-    for (size_t o = 0; o < r.groups.size(); ++o) {
-      // Groups list the axis elements in order, so the position in the group is the index.
-      const auto& g = r.groups[o];
-      int64_t best = 0;
-      for (size_t k = 1; k < g.size(); ++k) {
-        T v = xs[g[k]], b = xs[g[best]];
-        if constexpr (kIsFloat<T>) {
-          if (std::isnan(b)) break;  // the first NaN is maximal
-          if (std::isnan(v) || v > b) best = static_cast<int64_t>(k);
-        } else {
-          if (v > b) best = static_cast<int64_t>(k);
+    if constexpr (kIsComplex<T>) {
+      bad_dtype(e, 0, x.dtype(), "an ordered dtype (not complex)");
+    } else {
+      auto xs = x.values<T>();
+      for (size_t o = 0; o < r.groups.size(); ++o) {
+        // Groups list the axis elements in order, so the position in the group is the index.
+        const auto& g = r.groups[o];
+        int64_t best = 0;
+        for (size_t k = 1; k < g.size(); ++k) {
+          T v = xs[g[k]], b = xs[g[best]];
+          if constexpr (kIsFloat<T>) {
+            if (std::isnan(b)) break;  // the first NaN is maximal
+            if (std::isnan(v) || v > b) best = static_cast<int64_t>(k);
+          } else {
+            if (v > b) best = static_cast<int64_t>(k);
+          }
         }
+        out.set_from_double(static_cast<int64_t>(o), static_cast<double>(best));
       }
-      out.set_from_double(static_cast<int64_t>(o), static_cast<double>(best));
     }
   });
   return {out};
@@ -197,7 +201,8 @@ std::vector<RtValue> eval_dot_general(const EvalContext&, const Eqn& e,
       using From = typename decltype(from_tag)::type;
       visit_dtype(out_dtype, [&](auto to_tag) {
         using To = typename decltype(to_tag)::type;
-        if constexpr (kIsNumber<From> && kIsNumber<To> && !(kIsFloat<From> && kIsInt<To>)) {
+        if constexpr ((kIsNumber<From> && kIsNumber<To> && !(kIsFloat<From> && kIsInt<To>)) ||
+                      (kIsComplex<From> && kIsComplex<To>)) {
           auto src = a.values<From>();
           auto dst = c.mutable_values<To>();
           for (size_t i = 0; i < src.size(); ++i) dst[i] = static_cast<To>(src[i]);
@@ -216,7 +221,9 @@ std::vector<RtValue> eval_dot_general(const EvalContext&, const Eqn& e,
   Array out(ArrayType{out_dtype, out_shape});
   visit_dtype(out_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (kIsNumber<T>) {
+    if constexpr (!kIsNumber<T> && !kIsComplex<T>) {
+      bad_dtype(e, 0, out_dtype, "floats, complex numbers and integers");
+    } else {
       auto lv = l.values<T>();
       auto rv = r.values<T>();
       auto ov = out.mutable_values<T>();

@@ -423,6 +423,11 @@ void combine_elements(Array& dst, std::span<const int64_t> offsets, const Array&
         else
           o = u > o ? u : o;
       }
+    } else {
+      throw Error(
+          fmt::format("a scatter that multiplies or compares needs a real numeric "
+                      "dtype, not {}",
+                      long_name(dst.dtype())));
     }
   });
 }

@@ -15,7 +15,10 @@ namespace {
 Array literal_array(const Literal& l) {
   return visit_dtype(l.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (kIsFloat<T>)
+    if constexpr (kIsComplex<T>)
+      return Array::scalar<T>(
+          T(static_cast<typename T::value_type>(l.f), static_cast<typename T::value_type>(l.im)));
+    else if constexpr (kIsFloat<T>)
       return Array::scalar<T>(static_cast<T>(l.f));
     else
       return Array::scalar<T>(static_cast<T>(l.i));

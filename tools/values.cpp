@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <complex>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -45,6 +46,38 @@ bool is_integer_number(std::string_view w) {
   for (; i < w.size(); ++i)
     if (!std::isdigit(static_cast<unsigned char>(w[i]))) return false;
   return true;
+}
+
+// A real part or an imaginary coefficient: a decimal number, inf or nan (signed).
+std::optional<double> real_number(std::string_view w) {
+  std::string_view body = w;
+  if (!body.empty() && (body[0] == '+' || body[0] == '-')) body.remove_prefix(1);
+  if (body != "inf" && body != "nan" && !is_decimal_number(w)) return std::nullopt;
+  return std::strtod(std::string(w).c_str(), nullptr);
+}
+
+// Python's complex forms, as refjit prints them: 1.5 (real), 2j, (1+2j), (-0-1.5e-3j).
+std::optional<std::complex<double>> complex_number(std::string_view w) {
+  if (w.size() >= 2 && w.front() == '(' && w.back() == ')') w = w.substr(1, w.size() - 2);
+  if (w.empty() || w.back() != 'j') {
+    std::optional<double> re = real_number(w);
+    if (!re) return std::nullopt;
+    return std::complex<double>(*re, 0.0);
+  }
+  w.remove_suffix(1);
+  // The imaginary part starts at the last sign that is neither the first character nor an
+  // exponent's.
+  size_t split = std::string_view::npos;
+  for (size_t k = w.size(); k-- > 1;)
+    if ((w[k] == '+' || w[k] == '-') && w[k - 1] != 'e' && w[k - 1] != 'E') {
+      split = k;
+      break;
+    }
+  std::optional<double> re =
+      split == std::string_view::npos ? 0.0 : real_number(w.substr(0, split));
+  std::optional<double> im = real_number(split == std::string_view::npos ? w : w.substr(split));
+  if (!re || !im) return std::nullopt;
+  return std::complex<double>(*re, *im);
 }
 
 // Walks one VALUE text, guided by the expected type, writing elements in row-major order.
@@ -173,6 +206,16 @@ class ValueParser {
       // The value's low bytes are the element (little-endian).
       std::memcpy(result_.mutable_data() + index_++ * byte_size(d), &v->i,
                   static_cast<size_t>(byte_size(d)));
+      return;
+    }
+    if (is_complex(d)) {
+      std::optional<std::complex<double>> z = complex_number(w);
+      if (!z)
+        fail(
+            fmt::format("{} is not a complex number: expected Python's form, e.g. 1.5, 2j, "
+                        "(1+2j) or (-0.5-1e-3j)",
+                        where));
+      result_.set_from_complex(index_++, *z);
       return;
     }
     // Floats: decimal numbers (integers included), nan, inf, -inf.

@@ -411,7 +411,7 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
   };
   // The single reader of `v`, if `v` is read once (and not returned).
   auto only_reader = [&](Var v) -> int32_t { return uses[v.id] == 1 ? readers[v.id].front() : -1; };
-  auto is_zero = [](const Literal& l) { return is_float(l.dtype) ? l.f == 0.0 : l.i == 0; };
+  auto is_zero = [](const Literal& l) { return l.equals(0.0); };
 
   for (size_t s = 0; s < n; ++s) {
     const Eqn& sw = j.eqns[s];

@@ -188,9 +188,7 @@ void lower_dot_loops(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfre
   auto mul_add = [&](Value acc, const std::vector<Value>& li, const std::vector<Value>& hi) {
     Value a = convert_element(c, c.load(e.ins[0], li), lt.dtype, d);
     Value b = convert_element(c, c.load(e.ins[1], hi), ht.dtype, d);
-    if (is_float(d))
-      return Value(c.b.create<arith::AddFOp>(c.loc, acc, c.b.create<arith::MulFOp>(c.loc, a, b)));
-    return Value(c.b.create<arith::AddIOp>(c.loc, acc, c.b.create<arith::MulIOp>(c.loc, a, b)));
+    return c.add(d, acc, c.mul(d, a, b));
   };
   if (!rfree.empty()) {
     // Loop order (batch, lhs free, contracting, rhs free): the innermost loop runs along

@@ -1,5 +1,7 @@
 // Lowering of elementwise primitives: one loop nest over the result shape, loading every
 // operand at the same index (scalar operands are broadcast), computing with arith/math.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -58,8 +60,26 @@ ElemFn computed_in_f32(Prim p, ElemFn f) {
   };
 }
 
+// An eqn with complex operands or a complex result takes the complex form of its rule
+// (lower_complex.cpp). The type rules admit complex numbers only where a form exists; one
+// missing is refused by name. select_n moves values and needs no form.
+ElemFn complex_aware(Prim p, ElemFn f) {
+  if (p == Prim::select_n) return f;
+  return [p, f = std::move(f)](LowerCtx& c, const Eqn& e, DType d,
+                               const std::vector<Value>& xs) -> Value {
+    const bool complex =
+        is_complex(d) || (!e.outs.empty() && is_complex(c.type_of(e.outs[0]).dtype()));
+    if (!complex) return f(c, e, d, xs);
+    const ElemFn* g = complex_elementwise_rule(p);
+    if (!g)
+      fail_eqn(e,
+               fmt::format("native code does not compute `{}` on complex numbers", prim_name(p)));
+    return (*g)(c, e, d, xs);
+  };
+}
+
 void set_ew(LowerTable& t, Prim p, ElemFn f) {
-  f = computed_in_f32(p, std::move(f));
+  f = complex_aware(p, computed_in_f32(p, std::move(f)));
   elem_table().set(p, f);
   t.set(p, [f = std::move(f)](LowerCtx& c, const Eqn& e) { lower_elementwise(c, e, f); });
 }
@@ -110,6 +130,14 @@ Value lower_log(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) {
   Value y = b.create<math::LogOp>(c.loc, scaled);
   Value shift = c.constant(d, 24.0 * 0.69314718055994530942);
   return b.create<arith::SelectOp>(c.loc, tiny, b.create<arith::SubFOp>(c.loc, y, shift), y);
+}
+
+// Division and powers.
+
+// An integer exponent of pow, converted to the base's dtype d (JAX's x ** n).
+Value pow_exponent(LowerCtx& c, const Eqn& e, DType d, Value y) {
+  const DType yd = c.type_of(e.ins.at(1)).dtype();
+  return is_int(yd) ? convert_element(c, y, yd, d) : y;
 }
 
 // XLA integer division: x/0 = -1 (all bits set), INT_MIN/-1 = INT_MIN, else truncating.
@@ -526,6 +554,7 @@ Value convert_element(LowerCtx& c, Value x, DType from, DType to) {
   auto& b = c.b;
   auto loc = c.loc;
   if (from == to) return x;
+  if (is_complex(from) || is_complex(to)) return convert_complex(c, x, from, to);
   // The 16-bit floats go through f32, where every conversion from or to them is exact or
   // rounds once.
   if (is_half_float(from))
@@ -695,6 +724,11 @@ void register_elementwise_lowerings(LowerTable& t) {
          [](LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& x) -> Value {
            return convert_element(c, x[0], d, c.type_of(e.outs[0]).dtype());
          });
+  // Complex numbers in or out always: complex_aware gives them their complex form.
+  for (Prim p : {Prim::real, Prim::imag, Prim::conj, Prim::complex})
+    set_ew(t, p, [](LowerCtx&, const Eqn& e, DType, const std::vector<Value>&) -> Value {
+      fail_eqn(e, "expected a complex operand or result");
+    });
   auto identity = [](LowerCtx& c, const Eqn& e) {
     // Values are immutable, so the result can share the operand's buffer.
     if (e.ins.size() != 1 || e.outs.size() != 1) fail_eqn(e, "expected one operand");
@@ -723,9 +757,10 @@ void register_elementwise_lowerings(LowerTable& t) {
     if (is_float(d)) return c.b.create<arith::DivFOp>(c.loc, x[0], x[1]);
     return int_div(c, d, x[0], x[1]);
   });
-  set_ew(t, Prim::pow, [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
-    return c.b.create<math::PowFOp>(c.loc, x[0], x[1]);
-  });
+  set_ew(t, Prim::pow,
+         [](LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& x) -> Value {
+           return c.b.create<math::PowFOp>(c.loc, x[0], pow_exponent(c, e, d, x[1]));
+         });
   set_ew(t, Prim::atan2, libm_unary("atan2"));
   set_ew(t, Prim::rem, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
     if (is_float(d)) return c.call_libm(d == DType::f32 ? "fmodf" : "fmod", x);

@@ -43,9 +43,7 @@ Value identity(LowerCtx& c, DType d, Reducer r) {
 Value combine(LowerCtx& c, DType d, Reducer r, Value a, Value b) {
   bool f = is_float(d);
   switch (r) {
-    case Reducer::sum:
-      return f ? Value(c.b.create<arith::AddFOp>(c.loc, a, b))
-               : Value(c.b.create<arith::AddIOp>(c.loc, a, b));
+    case Reducer::sum: return c.add(d, a, b);
     case Reducer::max:  // NaN propagates
       if (f) return c.b.create<arith::MaximumFOp>(c.loc, a, b);
       if (is_unsigned(d)) return c.b.create<arith::MaxUIOp>(c.loc, a, b);

@@ -200,8 +200,7 @@ void lower_addupdate(LowerCtx& c, const Eqn& e) {
     std::vector<Value> at = map(ivs);
     Value old = c.load_mem(ref, rt.dtype, at);
     Value x = c.load(e.ins[1], ivs);
-    Value sum = is_float(rt.dtype) ? Value(c.b.create<arith::AddFOp>(c.loc, old, x))
-                                   : Value(c.b.create<arith::AddIOp>(c.loc, old, x));
+    Value sum = c.add(rt.dtype, old, x);
     c.store(sum, ref, rt.dtype, at);
   });
 }
@@ -255,10 +254,7 @@ void lower_cotangent_shift(LowerCtx& c, const Jaxpr& j, const Eqn& add, const Co
   auto max_i = [&](Value a, Value b) {
     return c.b.create<arith::MaxSIOp>(c.loc, a, b).getResult();
   };
-  auto sum = [&](Value a, Value b) {
-    return is_float(d) ? Value(c.b.create<arith::AddFOp>(c.loc, a, b))
-                       : Value(c.b.create<arith::AddIOp>(c.loc, a, b));
-  };
+  auto sum = [&](Value a, Value b) { return c.add(d, a, b); };
   Value e1 = add_i(s1, c.index(m));
   Value e2 = add_i(s2, c.index(s.length));
   Value src = add_i(s1, c.index(s.offset));

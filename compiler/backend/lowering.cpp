@@ -17,8 +17,9 @@ using mlir::Value;
 }
 
 void load_dialects(mlir::MLIRContext& ctx) {
-  ctx.loadDialect<mlir::arith::ArithDialect, mlir::func::FuncDialect, mlir::math::MathDialect,
-                  mlir::memref::MemRefDialect, mlir::scf::SCFDialect, mlir::LLVM::LLVMDialect>();
+  ctx.loadDialect<mlir::arith::ArithDialect, mlir::complex::ComplexDialect, mlir::func::FuncDialect,
+                  mlir::math::MathDialect, mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
+                  mlir::LLVM::LLVMDialect>();
 }
 
 const LowerTable& lower_table() {
@@ -39,6 +40,7 @@ const LowerTable& lower_table() {
 // ---------------------------------------------------------------- types and constants
 
 mlir::Type LowerCtx::elem_type(DType d) {
+  if (is_complex(d)) return mlir::ComplexType::get(elem_type(real_dtype(d)));
   // Integers are signless in MLIR: the operations choose signed or unsigned semantics.
   if (d == DType::f32) return b.getF32Type();
   if (d == DType::f64) return b.getF64Type();
@@ -58,6 +60,7 @@ mlir::MemRefType LowerCtx::memref_type(const ArrayType& t) {
 Value LowerCtx::index(int64_t v) { return b.create<mlir::arith::ConstantIndexOp>(loc, v); }
 
 Value LowerCtx::constant(DType d, double v) {
+  if (is_complex(d)) return complex_constant(d, v, 0.0);
   if (is_float(d)) return b.create<mlir::arith::ConstantOp>(loc, b.getFloatAttr(elem_type(d), v));
   return int_constant(d, d == DType::bool_ ? (v != 0) : static_cast<int64_t>(v));
 }
@@ -69,8 +72,27 @@ Value LowerCtx::int_constant(DType d, int64_t v) {
   return b.create<mlir::arith::ConstantOp>(loc, b.getIntegerAttr(elem_type(d), value.trunc(bits)));
 }
 
+Value LowerCtx::complex_constant(DType d, double re, double im) {
+  mlir::Type part = elem_type(real_dtype(d));
+  return b.create<mlir::complex::ConstantOp>(
+      loc, elem_type(d), b.getArrayAttr({b.getFloatAttr(part, re), b.getFloatAttr(part, im)}));
+}
+
 Value LowerCtx::literal(const Literal& l) {
+  if (is_complex(l.dtype)) return complex_constant(l.dtype, l.f, l.im);
   return is_float(l.dtype) ? constant(l.dtype, l.f) : int_constant(l.dtype, l.i);
+}
+
+Value LowerCtx::add(DType d, Value x, Value y) {
+  if (is_complex(d)) return b.create<mlir::complex::AddOp>(loc, x, y);
+  if (is_float(d)) return b.create<mlir::arith::AddFOp>(loc, x, y);
+  return b.create<mlir::arith::AddIOp>(loc, x, y);
+}
+
+Value LowerCtx::mul(DType d, Value x, Value y) {
+  if (is_complex(d)) return b.create<mlir::complex::MulOp>(loc, x, y);
+  if (is_float(d)) return b.create<mlir::arith::MulFOp>(loc, x, y);
+  return b.create<mlir::arith::MulIOp>(loc, x, y);
 }
 
 // ---------------------------------------------------------------- values

@@ -77,7 +77,12 @@ class LowerCtx {
   mlir::Value index(int64_t v);
   mlir::Value constant(DType d, double v);  // of elem_type(d), converted as a literal
   mlir::Value int_constant(DType d, int64_t v);
+  mlir::Value complex_constant(DType d, double re, double im);
   mlir::Value literal(const Literal& l);
+
+  // ---- arithmetic on one element of dtype d (float, complex or integer ops)
+  mlir::Value add(DType d, mlir::Value x, mlir::Value y);
+  mlir::Value mul(DType d, mlir::Value x, mlir::Value y);
 
   // ---- values of the jaxpr being lowered
   const Jaxpr& jaxpr() const { return *jaxpr_; }
@@ -289,6 +294,8 @@ using ElemFn =
     std::function<mlir::Value(LowerCtx&, const Eqn&, DType d, const std::vector<mlir::Value>&)>;
 // The elementwise rule of `p` (registered by lower_elementwise.cpp), or nullptr.
 const ElemFn* elementwise_rule(Prim p);
+// The rule's form for complex operands or results (lower_complex.cpp), or nullptr.
+const ElemFn* complex_elementwise_rule(Prim p);
 
 // The table, filled once by the register_* functions of the lower_*.cpp files.
 const LowerTable& lower_table();
@@ -325,6 +332,8 @@ inline bool contains(const IntList& dims, int64_t d) {
 
 // One element converted between dtypes with XLA semantics (lower_elementwise.cpp).
 mlir::Value convert_element(LowerCtx& c, mlir::Value x, DType from, DType to);
+// convert_element where `from` or `to` is complex (lower_complex.cpp).
+mlir::Value convert_complex(LowerCtx& c, mlir::Value x, DType from, DType to);
 
 // Lowers product accumulation `ref += dot` (fusion.h, ProductAccumulationPlan) at the
 // addupdate `add`: the matrix kernel adds the product of eqn `dot` into the ref's buffer, or,

@@ -43,11 +43,14 @@
 // Conversion headers need mlir::Pass complete first (toolchain.md P5).
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ComplexToLLVM/ComplexToLLVM.h"
+#include "mlir/Conversion/ComplexToStandard/ComplexToStandard.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/ConvertToLLVM/ToLLVMPass.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MathToLibm/MathToLibm.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
@@ -148,6 +151,7 @@ Lowered build(const Jaxpr& jaxpr, const CompileOptions& options, CompileTimings&
   mlir::registerLLVMDialectTranslation(registry);
   // What convert-to-llvm gathers its patterns from (lower_to_llvm_dialect).
   mlir::arith::registerConvertArithToLLVMInterface(registry);
+  mlir::registerConvertComplexToLLVMInterface(registry);
   mlir::cf::registerConvertControlFlowToLLVMInterface(registry);
   mlir::registerConvertFuncToLLVMInterface(registry);
   mlir::registerConvertMathToLLVMInterface(registry);
@@ -187,6 +191,16 @@ HalfFloatUse half_float_use(mlir::ModuleOp module) {
   return use;
 }
 
+// Whether the module computes with complex numbers (c64, c128).
+bool uses_complex(mlir::ModuleOp module) {
+  bool found = false;
+  module.walk([&](mlir::Operation* op) {
+    if (found) return;
+    found = op->getDialect() && op->getDialect()->getNamespace() == "complex";
+  });
+  return found;
+}
+
 // The elementwise rules already compute the 16-bit floats in f32; these passes do the same for
 // the arithmetic other rules emit on them (reductions, matmul loops, scatter combiners), and
 // turn bf16 conversions into integer operations (x86 has no instruction for them everywhere).
@@ -209,6 +223,20 @@ void lower_to_llvm_dialect(Lowered& l, const CompileOptions& options, CompileTim
     mlir::populateMathPolynomialApproximationPatterns(patterns);
     if (mlir::failed(mlir::applyPatternsAndFoldGreedily(*l.module, std::move(patterns))))
       throw Error("native backend: math approximation failed:\n" + diags.text);
+  }
+  if (uses_complex(*l.module)) {
+    // Complex ops become arith and math on their parts (convert-to-llvm keeps the loads,
+    // stores and moves of complex values); then the math ops with a libm function become
+    // calls of it, since convert-to-llvm has no lowering for some of those the expansions
+    // use (atan2, tan). Only modules with complex numbers pay for the calls.
+    mlir::PassManager cx(l.ctx.get());
+    cx.addPass(mlir::createConvertComplexToStandardPass());
+    if (mlir::failed(cx.run(*l.module)))
+      throw Error("native backend: internal error expanding complex numbers:\n" + diags.text);
+    mlir::RewritePatternSet libm(l.ctx.get());
+    mlir::populateMathToLibmConversionPatterns(libm);
+    if (mlir::failed(mlir::applyPatternsAndFoldGreedily(*l.module, std::move(libm))))
+      throw Error("native backend: internal error calling libm:\n" + diags.text);
   }
   mlir::PassManager pm(l.ctx.get());
   add_half_float_passes(pm, *l.module);

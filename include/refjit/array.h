@@ -5,6 +5,7 @@
 // RefBuffer is the storage behind a ref: shared, mutable, updated in place.
 #pragma once
 
+#include <complex>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -63,11 +64,15 @@ class Array {
     check_dtype_of<T>();
     return {reinterpret_cast<T*>(mutable_data()), static_cast<size_t>(size())};
   }
-  // Element i (row-major flat index), converted to double / int64.
+  // Element i (row-major flat index), converted to double (a complex element's real part),
+  // complex or int64.
   double as_double(int64_t i) const;
+  std::complex<double> as_complex(int64_t i) const;
   int64_t as_int(int64_t i) const;
-  // Writes element i from a double, converting as convert_element_type does.
+  // Writes element i from a double or a complex number, converting as convert_element_type
+  // does (a real dtype keeps the real part).
   void set_from_double(int64_t i, double v);
+  void set_from_complex(int64_t i, std::complex<double> v);
 
   // A deep copy that shares nothing.
   Array clone() const;

@@ -89,10 +89,10 @@ def _leaf_ranges(args: tuple) -> list[range]:
     return ranges
 
 
-def _is_float(dtype) -> bool:
-    """Whether values of ``dtype`` are differentiated. JAX's test, not NumPy's: ml_dtypes'
-    bfloat16 is no subtype of np.floating for NumPy."""
-    return jax.dtypes.issubdtype(dtype, np.floating)
+def _is_inexact(dtype) -> bool:
+    """Whether values of ``dtype`` are differentiated: the floats and the complex dtypes.
+    JAX's test, not NumPy's: ml_dtypes' bfloat16 is no subtype of np.floating for NumPy."""
+    return jax.dtypes.issubdtype(dtype, np.inexact)
 
 
 def _loss_and_aux(has_aux: bool, name: str):

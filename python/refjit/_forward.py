@@ -8,7 +8,7 @@ import numpy as np
 from jax import tree_util
 
 from . import _core
-from ._common import _check_backend, _cached, _executable, _flatten_call, _is_float
+from ._common import _check_backend, _cached, _executable, _flatten_call, _is_inexact
 from ._staging import as_input
 from ._tracing import (check_distinct_refs, function_name, is_ref, ref_value, set_ref_value,
                        trace, write_back_refs)
@@ -22,7 +22,7 @@ def _tangent_arrays(fun, primal_arrays, tangents, in_tree, what, primal_leaves=N
                         f"not match the primals' {in_tree}")
     out = []
     for k, (p, t) in enumerate(zip(primal_arrays, t_leaves)):
-        if not _is_float(p.dtype):
+        if not _is_inexact(p.dtype):
             continue
         if primal_leaves is not None and is_ref(primal_leaves[k]):
             if not is_ref(t):
@@ -50,7 +50,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, *, backend: str = 
     def build():
         traced = trace(fun, leaves, arrays, in_tree)
         traced.warn_if_custom_rules("refjit.jvp")
-        nonzero = [_is_float(a.dtype) for a in arrays] + [False] * len(traced.ref_consts)
+        nonzero = [_is_inexact(a.dtype) for a in arrays] + [False] * len(traced.ref_consts)
         program = _core.jvp(traced.program, nonzero, traced.consts)
         return _executable(program, traced.consts, interpret), traced
 
@@ -63,7 +63,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, *, backend: str = 
     write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
     # Ref tangents were updated in place as their primals were.
     t_leaves = tree_util.tree_leaves(tangents)
-    float_pairs = [(x, t) for x, t, a in zip(leaves, t_leaves, arrays) if _is_float(a.dtype)]
+    float_pairs = [(x, t) for x, t, a in zip(leaves, t_leaves, arrays) if _is_inexact(a.dtype)]
     for (x, t), a in zip(float_pairs, t_arrays):
         if is_ref(x):
             set_ref_value(t, a)
@@ -102,7 +102,7 @@ def linearize(fun: Callable, *primals, backend: str = "native"):
     def build():
         traced = trace(fun, leaves, arrays, in_tree)
         traced.warn_if_custom_rules("refjit.linearize")
-        diff = [_is_float(a.dtype) for a in arrays] + [False] * len(traced.ref_consts)
+        diff = [_is_inexact(a.dtype) for a in arrays] + [False] * len(traced.ref_consts)
         primal, linear, _ = _core.linearize(traced.program, diff, traced.consts)
         return (_executable(primal, traced.consts, interpret),
                 _executable(linear, [], interpret), traced)

@@ -5,19 +5,22 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import tree_util
 
 from . import _core
 from ._common import (_argnums_tuple, _check_backend, _cached, _executable, _flatten_call,
-                      _is_float, _leaf_ranges, _loss_and_aux)
+                      _is_inexact, _leaf_ranges, _loss_and_aux)
 from ._tracing import check_distinct_refs, is_ref, leaf_names, trace, write_back_refs
 
 class _Grad:
-    def __init__(self, fun, argnums, has_aux, with_value, backend, exact_math):
+    def __init__(self, fun, argnums, has_aux, with_value, backend, exact_math, holomorphic):
         self._fun = fun
         self._argnums = argnums
         self._has_aux = has_aux
+        self._holomorphic = holomorphic
         self._with_value = with_value
         self._interpret = _check_backend(backend)
         self._exact_math = exact_math
@@ -30,7 +33,7 @@ class _Grad:
         leaves, arrays, key, in_tree = _flatten_call(self._fun, args, kwargs, self._what)
         nums = _argnums_tuple(self._argnums, len(args), self._what)
         entry = _cached(self._fun, ("grad", self._has_aux, nums, in_tree, key, self._interpret,
-                                    self._exact_math),
+                                    self._exact_math, self._holomorphic),
                         lambda: self._compile(leaves, arrays, in_tree, args, kwargs, nums))
         executable, traced, num_out, grad_trees = entry
         out_tree = traced.out_tree
@@ -56,10 +59,15 @@ class _Grad:
         traced.warn_if_custom_rules(self._what)
         loss_types = traced.program.output_types
         dtype, shape, _, _ = loss_types[0]
-        if shape != () or not _is_float(jnp.dtype(dtype)):
-            raise TypeError(f"{self._what}({traced.name}): the function must return a float "
-                            f"scalar{' (then its aux)' if self._has_aux else ''}, not {dtype}"
-                            f"{list(shape)}")
+        # As JAX's grad: a real scalar, or with holomorphic=True a complex one.
+        want = np.complexfloating if self._holomorphic else np.floating
+        if shape != () or not jax.dtypes.issubdtype(jnp.dtype(dtype), want):
+            raise TypeError(f"{self._what}({traced.name}): the function must return a "
+                            f"{'complex' if self._holomorphic else 'real float'} scalar"
+                            f"{' (then its aux)' if self._has_aux else ''}, not {dtype}"
+                            f"{list(shape)}"
+                            + ("; for a complex one pass holomorphic=True"
+                               if not self._holomorphic and 'complex' in dtype else ""))
         ranges = _leaf_ranges(args)
         wrt = []
         names = None
@@ -70,11 +78,15 @@ class _Grad:
                     raise TypeError(f"{self._what}({traced.name}): {names[k]} is a jax.Ref; "
                                     "refs are updated, not differentiated: pass its value, "
                                     "or leave it out of argnums")
-                if not _is_float(arrays[k].dtype):
+                if not _is_inexact(arrays[k].dtype) or (
+                        self._holomorphic and
+                        not jax.dtypes.issubdtype(arrays[k].dtype, np.complexfloating)):
                     names = names or leaf_names(self._fun, args, kwargs)
                     raise TypeError(f"{self._what}({traced.name}): {names[k]} has dtype "
-                                    f"{arrays[k].dtype}; only float arguments can be "
-                                    "differentiated")
+                                    f"{arrays[k].dtype}; only "
+                                    f"{'complex' if self._holomorphic else 'float or complex'}"
+                                    " arguments can be differentiated"
+                                    f"{' with holomorphic=True' if self._holomorphic else ''}")
                 wrt.append(k)
         num_out = len(loss_types)
         program = _core.grad(traced.program, wrt, num_out - 1, traced.consts)
@@ -84,16 +96,19 @@ class _Grad:
         return executable, traced, num_out, grad_trees
 
 
-def grad(fun: Callable, argnums=0, has_aux: bool = False, *, backend: str = "native",
-         exact_math: bool = False):
-    """The gradient of ``fun`` (a float scalar function) with respect to the arguments
-    ``argnums`` (an int or a tuple), computed by refjit's reverse mode. With
+def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False, *,
+         backend: str = "native", exact_math: bool = False):
+    """The gradient of ``fun`` (a real scalar function; a complex one with
+    ``holomorphic=True``, whose arguments are then complex) with respect to the arguments
+    ``argnums`` (an int or a tuple), computed by refjit's reverse mode. For a complex argument
+    it is JAX's gradient: the cotangent 1 pulled back through the linear map, unconjugated. With
     ``has_aux=True``, ``fun`` returns ``(loss, aux)`` and the result is ``(grad, aux)``."""
-    return _Grad(fun, argnums, has_aux, False, backend, exact_math)
+    return _Grad(fun, argnums, has_aux, False, backend, exact_math, holomorphic)
 
 
-def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, *,
-                   backend: str = "native", exact_math: bool = False):
+def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False,
+                   holomorphic: bool = False, *, backend: str = "native",
+                   exact_math: bool = False):
     """Like :func:`grad`, returning ``(value, grad)`` (``((value, aux), grad)`` with
     ``has_aux``)."""
-    return _Grad(fun, argnums, has_aux, True, backend, exact_math)
+    return _Grad(fun, argnums, has_aux, True, backend, exact_math, holomorphic)

@@ -7,7 +7,7 @@ import re
 from typing import Callable
 
 from . import _core
-from ._common import _argnums_tuple, _flatten_call, _is_float, _leaf_ranges
+from ._common import _argnums_tuple, _flatten_call, _is_inexact, _leaf_ranges
 from ._tracing import trace
 
 class Jaxpr:
@@ -73,7 +73,7 @@ def compile(fun: Callable, *args, path: str, header: str | None = None,
     if mode == "grad":
         ranges = _leaf_ranges(args)
         for n in _argnums_tuple(argnums, len(args), "refjit.compile"):
-            wrt.extend(k for k in ranges[n] if _is_float(arrays[k].dtype))
+            wrt.extend(k for k in ranges[n] if _is_inexact(arrays[k].dtype))
     if header is None:
         header = re.sub(r"\.o$", "", path) + ".h"
     symbols, _ = _core.compile_object(traced.program, symbol, path, header, mode, wrt, [],

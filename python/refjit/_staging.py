@@ -3,9 +3,10 @@ JAX tracers (a refjit transformation used inside a function that is being traced
 ``refjit.grad(refjit.grad(f))`` or ``refjit.jit(lambda x: refjit.vjp(f, x)[1](x))``), one
 equation of the enclosing trace that holds the program.
 
-That equation is the primitive ``refjit_call``. It prints as a ``jit`` whose ``jaxpr`` names
-the program (``jit[name=refjit_grad_f_3 jaxpr=refjit_grad_f_3]``), and refjit's parser is
-given the program under that name (``staged_programs``), so when refjit traces the enclosing
+That equation is the primitive ``refjit_call``. It prints as a ``jit`` whose ``jaxpr`` is the
+program's text; where refjit prints the trace to read it back, the ``jaxpr`` names the program
+(``jit[name=refjit_grad_f_3 jaxpr=refjit_grad_f_3]``) and refjit's parser is given the
+program under that name (``staged_programs``), so when refjit traces the enclosing
 function it transforms the inner program like any jit body: the outer derivative
 differentiates the inner derivative program refjit derived, not JAX's.
 
@@ -17,7 +18,9 @@ of the program, ``jax.jvp`` / ``jax.grad`` refjit's linearize (its linear part a
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import threading
 from typing import Any, Sequence
 
 import jax
@@ -95,7 +98,9 @@ class StagedProgram:
         self.in_dtypes = [jax.numpy.dtype(dtype) for dtype, _, _, _ in program.input_types]
 
     def __str__(self) -> str:
-        return self.name
+        # Where refjit prints a trace to parse it, the program's name (the parser is given the
+        # program itself under it: staged_programs); for anyone else, its text.
+        return self.name if _printing_for_refjit.active else self.program.text
 
     def executable(self):
         if self._executable is None:
@@ -125,6 +130,24 @@ class StagedProgram:
             program, out_batched = _core.vmap(self.program, list(in_batched), size)
             return StagedProgram(program, f"{self.name}_batched"), tuple(out_batched)
         return self._derive(("vmap", in_batched, size), make)
+
+
+class _PrintingForRefjit(threading.local):
+    active = False
+
+
+_printing_for_refjit = _PrintingForRefjit()
+
+
+@contextlib.contextmanager
+def printing_for_refjit():
+    """While active (in this thread), staged programs print as their names."""
+    before = _printing_for_refjit.active
+    _printing_for_refjit.active = True
+    try:
+        yield
+    finally:
+        _printing_for_refjit.active = before
 
 
 def staged_programs(jaxpr) -> list[tuple[str, Any]]:
@@ -166,7 +189,7 @@ def _impl(*args, program: StagedProgram, **_):
     return program.executable()(arrays)
 
 
-def _is_float(aval) -> bool:
+def _is_inexact(aval) -> bool:
     return jax.dtypes.issubdtype(aval.dtype, np.inexact)
 
 
@@ -189,7 +212,7 @@ def _jvp(primals, tangents, *, program: StagedProgram, **_):
     lin_tangents = [ad.instantiate_zeros(t) for t, d in zip(tangents, diff) if d]
     t_outs = refjit_linear_call_p.bind(*residuals, *lin_tangents, program=linear,
                                        num_nonlinear=nres)
-    return outs, [t if _is_float(a) else ad.Zero(a.to_tangent_aval())
+    return outs, [t if _is_inexact(a) else ad.Zero(a.to_tangent_aval())
                   for t, a in zip(t_outs, program.out_avals)]
 
 

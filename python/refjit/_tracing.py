@@ -19,7 +19,7 @@ from jax import tree_util
 from . import _core
 from ._errors import ParseError, TraceError
 from ._retrace import custom_vjp_p, needs_retrace, retrace
-from ._staging import is_tracer, staged_programs
+from ._staging import is_tracer, printing_for_refjit, staged_programs
 
 # The element types refjit computes in, as NumPy names them.
 _SUPPORTED = frozenset(
@@ -27,6 +27,7 @@ _SUPPORTED = frozenset(
     for t in (
         np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
         np.uint8, np.uint16, np.uint32, np.uint64, np.bool_, np.float16, jax.numpy.bfloat16,
+        np.complex64, np.complex128,
     )
 )
 _PYTHON_SCALARS = (bool, int, float)
@@ -88,7 +89,7 @@ def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
             raise LeafError(
                 i,
                 f"has dtype {dtype}, which refjit does not compute in (float16/32/64, bfloat16, "
-                "signed and unsigned integers and bool)",
+                "complex64/128, signed and unsigned integers and bool)",
             )
         if want != dtype or not a.flags.c_contiguous:
             a = np.ascontiguousarray(a, dtype=want).reshape(a.shape)
@@ -263,7 +264,8 @@ def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in
             "argument static (refjit.jit's static_argnums)") from e
     if needs_retrace(closed.jaxpr):
         closed = retrace(closed)
-    text = str(closed)
+    with printing_for_refjit():
+        text = str(closed)
     name = function_name(fun)
     program = parse(text, f"<jaxpr of {name}>", staged_programs(closed.jaxpr))
     ref_positions = [k for k, c in enumerate(closed.consts) if is_ref(c)]

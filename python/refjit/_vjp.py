@@ -10,7 +10,7 @@ import numpy as np
 from jax import tree_util
 
 from . import _core
-from ._common import (_check_backend, _cached, _executable, _flatten_call, _is_float,
+from ._common import (_check_backend, _cached, _executable, _flatten_call, _is_inexact,
                       _leaf_ranges, _loss_and_aux)
 from ._errors import RefError
 from ._staging import as_input
@@ -101,7 +101,7 @@ class VjpFunction:
                                             f"structure {e_tree}, the argument {tree}")
             for k, e in zip(rng, leaf_entries):
                 primal = core.arrays[k]
-                if not _is_float(primal.dtype) or is_ref(core.leaves[k]):
+                if not _is_inexact(primal.dtype) or is_ref(core.leaves[k]):
                     per_leaf.append(("none", None))
                 elif e is GradValue:
                     per_leaf.append(("value", None))
@@ -179,7 +179,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = "native")
         split = _loss_and_aux(has_aux, "refjit.vjp")
         traced = trace(fun, leaves, arrays, in_tree, lambda out: split(out))
         traced.warn_if_custom_rules("refjit.vjp")
-        diff = [_is_float(a.dtype) and not is_ref(x) for x, a in zip(leaves, arrays)]
+        diff = [_is_inexact(a.dtype) and not is_ref(x) for x, a in zip(leaves, arrays)]
         diff += [False] * len(traced.ref_consts)
         forward, _, _ = _core.vjp(traced.program, diff, ["value"] * sum(diff))
         return traced, _executable(forward, traced.consts, interpret), {}

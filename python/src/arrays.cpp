@@ -31,6 +31,8 @@ nb::dlpack::dtype dlpack_of(DType d) {
     case DType::u32: return make(Code::UInt, 32);
     case DType::u64: return make(Code::UInt, 64);
     case DType::bool_: return make(Code::Bool, 8);
+    case DType::c64: return make(Code::Complex, 64);
+    case DType::c128: return make(Code::Complex, 128);
   }
   return make(Code::Float, 32);
 }
@@ -64,6 +66,8 @@ DType dtype_of(const nb::dlpack::dtype& d, const std::string& what) {
     if (code == Code::Float && d.bits == 16) return DType::f16;
     if (code == Code::Bfloat && d.bits == 16) return DType::bf16;
     if (code == Code::Bool && d.bits == 8) return DType::bool_;
+    if (code == Code::Complex && d.bits == 64) return DType::c64;
+    if (code == Code::Complex && d.bits == 128) return DType::c128;
     if (code == Code::Int || code == Code::UInt) {
       const bool u = code == Code::UInt;
       switch (d.bits) {
@@ -76,10 +80,10 @@ DType dtype_of(const nb::dlpack::dtype& d, const std::string& what) {
     }
   }
   throw nb::type_error(
-      fmt::format(
-          "{} has an element type refjit does not support (DLPack code {}, {} bits); "
-          "refjit computes in float16/32/64, bfloat16, signed and unsigned integers and bool",
-          what, static_cast<int>(d.code), static_cast<int>(d.bits))
+      fmt::format("{} has an element type refjit does not support (DLPack code {}, {} bits); "
+                  "refjit computes in float16/32/64, bfloat16, complex64/128, signed and unsigned "
+                  "integers and bool",
+                  what, static_cast<int>(d.code), static_cast<int>(d.bits))
           .c_str());
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <complex>
 #include <random>
 
 #include "compiler/backend/native.h"
@@ -26,6 +27,13 @@ inline Array random_array(const ArrayType& t, uint32_t seed) {
       case DType::f64:
         a.set_from_double(i, std::uniform_real_distribution<double>(-3, 3)(rng));
         break;
+      case DType::c64:
+      case DType::c128: {
+        std::uniform_real_distribution<double> u(-3, 3);
+        const double re = u(rng);
+        a.set_from_complex(i, {re, u(rng)});
+        break;
+      }
       case DType::bool_: a.set_from_double(i, rng() & 1); break;
       default:  // ints; unsigned ones get 0..9
         a.set_from_double(
@@ -38,20 +46,27 @@ inline Array random_array(const ArrayType& t, uint32_t seed) {
 
 inline const Array& as_array(const RtValue& v) { return std::get<Array>(v); }
 
-// Exact for ints/bools; relative tolerance `rtol` for floats (NaNs must match).
+// Exact for ints/bools; relative tolerance `rtol` for floats and for both parts of complex
+// numbers (NaNs must match).
 inline void expect_close(const Array& got, const Array& want, double rtol,
                          const std::string& what) {
   ASSERT_EQ(got.type(), want.type()) << what;
+  auto near = [&](double g, double w, double scale, int64_t i, const char* part) {
+    if (std::isnan(w)) {
+      EXPECT_TRUE(std::isnan(g)) << what << " element " << i << part;
+    } else if (std::isinf(w)) {
+      EXPECT_EQ(g, w) << what << " element " << i << part;
+    } else {
+      EXPECT_NEAR(g, w, rtol * std::max(1.0, scale)) << what << " element " << i << part;
+    }
+  };
   for (int64_t i = 0; i < got.size(); ++i) {
-    if (is_float(got.dtype())) {
-      double g = got.as_double(i), w = want.as_double(i);
-      if (std::isnan(w)) {
-        EXPECT_TRUE(std::isnan(g)) << what << " element " << i;
-      } else if (std::isinf(w)) {
-        EXPECT_EQ(g, w) << what << " element " << i;
-      } else {
-        EXPECT_NEAR(g, w, rtol * std::max(1.0, std::abs(w))) << what << " element " << i;
-      }
+    if (is_complex(got.dtype())) {
+      std::complex<double> g = got.as_complex(i), w = want.as_complex(i);
+      near(g.real(), w.real(), std::abs(w), i, " (real part)");
+      near(g.imag(), w.imag(), std::abs(w), i, " (imaginary part)");
+    } else if (is_float(got.dtype())) {
+      near(got.as_double(i), want.as_double(i), std::abs(want.as_double(i)), i, "");
     } else {
       EXPECT_EQ(got.as_int(i), want.as_int(i)) << what << " element " << i;
     }

@@ -564,9 +564,9 @@ TEST(ParseErrors, NameTheTokenAndPosition) {
       parse_error("{ lambda ; a:f32[3]. let\n    b:f32[] = reduce_sum[axes=0] a\n  in (b,) }"),
       "t.jaxpr:2:31: error: param 'axes' expects a tuple of integers such as (0, 1) or "
       "(1,) or ()");
-  EXPECT_EQ(parse_error("{ lambda ; a:c64[3]. let  in (a,) }"),
-            "t.jaxpr:1:14: error: unknown dtype 'c64' (refjit has f32, f64, i32, i64, bool, i8, "
-            "i16, u8, u16, u32, u64, f16, bf16)");
+  EXPECT_EQ(parse_error("{ lambda ; a:q64[3]. let  in (a,) }"),
+            "t.jaxpr:1:14: error: unknown dtype 'q64' (refjit has f32, f64, i32, i64, bool, i8, "
+            "i16, u8, u16, u32, u64, f16, bf16, c64, c128)");
   EXPECT_EQ(parse_error("{ lambda ; a:f32[3]. let\n    b:f32[3] = neg a\n"),
             "t.jaxpr:3:1: error: expected an equation or 'in (...)', found end of input");
   EXPECT_EQ(parse_error("{ lambda ; a:f32[3] a:f32[3]. let  in (a,) }"),
@@ -657,6 +657,41 @@ TEST(ParseErrors, DeepNestingIsAnErrorNotACrash) {
   std::string deep = "{ lambda ; a:f32[]. let b:f32[] = reshape[dimensions=";
   deep += std::string(100000, '(');
   EXPECT_THROW(parse_jaxpr(deep), ParseError);
+}
+
+}  // namespace
+}  // namespace refjit
+
+namespace refjit {
+namespace {
+
+TEST(ParseJaxpr, ComplexLiteralsReadAndPrintAsPythonWritesThem) {
+  // JAX prints complex literals with Python's repr: `0j`, `2.5j`, `(1+2j)`, `(-0-1j)`.
+  const std::string text =
+      "{ lambda ; a:c64[3] b:c128[]. let\n"
+      "    c:c64[3] = mul a (1+2j):c64[]\n"
+      "    d:c64[3] = add c 0j:c64[]\n"
+      "    e:c64[3] = sub d 2.5j:c64[]\n"
+      "    f:c128[] = mul b (-0-1j):c128[]\n"
+      "    g:c128[] = add f (1.5e-05+2j):c128[]\n"
+      "    h:c64[3] = mul e (nan+infj):c64[]\n"
+      "    i:f32[3] = real h\n"
+      "  in (g, i) }";
+  Jaxpr j = parse_jaxpr(text);
+  EXPECT_EQ(print_jaxpr(j), text);
+  const Literal& one_two = std::get<Literal>(j.eqns[0].ins[1]);
+  EXPECT_EQ(one_two.dtype, DType::c64);
+  EXPECT_EQ(one_two.f, 1.0);
+  EXPECT_EQ(one_two.im, 2.0);
+  const Literal& minus_i = std::get<Literal>(j.eqns[3].ins[1]);
+  EXPECT_TRUE(std::signbit(minus_i.f));
+  EXPECT_EQ(minus_i.im, -1.0);
+  EXPECT_FALSE(minus_i.equals(0.0));
+  EXPECT_TRUE(std::get<Literal>(j.eqns[1].ins[1]).equals(0.0));
+  EXPECT_EQ(complex_text(DType::c64, 0.1, -3.0), "(0.1-3j)");
+  EXPECT_EQ(complex_text(DType::c128, 0.0, 0.0), "0j");
+  EXPECT_THROW(parse_jaxpr("{ lambda ; a:f32[]. let b:f32[] = mul a (1+2j):f32[] in (b,) }"),
+               ParseError);
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ struct AdCase {
 
 namespace detail {
 
-inline bool is_diff(const Jaxpr& f, size_t i) { return is_float(f.type_of(f.invars[i]).dtype()); }
+inline bool is_diff(const Jaxpr& f, size_t i) { return is_inexact(f.type_of(f.invars[i]).dtype()); }
 
 inline std::vector<RtValue> copy_args(const std::vector<RtValue>& args) {
   std::vector<RtValue> r;
@@ -122,11 +122,14 @@ inline void check_ad(const AdCase& c, uint32_t seed = 1) {
   ASSERT_EQ(observed.size(), jvp_t.size());
   for (size_t o = 0; o < observed.size(); ++o) {
     const size_t b = observed[o];
-    if (!is_float(base[b].dtype())) continue;
+    if (!is_inexact(base[b].dtype())) continue;
     for (int64_t e = 0; e < base[b].size(); ++e) {
-      double fd = (plus[b].as_double(e) - minus[b].as_double(e)) / (2 * h);
-      double got = jvp_t[o].as_double(e);
-      EXPECT_NEAR(got, fd, c.fd_tol * (1 + std::abs(fd))) << "tangent " << o << " entry " << e;
+      std::complex<double> fd = (plus[b].as_complex(e) - minus[b].as_complex(e)) / (2 * h);
+      std::complex<double> got = jvp_t[o].as_complex(e);
+      EXPECT_NEAR(got.real(), fd.real(), c.fd_tol * (1 + std::abs(fd)))
+          << "tangent " << o << " entry " << e;
+      EXPECT_NEAR(got.imag(), fd.imag(), c.fd_tol * (1 + std::abs(fd)))
+          << "tangent " << o << " entry " << e << " (imaginary part)";
     }
   }
   if (!c.check_transpose) return;
@@ -159,7 +162,8 @@ inline void check_ad(const AdCase& c, uint32_t seed = 1) {
   for (auto& r : lin_refs) lin_t.push_back(r->value());
   for (size_t o = 0; o < lin_t.size(); ++o)
     for (int64_t e = 0; e < lin_t[o].size(); ++e)
-      EXPECT_NEAR(lin_t[o].as_double(e), jvp_t[o].as_double(e), c.ident_tol) << "linear " << o;
+      EXPECT_LE(std::abs(lin_t[o].as_complex(e) - jvp_t[o].as_complex(e)), c.ident_tol)
+          << "linear " << o;
 
   // --- transpose identity for each accumulator kind.
   std::vector<Array> cts, prefill;  // per output; per differentiated ref input

@@ -118,3 +118,86 @@ TEST(ElementwiseAd, UntouchedTangentCostsNothing) {
 
 }  // namespace
 }  // namespace refjit
+
+namespace refjit {
+namespace {
+
+using namespace refjit::testing;
+
+std::string ComplexUnary(const std::string& prim) {
+  return "{ lambda ; a:c128[3]. let b:c128[3] = " + prim + " a in (b,) }";
+}
+
+// Complex JVPs are the real directional derivatives (finite differences along a complex
+// tangent); transposes are JAX's, unconjugated (the identity's pairing is sum(a b)).
+TEST(ElementwiseAd, ComplexMathMatchesFiniteDifferencesAndTransposes) {
+  for (const char* p : {"neg",
+                        "exp",
+                        "expm1",
+                        "log1p",
+                        "sin",
+                        "cos",
+                        "tan",
+                        "tanh",
+                        "logistic",
+                        "sinh",
+                        "cosh",
+                        "asin",
+                        "acos",
+                        "atan",
+                        "asinh",
+                        "acosh",
+                        "atanh",
+                        "exp2",
+                        "copy",
+                        "integer_pow[y=3]",
+                        "integer_pow[y=-2]",
+                        "log",
+                        "sqrt",
+                        "rsqrt"}) {
+    SCOPED_TRACE(p);
+    AdCase c{parse(ComplexUnary(p))};
+    c.lo = 0.3;
+    c.hi = 1.4;
+    c.fd_tol = 1e-5;
+    check_ad(c);
+  }
+  for (const char* p : {"add", "sub", "mul", "div", "pow"}) {
+    SCOPED_TRACE(p);
+    AdCase c{parse(std::string("{ lambda ; a:c128[4] b:c128[4]. let c:c128[4] = ") + p +
+                   " a b in (c,) }")};
+    c.lo = 0.4;
+    c.hi = 1.6;
+    c.fd_tol = 1e-5;
+    check_ad(c);
+  }
+}
+
+TEST(ElementwiseAd, ComplexPartsMagnitudeConjugateAndConversions) {
+  AdCase c{parse(R"({ lambda ; a:c128[4] b:f64[4]. let
+    c:f64[4] = real a
+    d:f64[4] = imag a
+    e:f64[4] = abs a
+    f:c128[4] = conj[input_dtype=complex128] a
+    g:c128[4] = conj[input_dtype=float64] b
+    h:c128[4] = complex b d
+    i:c128[4] = convert_element_type[new_dtype=complex128 weak_type=False] b
+    j:f64[4] = convert_element_type[new_dtype=float64 weak_type=False] a
+    k:c128[] = reduce_sum[axes=(0,)] h
+    l:c128[4] = mul f h
+  in (c, d, e, f, g, h, i, j, k, l) })")};
+  c.lo = 0.2;
+  c.hi = 1.3;
+  c.fd_tol = 1e-5;
+  check_ad(c);
+}
+
+TEST(ElementwiseAd, AbsOfARealZeroHasJaxsSlopeOne) {
+  // JAX: select(x >= 0, t, -t), so the derivative at 0 is 1 (not sign(0) = 0).
+  Jaxpr j = jvp_jaxpr(parse("{ lambda ; a:f64[3]. let b:f64[3] = abs a in (b,) }"), {true});
+  std::vector<RtValue> out = run(j, {f64s({-2.0, 0.0, 3.0}, {3}), f64s({1.0, 1.0, 1.0}, {3})});
+  EXPECT_EQ(values(arr(out[1])), (std::vector<double>{-1.0, 1.0, 1.0}));
+}
+
+}  // namespace
+}  // namespace refjit

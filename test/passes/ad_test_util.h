@@ -34,12 +34,15 @@ inline std::vector<RtValue> run(const Jaxpr& j, std::vector<RtValue> args) {
   return interpret(j, args);
 }
 
-// Uniform values in [lo, hi) of the given float type.
+// Uniform values in [lo, hi) of the given float type (both parts of a complex one).
 inline Array random_array(std::mt19937& rng, const ArrayType& t, double lo = -1.0,
                           double hi = 1.0) {
   std::uniform_real_distribution<double> d(lo, hi);
   Array a(t);
-  for (int64_t i = 0; i < a.size(); ++i) a.set_from_double(i, d(rng));
+  for (int64_t i = 0; i < a.size(); ++i) {
+    const double re = d(rng);
+    a.set_from_complex(i, {re, is_complex(t.dtype) ? d(rng) : 0.0});
+  }
   return a;
 }
 
@@ -49,17 +52,20 @@ inline Array random_array(const ArrayType& t, uint32_t seed) {
   return random_array(rng, t);
 }
 
+// The real part of sum(a * b): the pairing a transpose preserves (JAX's, unconjugated for
+// complex numbers).
 inline double dot(const Array& a, const Array& b) {
   EXPECT_EQ(a.shape(), b.shape());
   double s = 0;
-  for (int64_t i = 0; i < a.size(); ++i) s += a.as_double(i) * b.as_double(i);
+  for (int64_t i = 0; i < a.size(); ++i) s += (a.as_complex(i) * b.as_complex(i)).real();
   return s;
 }
 
-// a + s * b, elementwise (a float array).
+// a + s * b, elementwise (a float or complex array).
 inline Array axpy(const Array& a, double s, const Array& b) {
   Array r = a.clone();
-  for (int64_t i = 0; i < a.size(); ++i) r.set_from_double(i, a.as_double(i) + s * b.as_double(i));
+  for (int64_t i = 0; i < a.size(); ++i)
+    r.set_from_complex(i, a.as_complex(i) + s * b.as_complex(i));
   return r;
 }
 
