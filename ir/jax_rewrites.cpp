@@ -47,6 +47,35 @@ std::vector<Atom> mul_out_dtype(RewriteArgs& a) {
   return {e.op(Prim::mul, std::move(ops))};
 }
 
+// tile[reps] x: x repeated reps[d] times along each dim d (a broadcast to [r0, s0, r1, s1, ...],
+// then a reshape to [r0 s0, r1 s1, ...]). Fewer dims in x than reps: JAX's leading 1s.
+std::vector<Atom> tile(RewriteArgs& a) {
+  constexpr std::string_view prim = "tile";
+  expect_operands(a, prim, 1);
+  const ArrayType x = array_of(a, prim, 0);
+  const IntList& reps = a.params.get<IntList>("reps");
+  if (static_cast<int64_t>(reps.size()) < x.rank())
+    fail(prim, fmt::format("reps ({}) has fewer entries than {} has dims", fmt::join(reps, ", "),
+                           x.str()));
+  Emit e{a.b};
+  Shape padded(reps.size() - static_cast<size_t>(x.rank()), 1);
+  padded.insert(padded.end(), x.shape.begin(), x.shape.end());
+  Atom v = e.reshape(a.ins[0], padded);
+  Shape wide, out;
+  IntList dims;
+  for (size_t d = 0; d < reps.size(); ++d) {
+    if (reps[d] < 0) fail(prim, fmt::format("reps entry {} is negative", reps[d]));
+    wide.push_back(reps[d]);
+    wide.push_back(padded[d]);
+    dims.push_back(static_cast<int64_t>(2 * d + 1));
+    out.push_back(reps[d] * padded[d]);
+  }
+  return {e.reshape(e.broadcast(v, wide, dims), out)};
+}
+
+// device_put x_1 .. x_n: the values themselves (refjit runs on one device, the host).
+std::vector<Atom> device_put(RewriteArgs& a) { return a.ins; }
+
 // clamp lo x hi = min(max(x, lo), hi); lo and hi are scalars or x's shape.
 std::vector<Atom> clamp(RewriteArgs& a) {
   expect_operands(a, "clamp", 3);
@@ -351,6 +380,8 @@ std::vector<JaxRewrite> make_rewrites() {
   std::vector<JaxRewrite> r;
   r.push_back({"square", {}, {}, square});
   r.push_back({"clamp", {}, {}, clamp});
+  r.push_back({"tile", {{"reps", K::ints}}, {}, tile});
+  r.push_back({"device_put", {}, {"copy_semantics", "devices", "srcs"}, device_put});
   r.push_back({"mul", {{"out_dtype", K::dtype_or_none}}, {}, mul_out_dtype});
   r.push_back({"platform_index", {{"platforms", K::raw_text}}, {"has_default"}, platform_index});
   r.push_back({"split", {{"axis", K::integer}, {"sizes", K::ints}}, {}, split});

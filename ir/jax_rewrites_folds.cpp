@@ -115,30 +115,86 @@ JaxRewrite cumulative(std::string_view name, Combine combine) {
           }};
 }
 
-// reduce_prod / reduce_and / reduce_or [axes] x: the reduced axes are moved to the front and
+// x folded with `combine` over `axes`: the reduced axes are moved to the front and
 // flattened, then folded; `unit` is the result of an empty reduction.
+Atom fold_over(Emit& e, std::string_view name, Atom x_atom, const IntList& axes, Prim combine,
+               double unit) {
+  const ArrayType x = e.type(x_atom);
+  for (int64_t ax : axes)
+    if (ax < 0 || ax >= x.rank())
+      fail(name, fmt::format("axis {} is out of range for {}", ax, x.str()));
+  if (axes.empty()) return x_atom;
+  IntList perm = front_permutation(x, axes);
+  Shape flat{1}, rest;
+  for (int64_t ax : axes) flat[0] *= x.shape[ax];
+  for (size_t k = axes.size(); k < perm.size(); ++k) {
+    flat.push_back(x.shape[perm[k]]);
+    rest.push_back(x.shape[perm[k]]);
+  }
+  if (flat[0] == 0) return e.broadcast(e.scalar(x.dtype, unit), rest, {});
+  Atom xf = e.reshape(e.transpose(x_atom, perm), flat);
+  return fold_axis(e, xf, 0, false, false, binary_step(combine)).last;
+}
+
+// reduce_prod / reduce_and / reduce_or [axes] x.
 JaxRewrite reduction(std::string_view name, Prim combine, double unit) {
   return {
       name, {{"axes", K::ints}}, {}, [name, combine, unit](RewriteArgs& a) -> std::vector<Atom> {
         expect_operands(a, name, 1);
-        const ArrayType x = array_of(a, name, 0);
-        IntList axes = a.params.get<IntList>("axes");
-        for (int64_t ax : axes)
-          if (ax < 0 || ax >= x.rank())
-            fail(name, fmt::format("axis {} is out of range for {}", ax, x.str()));
         Emit e{a.b};
-        if (axes.empty()) return {a.ins[0]};
-        IntList perm = front_permutation(x, axes);
-        Shape flat{1}, rest;
-        for (int64_t ax : axes) flat[0] *= x.shape[ax];
-        for (size_t k = axes.size(); k < perm.size(); ++k) {
-          flat.push_back(x.shape[perm[k]]);
-          rest.push_back(x.shape[perm[k]]);
-        }
-        if (flat[0] == 0) return {e.broadcast(e.scalar(x.dtype, unit), rest, {})};
-        Atom xf = e.reshape(e.transpose(a.ins[0], perm), flat);
-        return {fold_axis(e, xf, 0, false, false, binary_step(combine)).last};
+        return {fold_over(e, name, a.ins[0], a.params.get<IntList>("axes"), combine, unit)};
       }};
+}
+
+// reduce[dimensions jaxpr] x_1 .. x_n init_1 .. init_n: JAX's variadic reduce, read where each
+// output k of the body combines its own accumulator and element with one monoid,
+// out_k = op(acc_k, x_k) with op add, mul, max, min, and or or (lax.reduce of tuples of those,
+// jnp's reductions with initial values). Each operand then reduces on its own, and the result
+// is combined once with its init (init is the identity in what JAX prints for a monoid;
+// otherwise it counts once, as in XLA's reduce). Other bodies (argmax-like comparisons of
+// pairs) are refused, naming what refjit reads.
+std::vector<Atom> reduce(RewriteArgs& a) {
+  constexpr std::string_view name = "reduce";
+  const size_t n = a.ins.size() / 2;
+  if (a.ins.size() % 2 != 0 || n == 0)
+    fail(name,
+         fmt::format("expects operands then as many init values, found {} operands", a.ins.size()));
+  const Jaxpr& body = *a.params.get<JaxprPtr>("jaxpr");
+  auto refuse = [&](const std::string& why) {
+    fail(name, fmt::format("{}; refjit reads reduce when each result combines its own "
+                           "accumulator and element with add, mul, max, min, and or or",
+                           why));
+  };
+  if (body.invars.size() != 2 * n || body.outvars.size() != n || body.eqns.size() != n)
+    refuse("the body is not one monoid per operand");
+  const IntList& axes = a.params.get<IntList>("dimensions");
+  Emit e{a.b};
+  std::vector<Atom> outs;
+  for (size_t k = 0; k < n; ++k) {
+    const Atom& out = body.outvars[k];
+    const Eqn* eqn = nullptr;
+    for (const Eqn& q : body.eqns)
+      if (is_var(out) && q.outs.size() == 1 && q.outs[0] == as_var(out)) eqn = &q;
+    const bool acc_x = eqn && eqn->ins.size() == 2 && eqn->ins[0] == Atom(body.invars[k]) &&
+                       eqn->ins[1] == Atom(body.invars[n + k]);
+    const bool x_acc = eqn && eqn->ins.size() == 2 && eqn->ins[1] == Atom(body.invars[k]) &&
+                       eqn->ins[0] == Atom(body.invars[n + k]);
+    if (!acc_x && !x_acc)
+      refuse(fmt::format("result {0} is not op(accumulator {0}, element {0})", k));
+    Atom reduced;
+    const Params by_axes{{"axes", axes}};
+    switch (eqn->prim) {
+      case Prim::add: reduced = e.op(Prim::reduce_sum, {a.ins[k]}, by_axes); break;
+      case Prim::max: reduced = e.op(Prim::reduce_max, {a.ins[k]}, by_axes); break;
+      case Prim::min: reduced = e.op(Prim::reduce_min, {a.ins[k]}, by_axes); break;
+      case Prim::mul: reduced = fold_over(e, name, a.ins[k], axes, Prim::mul, 1.0); break;
+      case Prim::and_: reduced = fold_over(e, name, a.ins[k], axes, Prim::and_, 1.0); break;
+      case Prim::or_: reduced = fold_over(e, name, a.ins[k], axes, Prim::or_, 0.0); break;
+      default: refuse(fmt::format("result {} combines with `{}`", k, prim_name(eqn->prim)));
+    }
+    outs.push_back(e.op(eqn->prim, {reduced, a.ins[n + k]}));
+  }
+  return outs;
 }
 
 }  // namespace
@@ -153,6 +209,8 @@ void add_fold_rewrites(std::vector<JaxRewrite>& table) {
   table.push_back(reduction("reduce_and", Prim::and_, 1.0));
   table.push_back(reduction("reduce_or", Prim::or_, 0.0));
   table.push_back(reduction("reduce_xor", Prim::xor_, 0.0));
+  table.push_back(
+      {"reduce", {{"dimensions", K::ints}, {"jaxpr", K::jaxpr}}, {"computation"}, reduce});
 }
 
 }  // namespace refjit::text

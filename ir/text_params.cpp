@@ -53,6 +53,22 @@ RuleTable<SpecList> make_specs() {
   set(Prim::dot_general, {{"dimension_numbers", K::dot_dims},
                           {"precision", K::precision},
                           {"preferred_element_type", K::dtype_or_none}});
+  for (Prim p : {Prim::reduce_window_sum, Prim::reduce_window_max, Prim::reduce_window_min})
+    set(p, {{"base_dilation", K::ints},
+            {"padding", K::int_lists},
+            {"window_dilation", K::ints},
+            {"window_dimensions", K::ints},
+            {"window_strides", K::ints}});
+  set(Prim::select_and_gather_add, {{"base_dilation", K::ints},
+                                    {"padding", K::int_lists},
+                                    {"select_prim", K::name},
+                                    {"window_dilation", K::ints},
+                                    {"window_dimensions", K::ints},
+                                    {"window_strides", K::ints}});
+  set(Prim::select_and_scatter_add, {{"padding", K::int_lists},
+                                     {"select_prim", K::name},
+                                     {"window_dimensions", K::ints},
+                                     {"window_strides", K::ints}});
   set(Prim::get, {{"indexer", K::indexer}});
   set(Prim::swap, {{"indexer", K::indexer}});
   set(Prim::addupdate, {{"indexer", K::indexer}});

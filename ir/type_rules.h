@@ -16,6 +16,7 @@ void register_type_rules(TypeRuleTable& table);
 void register_elementwise_type_rules(TypeRuleTable& table);  // type_rules_elementwise.cpp
 void register_shape_type_rules(TypeRuleTable& table);        // type_rules_shape.cpp
 void register_reduce_type_rules(TypeRuleTable& table);       // type_rules_reduce.cpp
+void register_window_type_rules(TypeRuleTable& table);       // type_rules_window.cpp
 void register_ref_type_rules(TypeRuleTable& table);          // type_rules_ref.cpp
 void register_structured_type_rules(TypeRuleTable& table);   // type_rules_structured.cpp
 void register_collective_type_rules(TypeRuleTable& table);   // type_rules_collective.cpp

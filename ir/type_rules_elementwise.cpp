@@ -225,6 +225,8 @@ void register_elementwise_type_rules(TypeRuleTable& t) {
   set(Prim::erf_inv, unary<Prim::erf_inv, kFloat>);
   set(Prim::lgamma, unary<Prim::lgamma, kFloat>);
   set(Prim::digamma, unary<Prim::digamma, kFloat>);
+  set(Prim::bessel_i0e, unary<Prim::bessel_i0e, kFloat>);
+  set(Prim::bessel_i1e, unary<Prim::bessel_i1e, kFloat>);
   set(Prim::population_count, unary<Prim::population_count, DTypeClass::integer>);
   set(Prim::bitcast_convert_type, bitcast_convert_type_rule);
   set(Prim::not_, unary<Prim::not_, kBoolInt>);

@@ -15,6 +15,7 @@ const JvpRuleTable& jvp_rules() {
     JvpRuleTable t;
     register_elementwise_jvp_rules(t);
     register_shape_jvp_rules(t);
+    register_window_jvp_rules(t);
     register_ref_jvp_rules(t);
     register_control_jvp_rules(t);
     register_collective_jvp_rules(t);

@@ -43,6 +43,7 @@ struct JvpRule {
 using JvpRuleTable = RuleTable<JvpRule>;
 
 void register_elementwise_jvp_rules(JvpRuleTable& t);
+void register_window_jvp_rules(JvpRuleTable& t);  // jvp_rules_window.cpp
 void register_shape_jvp_rules(JvpRuleTable& t);
 void register_ref_jvp_rules(JvpRuleTable& t);
 void register_control_jvp_rules(JvpRuleTable& t);

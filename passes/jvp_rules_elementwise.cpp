@@ -132,6 +132,24 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
           Atom slope = c.p.emit1(Prim::polygamma, {next, a.primals[1]});
           return {c.t.mul(to_out_shape(c.t, *a.tangents[1], a), slope)};
         }});
+  // JAX's rules: i0e' = i1e(x) - sign(x) i0e(x); i1e' = i0e(x) - i1e(x) (sign(x) + 1/x), with
+  // x clamped away from 0 to the dtype's epsilon and the slope 0.5 there.
+  unary(t, Prim::bessel_i0e, [](Emitter& e, Atom x, Atom y) {
+    return e.sub(e.unary(Prim::bessel_i1e, x), e.mul(e.unary(Prim::sign, x), y));
+  });
+  unary(t, Prim::bessel_i1e, [d](Emitter& e, Atom x, Atom y) {
+    const ArrayType xt = e.array_type_of(x);
+    const double eps = xt.dtype == DType::f64    ? 2.220446049250313e-16
+                       : xt.dtype == DType::f16  ? 0.0009765625
+                       : xt.dtype == DType::bf16 ? 0.0078125
+                                                 : 1.1920928955078125e-07;
+    Atom not_tiny = e.emit1(Prim::gt, {e.unary(Prim::abs, x), e.scalar(d(e, x), eps)});
+    Atom safe = e.select(not_tiny, {e.full(xt, eps), x});
+    Atom slope =
+        e.sub(e.unary(Prim::bessel_i0e, safe),
+              e.mul(y, e.add(e.unary(Prim::sign, safe), e.div(e.scalar(d(e, x), 1.0), safe))));
+    return e.select(not_tiny, {e.full(xt, 0.5), slope});
+  });
   // erf_inv' = sqrt(pi)/2 exp(y^2)
   unary(t, Prim::erf_inv, [d](Emitter& e, Atom, Atom y) {
     return e.mul(e.scalar(d(e, y), 0.88622692545275801), e.unary(Prim::exp, e.mul(y, y)));

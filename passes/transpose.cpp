@@ -22,6 +22,7 @@ const TransposeRuleTable& transpose_rules() {
     TransposeRuleTable t;
     register_elementwise_transpose_rules(t);
     register_shape_transpose_rules(t);
+    register_window_transpose_rules(t);
     register_ref_transpose_rules(t);
     register_control_transpose_rules(t);
     register_collective_transpose_rules(t);

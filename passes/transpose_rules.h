@@ -31,6 +31,7 @@ using TransposeRuleTable = RuleTable<TransposeRule>;
 
 void register_elementwise_transpose_rules(TransposeRuleTable& t);
 void register_shape_transpose_rules(TransposeRuleTable& t);
+void register_window_transpose_rules(TransposeRuleTable& t);  // transpose_rules_window.cpp
 void register_ref_transpose_rules(TransposeRuleTable& t);
 void register_control_transpose_rules(TransposeRuleTable& t);
 void register_collective_transpose_rules(TransposeRuleTable& t);

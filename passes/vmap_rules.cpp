@@ -10,6 +10,7 @@
 
 #include "refjit/ir/error.h"
 #include "refjit/ir/indexing.h"
+#include "refjit/ir/window.h"
 
 namespace refjit {
 
@@ -292,6 +293,16 @@ Outs write(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
   return std::vector<BVal>{{c.to_front(outs[0], b.batch_at), true}};
 }
 
+// Windowed reductions: the batch dim gets windows of size 1, so each stays in its example.
+Outs window(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
+  std::vector<Atom> args;
+  for (const BVal& v : ins) args.push_back(c.batched(v));
+  const bool dilations = e.params.find("base_dilation") != nullptr;
+  Params p = Window::of(e.params).with_leading_dim().params(dilations);
+  if (const ParamValue* s = e.params.find("select_prim")) p.set("select_prim", *s);
+  return c.emit_batched(e, std::move(args), std::move(p));
+}
+
 BatchRuleTable make_rules() {
   BatchRuleTable t;
   for (int k = 0; k < kNumPrims; ++k)
@@ -318,6 +329,9 @@ BatchRuleTable make_rules() {
   for (Prim p : {Prim::reduce_sum, Prim::reduce_max, Prim::reduce_min, Prim::argmax})
     t.set(p, reduce);
   t.set(Prim::dot_general, dot_general);
+  for (Prim p : {Prim::reduce_window_sum, Prim::reduce_window_max, Prim::reduce_window_min,
+                 Prim::select_and_gather_add, Prim::select_and_scatter_add})
+    t.set(p, window);
   // A ref made inside the batched function is always batched (from an unbatched value too, as
   // in JAX): one ref per example, so each may later be written with its example's value.
   t.set(Prim::new_ref, [](BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) -> Outs {

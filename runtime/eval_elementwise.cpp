@@ -394,6 +394,8 @@ double erf_inv(double x) {
 REFJIT_FLOAT_UNARY(Lgamma, static_cast<T>(std::lgamma(x)))
 REFJIT_FLOAT_UNARY(Digamma, static_cast<T>(special::digamma(static_cast<double>(x))))
 REFJIT_FLOAT_UNARY(ErfInv, static_cast<T>(erf_inv(static_cast<double>(x))))
+REFJIT_FLOAT_UNARY(BesselI0e, static_cast<T>(special::bessel_i0e(static_cast<double>(x))))
+REFJIT_FLOAT_UNARY(BesselI1e, static_cast<T>(special::bessel_i1e(static_cast<double>(x))))
 #undef REFJIT_FLOAT_UNARY
 
 struct PopulationCount {
@@ -739,6 +741,8 @@ void register_elementwise_eval_rules(EvalRuleTable& t) {
   t.set(Prim::erf_inv, &eval_unary<ErfInv>);
   t.set(Prim::lgamma, &eval_unary<Lgamma>);
   t.set(Prim::digamma, &eval_unary<Digamma>);
+  t.set(Prim::bessel_i0e, &eval_unary<BesselI0e>);
+  t.set(Prim::bessel_i1e, &eval_unary<BesselI1e>);
   t.set(Prim::population_count, &eval_unary<PopulationCount>);
   t.set(Prim::bitcast_convert_type, &eval_bitcast_convert);
   t.set(Prim::not_, &eval_unary<Not>);

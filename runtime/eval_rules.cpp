@@ -19,6 +19,7 @@ const EvalRuleTable& eval_rules() {
     register_elementwise_eval_rules(t);
     register_shape_eval_rules(t);
     register_reduce_eval_rules(t);
+    register_window_eval_rules(t);
     register_ref_eval_rules(t);
     register_structured_eval_rules(t);
     register_collective_eval_rules(t);

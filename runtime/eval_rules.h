@@ -39,6 +39,7 @@ using EvalRuleTable = RuleTable<EvalRule>;
 void register_elementwise_eval_rules(EvalRuleTable& t);
 void register_shape_eval_rules(EvalRuleTable& t);
 void register_reduce_eval_rules(EvalRuleTable& t);
+void register_window_eval_rules(EvalRuleTable& t);  // eval_window.cpp
 void register_ref_eval_rules(EvalRuleTable& t);
 void register_structured_eval_rules(EvalRuleTable& t);
 void register_collective_eval_rules(EvalRuleTable& t);

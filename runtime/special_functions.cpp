@@ -1,4 +1,5 @@
-// Special functions: digamma, polygamma and the regularized incomplete gamma functions.
+// Special functions: the scaled Bessel functions i0e and i1e, digamma, polygamma and the
+// regularized incomplete gamma functions.
 #include "runtime/special_functions.h"
 
 #include <cmath>
@@ -10,6 +11,42 @@ namespace refjit::special {
 namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 }  // namespace
+
+namespace {
+
+// exp(-|x|) I_order(|x|) for order 0 or 1.
+double bessel_ie(int order, double x) {
+  const double a = std::fabs(x);
+  if (std::isnan(a)) return kNaN;
+  if (a <= kBesselSeriesEnd) {
+    // I_n(a) = sum_k (a/2)^(2k+n) / (k! (k+n)!)
+    const double q = a * a / 4;
+    double term = order == 0 ? 1.0 : a / 2;
+    double sum = term;
+    for (int k = 1; k <= kBesselSeriesTerms; ++k) {
+      term *= q / (static_cast<double>(k) * (k + order));
+      sum += term;
+    }
+    return sum * std::exp(-a);
+  }
+  // I_n(a) e^-a ~ (2 pi a)^-1/2 sum_k (-1)^k prod_{j<=k} (4n^2 - (2j-1)^2) / (k! (8a)^k)
+  const double z = 1 / (8 * a), mu = 4.0 * order * order;
+  double term = 1, sum = 1;
+  for (int k = 1; k <= kBesselAsymptoticTerms; ++k) {
+    const double odd = 2.0 * k - 1;
+    term *= (odd * odd - mu) * z / k;
+    sum += term;
+  }
+  return sum / std::sqrt(2 * std::numbers::pi * a);
+}
+
+}  // namespace
+
+double bessel_i0e(double x) { return bessel_ie(0, x); }
+double bessel_i1e(double x) {
+  const double y = bessel_ie(1, x);
+  return x < 0 ? -y : y;
+}
 
 // digamma (psi), the derivative of lgamma: the reflection psi(x) = psi(1-x) - pi/tan(pi x) for
 // x < 0.5, the recurrence psi(x) = psi(x+1) - 1/x up to 6, then the asymptotic series. Poles

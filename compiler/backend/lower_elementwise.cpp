@@ -305,6 +305,52 @@ struct F64Ops {
   }
 };
 
+// i0e / i1e as the interpreter computes them (runtime/special_functions.cpp), in f64: both
+// the power series and the asymptotic expansion, each a loop of fixed length, and the one
+// for |x| selected (the loops are short next to the threads' startup, and branch-free).
+ElemFn lower_bessel_ie(int order) {
+  return [order](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& xs) -> Value {
+    F64Ops op{c};
+    auto& b = c.b;
+    Value x = op.widen(xs[0], d);
+    Value a = op.abs(x);
+    // Power series: term *= (a^2/4) / (k (k + order)).
+    Value q = op.mul(op.mul(a, a), op.k(0.25));
+    Value first = order == 0 ? op.k(1) : op.mul(a, op.k(0.5));
+    auto series = c.loop_with_carry(
+        special::kBesselSeriesTerms, {first, first}, [&](Value iv, const std::vector<Value>& cur) {
+          Value k = b.create<arith::UIToFPOp>(
+              c.loc, b.getF64Type(),
+              b.create<arith::IndexCastUIOp>(c.loc, b.getI64Type(),
+                                             b.create<arith::AddIOp>(c.loc, iv, c.index(1))));
+          Value term = op.mul(cur[0], op.div(q, op.mul(k, op.add(k, op.k(order)))));
+          return std::vector<Value>{term, op.add(cur[1], term)};
+        });
+    Value small = op.mul(series[1], b.create<math::ExpOp>(c.loc, op.sub(op.k(0), a)));
+    // Asymptotic expansion: term *= ((2k-1)^2 - 4 order^2) / (8 a k).
+    Value z = op.div(op.k(1), op.mul(op.k(8), a));
+    auto asym = c.loop_with_carry(
+        special::kBesselAsymptoticTerms, {op.k(1), op.k(1)},
+        [&](Value iv, const std::vector<Value>& cur) {
+          Value k = b.create<arith::UIToFPOp>(
+              c.loc, b.getF64Type(),
+              b.create<arith::IndexCastUIOp>(c.loc, b.getI64Type(),
+                                             b.create<arith::AddIOp>(c.loc, iv, c.index(1))));
+          Value odd = op.sub(op.mul(op.k(2), k), op.k(1));
+          Value term = op.mul(
+              cur[0], op.div(op.mul(op.sub(op.mul(odd, odd), op.k(4.0 * order * order)), z), k));
+          return std::vector<Value>{term, op.add(cur[1], term)};
+        });
+    Value large =
+        op.div(asym[1], b.create<math::SqrtOp>(c.loc, op.mul(op.k(2 * std::numbers::pi), a)));
+    Value y =
+        op.sel(op.cmp(arith::CmpFPredicate::OLE, a, op.k(special::kBesselSeriesEnd)), small, large);
+    y = op.sel(op.cmp(arith::CmpFPredicate::UNO, x, x), x, y);  // NaN
+    if (order == 1) y = b.create<math::CopySignOp>(c.loc, y, x);
+    return op.narrow(y, d);
+  };
+}
+
 // digamma as the interpreter computes it (runtime/eval_elementwise.cpp), in f64: reflection
 // below 0.5, six guarded recurrence steps, the asymptotic series; NaN at the poles.
 Value lower_digamma(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& xs) {
@@ -652,6 +698,8 @@ void register_elementwise_lowerings(LowerTable& t) {
   set_ew(t, Prim::lgamma, libm_unary("lgamma"));
   set_ew(t, Prim::nextafter, libm_unary("nextafter"));
   set_ew(t, Prim::digamma, lower_digamma);
+  set_ew(t, Prim::bessel_i0e, lower_bessel_ie(0));
+  set_ew(t, Prim::bessel_i1e, lower_bessel_ie(1));
   set_ew(t, Prim::polygamma, lower_polygamma);
   set_ew(t, Prim::igamma, lower_incomplete_gamma(IgammaPart::p));
   set_ew(t, Prim::igammac, lower_incomplete_gamma(IgammaPart::q));

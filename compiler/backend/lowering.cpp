@@ -28,6 +28,7 @@ const LowerTable& lower_table() {
     register_elementwise_lowerings(t);
     register_shape_lowerings(t);
     register_reduce_lowerings(t);
+    register_window_lowerings(t);
     register_dot_lowerings(t);
     register_ref_lowerings(t);
     register_control_lowerings(t);

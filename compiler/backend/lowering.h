@@ -302,6 +302,7 @@ const LowerTable& lower_table();
 void register_elementwise_lowerings(LowerTable& t);
 void register_shape_lowerings(LowerTable& t);
 void register_reduce_lowerings(LowerTable& t);
+void register_window_lowerings(LowerTable& t);  // lower_window.cpp
 void register_dot_lowerings(LowerTable& t);
 void register_ref_lowerings(LowerTable& t);
 void register_control_lowerings(LowerTable& t);

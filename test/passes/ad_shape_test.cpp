@@ -185,3 +185,37 @@ TEST(ShapeAd, SliceAndGatherTransposeIntoRefAreSparse) {
 
 }  // namespace
 }  // namespace refjit
+
+namespace refjit {
+namespace {
+
+using namespace refjit::testing;
+
+// Windows: the JVP against finite differences, the transposes by the identity (distinct
+// values, so no tie moves a window's maximum within the finite-difference step).
+TEST(WindowAd, ReductionsAndSelectionsDifferentiateAndTranspose) {
+  const std::string w =
+      "base_dilation=(1, 2) padding=((1, 0), (0, 2)) window_dilation=(1, 1) "
+      "window_dimensions=(2, 3) window_strides=(1, 2)";
+  for (const char* p : {"reduce_window_sum", "reduce_window_max", "reduce_window_min"}) {
+    SCOPED_TRACE(p);
+    AdCase c{parse(std::string("{ lambda ; a:f64[3,4]. let b:f64[3,4] = ") + p + "[" + w +
+                   "] a; d:f64[3,4] = mul b b in (d,) }")};
+    check_ad(c);
+  }
+  AdCase gather{
+      parse("{ lambda ; t:f64[3,4] x:f64[3,4]. let g:f64[3,4] = "
+            "select_and_gather_add[select_prim=ge " +
+            w + "] t x in (g,) }")};
+  gather.fixed.emplace(1, random_array(ArrayType{DType::f64, {3, 4}}, 9));
+  check_ad(gather);
+  AdCase scatter{parse(
+      "{ lambda ; s:f64[2,2] x:f64[3,4]. let y:f64[3,4] = select_and_scatter_add["
+      "padding=((0, 0), (0, 0)) select_prim=le window_dimensions=(2, 3) window_strides=(1, 1)]"
+      " s x in (y,) }")};
+  scatter.fixed.emplace(1, random_array(ArrayType{DType::f64, {3, 4}}, 10));
+  check_ad(scatter);
+}
+
+}  // namespace
+}  // namespace refjit

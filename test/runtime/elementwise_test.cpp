@@ -50,6 +50,35 @@ TEST(Unary, F64TranscendentalsMatchKnownValues) {
   EXPECT_NEAR(values<double>(unary(Prim::log1p, x))[1], 0.6931471805599453, 1e-15);
 }
 
+TEST(Unary, ScaledBesselFunctionsMatchKnownValues) {
+  // Values of exp(-|x|) I0(x) and exp(-|x|) I1(x) from JAX 0.10.2 in f64 (XLA's Cephes
+  // expansions): across the switch from the power series to the asymptotic expansion at 25.
+  Array x = vec<double>({0.0, 0.5, 1.0, -2.0, 10.0, 24.0, 26.0, 100.0});
+  const std::vector<double> i0e{1.0,
+                                0.6450352704491501,
+                                0.46575960759364043,
+                                0.308508322553671,
+                                0.1278333371634286,
+                                0.08186828833403062,
+                                0.07862365204001373,
+                                0.03994437929909669};
+  const std::vector<double> i1e{0.0,
+                                0.15642080318487173,
+                                0.2079104153497085,
+                                -0.2152692892489377,
+                                0.12126268138445552,
+                                0.08014413927653474,
+                                0.07709652456966624,
+                                0.039744153025130256};
+  const std::vector<double> got0 = values<double>(unary(Prim::bessel_i0e, x));
+  const std::vector<double> got1 = values<double>(unary(Prim::bessel_i1e, x));
+  for (size_t i = 0; i < i0e.size(); ++i) {
+    EXPECT_NEAR(got0[i], i0e[i], 4e-16 * i0e[i]) << i;
+    EXPECT_NEAR(got1[i], i1e[i], 4e-16 * std::abs(i1e[i])) << i;
+  }
+  EXPECT_TRUE(std::isnan(values<double>(unary(Prim::bessel_i0e, vec<double>({NAN})))[0]));
+}
+
 TEST(Unary, TranscendentalOfIntIsAnError) {
   EXPECT_THROW(unary(Prim::exp, vec<int32_t>({1})), Error);
   EXPECT_THROW(unary(Prim::floor, vec<int64_t>({1})), Error);
