@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <numeric>
 #include <optional>
 
@@ -245,25 +246,149 @@ std::vector<Atom> empty_ref(RewriteArgs& a) {
   return {e.op(Prim::new_ref, {zeros})};
 }
 
+// free_ref r: the ref ends here, as a freeze whose value nobody reads: the verifier refuses
+// a later use of it, or a second free (E12), as JAX does.
 std::vector<Atom> free_ref(RewriteArgs& a) {
   if (a.ins.size() != 1 || !a.b.type_of(a.ins[0]).is_ref) fail("free_ref", "takes one ref");
   if (!a.out_types.empty()) fail("free_ref", "binds no values");
+  Emit e{a.b};
+  (void)e.op(Prim::freeze, {a.ins[0]});
   return {};
 }
 
-// custom_jvp_call: the JVP rule is a Python function, printed by name only, so refjit runs
-// and differentiates call_jaxpr itself (a jit of it). For the functions jax.nn defines this
-// way (relu, silu, logsumexp, ...) that gives JAX's derivative except at kinks.
-std::vector<Atom> call_as_jit(RewriteArgs& a, std::string_view prim) {
+// custom_jvp_call: a jit of call_jaxpr. With refjit's `jvp_jaxpr` param (the Python package
+// traces the rule) the jit carries it as its custom JVP rule, which autodiff applies in place
+// of differentiating the body. JAX's own printout names the rule (`jvp=f`) without its body:
+// the jit is marked jvp_rule_missing, and autodiff differentiates the primal, which agrees
+// with the rule except where the rule deliberately differs (jax.nn.relu at 0); the CLI warns.
+
+// A function name as a param value refjit prints and reads back (`<lambda>` -> `_lambda_`).
+std::string printable_name(std::string name) {
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '.') ch = '_';
+  return name.empty() ? std::string("_") : name;
+}
+
+std::vector<Atom> custom_jvp_call(RewriteArgs& a) {
+  constexpr std::string_view prim = "custom_jvp_call";
   const JaxprPtr& body = a.params.get<JaxprPtr>("call_jaxpr");
   if (!body) fail(prim, "call_jaxpr is None");
   if (!body->constvars.empty()) fail(prim, "a call_jaxpr with constvars cannot be called");
-  Params p{{"jaxpr", body}, {"name", a.params.get_or<std::string>("name", std::string(prim))}};
+  const std::string name = printable_name(a.params.get_or<std::string>("name", std::string(prim)));
+  Params p{{"jaxpr", body}, {"name", name}};
+  if (const JaxprPtr* rule = std::get_if<JaxprPtr>(a.params.find("jvp_jaxpr")); rule && *rule)
+    p.set("jvp_jaxpr", *rule);  // refjit's Python package traced the rule
+  else
+    p.set("jvp_rule_missing", name);  // JAX's printout: the rule by name only
   std::vector<Var> outs = a.b.add_eqn(Prim::jit, a.ins, std::move(p));
   return {outs.begin(), outs.end()};
 }
 
-std::vector<Atom> custom_jvp_call(RewriteArgs& a) { return call_as_jit(a, "custom_jvp_call"); }
+// while whose condition writes refs, as jax.jit runs it: a condition's writes persist only for
+// evaluations that go on into the body (the last one, which ends the loop, is undone). So the
+// loop's condition runs on fresh copies of the refs it writes, and the body first runs the
+// condition again on the real refs, then itself. A ref written by both is refused, as in JAX.
+// A condition that writes no ref is the while unchanged.
+std::vector<Atom> while_loop(RewriteArgs& a) {
+  constexpr std::string_view prim = "while";
+  const JaxprPtr& cond = a.params.get<JaxprPtr>("cond_jaxpr");
+  const JaxprPtr& body = a.params.get<JaxprPtr>("body_jaxpr");
+  const size_t nc = static_cast<size_t>(a.params.get<int64_t>("cond_nconsts"));
+  const size_t nb = static_cast<size_t>(a.params.get<int64_t>("body_nconsts"));
+  auto plain = [&] {
+    std::vector<Var> outs = a.b.add_eqn(Prim::while_, a.ins, a.params);
+    return std::vector<Atom>(outs.begin(), outs.end());
+  };
+  if (nc + nb > a.ins.size() || !cond->constvars.empty() || !body->constvars.empty())
+    return plain();  // the type rule names what is wrong
+  const std::vector<RefEffects> cond_fx = compute_effects(*cond);
+  const std::vector<RefEffects> body_fx = compute_effects(*body);
+  std::vector<size_t> written;  // cond consts the condition writes
+  for (size_t k = 0; k < nc; ++k)
+    if (cond_fx[k].written || cond_fx[k].accumulated) written.push_back(k);
+  if (written.empty()) return plain();
+  for (size_t k : written)
+    for (size_t m = 0; m < nb; ++m)
+      if (a.ins[k] == a.ins[nc + m] && (body_fx[m].written || body_fx[m].accumulated))
+        fail(prim, fmt::format("operand {} is a ref both the condition and the body write; "
+                               "refjit, like JAX, cannot order those writes (write it in one "
+                               "of them)",
+                               k));
+  const size_t ncarry = a.ins.size() - nc - nb;
+  std::vector<Type> carry_types;
+  for (size_t k = 0; k < ncarry; ++k) carry_types.push_back(a.b.type_of(a.ins[nc + nb + k]));
+  auto call = [](JaxprBuilder& b, const JaxprPtr& j, std::vector<Atom> ins) {
+    return b.add_eqn(Prim::jit, std::move(ins),
+                     Params{{"jaxpr", j}, {"name", std::string("while")}});
+  };
+  // The loop's condition: the original on copies of the refs it writes.
+  JaxprBuilder cb;
+  std::vector<Atom> cond_ins;
+  for (size_t k = 0; k < nc; ++k) cond_ins.push_back(cb.add_invar(a.b.type_of(a.ins[k])));
+  for (const Type& t : carry_types) cond_ins.push_back(cb.add_invar(t));
+  for (size_t k : written) {
+    Var now = cb.add_eqn1(Prim::get, {cond_ins[k]}, Params{{"indexer", Indexer{}}});
+    cond_ins[k] = cb.add_eqn1(Prim::new_ref, {now});
+  }
+  cb.set_outvars({call(cb, cond, cond_ins)[0]});
+  // The loop's body: the original condition on the real refs, its result unused, then the body.
+  JaxprBuilder bb;
+  std::vector<Atom> consts;
+  for (size_t k = 0; k < nc + nb; ++k) consts.push_back(bb.add_invar(a.b.type_of(a.ins[k])));
+  std::vector<Atom> carry;
+  for (const Type& t : carry_types) carry.push_back(bb.add_invar(t));
+  std::vector<Atom> cin(consts.begin(), consts.begin() + static_cast<long>(nc));
+  cin.insert(cin.end(), carry.begin(), carry.end());
+  (void)call(bb, cond, cin);
+  std::vector<Atom> bin(consts.begin() + static_cast<long>(nc), consts.end());
+  bin.insert(bin.end(), carry.begin(), carry.end());
+  std::vector<Var> next = call(bb, body, bin);
+  bb.set_outvars(std::vector<Atom>(next.begin(), next.end()));
+  // Operands: the cond consts, then cond consts and body consts for the body, then the carry.
+  std::vector<Atom> ins(a.ins.begin(), a.ins.begin() + static_cast<long>(nc));
+  ins.insert(ins.end(), a.ins.begin(), a.ins.begin() + static_cast<long>(nc + nb));
+  ins.insert(ins.end(), a.ins.begin() + static_cast<long>(nc + nb), a.ins.end());
+  Params p{{"body_jaxpr", std::make_shared<const Jaxpr>(bb.finish())},
+           {"body_nconsts", static_cast<int64_t>(nc + nb)},
+           {"cond_jaxpr", std::make_shared<const Jaxpr>(cb.finish())},
+           {"cond_nconsts", static_cast<int64_t>(nc)}};
+  std::vector<Var> outs = a.b.add_eqn(Prim::while_, std::move(ins), std::move(p));
+  return {outs.begin(), outs.end()};
+}
+
+// run_state[jaxpr is_initialized] x_1 .. x_n (jax._src.state's run_state): a ref made from each
+// initialized x_k (an uninitialized one, is_initialized False, takes no operand and starts
+// as zeros), the stateful jaxpr called on the refs, and their final values as the results.
+std::vector<Atom> run_state(RewriteArgs& a) {
+  constexpr std::string_view prim = "run_state";
+  const JaxprPtr& body = a.params.get<JaxprPtr>("jaxpr");
+  if (!body->constvars.empty()) fail(prim, "a jaxpr with constvars cannot be run");
+  const IntList initialized =
+      a.params.get_or<IntList>("is_initialized", IntList(body->invars.size(), 1));
+  if (initialized.size() != body->invars.size())
+    fail(prim, fmt::format("is_initialized has {} entries for a jaxpr of {} refs",
+                           initialized.size(), body->invars.size()));
+  Emit e{a.b};
+  std::vector<Atom> refs;
+  size_t next = 0;
+  for (size_t k = 0; k < body->invars.size(); ++k) {
+    const Type& t = body->type_of(body->invars[k]);
+    if (!t.is_ref) fail(prim, fmt::format("jaxpr input {} is {}, not a ref", k, t.str()));
+    Atom init;
+    if (initialized[k]) {
+      if (next >= a.ins.size()) fail(prim, "has fewer operands than initialized refs");
+      init = a.ins[next++];
+    } else {
+      init = e.broadcast(e.scalar(t.array.dtype, 0.0), t.array.shape, {});
+    }
+    refs.push_back(e.op(Prim::new_ref, {init}));
+  }
+  if (next != a.ins.size()) fail(prim, "has more operands than initialized refs");
+  a.b.add_eqn(Prim::jit, refs, Params{{"jaxpr", body}, {"name", std::string(prim)}});
+  std::vector<Atom> outs;
+  for (const Atom& r : refs) outs.push_back(e.op(Prim::freeze, {r}));
+  return outs;
+}
 
 // remat2 (jax.checkpoint / jax.remat): a checkpointed call of its jaxpr, whose `policy` param
 // (passes/remat.h) refjit's reverse mode follows. JAX prints the policy as Python reprs:
@@ -316,10 +441,20 @@ std::vector<Atom> remat(RewriteArgs& a) {
 }
 
 // custom_vjp_call as JAX prints it: `fwd=f bwd=g` name Python functions whose bodies are not in
-// the text. refjit runs call_jaxpr (the primal, exact) and differentiates call_jaxpr itself:
-// the gradient is the primal's true derivative, not the custom rule's. refjit's own
-// custom_vjp_call (fwd_jaxpr / bwd_jaxpr in the text) keeps its rules.
-std::vector<Atom> custom_vjp_call(RewriteArgs& a) { return call_as_jit(a, "custom_vjp_call"); }
+// the text. refjit runs call_jaxpr (the primal, exact) but refuses to differentiate it
+// (passes/jaxpr_util.h: refuse_missing_custom_rule): the primal's own derivative may differ
+// from the rule's. refjit's own custom_vjp_call (fwd_jaxpr / bwd_jaxpr in the text) keeps its
+// rules.
+std::vector<Atom> custom_vjp_call(RewriteArgs& a) {
+  constexpr std::string_view prim = "custom_vjp_call";
+  const JaxprPtr& body = a.params.get<JaxprPtr>("call_jaxpr");
+  if (!body) fail(prim, "call_jaxpr is None");
+  if (!body->constvars.empty()) fail(prim, "a call_jaxpr with constvars cannot be called");
+  const std::string name = printable_name(a.params.get_or<std::string>("name", std::string(prim)));
+  Params p{{"jaxpr", body}, {"name", std::string(prim)}, {"custom_rule_missing", name}};
+  std::vector<Var> outs = a.b.add_eqn(Prim::jit, a.ins, std::move(p));
+  return {outs.begin(), outs.end()};
+}
 
 // reduce_precision: rounds to a float format of fewer bits. JAX emits it with the operand's
 // own format (8/23 bits for f32) in the gradient of jax.checkpoint, to keep the recomputed
@@ -394,9 +529,20 @@ std::vector<JaxRewrite> make_rewrites() {
   r.push_back({"empty", {}, {"dtype", "memory_space"}, empty});
   r.push_back({"empty_ref", {}, {"memory_space", "ty"}, empty_ref});
   r.push_back({"free_ref", {}, {}, free_ref});
+  r.push_back({"while",
+               {{"body_jaxpr", K::jaxpr},
+                {"body_nconsts", K::integer},
+                {"cond_jaxpr", K::jaxpr},
+                {"cond_nconsts", K::integer}},
+               {},
+               while_loop});
+  r.push_back({"run_state",
+               {{"jaxpr", K::jaxpr}, {"is_initialized", K::bools_or_none}},
+               {"which_linear"},
+               run_state});
   r.push_back({"empty2", {}, {"dtype", "memory_space"}, empty});
   r.push_back({"custom_jvp_call",
-               {{"call_jaxpr", K::jaxpr}, {"name", K::name}},
+               {{"call_jaxpr", K::jaxpr}, {"jvp_jaxpr", K::jaxpr}, {"name", K::name}},
                {"jvp", "jvp_jaxpr_fun", "jvp_jaxpr_thunk", "num_consts", "symbolic_zeros"},
                custom_jvp_call});
   r.push_back({"reduce_precision",

@@ -72,7 +72,12 @@ RuleTable<SpecList> make_specs() {
   set(Prim::get, {{"indexer", K::indexer}});
   set(Prim::swap, {{"indexer", K::indexer}});
   set(Prim::addupdate, {{"indexer", K::indexer}});
-  set(Prim::jit, {{"jaxpr", K::jaxpr}, {"name", K::name}, {"policy", K::name}});
+  set(Prim::jit, {{"custom_rule_missing", K::name},
+                  {"jaxpr", K::jaxpr},
+                  {"jvp_jaxpr", K::jaxpr},
+                  {"jvp_rule_missing", K::name},
+                  {"name", K::name},
+                  {"policy", K::name}});
   set(Prim::scan, {{"_split_transpose", K::boolean},
                    {"jaxpr", K::jaxpr},
                    {"length", K::integer},

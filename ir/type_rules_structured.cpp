@@ -67,6 +67,24 @@ void check_operands_match(const Checker& c, const Jaxpr& j, size_t first, std::s
              c.in()[first + k].str(), what, k, ins[k].str());
 }
 
+// A jit's custom JVP rule (jvp_jaxpr, from jax.custom_jvp): primals then one tangent per
+// primal, each of its primal's type, to the body's outputs then one tangent per output.
+void check_custom_jvp_rule(const Checker& c, const Jaxpr& body, const Jaxpr& rule) {
+  check_no_constvars(c, rule, "the custom_jvp rule");
+  for (const Type& t : body.in_types())
+    if (t.is_ref) c.fail("a custom_jvp rule cannot take refs (the jit body takes {})", t.str());
+  std::vector<Type> ins = body.in_types(), outs = body.out_types();
+  const size_t n_in = ins.size(), n_out = outs.size();
+  for (size_t k = 0; k < n_in; ++k) ins.push_back(ins[k]);
+  for (size_t k = 0; k < n_out; ++k) outs.push_back(outs[k]);
+  if (rule.in_types() != ins || rule.out_types() != outs)
+    c.fail(
+        "the custom_jvp rule maps ({}) to ({}), but a rule for this body maps ({}) to ({}): "
+        "the primals then their tangents, to the outputs then theirs",
+        types_text(rule.in_types()), types_text(rule.out_types()), types_text(ins),
+        types_text(outs));
+}
+
 std::vector<Type> jit_rule(std::span<const Type> in, const Params& params) {
   Checker c(Prim::jit, in, params);
   const Jaxpr& body = c.jaxpr_param("jaxpr");
@@ -80,6 +98,7 @@ std::vector<Type> jit_rule(std::span<const Type> in, const Params& params) {
         "dots_with_no_batch_dims_saveable, everything_saveable, save_only_these_names:NAME,... or "
         "save_any_names_but_these:NAME,...)",
         *policy);
+  if (params.has("jvp_jaxpr")) check_custom_jvp_rule(c, body, c.jaxpr_param("jvp_jaxpr"));
   return body.out_types();
 }
 

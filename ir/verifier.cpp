@@ -101,8 +101,8 @@ class Verifier {
         use(v, fmt::format("{} operand {}", here, k));
         if (auto it = frozen_at_.find(v.id); it != frozen_at_.end())
           throw RefError(
-              "E12", fmt::format("{}{} operand {} uses ref {} ({}) after eqn {} froze "
-                                 "it; a frozen ref cannot be used again (read it "
+              "E12", fmt::format("{}{} operand {} uses ref {} ({}) after eqn {} froze or "
+                                 "freed it; such a ref cannot be used again (read it "
                                  "before freezing, or use the frozen value)",
                                  where_, here, k, var_text(v), j_.type_of(v).str(), it->second));
       }

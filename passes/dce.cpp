@@ -73,6 +73,12 @@ Jaxpr dce(const Jaxpr& jaxpr, std::vector<bool> used_outputs) {
         if (u) outs.push_back(o);
       }
       e.params.set("jaxpr", std::make_shared<const Jaxpr>(dce(jit_body(e), sub_used)));
+      if (has_custom_jvp_rule(e)) {  // its outputs: the body's, then their tangents
+        std::vector<bool> rule_used = sub_used;
+        rule_used.insert(rule_used.end(), sub_used.begin(), sub_used.end());
+        const Jaxpr& rule = *e.params.get<JaxprPtr>("jvp_jaxpr");
+        e.params.set("jvp_jaxpr", std::make_shared<const Jaxpr>(dce(rule, rule_used)));
+      }
       e.outs = outs;
     } else {
       // A scan's body or a cond's branches keep their signature; what they compute and

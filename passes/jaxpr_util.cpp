@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
 
@@ -39,7 +40,9 @@ std::vector<Atom> inline_impl(JaxprBuilder& b, const Jaxpr& callee, std::span<co
   for (const Eqn& e : callee.eqns) {
     std::vector<Atom> ins;
     for (const Atom& a : e.ins) ins.push_back(read(a));
-    if (inline_jits && e.prim == Prim::jit) {
+    // Autodiff (which records policies) keeps a jit with a custom JVP rule: the rule applies.
+    if (inline_jits && e.prim == Prim::jit && !(policies && has_custom_jvp_rule(e))) {
+      if (policies) refuse_missing_custom_rule(e, "linearize");
       std::string inner = policy;
       if (const auto* p = e.params.find("policy"))
         if (const auto* name = std::get_if<std::string>(p)) inner = *name;
@@ -81,6 +84,73 @@ bool touches_refs(const Jaxpr& j, const Eqn& eqn) {
   for (Var v : eqn.outs)
     if (j.type_of(v).is_ref) return true;
   return false;
+}
+
+bool has_custom_jvp_rule(const Eqn& eqn) {
+  if (eqn.prim != Prim::jit) return false;
+  const JaxprPtr* rule = std::get_if<JaxprPtr>(eqn.params.find("jvp_jaxpr"));
+  return rule && *rule;
+}
+
+namespace {
+
+// Calls `f` on every sub-jaxpr among `e`'s params.
+template <class F>
+void for_each_subjaxpr(const Eqn& e, F&& f) {
+  for (const auto& [name, value] : e.params.entries()) {
+    if (const auto* j = std::get_if<JaxprPtr>(&value); j && *j) f(**j);
+    if (const auto* list = std::get_if<JaxprList>(&value))
+      for (const JaxprPtr& j : *list)
+        if (j) f(*j);
+  }
+}
+
+void collect_missing_jvp_rules(const Jaxpr& j, std::vector<std::string>& names) {
+  for (const Eqn& e : j.eqns) {
+    if (const auto* name = std::get_if<std::string>(e.params.find("jvp_rule_missing"));
+        name && std::find(names.begin(), names.end(), *name) == names.end())
+      names.push_back(*name);
+    for_each_subjaxpr(e, [&](const Jaxpr& sub) { collect_missing_jvp_rules(sub, names); });
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> functions_missing_jvp_rules(const Jaxpr& jaxpr) {
+  std::vector<std::string> names;
+  collect_missing_jvp_rules(jaxpr, names);
+  return names;
+}
+
+Jaxpr accept_primal_derivatives(const Jaxpr& jaxpr) {
+  Jaxpr out = jaxpr;
+  for (Eqn& e : out.eqns) {
+    e.params.erase(kCustomRuleMissing);
+    for (const auto& [name, value] : Params(e.params).entries()) {
+      if (const auto* j = std::get_if<JaxprPtr>(&value); j && *j) {
+        e.params.set(name, std::make_shared<const Jaxpr>(accept_primal_derivatives(**j)));
+      } else if (const auto* list = std::get_if<JaxprList>(&value)) {
+        JaxprList accepted;
+        for (const JaxprPtr& b : *list)
+          accepted.push_back(b ? std::make_shared<const Jaxpr>(accept_primal_derivatives(*b)) : b);
+        e.params.set(name, std::move(accepted));
+      }
+    }
+  }
+  return out;
+}
+
+void refuse_missing_custom_rule(const Eqn& eqn, const std::string& where) {
+  const auto* param = eqn.params.find(kCustomRuleMissing);
+  if (!param) return;
+  const auto* fn = std::get_if<std::string>(param);
+  throw NotDifferentiableError(fmt::format(
+      "{}: cannot differentiate the custom_vjp function `{}`: JAX's printout names its fwd and "
+      "bwd rules but does not contain them, and refjit will not substitute the primal's own "
+      "derivative for a rule it cannot see. Trace the function with refjit's Python package "
+      "(refjit.grad / refjit.jit) or define it with refjit's C++ custom_vjp, which keep the "
+      "rules; `refjit --primal-derivatives` accepts the primal's derivative instead",
+      where, fn ? *fn : std::string("?")));
 }
 
 std::string describe_eqn(const Eqn& eqn, size_t index) {

@@ -56,6 +56,27 @@ bool touches_refs(const Jaxpr& j, const Eqn& eqn);
 // The sub-jaxpr of a jit eqn.
 const Jaxpr& jit_body(const Eqn& eqn);
 
+// A jit that stands for a custom-derivative call read from JAX's text, whose rules the text
+// names but does not hold (`fwd=f bwd=g`, ir/jax_rewrites.cpp): refjit runs it but cannot
+// differentiate it as JAX would. Throws an error naming `where` and the function when `eqn` is
+// such a call; autodiff calls it before differentiating a jit.
+inline constexpr const char* kCustomRuleMissing = "custom_rule_missing";
+void refuse_missing_custom_rule(const Eqn& eqn, const std::string& where);
+
+// Whether `eqn` is a jit carrying a custom JVP rule (its `jvp_jaxpr` param, from jax.custom_jvp):
+// autodiff applies the rule instead of differentiating the body, so linearize keeps such a
+// jit whole rather than inlining it.
+bool has_custom_jvp_rule(const Eqn& eqn);
+
+// The names of the custom_jvp functions in `jaxpr` (at any depth) whose rule JAX's printout
+// left out, which autodiff differentiates through their primal instead (jvp_rule_missing).
+std::vector<std::string> functions_missing_jvp_rules(const Jaxpr& jaxpr);
+
+// `jaxpr` with every custom_vjp function whose rules JAX's printout left out marked as
+// differentiable through its primal (the CLI's --primal-derivatives): the user accepts the
+// primal's derivative in place of the rule's.
+Jaxpr accept_primal_derivatives(const Jaxpr& jaxpr);
+
 // A short description of an eqn for error messages: "eqn 3 (`swap`)".
 std::string describe_eqn(const Eqn& eqn, size_t index);
 

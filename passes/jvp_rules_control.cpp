@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
+#include <unordered_map>
 
 #include "passes/jaxpr_util.h"
 #include "passes/jvp.h"
@@ -46,7 +48,54 @@ std::vector<Atom> primals_then_tangents(const JvpArgs& a, size_t first = 0) {
   return ins;
 }
 
+// A jit with a custom JVP rule (jax.custom_jvp): the rule's eqns, on the primals and the
+// tangents (zeros where there is none), in place of the body's derivative. Each eqn goes to the
+// tangent side when it reads a tangent and to the primal side otherwise, so linearize splits
+// the rule as it splits the code around it. Plain jits inside the rule are inlined; jits with
+// rules of their own are kept, so a second derivative applies theirs.
+Tangents custom_jvp_apply(JvpCtx& c, JvpArgs& a, const Jaxpr& rule) {
+  std::vector<Atom> args = a.primals;
+  for (size_t k = 0; k < a.tangents.size(); ++k)
+    args.push_back(a.tangents[k] ? *a.tangents[k] : c.p.zeros(c.p.array_type_of(a.primals[k])));
+  std::function<std::vector<Atom>(const Jaxpr&, const std::vector<Atom>&)> run =
+      [&](const Jaxpr& j, const std::vector<Atom>& ins) {
+        std::unordered_map<uint32_t, Atom> env;
+        for (size_t k = 0; k < j.invars.size(); ++k) env[j.invars[k].id] = ins.at(k);
+        auto read = [&](const Atom& x) { return is_var(x) ? env.at(as_var(x).id) : x; };
+        for (const Eqn& e : j.eqns) {
+          std::vector<Atom> e_ins;
+          for (const Atom& x : e.ins) e_ins.push_back(read(x));
+          std::vector<Atom> outs;
+          if (e.prim == Prim::jit && !has_custom_jvp_rule(e)) {
+            outs = run(jit_body(e), e_ins);
+          } else {
+            bool reads_tangent = false;
+            for (const Atom& x : e_ins) reads_tangent |= c.depends_on_tangents(x);
+            std::vector<Type> types;
+            for (Var o : e.outs) types.push_back(j.type_of(o));
+            Emitter& side = reads_tangent ? c.t : c.p;
+            for (Var v : side.copy_eqn(e, e_ins, types)) outs.push_back(v);
+          }
+          for (size_t k = 0; k < e.outs.size(); ++k) env[e.outs[k].id] = outs.at(k);
+        }
+        std::vector<Atom> result;
+        for (const Atom& x : j.outvars) result.push_back(read(x));
+        return result;
+      };
+  const std::vector<Atom> outs = run(rule, args);
+  const size_t n = a.eqn.outs.size();
+  a.primal_outs.clear();
+  for (size_t k = 0; k < n; ++k)
+    a.primal_outs.push_back(is_var(outs[k]) ? as_var(outs[k])
+                                            : as_var(c.p.emit1(Prim::copy, {outs[k]})));
+  return Tangents(outs.begin() + static_cast<long>(n), outs.end());
+}
+
 Tangents jit_rule(JvpCtx& c, JvpArgs& a) {
+  for (const auto& t : a.tangents)
+    if (t.has_value()) refuse_missing_custom_rule(a.eqn, c.where);
+  if (has_custom_jvp_rule(a.eqn))
+    return custom_jvp_apply(c, a, *a.eqn.params.get<JaxprPtr>("jvp_jaxpr"));
   const Jaxpr& body = *a.eqn.params.get<JaxprPtr>("jaxpr");
   JvpResult r = jvp_jaxpr_general(body, present(a.tangents),
                                   std::vector<bool>(body.outvars.size(), false), c.for_linearize);

@@ -121,10 +121,24 @@ std::vector<bool> batched_flags(const std::vector<BVal>& ins, size_t from, size_
   return r;
 }
 
-// jit: the body batched with its operands' batching.
+// jit: the body batched with its operands' batching. A custom JVP rule is batched alongside
+// (each tangent as its primal), its outputs as the body's.
 std::optional<std::vector<BVal>> jit(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
-  BatchedJaxpr body = vmap_jaxpr(jit_body(e), batched_flags(ins, 0, ins.size()), c.size);
+  const std::vector<bool> flags = batched_flags(ins, 0, ins.size());
+  BatchedJaxpr body = vmap_jaxpr(jit_body(e), flags, c.size);
   Params p = e.params;
+  if (const JaxprPtr* rule = std::get_if<JaxprPtr>(e.params.find("jvp_jaxpr")); rule && *rule) {
+    std::vector<bool> rule_in = flags, rule_out = body.out_batched;
+    rule_in.insert(rule_in.end(), flags.begin(), flags.end());
+    rule_out.insert(rule_out.end(), body.out_batched.begin(), body.out_batched.end());
+    BatchedJaxpr batched_rule = vmap_jaxpr(**rule, rule_in, c.size, rule_out);
+    if (batched_rule.out_batched != rule_out)
+      throw Error(fmt::format(
+          "vmap: the custom_jvp rule of `{}` gives a batched result where the function's own "
+          "result is not batched; refjit cannot batch it",
+          e.params.get_or<std::string>("name", "jit")));
+    p.set("jvp_jaxpr", std::make_shared<const Jaxpr>(std::move(batched_rule.jaxpr)));
+  }
   p.set("jaxpr", std::make_shared<const Jaxpr>(std::move(body.jaxpr)));
   std::vector<Atom> args;
   for (const BVal& v : ins) args.push_back(v.atom);

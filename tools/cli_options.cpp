@@ -106,6 +106,8 @@ const OptionSpec kOptions[] = {
     {"wrt", true, "I,J,...", kDump | kRun | kBench,
      [](Options& o, std::string_view v) { o.wrt = parse_wrt(o.command, v); }},
     {"jvp", false, "", kRun | kBench, [](Options& o, std::string_view) { o.jvp = true; }},
+    {"primal-derivatives", false, "", kDump | kRun | kBench,
+     [](Options& o, std::string_view) { o.primal_derivatives = true; }},
     {"fail-on-copy", false, "", kDump | kRun | kBench,
      [](Options& o, std::string_view) { o.fail_on_copy = true; }},
     {"interpret", false, "", kRun | kBench,
@@ -231,6 +233,8 @@ Invocation parse_compile(Options o, std::span<const std::string> args) {
         flag(o.vjp);
       } else if (name == "exact-math") {
         flag(o.exact_math);
+      } else if (name == "primal-derivatives") {
+        flag(o.primal_derivatives);
       } else if (name == "jvp") {
         flag(o.jvp);
       } else if (name == "wrt") {
@@ -282,6 +286,12 @@ Invocation parse_compile(Options o, std::span<const std::string> args) {
 }  // namespace
 
 std::string_view command_name(Command c) { return kCommandNames[static_cast<int>(c)]; }
+
+bool differentiates(const Options& o) {
+  return o.grad || o.jvp || o.vjp ||
+         (o.command == Command::dump &&
+          (o.emit == "jvp" || o.emit == "linearize" || o.emit == "vjp"));
+}
 
 bool is_program_view(std::string_view stage) {
   return std::find(std::begin(kProgramViews), std::end(kProgramViews), stage) !=

@@ -20,6 +20,11 @@ std::string_view command_name(Command c);
 // the program as read, and the derived programs of forward and reverse mode.
 bool is_program_view(std::string_view stage);  // jvp, linearize, vjp, discharged
 
+struct Options;
+// Whether the command differentiates the program (--grad, --jvp, --vjp, or dump --emit of an
+// autodiff view).
+bool differentiates(const Options& o);
+
 struct Options {
   Command command = Command::run;
   std::string emit = "jaxpr";  // a view (jaxpr, jvp, linearize, vjp) or a pipeline pass
@@ -28,6 +33,9 @@ struct Options {
   bool grad = false;
   std::optional<std::vector<int>> wrt;  // 0-based invar positions; nullopt = the default
   bool jvp = false;
+  // --primal-derivatives: a custom_vjp whose rules the text lacks is differentiated through
+  // its primal instead of refused (passes/jaxpr_util.h, accept_primal_derivatives).
+  bool primal_derivatives = false;
   bool fail_on_copy = false;
   bool interpret = false;
   bool timings = false;

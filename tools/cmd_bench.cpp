@@ -60,7 +60,7 @@ std::string json_string(std::string_view text) {
 
 int bench_command(const Options& o, StageTimings& timings) {
   Source source = read_source(o.file);
-  Jaxpr program = load_program(source, timings);
+  Jaxpr program = load_program(source, o, timings);
   PipelineOptions pipeline = pipeline_options(o, program);
   pipeline.opt_level = o.tier == "fast" ? 0 : 3;
   Executable executable(program, o, pipeline, timings);

@@ -38,7 +38,7 @@ AotAccum accum_of(const std::string& k) {
 int compile_command(const Options& o) {
   StageTimings timings;
   Source source = read_source(o.file);
-  Jaxpr program = load_program(source, timings);
+  Jaxpr program = load_program(source, o, timings);
 
   AotOptions a;
   a.name = o.name.empty() ? default_symbol(o) : o.name;

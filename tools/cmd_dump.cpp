@@ -14,7 +14,7 @@ namespace refjit::cli {
 
 int dump_command(const Options& o, StageTimings& timings) {
   Source source = read_source(o.file);
-  Jaxpr program = load_program(source, timings);
+  Jaxpr program = load_program(source, o, timings);
   PipelineOptions pipeline = pipeline_options(o, program);
   pipeline.after_pass = [&](const PassReport& r) { timings.record(std::string(r.pass), r.ms); };
 

@@ -30,7 +30,7 @@ std::string ref_lines(const Jaxpr& program, const std::vector<RtValue>& args) {
 
 int run_command(const Options& o, StageTimings& timings) {
   Source source = read_source(o.file);
-  Jaxpr program = load_program(source, timings);
+  Jaxpr program = load_program(source, o, timings);
 
   // The program that actually runs: the gradient program returns the output, then one
   // gradient per wrt position; the forward-mode program the outputs, then their tangents.

@@ -11,8 +11,8 @@ namespace refjit::cli {
 namespace {
 
 // Errors of the native backend point at the engine that covers every primitive. A program's
-// own errors (a ref or type error, found by autodiff or a type rule) are the same on both
-// engines and pass through unchanged.
+// own errors (a ref or type error, found by autodiff or a type rule; a derivative autodiff
+// refuses) are the same on both engines and pass through unchanged.
 template <class F>
 auto native(F&& f) {
   try {
@@ -20,6 +20,10 @@ auto native(F&& f) {
   } catch (const RefError&) {
     throw;
   } catch (const TypeError&) {
+    throw;
+  } catch (const ReverseModeError&) {
+    throw;
+  } catch (const NotDifferentiableError&) {
     throw;
   } catch (const Error& e) {
     throw Error(

@@ -45,6 +45,9 @@ Options:
   --grad             work on the gradient program: d(scalar output)/d(arguments)
   --wrt=I,J,...      0-based invar positions to differentiate (with --grad);
                      default: every float, non-ref invar
+  --primal-derivatives
+                     differentiate a custom_vjp whose rules JAX's text names
+                     but leaves out through its primal (refused otherwise)
   --fail-on-copy     fail if the buffer plan copies a whole buffer inside a loop
   --exact-math       call libm for every f32 transcendental function instead of
                      the vectorised approximations (docs/backend.md)
@@ -73,6 +76,9 @@ Options:
   --wrt=I,J,...   0-based invar positions to differentiate (with --grad);
                   default: every float, non-ref invar
   --jvp           forward mode: after the values, one tangent per invar
+  --primal-derivatives
+                  differentiate a custom_vjp whose rules JAX's text names but
+                  leaves out through its primal (refused otherwise)
   --fail-on-copy  fail if the buffer plan copies a whole buffer inside a loop
   --interpret     run on the reference interpreter instead of native code
   --exact-math    call libm for every f32 transcendental function instead of
@@ -109,6 +115,8 @@ Options:
   --grad          time the gradient program (output and gradient)
   --wrt=I,J,...   0-based invar positions to differentiate (with --grad)
   --jvp           time the forward-mode program (outputs and tangents)
+  --primal-derivatives
+                  as for `refjit run`
   --fail-on-copy  fail if the buffer plan copies a whole buffer inside a loop
   --interpret     time the reference interpreter instead of native code
   --exact-math    libm for every f32 transcendental function
@@ -142,6 +150,8 @@ Options:
                         default: value for float non-ref invars, else dontwant
   --jvp                 forward mode: SYMBOL takes one tangent per float invar and
                         returns the outputs and their tangents
+  --primal-derivatives  differentiate a custom_vjp whose rules JAX's text names
+                        but leaves out through its primal (refused otherwise)
   --exact-math          call libm for every f32 transcendental function instead of
                         the vectorised approximations (docs/backend.md)
   -h, --help            print this help

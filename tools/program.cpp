@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "passes/jaxpr_util.h"
 #include "refjit/ir/text.h"
 
 namespace refjit::cli {
@@ -31,8 +33,18 @@ Source read_source(const std::string& file) {
   return Source{file, std::move(text)};
 }
 
-Jaxpr load_program(const Source& source, StageTimings& timings) {
-  return timings.time("parse", [&] { return parse_jaxpr(source.text, source.name); });
+Jaxpr load_program(const Source& source, const Options& options, StageTimings& timings) {
+  Jaxpr program = timings.time("parse", [&] { return parse_jaxpr(source.text, source.name); });
+  if (options.primal_derivatives) program = accept_primal_derivatives(program);
+  if (differentiates(options))
+    for (const std::string& name : functions_missing_jvp_rules(program))
+      std::fprintf(stderr,
+                   "%s: warning: the custom_jvp function `%s` is differentiated through its "
+                   "primal: JAX's text names its jvp rule but leaves it out (the derivatives "
+                   "agree except where the rule differs on purpose, such as relu's at 0; "
+                   "refjit's Python package applies the rule itself)\n",
+                   source.name.c_str(), name.c_str());
+  return program;
 }
 
 std::string binder_name(const Jaxpr& jaxpr, Var v) {

@@ -5,6 +5,7 @@
 
 #include "refjit/ir/error.h"
 #include "refjit/ir/jaxpr.h"
+#include "tools/cli_options.h"
 #include "tools/timings.h"
 
 namespace refjit::cli {
@@ -24,7 +25,10 @@ struct Source {
 Source read_source(const std::string& file);
 
 // Parses and verifies; throws ParseError ("FILE:LINE:COL: error: ...") or TypeError/RefError.
-Jaxpr load_program(const Source& source, StageTimings& timings);
+// With --primal-derivatives, custom_vjp functions whose rules the text lacks are marked as
+// differentiable through their primal; when the command differentiates, a custom_jvp function
+// whose rule the text lacks gets a warning on standard error.
+Jaxpr load_program(const Source& source, const Options& options, StageTimings& timings);
 
 // How messages and output name binder `v`: the name it had in the input text, or, for a
 // binder without one, "constvar 0" / "invar 2".

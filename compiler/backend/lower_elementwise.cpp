@@ -43,15 +43,19 @@ ElemFn computed_in_f32(Prim p, ElemFn f) {
   if (p == Prim::bitcast_convert_type) return f;  // moves bits, computes nothing
   return [p, f = std::move(f)](LowerCtx& c, const Eqn& e, DType d,
                                const std::vector<Value>& xs) -> Value {
+    // Which values are 16-bit floats is read from the values, not from e's operands: a rule
+    // may be called on other values than its eqn's (scatter-add combines the element already
+    // there with an update, its eqn's operands 0 and 2).
+    auto is_half = [](Value v) {
+      return mlir::isa<mlir::Float16Type, mlir::BFloat16Type>(v.getType());
+    };
     bool half = false;
-    for (const Atom& a : e.ins) half = half || is_half_float(c.type_of(a).dtype());
+    for (Value x : xs) half = half || is_half(x);
     if (!half) return f(c, e, d, xs);
     mlir::Type f32 = c.elem_type(DType::f32);
     std::vector<Value> wide;
-    for (size_t k = 0; k < xs.size(); ++k) {
-      bool h = is_half_float(c.type_of(e.ins[k]).dtype());
-      wide.push_back(h ? Value(c.b.create<arith::ExtFOp>(c.loc, f32, xs[k])) : xs[k]);
-    }
+    for (Value x : xs)
+      wide.push_back(is_half(x) ? Value(c.b.create<arith::ExtFOp>(c.loc, f32, x)) : x);
     Value y = f(c, e, is_half_float(d) ? DType::f32 : d, wide);
     DType out = c.type_of(e.outs.at(0)).dtype();
     if (p != Prim::convert_element_type && is_half_float(out) && y.getType() == f32)

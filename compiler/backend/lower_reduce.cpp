@@ -20,24 +20,19 @@ using Ivs = LowerCtx::Ivs;
 enum class Reducer { sum, max, min };
 
 Value identity(LowerCtx& c, DType d, Reducer r) {
-  double inf = std::numeric_limits<double>::infinity();
-  // The dtype's extreme values (int_constant keeps the low bits: all ones is -1 or UINT_MAX).
-  const int bits = bit_width(d);
+  if (r == Reducer::sum) return c.constant(d, 0);
+  const double inf = std::numeric_limits<double>::infinity();
+  if (is_float(d)) return c.constant(d, r == Reducer::max ? -inf : inf);
+  // An integer dtype's extreme values (int_constant keeps the low bits: all ones is -1 or
+  // UINT_MAX). Complex and wider types never get here: their max/min are rejected earlier.
+  const int bits = std::min(bit_width(d), 64);
   const int64_t all_ones = -1;
   const int64_t smin =
       bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (bits - 1));
   const int64_t smax =
       bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (bits - 1)) - 1;
-  switch (r) {
-    case Reducer::sum: return c.constant(d, 0);
-    case Reducer::max:
-      if (is_float(d)) return c.constant(d, -inf);
-      return c.int_constant(d, is_unsigned(d) ? 0 : smin);
-    case Reducer::min:
-      if (is_float(d)) return c.constant(d, inf);
-      return c.int_constant(d, is_unsigned(d) ? all_ones : smax);
-  }
-  return {};
+  if (r == Reducer::max) return c.int_constant(d, is_unsigned(d) ? 0 : smin);
+  return c.int_constant(d, is_unsigned(d) ? all_ones : smax);
 }
 
 Value combine(LowerCtx& c, DType d, Reducer r, Value a, Value b) {

@@ -22,6 +22,7 @@ class _Jitted:
         self._interpret = _check_backend(backend)
         self._exact_math = exact_math
         self._entries: dict = {}
+        self._tracing = False
         # updated=(): fun's __dict__ would overwrite these fields when fun is itself a
         # refjit function (refjit.grad(refjit.grad(f))).
         functools.update_wrapper(self, fun, updated=())
@@ -48,6 +49,11 @@ class _Jitted:
         return bound, dynamic, (static, values)
 
     def __call__(self, *args, **kwargs):
+        if self._tracing:
+            # Called while its own trace runs (a custom_vjp fwd rule calling the jitted
+            # function it belongs to; refjit traces the rules with the function): inlined, as
+            # jit is the identity on values.
+            return self._fun(*args, **kwargs)
         fun, dyn_args, static_key = self._split_static(args)
         leaves, arrays, key, in_tree = _flatten_call(fun, dyn_args, kwargs, "refjit.jit")
         cache_key = (in_tree, key, static_key)
@@ -64,7 +70,11 @@ class _Jitted:
         return tree_util.tree_unflatten(traced.out_tree, outs)
 
     def _compile(self, fun, leaves, arrays, in_tree, dyn_args, static_key):
-        traced = trace(fun, leaves, arrays, in_tree)
+        self._tracing = True
+        try:
+            traced = trace(fun, leaves, arrays, in_tree)
+        finally:
+            self._tracing = False
         donated = [False] * len(arrays)
         if self._donate:
             ranges = _leaf_ranges(dyn_args)

@@ -17,21 +17,24 @@ rule as the residuals' pullback. Functions with neither are not traced again.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Sequence
 
 import jax
+import numpy as np
 from jax import lax
 from jax.extend import core as jcore
 
 
 def _sub_jaxprs(params: dict):
+    """The jaxprs among an eqn's params, each as (jaxpr, consts): closed ones (jit, scan,
+    cond, while) and open ones (checkpoint's ``remat2``)."""
     for v in params.values():
-        if isinstance(v, jcore.ClosedJaxpr):
-            yield v
-        elif isinstance(v, (tuple, list)):
-            for item in v:
-                if isinstance(item, jcore.ClosedJaxpr):
-                    yield item
+        for item in v if isinstance(v, (tuple, list)) else (v,):
+            if isinstance(item, jcore.ClosedJaxpr):
+                yield item.jaxpr, item.consts
+            elif isinstance(item, jcore.Jaxpr):
+                yield item, ()
 
 
 def needs_retrace(jaxpr: jcore.Jaxpr) -> bool:
@@ -40,8 +43,14 @@ def needs_retrace(jaxpr: jcore.Jaxpr) -> bool:
     for eqn in jaxpr.eqns:
         if eqn.primitive.name == "custom_vjp_call" and eqn.primitive is not custom_vjp_p:
             return True
-        for sub in _sub_jaxprs(eqn.params):
-            if sub.consts or needs_retrace(sub.jaxpr):
+        if eqn.primitive.name == "custom_jvp_call" and eqn.primitive is not custom_jvp_p:
+            return True
+        for sub, consts in _sub_jaxprs(eqn.params):
+            if consts or needs_retrace(sub):
+                if eqn.primitive.name not in _RULES:
+                    raise NotImplementedError(
+                        f"refjit: a custom_vjp function or a captured array inside "
+                        f"`{eqn.primitive.name}` is not supported yet")
                 return True
     return False
 
@@ -61,7 +70,8 @@ def _evaluate(jaxpr: jcore.Jaxpr, consts: Sequence, *args, rules=None) -> list:
         env[v] = x
     for eqn in jaxpr.eqns:
         ins = [_read(env, a) for a in eqn.invars]
-        rule = None if eqn.primitive is custom_vjp_p else rules.get(eqn.primitive.name)
+        ours = eqn.primitive is custom_vjp_p or eqn.primitive is custom_jvp_p
+        rule = None if ours else rules.get(eqn.primitive.name)
         if rule is not None:
             outs = rule(eqn.primitive, eqn.params, ins, rules)
         else:
@@ -101,6 +111,12 @@ def _cond(_, params, ins, rules):
     return lax.switch(index, [lambda *o, b=b: b(*o) for b in branches], *ops)
 
 
+def _checkpoint(_, params, ins, rules):
+    body = lambda *args: _evaluate(params["jaxpr"], (), *args, rules=rules)
+    return jax.checkpoint(body, prevent_cse=params["prevent_cse"],
+                          policy=params["policy"])(*ins)
+
+
 def _while(_, params, ins, rules):
     nc, nb = params["cond_nconsts"], params["body_nconsts"]
     cond_consts, body_consts, init = ins[:nc], ins[nc:nc + nb], ins[nc + nb:]
@@ -118,8 +134,22 @@ custom_vjp_p.multiple_results = True
 custom_vjp_p.def_abstract_eval(lambda *avals, call_jaxpr, **_: call_jaxpr.out_avals)
 
 
+def _is_ref_aval(aval) -> bool:
+    return isinstance(aval, jax.ref.AbstractRef)
+
+
+def _spec(aval):
+    """What make_jaxpr traces an input of type ``aval`` from: a shape and dtype, or for a ref
+    type a (fresh, zero) ref, so that the input is traced as a ref."""
+    if _is_ref_aval(aval):
+        inner = aval.inner_aval
+        with jax.ensure_compile_time_eval():  # a concrete ref, not one of the enclosing trace
+            return jax.new_ref(jax.numpy.zeros(inner.shape, inner.dtype))
+    return jax.ShapeDtypeStruct(aval.shape, aval.dtype)
+
+
 def _specs(avals):
-    return [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
+    return [_spec(a) for a in avals]
 
 
 def _custom_vjp(prim, params, ins, rules):
@@ -127,36 +157,52 @@ def _custom_vjp(prim, params, ins, rules):
     become extra operands (refjit's sub-jaxprs take no constants): the call and fwd rule
     take them after the call's operands, fwd passes the bwd rule's on as residuals, and bwd
     gives them zero cotangents, as it does the arrays the primal captured (JAX's num_consts
-    leading operands, which a custom_vjp is not differentiated with respect to)."""
-    bind_params = prim.get_bind_params(params)
+    leading operands, which a custom_vjp is not differentiated with respect to).
 
-    def call(*args):
-        return prim.bind(*args, **bind_params)
-
-    in_specs = _specs(params["call_jaxpr"].in_avals)
+    The user's rules are called as JAX's own vjp would call them (the eqn's
+    ``fwd_jaxpr_thunk``, ``bwd`` and ``out_trees``), so a ref operand gets the cotangent bwd
+    returns for it: refjit's transpose adds it into the ref's cotangent when the ref holds a
+    differentiated value, and drops it for a plumbing ref. A fwd rule may pass a ref operand
+    on as a residual (the seed's stash-gradients pattern: bwd writes into it). JAX cannot
+    trace a function returning a ref, so such a residual is left out of JAX's fwd jaxpr and
+    put back into refjit's, as the fwd's own ref input (outputs_from_inputs)."""
+    in_avals = params["call_jaxpr"].in_avals
+    in_specs = _specs(in_avals)
     out_specs = _specs(params["call_jaxpr"].out_avals)
-    store = {}
-
     n_consts = params["num_consts"]  # the call's leading operands: arrays its primal captured
+    n_operands = len(in_avals) - n_consts
+    user_fwd, user_fwd_consts = params["fwd_jaxpr_thunk"].call_wrapped(*[True] * n_operands)
+    _, _, input_fwds = params["out_trees"]()  # per residual: the operand it is, or None
+    n_out = len(params["call_jaxpr"].out_avals)
+    n_new_res = sum(f is None for f in input_fwds)
+    # The residuals that are ref operands: residual position -> operand position.
+    ref_res = {k: f for k, f in enumerate(input_fwds)
+               if f is not None and _is_ref_aval(in_avals[f])}
+    for v in user_fwd.outvars[:n_new_res]:
+        if _is_ref_aval(v.aval):  # JAX refuses it too (a ValueError)
+            raise ValueError(
+                "refjit: the custom_vjp fwd function returns a new ref as a residual; only "
+                "the function's own ref arguments may be passed on to bwd")
+    res_avals = [in_avals[f] if f is not None else None for f in input_fwds]
+    new_res_avals = iter(v.aval for v in user_fwd.outvars[:n_new_res])
+    res_avals = [a if a is not None else next(new_res_avals) for a in res_avals]
 
     def fwd(*args):
-        consts = args[:n_consts]
-        out, pullback = jax.vjp(lambda *x: call(*consts, *x), *args[n_consts:])
-        residuals, store["tree"] = jax.tree_util.tree_flatten(pullback)
-        store["num_out"] = len(out)
-        return [*out, *residuals]
+        outs = _evaluate(user_fwd, user_fwd_consts, *args[n_consts:], rules=_PRIMAL_RULES)
+        new_res, primal_outs = iter(outs[:n_new_res]), outs[n_new_res:]
+        residuals = [args[f] if f is not None else next(new_res) for f in input_fwds]
+        return [*primal_outs, *[r for k, r in enumerate(residuals) if k not in ref_res]]
+
+    def bwd(*args):
+        residuals, cts = args[:len(res_avals)], args[len(res_avals):]
+        operand_cts = params["bwd"].call_wrapped(*residuals, *cts)
+        return [_zeros_for(a) if _is_symbolic_zero(ct) else ct
+                for ct, a in zip(operand_cts, in_avals[n_consts:])]
 
     call_closed = jax.make_jaxpr(_closed(params["call_jaxpr"]))(*in_specs)
     fwd_closed = _primal_only(jax.make_jaxpr(fwd)(*in_specs))
-    n_out = store["num_out"]
-    res_specs = _specs([v.aval for v in fwd_closed.jaxpr.outvars[n_out:]])
-
-    def bwd(*args):
-        residuals, cts = args[:len(res_specs)], args[len(res_specs):]
-        pullback = jax.tree_util.tree_unflatten(store["tree"], residuals)
-        return list(pullback(list(cts)))
-
-    bwd_closed = _primal_only(jax.make_jaxpr(bwd)(*res_specs, *out_specs))
+    res_specs = _specs(res_avals)
+    bwd_closed = _trace_bwd(bwd, res_specs, out_specs, params)
     cc, fc, bc = list(call_closed.consts), list(fwd_closed.consts), list(bwd_closed.consts)
     n_in, n_res = len(ins), len(res_specs)
     extra = cc + fc + bc
@@ -175,35 +221,142 @@ def _custom_vjp(prim, params, ins, rules):
         res, consts, cts = a[:n_res], a[n_res:n_res + len(bc)], a[n_res + len(bc):]
         grads = _evaluate(bwd_closed.jaxpr, consts, *res, *cts)
         # An integer operand's cotangent is JAX's float0; refjit's is zeros of its dtype.
-        grads = [jax.numpy.zeros(spec.shape, spec.dtype) if g.dtype == jax.dtypes.float0 else g
-                 for g, spec in zip(grads, in_specs[n_consts:])]
-        zeros = [jax.numpy.zeros(e.shape, e.dtype) for e in in_specs[:n_consts] + extra_specs]
+        grads = [_zeros_for(a) if g.dtype == jax.dtypes.float0 else g
+                 for g, a in zip(grads, in_avals[n_consts:])]
+        zeros = [_zeros_for(a) for a in in_avals[:n_consts]] + \
+            [jax.numpy.zeros(e.shape, e.dtype) for e in extra_specs]
         return [*zeros[:n_consts], *grads, *zeros[n_consts:]]
 
+    fwd_jaxpr = jax.make_jaxpr(fwd_with_extra)(*in_specs, *extra_specs)
+    if ref_res:
+        fwd_jaxpr = _with_ref_residuals(fwd_jaxpr, n_out, ref_res)
     return custom_vjp_p.bind(
         *ins, *extra,
         call_jaxpr=jax.make_jaxpr(call_with_extra)(*in_specs, *extra_specs),
-        fwd_jaxpr=jax.make_jaxpr(fwd_with_extra)(*in_specs, *extra_specs),
+        fwd_jaxpr=fwd_jaxpr,
         bwd_jaxpr=jax.make_jaxpr(bwd_with_extra)(*res_specs, *bc_specs, *out_specs),
         num_res=n_res + len(bc))
 
 
+def _trace_bwd(bwd, res_specs, out_specs, params):
+    """The bwd rule as a jaxpr. refjit traces it with the function, where JAX waits until a
+    cotangent is needed: an error in it is raised here, saying so."""
+    try:
+        return _primal_only(jax.make_jaxpr(bwd)(*res_specs, *out_specs))
+    except Exception as e:
+        name = getattr(params.get("bwd"), "__name__", None) or "bwd"
+        message = (f"refjit traces a custom_vjp's bwd rule ({name}) when it compiles the "
+                   f"function, before any cotangent is asked for; tracing it failed: {e}")
+        try:
+            wrapped = type(e)(message)
+        except Exception:
+            wrapped = RuntimeError(message)
+        raise wrapped from e
+
+
+def _zeros_for(aval):
+    """Zeros of an operand's cotangent type (a ref's: its contents')."""
+    inner = aval.inner_aval if _is_ref_aval(aval) else aval
+    return jax.numpy.zeros(inner.shape, inner.dtype)
+
+
+def _is_symbolic_zero(ct) -> bool:
+    # JAX's bwd wrapper returns its symbolic Zero for a None cotangent.
+    return type(ct).__name__ in ("Zero", "SymbolicZero")
+
+
+def _with_ref_residuals(fwd_jaxpr, n_out: int, ref_res: dict):
+    """refjit's fwd program from JAX's fwd jaxpr, which leaves out the ref residuals: each
+    put back at its residual position as the fwd's own ref input. A staged program, printed
+    by name (refjit's parser is given it: _staging.staged_programs)."""
+    from . import _core
+    from ._staging import StagedProgram, printing_for_refjit, staged_programs
+    from ._tracing import parse
+
+    with printing_for_refjit():
+        text = str(fwd_jaxpr)
+    program = parse(text, "<custom_vjp fwd rule>", staged_programs(fwd_jaxpr.jaxpr))
+    pairs = sorted((n_out + k, operand) for k, operand in ref_res.items())
+    return StagedProgram(_core.outputs_from_inputs(program, pairs), f"fwd_{next(_fwd_names)}")
+
+
+_fwd_names = itertools.count()
+
+
 def _primal_only(closed: jcore.ClosedJaxpr) -> jcore.ClosedJaxpr:
-    """A rule's jaxpr, retraced if needed, its own custom_vjp calls inlined as their primal
-    computation: the rules are run, never differentiated (the seed's fwd rules call the very
-    custom_vjp function they define)."""
+    """A rule's jaxpr, retraced if needed, its own custom_vjp and custom_jvp calls inlined as
+    their primal computation: the rules are run, not differentiated (the seed's fwd rules call
+    the very custom_vjp function they define; jax.nn.relu's jvp rule calls relu)."""
     if not needs_retrace(closed.jaxpr):
         return closed
     return _retrace_with(closed, _PRIMAL_RULES)
 
 
-def _inline_custom_vjp(_, params, ins, rules):
+def _inline_custom_call(_, params, ins, rules):
     return _closed(params["call_jaxpr"], rules)(*ins)
 
 
+# refjit's custom_jvp_call: `custom_jvp_call[call_jaxpr={...} jvp_jaxpr={...}]`, read by
+# refjit's parser as a jit of call_jaxpr carrying jvp_jaxpr as its JVP rule.
+custom_jvp_p = jcore.Primitive("custom_jvp_call")
+custom_jvp_p.multiple_results = True
+custom_jvp_p.def_abstract_eval(lambda *avals, call_jaxpr, **_: call_jaxpr.out_avals)
+
+
+def _custom_jvp(prim, params, ins, rules):
+    """JAX's custom_jvp_call, its Python rule traced into a jaxpr: JAX's own jvp of the call
+    (which applies the user's rule) on the primals and one tangent per primal, giving the
+    outputs then their tangents. Arrays the call or the rule capture become extra operands,
+    which have no tangent of their own (zeros)."""
+    in_avals = params["call_jaxpr"].in_avals
+    if any(_is_ref_aval(a) for a in in_avals):
+        raise NotImplementedError("refjit: a jax.custom_jvp function taking refs is not "
+                                  "supported yet")
+    n = len(in_avals)
+    specs = _specs(in_avals)
+    bind_params = prim.get_bind_params(params)
+
+    def call(*xs):
+        return prim.bind(*xs, **bind_params)
+
+    def jvp(*primals_and_tangents):
+        primals, tangents = primals_and_tangents[:n], primals_and_tangents[n:]
+        # JAX's tangent of an integer or bool is float0; refjit's is zeros of its dtype.
+        tangents = [t if _is_inexact(a) else np.zeros(a.shape, jax.dtypes.float0)
+                    for t, a in zip(tangents, in_avals)]
+        outs, out_tangents = jax.jvp(call, list(primals), tangents)
+        out_tangents = [jax.numpy.zeros(o.shape, o.dtype) if t.dtype == jax.dtypes.float0
+                        else t for o, t in zip(outs, out_tangents)]
+        return [*outs, *out_tangents]
+
+    call_closed = jax.make_jaxpr(_closed(params["call_jaxpr"], rules))(*specs)
+    jvp_closed = _primal_only(jax.make_jaxpr(jvp)(*specs, *specs))
+    cc, jc = list(call_closed.consts), list(jvp_closed.consts)
+    extra = cc + jc
+    extra_specs = _specs([jax.typeof(x) for x in extra])
+    n_all = n + len(extra)
+
+    def call_with_extra(*a):
+        return _evaluate(call_closed.jaxpr, a[n:n + len(cc)], *a[:n])
+
+    def jvp_with_extra(*a):
+        primals, tangents = a[:n_all], a[n_all:]
+        return _evaluate(jvp_closed.jaxpr, primals[n + len(cc):], *primals[:n], *tangents[:n])
+
+    return custom_jvp_p.bind(
+        *ins, *extra,
+        call_jaxpr=jax.make_jaxpr(call_with_extra)(*specs, *extra_specs),
+        jvp_jaxpr=jax.make_jaxpr(jvp_with_extra)(*specs, *extra_specs, *specs, *extra_specs))
+
+
+def _is_inexact(aval) -> bool:
+    return jax.numpy.issubdtype(aval.dtype, jax.numpy.inexact)
+
+
 _RULES = {"jit": _jit, "pjit": _jit, "scan": _scan, "cond": _cond, "while": _while,
-          "custom_vjp_call": _custom_vjp}
-_PRIMAL_RULES = {**_RULES, "custom_vjp_call": _inline_custom_vjp}
+          "remat2": _checkpoint, "custom_jvp_call": _custom_jvp, "custom_vjp_call": _custom_vjp}
+_PRIMAL_RULES = {**_RULES, "custom_vjp_call": _inline_custom_call,
+                 "custom_jvp_call": _inline_custom_call}
 
 
 def retrace(closed: jcore.ClosedJaxpr) -> jcore.ClosedJaxpr:
@@ -213,7 +366,8 @@ def retrace(closed: jcore.ClosedJaxpr) -> jcore.ClosedJaxpr:
 
 
 def _retrace_with(closed: jcore.ClosedJaxpr, rules: dict) -> jcore.ClosedJaxpr:
-    specs = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype, weak_type=v.aval.weak_type)
+    specs = [_spec(v.aval) if _is_ref_aval(v.aval)
+             else jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype, weak_type=v.aval.weak_type)
              for v in closed.jaxpr.invars]
     return jax.make_jaxpr(
         lambda *args: _evaluate(closed.jaxpr, closed.consts, *args, rules=rules))(*specs)

@@ -156,11 +156,11 @@ def staged_programs(jaxpr) -> list[tuple[str, Any]]:
 
     def walk(j):
         for eqn in j.eqns:
-            if eqn.primitive in _CALLS:
-                staged = eqn.params["program"]
-                found[staged.name] = staged.program
             for v in eqn.params.values():
                 for sub in v if isinstance(v, (tuple, list)) else (v,):
+                    if isinstance(sub, StagedProgram):  # refjit_call's, a custom_vjp's fwd
+                        found[sub.name] = sub.program
+                        continue
                     inner = getattr(sub, "jaxpr", sub)
                     if hasattr(inner, "eqns"):
                         walk(inner)

@@ -31,16 +31,22 @@ _SUPPORTED = frozenset(
     )
 )
 _PYTHON_SCALARS = (bool, int, float)
-_canonical_cache: dict[np.dtype, np.dtype] = {}
+_canonical_cache: dict[tuple[np.dtype, bool], np.dtype] = {}
 
 
 def canonical_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype JAX traces an array of ``dtype`` at (float64 -> float32 unless x64 is on)."""
-    c = _canonical_cache.get(dtype)
+    # Keyed by the x64 flag too: a program may turn it on and off between calls.
+    key = (dtype, x64_enabled())
+    c = _canonical_cache.get(key)
     if c is None:
         c = np.dtype(jax.dtypes.canonicalize_dtype(dtype))
-        _canonical_cache[dtype] = c
+        _canonical_cache[key] = c
     return c
+
+
+def x64_enabled() -> bool:
+    return bool(jax.config.jax_enable_x64)
 
 
 class LeafError(Exception):
@@ -95,6 +101,8 @@ def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
             a = np.ascontiguousarray(a, dtype=want).reshape(a.shape)
         arrays.append(a)
         key.append((a.shape, want, weak))
+    # JAX traces differently with x64 on (default integer and float widths): part of the key.
+    key.append(("x64", x64_enabled()))
     return arrays, tuple(key)
 
 
@@ -272,6 +280,12 @@ def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in
     ref_consts = [closed.consts[k] for k in ref_positions]
     if ref_positions:
         program = _core.consts_to_inputs(program, ref_positions)
+    for c in closed.consts:
+        if is_tracer(c):  # a value of an enclosing JAX trace (a scan body's operand, ...)
+            raise TraceError(
+                f"{function_name(fun)}: the function closes over a value of an enclosing JAX "
+                f"transformation (a traced {c.aval.str_short()}); refjit compiles the function "
+                "on its own, so it cannot capture that value: pass it as an argument")
     # np.asarray(order="C"), not np.ascontiguousarray, which makes a 0-d constant 1-d.
     consts = [np.asarray(c, order="C") for c in closed.consts if not is_ref(c)]
     return Traced(program, consts, store["out_tree"], text, name,

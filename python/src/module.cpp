@@ -140,6 +140,27 @@ NB_MODULE(_core, m) {
       "pairs the text may name as `jaxpr=NAME` without a `let` (staged refjit programs).");
 
   m.def(
+      "outputs_from_inputs",
+      [](const Program& p, const std::vector<std::pair<int, int>>& pairs) {
+        Jaxpr j = p.jaxpr;
+        for (const auto& [at, input] : pairs) {
+          if (input < 0 || static_cast<size_t>(input) >= j.invars.size() || at < 0 ||
+              static_cast<size_t>(at) > j.outvars.size())
+            throw nb::index_error(
+                fmt::format("output {} from input {} of a program with {} inputs and {} outputs",
+                            at, input, j.invars.size(), j.outvars.size())
+                    .c_str());
+          j.outvars.insert(j.outvars.begin() + at, Atom(j.invars[static_cast<size_t>(input)]));
+        }
+        // Not verified on its own: a jaxpr returning a ref is only valid as a fwd rule, which
+        // the program holding it verifies as such.
+        return Program{std::move(j)};
+      },
+      "program"_a, "pairs"_a,
+      "The program with input `input` inserted as output `at`, for each (at, input) pair in "
+      "increasing `at` (a custom_vjp fwd rule passing its own ref argument on as a residual).");
+
+  m.def(
       "consts_to_inputs",
       [](const Program& p, const std::vector<int>& which) {
         Jaxpr j = p.jaxpr;

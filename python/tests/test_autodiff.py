@@ -216,6 +216,89 @@ def test_custom_vjp_rules_capturing_arrays_are_applied():
     assert_tree_close(refjit.grad(loss)(x), jax.grad(loss)(x))
 
 
+def test_custom_vjp_inside_checkpoint_keeps_its_rules():
+    # jax.checkpoint's body is an open jaxpr param (remat2): the custom_vjp inside it must be
+    # traced into refjit's form too, not differentiated through its primal (which gives 2x).
+    @jax.custom_vjp
+    def doubled_grad(x):
+        return jnp.sin(x)
+
+    doubled_grad.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (4.0 * c * g,))
+
+    def loss(x):
+        return jnp.sum(jax.checkpoint(lambda v: doubled_grad(v) * 2.0)(x))
+
+    x = np.linspace(0, 1, 4, dtype=np.float32)
+    assert_tree_close(refjit.grad(loss)(x), jax.grad(loss)(x))
+    assert_tree_close(refjit.grad(loss)(x), 8.0 * np.cos(x))
+
+
+def test_custom_vjp_fwd_calling_its_own_jitted_function():
+    # The fwd rule calls the jitted function being traced: refjit inlines it, no recursion.
+    @jax.custom_vjp
+    def f(x):
+        return jnp.sin(x)
+
+    jitted = refjit.jit(lambda x: f(x) * 3.0)
+    f.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (c * g,))
+    x = np.linspace(0, 1, 3, dtype=np.float32)
+    assert_tree_close(jitted(x), 3.0 * np.sin(x))
+    assert_tree_close(refjit.grad(lambda v: jnp.sum(jitted(v)))(x), 3.0 * np.cos(x))
+
+
+@pytest.mark.parametrize("fn", [jax.nn.relu, jax.nn.relu6, lambda v: jnp.logaddexp(v, -v),
+                                jax.nn.softplus, jax.nn.silu, jax.nn.gelu])
+def test_custom_jvp_rules_of_jax_nn_are_applied_at_their_kinks(fn):
+    # jax.nn.relu's rule gives 0 at 0 where the primal's derivative (max) gives 0.5.
+    x = np.array([0.0, 6.0, -1.0, 1.5, 0.0], np.float32)
+
+    def loss(v):
+        return jnp.sum(fn(v) * jnp.arange(1.0, 6.0))
+
+    assert_tree_close(refjit.grad(loss)(x), jax.grad(loss)(x))
+    t = np.linspace(-1, 1, 5, dtype=np.float32)
+    assert_tree_close(refjit.jvp(loss, (x,), (t,)), jax.jvp(loss, (x,), (t,)))
+    assert_tree_close(refjit.linearize(loss, x)[1](t), jax.linearize(loss, x)[1](t))
+
+
+def test_custom_jvp_rules_are_applied_under_vmap_scan_and_second_derivatives():
+    @jax.custom_jvp
+    def clipped(x, k):  # an integer operand, and a rule that is not the derivative
+        return jnp.clip(x, -1.0, 1.0) * k
+
+    @clipped.defjvp
+    def clipped_jvp(primals, tangents):
+        x, k = primals
+        return clipped(x, k), jnp.cos(x) * tangents[0] * k
+
+    xs = np.array([[0.5, 2.0], [-3.0, 0.25]], np.float32)
+
+    def loss(v):
+        def step(c, row):
+            return c + jnp.sum(jax.vmap(lambda e: clipped(e, 3))(row) * c), None
+        return jax.lax.scan(step, jnp.float32(1.0), v)[0]
+
+    assert_tree_close(refjit.grad(loss)(xs), jax.grad(loss)(xs))
+    assert_tree_close(jax.vmap(refjit.grad(loss))(np.stack([xs, 2 * xs])),
+                      jax.vmap(jax.grad(loss))(np.stack([xs, 2 * xs])))
+    # The rule's own derivative: d/dx (cos x * 3) = -3 sin x.
+    second = refjit.grad(refjit.grad(lambda v: clipped(v, 3)))(np.float32(0.5))
+    assert_tree_close(second, jax.grad(jax.grad(lambda v: clipped(v, 3)))(np.float32(0.5)))
+
+
+def test_custom_jvp_rule_capturing_arrays_is_applied():
+    scale = np.array([1.0, -2.0, 0.5], np.float32)
+
+    @jax.custom_jvp
+    def f(x):
+        return jnp.sin(x) * scale
+
+    f.defjvp(lambda p, t: (f(p[0]), t[0] * scale * 10.0))
+    x = np.linspace(0, 1, 3, dtype=np.float32)
+    assert_tree_close(refjit.grad(lambda v: jnp.sum(f(v)))(x), np.float32(10.0) * scale)
+    assert_tree_close(refjit.jit(f)(x), np.sin(x) * scale)
+
+
 def test_accumulators_sharing_memory_are_refused():
     def loss(a, b):
         return jnp.sum(a * b)
@@ -253,3 +336,18 @@ def test_a_captured_0d_constant_stays_0d(dtype):
     f = lambda x: x + inc  # noqa: E731
     x = np.arange(3).astype(np.int32 if dtype == np.bool_ else dtype)
     assert_tree_close(refjit.jit(f)(x), np.asarray(f(x)))
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, np.float16])
+def test_half_float_scatter_combines_compile(dtype):
+    # A scatter-add/mul combines the element already there with an update in f32: both must
+    # be widened (the update is the eqn's operand 2, not 1).
+    x = jnp.array([1.0, 2.0, 3.0, 4.0], dtype)
+
+    def f(v):
+        idx = jnp.array([0, 0, 1, 3], jnp.int32)
+        return jnp.sum(v.at[idx].add(v ** 2)
+                       + v.at[jnp.array([0, 2, 1, 3])].mul(jnp.tanh(v), unique_indices=True))
+
+    assert_tree_close(refjit.jit(f)(x), jax.jit(f)(x), rtol=1e-2)
+    assert_tree_close(refjit.jvp(f, (x,), (x,)), jax.jvp(f, (x,), (x,)), rtol=1e-2)

@@ -7,6 +7,7 @@
 
 #include "ir/type_test_util.h"
 #include "refjit/ir/builder.h"
+#include "refjit/ir/text.h"
 
 namespace refjit {
 namespace {
@@ -216,7 +217,24 @@ TEST(Verifier, RejectsUsingARefAfterFreeze) {
   b.set_outvars({frozen, again});
   EXPECT_THAT(ref_error([&] { verify(b.finish()); }),
               HasSubstr("E12: eqn 2 (get) operand 0 uses ref #1 (Ref{f32[2]}) after eqn 1 froze "
-                        "it"));
+                        "or freed it"));
+}
+
+TEST(Verifier, RejectsAReadAfterJaxsFreeRefAndADoubleFree) {
+  // JAX's free_ref ends the ref (jax/_src/core.py): refjit reads it as a freeze nobody reads.
+  auto error = [](const std::string& text) { return ref_error([&] { parse_jaxpr(text); }); };
+  EXPECT_THAT(error("{ lambda ; a:f32[]. let\n"
+                    "    b:Ref{f32[]} = new_ref[kind=None memory_space=None] a\n"
+                    "    free_ref b\n"
+                    "    c:f32[] <- b[...]\n"
+                    "  in (c,) }"),
+              HasSubstr("froze or freed it"));
+  EXPECT_THAT(error("{ lambda ; . let\n"
+                    "    b:Ref{f32[]} = empty_ref[memory_space=None ty=float32[]] \n"
+                    "    free_ref b\n"
+                    "    free_ref b\n"
+                    "  in () }"),
+              HasSubstr("froze or freed it"));
 }
 
 TEST(Verifier, AcceptsACustomVjpFwdPassingItsRefArgumentOn) {

@@ -31,12 +31,14 @@ CASES = os.path.join(HERE, "cases")
 PROGRAMS = []
 
 
-def program(*args, grad=True, jvp=True, tol=1e-5, tags=()):
-    """Registers f with its example arguments (numpy arrays or scalars)."""
+def program(*args, grad=True, jvp=True, tol=1e-5, tags=(), refuses=None):
+    """Registers f with its example arguments (numpy arrays or scalars). `refuses`: a phrase
+    of the error refjit's own gradient of the printed program must stop with (where the text
+    lacks what JAX differentiates with, such as a custom_vjp's rules)."""
 
     def register(f):
         PROGRAMS.append(dict(name=f.__name__, fn=f, args=args, grad=grad, jvp=jvp, tol=tol,
-                             tags=tags))
+                             tags=tags, refuses=refuses))
         return f
 
     return register
@@ -357,13 +359,15 @@ def _clip_gradient_fwd(x):
 
 
 def _clip_gradient_bwd(x, g):
-    return (g * (1.0 - jnp.tanh(x) ** 2),)  # the true derivative, so refjit's agrees
+    return (g * (1.0 - jnp.tanh(x) ** 2),)
 
 
 _clip_gradient.defvjp(_clip_gradient_fwd, _clip_gradient_bwd)
 
 
-@program(f32(5), jvp=False)  # JAX has no forward mode for custom_vjp functions
+# JAX has no forward mode for custom_vjp functions. The printout names the rules without their
+# bodies: refjit runs it and JAX's printed gradient, but refuses to differentiate it itself.
+@program(f32(5), jvp=False, refuses="cannot differentiate the custom_vjp function")
 def custom_vjp_tanh(x):
     return jnp.sum(_clip_gradient(x) * x)
 
@@ -738,10 +742,12 @@ def write_jaxpr(cases_dir, filename, closed):
     return [value_text(c) for c in closed.consts]
 
 
-def write_case(cases_dir, name, f, args, grad=True, jvp=True, tol=1e-5):
+def write_case(cases_dir, name, f, args, grad=True, jvp=True, tol=1e-5, refuses=None):
     """Writes NAME.jaxpr (and .grad/.jvp) into cases_dir; returns its manifest entry."""
     args = [np.asarray(a) for a in args]
     entry = dict(name=name, tol=tol, args=[value_text(a) for a in args])
+    if refuses:
+        entry["refjit_grad_refuses"] = refuses
     entry["consts"] = write_jaxpr(cases_dir, name + ".jaxpr", jax.make_jaxpr(f)(*args))
     out = jax.jit(f)(*args)
     entry["outputs"] = flat_results(out)
@@ -781,7 +787,7 @@ def main():
         if only and p["name"] not in only:
             continue
         manifest.append(write_case(CASES, p["name"], p["fn"], p["args"], p["grad"], p["jvp"],
-                                   p["tol"]))
+                                   p["tol"], p["refuses"]))
         print(f"wrote {p['name']}", file=sys.stderr)
     path = os.path.join(CASES, "manifest.json")
     if only and os.path.exists(path):

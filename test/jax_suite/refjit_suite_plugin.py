@@ -257,6 +257,10 @@ def classify(excinfo) -> tuple[str, str, str]:
             return "missing-error", short, where
         if "does not match" in text:
             return "different-error", short, where
+        # numpy's number mismatches name the dtype too ("Not equal to tolerance ...
+        # dtype=float32"), so they are looked for first.
+        if "not equal to tolerance" in text or "mismatched elements" in text:
+            return "wrong-number", short, where
         if "dtype" in text or "weak_type" in text or "_check_dtypes_match" in names:
             return "wrong-dtype", short, where
         if names & set(_NUMBER_CHECKS) or "not equal" in text or "mismatch" in text:

@@ -44,6 +44,13 @@ class ReverseModeError : public Error {
   using Error::Error;
 };
 
+// A program refjit runs but will not differentiate, because what JAX would differentiate it
+// with is not in the program: a custom_vjp whose rules JAX's printout names but leaves out.
+class NotDifferentiableError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Wrong use of refs or of an autodiff API (REFS.md section 3). `code` is "E1".."E12".
 class RefError : public Error {
  public:
