@@ -269,11 +269,17 @@ std::string printable_name(std::string name) {
   return name.empty() ? std::string("_") : name;
 }
 
-std::vector<Atom> custom_jvp_call(RewriteArgs& a) {
-  constexpr std::string_view prim = "custom_jvp_call";
+// The call_jaxpr of a custom_jvp_call or custom_vjp_call, which refjit calls as a jit body.
+const JaxprPtr& custom_call_body(RewriteArgs& a, std::string_view prim) {
   const JaxprPtr& body = a.params.get<JaxprPtr>("call_jaxpr");
   if (!body) fail(prim, "call_jaxpr is None");
   if (!body->constvars.empty()) fail(prim, "a call_jaxpr with constvars cannot be called");
+  return body;
+}
+
+std::vector<Atom> custom_jvp_call(RewriteArgs& a) {
+  constexpr std::string_view prim = "custom_jvp_call";
+  const JaxprPtr& body = custom_call_body(a, prim);
   const std::string name = printable_name(a.params.get_or<std::string>("name", std::string(prim)));
   Params p{{"jaxpr", body}, {"name", name}};
   if (const JaxprPtr* rule = std::get_if<JaxprPtr>(a.params.find("jvp_jaxpr")); rule && *rule)
@@ -447,9 +453,7 @@ std::vector<Atom> remat(RewriteArgs& a) {
 // rules.
 std::vector<Atom> custom_vjp_call(RewriteArgs& a) {
   constexpr std::string_view prim = "custom_vjp_call";
-  const JaxprPtr& body = a.params.get<JaxprPtr>("call_jaxpr");
-  if (!body) fail(prim, "call_jaxpr is None");
-  if (!body->constvars.empty()) fail(prim, "a call_jaxpr with constvars cannot be called");
+  const JaxprPtr& body = custom_call_body(a, prim);
   const std::string name = printable_name(a.params.get_or<std::string>("name", std::string(prim)));
   Params p{{"jaxpr", body}, {"name", std::string(prim)}, {"custom_rule_missing", name}};
   std::vector<Var> outs = a.b.add_eqn(Prim::jit, a.ins, std::move(p));

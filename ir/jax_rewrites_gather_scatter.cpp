@@ -409,9 +409,9 @@ std::vector<Atom> gather(RewriteArgs& a) {
   bool windowed = false;
   for (int64_t k : index_map)
     windowed = windowed || (k >= 0 && k < x.rank() && sizes[k] > 1 && !contains(collapsed, k));
-  if (!windowed) return gather_whole(a);
 
-  // Whole-element gather of the windows: out = batch ++ windows ++ kept dims.
+  // A window shorter than a dim no index moves covers that dim's first elements (its start
+  // is 0): the operand is sliced to them first.
   Emit e{a.b};
   Mode mode = mode_of(a.params, prim);
   Atom xs = a.ins[0];
@@ -426,6 +426,10 @@ std::vector<Atom> gather(RewriteArgs& a) {
       partial = true;
     }
   if (partial) xs = e.slice(xs, start, limit);
+  if (!windowed) {
+    RewriteArgs whole{a.b, {xs, a.ins[1]}, a.params, a.out_types};
+    return gather_whole(whole);
+  }
   const ArrayType xt = e.type(xs);
   WindowedIndices w =
       window_to_batch(e, prim, xt, a.ins[1], index_map, sizes, true, mode == Mode::fill_or_drop);
@@ -493,6 +497,28 @@ std::vector<Atom> scatter_like(RewriteArgs& a, std::string_view prim, Prim refji
     if (!contains(inserted, k) && !contains(operand_batching, k)) spanned.push_back(k);
   if (spanned.size() != window_dims.size()) return scatter_whole(a, prim, refjit_prim);
   check_dim_list(prim, "update_window_dims", window_dims, "the updates array", u.rank());
+  // A window shorter than a dim no index moves covers that dim's first elements (its start
+  // is 0): the scatter runs on that slice of the operand, which is then written back.
+  IntList start(static_cast<size_t>(x.rank()), 0), limit(x.shape.begin(), x.shape.end());
+  bool partial = false;
+  for (size_t j = 0; j < spanned.size(); ++j) {
+    const int64_t k = spanned[j], size = u.shape[window_dims[j]];
+    if (contains(index_map, k) || size == x.shape[k]) continue;
+    if (size < 0 || size > x.shape[k])
+      fail(prim, fmt::format("update window dim {} has size {}, which does not fit operand dim "
+                             "{} ({})",
+                             window_dims[j], size, k, x.shape[k]));
+    limit[k] = size;
+    partial = true;
+  }
+  if (partial) {
+    Emit e{a.b};
+    RewriteArgs part{
+        a.b, {e.slice(a.ins[0], start, limit), a.ins[1], a.ins[2]}, a.params, a.out_types};
+    std::vector<Atom> ins{a.ins[0], scatter_like(part, prim, refjit_prim).at(0)};
+    for (int64_t k = 0; k < x.rank(); ++k) ins.push_back(e.scalar(DType::i32, 0));
+    return {e.op(Prim::dynamic_update_slice, ins)};
+  }
   IntList sizes(static_cast<size_t>(x.rank()), 1);
   bool windowed = false;
   for (size_t j = 0; j < spanned.size(); ++j) {

@@ -266,8 +266,9 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
             return {r};
           }});
   }
-  // pow, as JAX's rules: d/dx = y x^(y-1), 0 where y = 0 (so 0^0 has slope 0, not NaN);
-  // d/dy = log(x) x^y with log(0) read as log(1) = 0. An integer y has no tangent.
+  // pow, as JAX's rules: d/dx = y x^(y-1), for an integer y 0 where y = 0 (so 0^0 has slope
+  // 0), for a float y as computed (0 * 0^-1: NaN at 0^0, as JAX gives); d/dy = log(x) x^y
+  // with log(0) read as log(1) = 0. An integer y has no tangent.
   t.set(Prim::pow, {[](JvpCtx& c, JvpArgs& a) -> Tangents {
           Atom x = a.primals[0], y = a.primals[1], out = a.primal_outs[0];
           const ArrayType ot = c.p.array_type_of(out);
@@ -278,7 +279,8 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
             Atom yx = c.p.broadcast_to(c.p.convert(y, dt), ot.shape);
             Atom slope = c.p.mul(yx, c.p.emit1(Prim::pow, {c.p.broadcast_to(x, ot.shape),
                                                            c.p.sub(yx, c.p.scalar(dt, 1.0))}));
-            Atom f = c.p.select(is_zero(yx), {slope, c.p.zeros(ot)});
+            const bool integer_y = is_int(c.p.array_type_of(y).dtype);
+            Atom f = integer_y ? c.p.select(is_zero(yx), {slope, c.p.zeros(ot)}) : slope;
             r = c.t.mul(to_out_shape(c.t, *a.tangents[0], a), f);
           }
           if (a.tangents[1]) {

@@ -5,10 +5,13 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
+import jax
 from jax import tree_util
 
 from ._common import _check_backend, _executable, _flatten_call, _leaf_ranges
-from ._tracing import check_distinct_refs, function_name, trace, write_back_refs
+from ._staging import is_tracer
+from ._tracing import (ClosesOverTracerError, check_distinct_refs, function_name, trace,
+                       write_back_refs)
 
 class _Jitted:
     """What ``refjit.jit`` returns: call it like the function."""
@@ -59,11 +62,24 @@ class _Jitted:
         cache_key = (in_tree, key, static_key)
         entry = self._entries.get(cache_key)
         if entry is None:
-            entry = self._compile(fun, leaves, arrays, in_tree, dyn_args, static_key)
+            try:
+                entry = self._compile(fun, leaves, arrays, in_tree, dyn_args, static_key)
+            except ClosesOverTracerError as e:
+                # Called inside a JAX trace (refjit's own, or JAX's) with a function that
+                # closes over that trace's values, such as a ref made in an enclosing
+                # function: its jaxpr is inlined into that trace (jit is the identity on
+                # values), not its Python code run again.
+                outs = jax.core.eval_jaxpr(e.closed.jaxpr, e.closed.consts, *leaves)
+                return tree_util.tree_unflatten(e.out_tree, outs)
             self._entries[cache_key] = entry
         executable, traced = entry
         if traced.ref_consts or "ref" in (k[-1] for k in key):
             check_distinct_refs(leaves, traced.ref_consts, "refjit.jit")
+        if any(is_tracer(a) for a in arrays):
+            # Staged into an enclosing trace (refjit's or JAX's): the refs the function
+            # closes over are passed as themselves, and that trace reads and writes them.
+            outs = executable(list(arrays) + list(traced.ref_consts))
+            return tree_util.tree_unflatten(traced.out_tree, outs)
         inputs, const_arrays = traced.primal_inputs(arrays)
         outs = executable(inputs)
         write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)

@@ -220,6 +220,20 @@ class Traced:
                 "(docs/python.md, \"Limits\")", CustomRuleWarning, stacklevel=3)
 
 
+class ClosesOverTracerError(TraceError):
+    """The function depends on an enclosing JAX transformation: it closes over a value of
+    that trace, or uses a named axis that transformation binds (``lax.axis_index('i')`` in
+    ``jax.vmap(..., axis_name='i')``). refjit.jit inlines such a function into the enclosing
+    transformation; the other transformations refuse it. ``closed`` is JAX's jaxpr of the
+    function, and ``out_tree`` its result's structure: what inlining evaluates, without
+    running the function's Python code a second time."""
+
+    def __init__(self, message: str, closed, out_tree):
+        super().__init__(message)
+        self.closed = closed
+        self.out_tree = out_tree
+
+
 class CustomRuleWarning(UserWarning):
     """A jax.custom_vjp rule written in Python is not applied by refjit's autodiff."""
 
@@ -270,6 +284,21 @@ def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in
             "its argument types, as jax.jit does, so Python control flow on array values "
             "cannot be traced: write it with lax.cond, lax.select or jnp.where, or make the "
             "argument static (refjit.jit's static_argnums)") from e
+    for c in closed.consts:
+        if is_tracer(c):  # a value of an enclosing JAX trace (a scan body's operand, ...)
+            raise ClosesOverTracerError(
+                f"{function_name(fun)}: the function closes over a value of an enclosing JAX "
+                f"transformation (a traced {c.aval.str_short()}); refjit compiles the function "
+                "on its own, so it cannot capture that value: pass it as an argument",
+                closed, store["out_tree"])
+    axes = named_axes(closed.jaxpr)
+    if axes:
+        raise ClosesOverTracerError(
+            f"{function_name(fun)}: the function uses the named axis "
+            f"{', '.join(repr(a) for a in sorted(axes))} of an enclosing JAX transformation "
+            "(jax.vmap or shard_map with axis_name); refjit compiles the function on its own, "
+            "where that axis does not exist (refjit.jit inlines such a function into the "
+            "transformation instead)", closed, store["out_tree"])
     if needs_retrace(closed.jaxpr):
         closed = retrace(closed)
     with printing_for_refjit():
@@ -280,16 +309,34 @@ def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in
     ref_consts = [closed.consts[k] for k in ref_positions]
     if ref_positions:
         program = _core.consts_to_inputs(program, ref_positions)
-    for c in closed.consts:
-        if is_tracer(c):  # a value of an enclosing JAX trace (a scan body's operand, ...)
-            raise TraceError(
-                f"{function_name(fun)}: the function closes over a value of an enclosing JAX "
-                f"transformation (a traced {c.aval.str_short()}); refjit compiles the function "
-                "on its own, so it cannot capture that value: pass it as an argument")
     # np.asarray(order="C"), not np.ascontiguousarray, which makes a 0-d constant 1-d.
     consts = [np.asarray(c, order="C") for c in closed.consts if not is_ref(c)]
     return Traced(program, consts, store["out_tree"], text, name,
                   _custom_vjp_names(closed.jaxpr), ref_consts)
+
+
+# Primitives that bind named axes of their own (what is inside them is theirs).
+_AXIS_BINDERS = ("shard_map", "xla_pmap", "pmap")
+
+
+def named_axes(jaxpr) -> set:
+    """The axis names ``jaxpr``'s collectives (axis_index, psum, all_gather, ...) use
+    outside any shard_map or pmap of its own: axes an enclosing transformation binds."""
+    names = set()
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in _AXIS_BINDERS:
+            continue
+        for key in ("axis_name", "axes"):
+            value = eqn.params.get(key)
+            for a in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(a, str):
+                    names.add(a)
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    names |= named_axes(inner)
+    return names
 
 
 _NEEDS_A_VALUE = (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,

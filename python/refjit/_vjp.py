@@ -14,7 +14,8 @@ from ._common import (_check_backend, _cached, _executable, _flatten_call, _is_i
                       _leaf_ranges, _loss_and_aux)
 from ._errors import RefError
 from ._staging import as_input
-from ._tracing import check_distinct_refs, is_ref, trace, write_back_refs
+from ._tracing import (check_distinct_refs, is_ref, ref_value, set_ref_value, trace,
+                       write_back_refs)
 
 class _Marker:
     __slots__ = ("_name",)
@@ -76,8 +77,8 @@ class VjpFunction:
     def with_refs(self, *entries) -> "VjpFunction":
         """One entry per primal argument: :data:`GradValue` (return its gradient, the
         default), :data:`DontWant` (skip it; its slot holds ``None``), or a writable float
-        NumPy array (a pytree of them for a pytree argument) that the gradient is added into
-        (``+=``, in place; its slot holds that array)."""
+        NumPy array or a ``jax.Ref`` (a pytree of them for a pytree argument) that the
+        gradient is added into (``+=``, in place; its slot holds that array or ref)."""
         n = len(self._core.arg_trees)
         if len(entries) != n:
             raise _ref_error("E3", f"with_refs: {len(entries)} entries for a function of {n} "
@@ -85,7 +86,8 @@ class VjpFunction:
         return VjpFunction(self._core, tuple(entries))
 
     def _leaf_entries(self):
-        """Per flat leaf: ("value"|"dont_want"|"ref"|"none", accumulator or None)."""
+        """Per flat leaf: ("value"|"dont_want"|"ref"|"none", accumulator or None[, the
+        jax.Ref an accumulator array is the value of])."""
         core = self._core
         per_leaf = []
         entries = self._entries or (GradValue,) * len(core.arg_trees)
@@ -102,23 +104,27 @@ class VjpFunction:
             for k, e in zip(rng, leaf_entries):
                 primal = core.arrays[k]
                 if not _is_inexact(primal.dtype) or is_ref(core.leaves[k]):
-                    per_leaf.append(("none", None))
+                    per_leaf.append(("none", None, None))
                 elif e is GradValue:
-                    per_leaf.append(("value", None))
+                    per_leaf.append(("value", None, None))
                 elif e is DontWant:
-                    per_leaf.append(("dont_want", None))
+                    per_leaf.append(("dont_want", None, None))
                 else:
+                    ref = None
+                    if is_ref(e):  # a jax.Ref accumulator: its value, written back after
+                        ref, e = e, ref_value(e)
                     if (not isinstance(e, np.ndarray) or e.dtype != primal.dtype
                             or e.shape != primal.shape):
                         raise _ref_error("E6", f"with_refs: the gradient ref for argument {a} "
                                                 f"must be a NumPy array {primal.dtype}"
                                                 f"{list(primal.shape)}, got "
                                                 f"{_describe(e)}")
-                    if id(e) in seen:
+                    key = id(ref if ref is not None else e)
+                    if key in seen:
                         raise _ref_error("E7", f"with_refs: the same array is bound for "
-                                                f"arguments {seen[id(e)]} and {a}")
-                    seen[id(e)] = a
-                    per_leaf.append(("ref", e))
+                                                f"arguments {seen[key]} and {a}")
+                    seen[key] = a
+                    per_leaf.append(("ref", e, ref))
         return per_leaf
 
     def __call__(self, ct):
@@ -137,19 +143,22 @@ class VjpFunction:
         for dtype, shape, _, _ in core.out_types[len(cts):]:  # has_aux: the aux outputs
             cts.append(np.zeros(shape, dtype=dtype))
         per_leaf = self._leaf_entries()
-        kinds = tuple(k for k, _ in per_leaf)
-        refs = [acc for k, acc in per_leaf if k == "ref"]
+        kinds = tuple(k for k, _, _ in per_leaf)
+        refs = [acc for k, acc, _ in per_leaf if k == "ref"]
         outs = core.backward(kinds)(core.residuals + refs + cts)
+        for kind, acc, ref in per_leaf:
+            if ref is not None:
+                set_ref_value(ref, acc)
         values = iter(outs)
         results = []
         for tree, rng in zip(core.arg_trees, core.arg_ranges):
             leaves = []
             for k in rng:
-                kind, acc = per_leaf[k]
+                kind, acc, ref = per_leaf[k]
                 if kind == "value":
                     leaves.append(next(values))
                 elif kind == "ref":
-                    leaves.append(acc)
+                    leaves.append(acc if ref is None else ref)
                 elif kind == "dont_want":
                     leaves.append(None)
                 else:  # an integer argument: JAX's float0 zeros

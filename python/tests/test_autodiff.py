@@ -351,3 +351,32 @@ def test_half_float_scatter_combines_compile(dtype):
 
     assert_tree_close(refjit.jit(f)(x), jax.jit(f)(x), rtol=1e-2)
     assert_tree_close(refjit.jvp(f, (x,), (x,)), jax.jvp(f, (x,), (x,)), rtol=1e-2)
+
+
+@pytest.mark.parametrize("scatter", [jax.lax.scatter_add, jax.lax.scatter, jax.lax.scatter_max,
+                                     jax.lax.scatter_min])
+def test_scatter_and_gather_windows_shorter_than_a_dim_no_index_moves(scatter):
+    # Rows 0 and 2 are indexed; the window covers only the first 3 of the 5 columns.
+    x = np.arange(25, dtype=np.float32).reshape(5, 5) / 7.0
+    idx = np.array([[0], [2]], np.int32)
+    upd = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    sdn = jax.lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,),
+                                          scatter_dims_to_operand_dims=(0,))
+    gdn = jax.lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,),
+                                         start_index_map=(0,))
+
+    def loss(x, u):
+        y = scatter(x, idx, u, sdn)
+        return jnp.sum(jnp.sin(y)) + jnp.sum(jax.lax.gather(y, idx, gdn, (1, 3)) ** 2)
+
+    assert_tree_close(refjit.jit(loss)(x, upd), jax.jit(loss)(x, upd))
+    assert_tree_close(refjit.grad(loss, (0, 1))(x, upd), jax.grad(loss, (0, 1))(x, upd))
+
+
+def test_pow_slopes_at_zero_are_jaxs():
+    # A float exponent: d/dx 0^0 = 0 * 0^-1 = NaN in JAX; an integer one: 0.
+    for f, args in [(jax.lax.pow, (0.0, 0.0)), (jax.lax.pow, (0.0, 2.0)),
+                    (lambda x, n: x ** n, (0.0, 0)), (lambda x, n: x ** n, (0.0, 3))]:
+        assert_tree_close(refjit.grad(f)(*args), jax.grad(f)(*args))
+    second = refjit.jvp(lambda x: refjit.grad(jax.lax.pow, (0, 1))(x, 0.0), (4.0,), (1.0,))[1]
+    assert_tree_close(second, (np.float32(0.0), np.float32(0.25)))

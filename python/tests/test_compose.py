@@ -97,3 +97,20 @@ def test_refjit_functions_inside_code_xla_compiles(x):
 
     jax_close(lax.scan(step, np.float32(0), x)[0],
                       lax.scan(lambda c, v: (c + f(v), None), np.float32(0), x)[0])
+
+
+def test_a_named_axis_of_an_enclosing_vmap_is_jaxs():
+    # axis_index('i') belongs to the jax.vmap around the refjit function: refjit.jit inlines
+    # the function there rather than compile an axis it cannot see; grad refuses, loudly.
+    def fun(x):
+        return jax.lax.while_loop(lambda v: v < jax.lax.axis_index("i"), lambda v: v + 2, x)
+
+    xs = np.zeros(4, np.int32)
+    expected = np.array([0, 2, 2, 4], np.int32)
+    np.testing.assert_array_equal(jax.vmap(refjit.jit(fun), axis_name="i")(xs), expected)
+    np.testing.assert_array_equal(
+        jax.vmap(lambda _, x: refjit.jit(fun)(x), axis_name="i", in_axes=(0, None))(xs, 0),
+        expected)
+    with pytest.raises(refjit.TraceError, match="named axis 'i'"):
+        jax.vmap(refjit.grad(lambda x: jnp.sum(x * jax.lax.axis_index("i"))),
+                 axis_name="i")(np.ones(4, np.float32))

@@ -112,3 +112,63 @@ def test_vjp_runs_the_forward_pass_writes_once():
     log[...] = jnp.array([5.0, 0.0])
     assert_tree_close(back(np.ones(4, np.float32)), (np.asarray(1 - np.tanh(x) ** 2),), rtol=1e-5)
     np.testing.assert_array_equal(value(log), [5.0, 0.0])  # the backward pass wrote nothing
+
+
+def test_a_jitted_function_closing_over_a_ref_of_the_enclosing_trace_is_inlined():
+    # g closes over x_ref, made inside f while f is traced: refjit.jit inlines g there.
+    def f(x):
+        x_ref = jax.new_ref(x)
+
+        @refjit.jit
+        def g():
+            x_ref[...] = jnp.sin(x_ref[...]) + jnp.sin(x_ref[...])
+
+        g()
+        return jax.ref.freeze(x_ref)
+
+    x = np.float32(2.0)
+    assert_tree_close(refjit.jit(f)(x), np.float32(2 * np.sin(2.0)))
+    assert_tree_close(refjit.grad(f)(x), np.float32(2 * np.cos(2.0)))
+
+
+def test_a_transformation_closing_over_a_value_of_an_enclosing_scan_says_so():
+    def outer(xs):
+        def body(c, x):
+            loss, f_vjp = refjit.vjp(lambda w: jnp.sum(w * x), c)
+            return c + f_vjp(np.float32(1.0))[0], loss
+        return jax.lax.scan(body, jnp.ones(3), xs)
+
+    with pytest.raises(refjit.TraceError, match="closes over a value of an enclosing JAX"):
+        outer(np.ones((2, 3), np.float32))
+
+
+def test_nested_jits_closing_over_a_ref_update_it_once_per_call():
+    x_mut = jax.new_ref(jnp.zeros(3))
+
+    @refjit.jit
+    def inner(y_mut, z):
+        x_mut[...] += 1.0
+        x_mut[1] += 5.0
+        y_mut[2] += 7.0
+        return z + 9
+
+    outer = refjit.jit(inner)
+    y_mut = jax.new_ref(np.zeros(3, np.float32))
+    assert_tree_close(outer(y_mut, np.int32(1)), np.int32(10))
+    np.testing.assert_array_equal(value(x_mut), [1.0, 6.0, 1.0])
+    np.testing.assert_array_equal(value(y_mut), [0.0, 0.0, 7.0])
+    outer(y_mut, np.int32(1))
+    np.testing.assert_array_equal(value(x_mut), [2.0, 12.0, 2.0])
+
+
+def test_a_jax_ref_accumulates_a_gradient_through_with_refs():
+    def f(xs):
+        return jnp.sum(xs * jnp.arange(5.0))
+
+    acc = jax.new_ref(jnp.full(5, 10.0))
+    _, f_vjp = refjit.vjp(f, jnp.ones(5))
+    (slot,) = f_vjp.with_refs(acc)(np.float32(1.0))
+    assert slot is acc
+    np.testing.assert_array_equal(value(acc), 10.0 + np.arange(5.0))
+    f_vjp.with_refs(acc)(np.float32(2.0))
+    np.testing.assert_array_equal(value(acc), 10.0 + 3 * np.arange(5.0))
