@@ -20,13 +20,11 @@ from ._forward import jvp, linearize
 from ._grad import grad, value_and_grad
 from ._inspect import Jaxpr, compile, make_jaxpr
 from ._jit import jit
-from ._tracing import CustomRuleWarning
 from ._vjp import DontWant, GradValue, VjpFunction, vjp
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CustomRuleWarning",
     "DontWant",
     "Error",
     "GradValue",

@@ -49,7 +49,6 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, *, backend: str = 
     interpret = _check_backend(backend)
     def build():
         traced = trace(fun, leaves, arrays, in_tree)
-        traced.warn_if_custom_rules("refjit.jvp")
         nonzero = [_is_inexact(a.dtype) for a in arrays] + [False] * len(traced.ref_consts)
         program = _core.jvp(traced.program, nonzero, traced.consts)
         return _executable(program, traced.consts, interpret), traced
@@ -101,7 +100,6 @@ def linearize(fun: Callable, *primals, backend: str = "native"):
                         "linearize takes arrays (refjit.jvp takes refs with ref tangents)")
     def build():
         traced = trace(fun, leaves, arrays, in_tree)
-        traced.warn_if_custom_rules("refjit.linearize")
         diff = [_is_inexact(a.dtype) for a in arrays] + [False] * len(traced.ref_consts)
         primal, linear, _ = _core.linearize(traced.program, diff, traced.consts)
         return (_executable(primal, traced.consts, interpret),

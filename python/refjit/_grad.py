@@ -56,7 +56,6 @@ class _Grad:
     def _compile(self, leaves, arrays, in_tree, args, kwargs, nums):
         traced = trace(self._fun, leaves, arrays, in_tree,
                        _loss_and_aux(self._has_aux, self._what))
-        traced.warn_if_custom_rules(self._what)
         loss_types = traced.program.output_types
         dtype, shape, _, _ = loss_types[0]
         # As JAX's grad: a real scalar, or with holomorphic=True a complex one.

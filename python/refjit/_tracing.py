@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import warnings
 from typing import Any, Callable, Sequence
 
 import jax
@@ -18,7 +17,7 @@ from jax import tree_util
 
 from . import _core
 from ._errors import ParseError, TraceError
-from ._retrace import custom_vjp_p, needs_retrace, retrace
+from ._retrace import needs_retrace, retrace
 from ._staging import is_tracer, printing_for_refjit, staged_programs
 
 # The element types refjit computes in, as NumPy names them.
@@ -184,14 +183,11 @@ def function_name(fun: Callable) -> str:
 
 
 class Traced:
-    """One function traced at one set of argument types. ``custom_vjps`` names the
-    ``jax.custom_vjp`` functions it calls, whose Python rules refjit cannot run."""
+    """One function traced at one set of argument types."""
 
-    __slots__ = ("program", "consts", "ref_consts", "out_tree", "jax_text", "name",
-                 "custom_vjps")
+    __slots__ = ("program", "consts", "ref_consts", "out_tree", "jax_text", "name")
 
-    def __init__(self, program, consts, out_tree, jax_text, name, custom_vjps=(),
-                 ref_consts=()):
+    def __init__(self, program, consts, out_tree, jax_text, name, ref_consts=()):
         self.program = program
         self.consts = consts
         # The jax.Refs the function closes over: the program takes them as its last inputs,
@@ -200,7 +196,6 @@ class Traced:
         self.out_tree = out_tree
         self.jax_text = jax_text
         self.name = name
-        self.custom_vjps = tuple(custom_vjps)
 
     def primal_inputs(self, arrays: Sequence[np.ndarray]) -> tuple[list, list]:
         """The program's inputs for a call's flat arrays: those, then the current values of
@@ -209,15 +204,6 @@ class Traced:
             return list(arrays), []
         const_arrays = [ref_value(r) for r in self.ref_consts]
         return list(arrays) + const_arrays, const_arrays
-
-    def warn_if_custom_rules(self, what: str) -> None:
-        """Differentiating a custom_vjp function differentiates its primal: say so."""
-        if self.custom_vjps:
-            names = ", ".join(sorted(set(self.custom_vjps)))
-            warnings.warn(
-                f"{what}({self.name}): refjit differentiates the primal computation of the "
-                f"jax.custom_vjp function(s) {names}; their Python fwd/bwd rules are not used "
-                "(docs/python.md, \"Limits\")", CustomRuleWarning, stacklevel=3)
 
 
 class ClosesOverTracerError(TraceError):
@@ -232,26 +218,6 @@ class ClosesOverTracerError(TraceError):
         super().__init__(message)
         self.closed = closed
         self.out_tree = out_tree
-
-
-class CustomRuleWarning(UserWarning):
-    """A jax.custom_vjp rule written in Python is not applied by refjit's autodiff."""
-
-
-def _custom_vjp_names(jaxpr) -> list[str]:
-    names = []
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "custom_vjp_call" and eqn.primitive is not custom_vjp_p:
-            debug = getattr(eqn.params.get("call_jaxpr"), "jaxpr", None)
-            debug = getattr(debug, "debug_info", None)
-            names.append(str(getattr(debug, "func_name", None) or "?"))
-        for v in eqn.params.values():
-            subs = v if isinstance(v, (tuple, list)) else (v,)
-            for sub in subs:
-                inner = getattr(sub, "jaxpr", None)
-                if inner is not None and hasattr(inner, "eqns"):
-                    names.extend(_custom_vjp_names(inner))
-    return names
 
 
 def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in_tree,
@@ -312,7 +278,7 @@ def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in
     # np.asarray(order="C"), not np.ascontiguousarray, which makes a 0-d constant 1-d.
     consts = [np.asarray(c, order="C") for c in closed.consts if not is_ref(c)]
     return Traced(program, consts, store["out_tree"], text, name,
-                  _custom_vjp_names(closed.jaxpr), ref_consts)
+                  ref_consts)
 
 
 # Primitives that bind named axes of their own (what is inside them is theirs).

@@ -187,7 +187,6 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = "native")
     def build():
         split = _loss_and_aux(has_aux, "refjit.vjp")
         traced = trace(fun, leaves, arrays, in_tree, lambda out: split(out))
-        traced.warn_if_custom_rules("refjit.vjp")
         diff = [_is_inexact(a.dtype) and not is_ref(x) for x, a in zip(leaves, arrays)]
         diff += [False] * len(traced.ref_consts)
         forward, _, _ = _core.vjp(traced.program, diff, ["value"] * sum(diff))
