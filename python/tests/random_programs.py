@@ -372,6 +372,13 @@ class Block:
         self.gen.length += 1
         return v
 
+    def define_all(self, results: list[Val], expr: str) -> bool:
+        """``results`` (already named) bound by one statement ``expr``; True, for the ops."""
+        self.emit(f"{pack([r.name for r in results])} = {expr}")
+        self.values += results
+        self.gen.length += 1
+        return True
+
     def emit_def(self, header: str, body: "Block", result: str) -> None:
         """A nested function: ``header``, the body's lines, ``return result``."""
         self.emit(header)
@@ -1357,10 +1364,7 @@ def op_cond(b: Block) -> bool:
         call = f"lax.switch({selector}, [{', '.join(branches)}], {args})"
     else:
         call = f"lax.cond({selector}, {branches[0]}, {branches[1]}, {args})"
-    b.emit(f"{pack([r.name for r in results])} = {call}")
-    b.values += results
-    gen.length += 1
-    return True
+    return b.define_all(results, call)
 
 
 def op_fori(b: Block) -> bool:
@@ -1384,11 +1388,8 @@ def op_fori(b: Block) -> bool:
         header = f"def {name}({i.name}, {params[0].name}):"
     b.emit_def(header, body, pack(new))
     results = [Val(gen.fresh("v"), p.shape, p.dtype, p.mag) for p in params]
-    b.emit(f"{pack([r.name for r in results])} = lax.fori_loop({lower}, {upper}, {name}, "
-           f"{pack([v.name for v in inits])})")
-    b.values += results
-    gen.length += 1
-    return True
+    return b.define_all(results, f"lax.fori_loop({lower}, {upper}, {name}, "
+                                 f"{pack([v.name for v in inits])})")
 
 
 def op_while(b: Block) -> bool:
@@ -1455,10 +1456,7 @@ def op_vmap(b: Block) -> bool:
     results = [Val(gen.fresh("v"), (length,) + v.shape, v.dtype, v.mag) for v in outs]
     axes = f", in_axes={tuple(in_axes)!r}" if unbatched is not None else ""
     args = ", ".join(v.name for v in operands + ([unbatched] if unbatched is not None else []))
-    b.emit(f"{pack([r.name for r in results])} = jax.vmap({name}{axes})({args})")
-    b.values += results
-    gen.length += 1
-    return True
+    return b.define_all(results, f"jax.vmap({name}{axes})({args})")
 
 
 def op_call(b: Block) -> bool:
@@ -1480,11 +1478,8 @@ def op_call(b: Block) -> bool:
                           "functools.partial(jax.checkpoint, "
                           "policy=jax.checkpoint_policies.dots_saveable)"))
     results = [Val(gen.fresh("v"), v.shape, v.dtype, v.mag) for v in outs]
-    b.emit(f"{pack([r.name for r in results])} = {wrapper}({name})"
-           f"({', '.join(v.name for v in operands)})")
-    b.values += results
-    gen.length += 1
-    return True
+    return b.define_all(results,
+                        f"{wrapper}({name})({', '.join(v.name for v in operands)})")
 
 
 # -- refs
