@@ -3,6 +3,7 @@
 #include "runtime/special_functions.h"
 
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <numbers>
 
@@ -49,21 +50,24 @@ double bessel_i1e(double x) {
 }
 
 // digamma (psi), the derivative of lgamma: the reflection psi(x) = psi(1-x) - pi/tan(pi x) for
-// x < 0.5, the recurrence psi(x) = psi(x+1) - 1/x up to 6, then the asymptotic series. Poles
-// (0, -1, -2, ...) give NaN, as in JAX.
+// x < 0.5, the recurrence psi(x) = psi(x+1) - 1/x up to kDigammaSeriesFrom, then the
+// asymptotic series. Poles (0, -1, -2, ...) give NaN, as in JAX.
 double digamma(double x) {
   if (std::isnan(x) || (x <= 0 && std::floor(x) == x)) return kNaN;
   double r = 0;
   if (x < 0.5) {
-    r = -std::numbers::pi / std::tan(std::numbers::pi * x);
+    // tan has period pi: its argument reduced to x's fraction (exact) loses nothing to a large x.
+    r = -std::numbers::pi / std::tan(std::numbers::pi * (x - std::floor(x)));
     x = 1 - x;
   }
-  for (int k = 0; k < 6 && x < 6; ++k) {
+  while (x < kDigammaSeriesFrom) {
     r -= 1 / x;
     x += 1;
   }
-  double z = 1 / (x * x);
-  double series = z * (1.0 / 12 - z * (1.0 / 120 - z * (1.0 / 252 - z * (1.0 / 240 - z / 132))));
+  const double z = 1 / (x * x);
+  double acc = 0;
+  for (size_t k = std::size(kDigammaSeries); k-- > 0;) acc = kDigammaSeries[k] + z * acc;
+  const double series = z * acc;
   return r + std::log(x) - 0.5 / x - series;
 }
 

@@ -4,8 +4,14 @@
 
 namespace refjit::special {
 
-// digamma (psi), the derivative of lgamma; NaN at the poles 0, -1, -2, ...
+// digamma (psi), the derivative of lgamma; NaN at the poles 0, -1, -2, ... Computed as
+// r + log(x) - 1/(2x) - z (c0 + z (c1 + ...)), z = 1/x^2, after the recurrence has moved x to
+// kDigammaSeriesFrom or beyond (r gathers its -1/x terms, and the reflection's below 0.5).
+// The first coefficient left out, 3617/8160, times x^-16 is below 1e-16 there.
 double digamma(double x);
+inline constexpr double kDigammaSeriesFrom = 10.0;
+inline constexpr double kDigammaSeries[] = {1.0 / 12,  -1.0 / 120,     1.0 / 252, -1.0 / 240,
+                                            1.0 / 132, -691.0 / 32760, 1.0 / 12};
 
 // polygamma(m, x), the m-th derivative of digamma (m a non-negative integer, else NaN).
 double polygamma(double m, double x);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <numbers>
 
@@ -355,8 +356,8 @@ ElemFn lower_bessel_ie(int order) {
   };
 }
 
-// digamma as the interpreter computes it (runtime/eval_elementwise.cpp), in f64: reflection
-// below 0.5, six guarded recurrence steps, the asymptotic series; NaN at the poles.
+// digamma as the interpreter computes it (runtime/special_functions.h), in f64: reflection
+// below 0.5, guarded recurrence steps, the asymptotic series; NaN at the poles.
 Value lower_digamma(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& xs) {
   F64Ops op{c};
   auto& b = c.b;
@@ -365,21 +366,22 @@ Value lower_digamma(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& 
   Value x0 = d == f ? xs[0] : Value(b.create<arith::ExtFOp>(loc, b.getF64Type(), xs[0]));
   const double pi = std::numbers::pi;
   Value reflect = op.lt(x0, op.k(0.5));
-  Value r = op.sel(reflect, op.div(op.k(-pi), c.call_libm("tan", {op.mul(op.k(pi), x0)})), op.k(0));
+  Value fraction = op.sub(x0, b.create<math::FloorOp>(loc, x0));  // tan's period, exactly
+  Value r =
+      op.sel(reflect, op.div(op.k(-pi), c.call_libm("tan", {op.mul(op.k(pi), fraction)})), op.k(0));
   Value x = op.sel(reflect, op.sub(op.k(1), x0), x0);
-  for (int step = 0; step < 6; ++step) {
-    Value small = op.lt(x, op.k(6));
+  // The interpreter's recurrence runs while x < kDigammaSeriesFrom; x >= 0.5 here, so that
+  // many guarded steps cover it.
+  for (int step = 0; step < static_cast<int>(special::kDigammaSeriesFrom); ++step) {
+    Value small = op.lt(x, op.k(special::kDigammaSeriesFrom));
     r = op.sel(small, op.sub(r, op.div(op.k(1), x)), r);
     x = op.sel(small, op.add(x, op.k(1)), x);
   }
   Value z = op.div(op.k(1), op.mul(x, x));
-  Value series = op.mul(
-      z,
-      op.sub(op.k(1.0 / 12),
-             op.mul(z, op.sub(op.k(1.0 / 120),
-                              op.mul(z, op.sub(op.k(1.0 / 252),
-                                               op.mul(z, op.sub(op.k(1.0 / 240),
-                                                                op.mul(z, op.k(1.0 / 132))))))))));
+  Value acc = op.k(0);
+  for (size_t k = std::size(special::kDigammaSeries); k-- > 0;)
+    acc = op.add(op.k(special::kDigammaSeries[k]), op.mul(z, acc));
+  Value series = op.mul(z, acc);
   Value y = op.sub(op.sub(op.add(r, b.create<math::LogOp>(loc, x)), op.div(op.k(0.5), x)), series);
   Value pole = op.both(b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLE, x0, op.k(0)),
                        b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ,
