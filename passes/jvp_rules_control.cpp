@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "passes/jaxpr_util.h"
 #include "passes/jvp.h"
@@ -55,8 +56,14 @@ std::vector<Atom> primals_then_tangents(const JvpArgs& a, size_t first = 0) {
 // rules of their own are kept, so a second derivative applies theirs.
 Tangents custom_jvp_apply(JvpCtx& c, JvpArgs& a, const Jaxpr& rule) {
   std::vector<Atom> args = a.primals;
-  for (size_t k = 0; k < a.tangents.size(); ++k)
+  // Vars computed from the tangents given to the rule. Asking c.depends_on_tangents of a
+  // primal is not enough: a fused eqn on the tangent side (a scan's JVP) marks its primal
+  // outputs as tangent-dependent too, and the primal must stay on the primal side.
+  std::unordered_set<uint32_t> from_tangents;
+  for (size_t k = 0; k < a.tangents.size(); ++k) {
     args.push_back(a.tangents[k] ? *a.tangents[k] : c.p.zeros(c.p.array_type_of(a.primals[k])));
+    if (c.depends_on_tangents(a.tangents[k])) from_tangents.insert(as_var(args.back()).id);
+  }
   std::function<std::vector<Atom>(const Jaxpr&, const std::vector<Atom>&)> run =
       [&](const Jaxpr& j, const std::vector<Atom>& ins) {
         std::unordered_map<uint32_t, Atom> env;
@@ -70,11 +77,15 @@ Tangents custom_jvp_apply(JvpCtx& c, JvpArgs& a, const Jaxpr& rule) {
             outs = run(jit_body(e), e_ins);
           } else {
             bool reads_tangent = false;
-            for (const Atom& x : e_ins) reads_tangent |= c.depends_on_tangents(x);
+            for (const Atom& x : e_ins)
+              reads_tangent |= is_var(x) && from_tangents.count(as_var(x).id) > 0;
             std::vector<Type> types;
             for (Var o : e.outs) types.push_back(j.type_of(o));
             Emitter& side = reads_tangent ? c.t : c.p;
-            for (Var v : side.copy_eqn(e, e_ins, types)) outs.push_back(v);
+            for (Var v : side.copy_eqn(e, e_ins, types)) {
+              outs.push_back(v);
+              if (reads_tangent) from_tangents.insert(v.id);
+            }
           }
           for (size_t k = 0; k < e.outs.size(); ++k) env[e.outs[k].id] = outs.at(k);
         }
