@@ -110,13 +110,18 @@ void Parser::parse_index_dim(Scope& s, int64_t dim, Place& p) {
     next();
     static_slice(0, dim, d);
   } else if (first.is(Tok::integer) && !at_typed_literal()) {
-    int64_t start = expect_nonneg_int("an index");
-    if (peek().is(Tok::colon)) {
+    if (peek(1).is(Tok::colon)) {
+      int64_t start = expect_nonneg_int("a slice start");
       next();
       static_slice(start, dim, d);
     } else {
+      // JAX keeps a negative static index as written (`r[-1]`): it counts from the end.
+      int64_t index = integer_of(next());
+      if (index < -dim || index >= dim)
+        fail(first,
+             fmt::format("index {} is out of range for a dimension of size {}", first.text, dim));
       d.kind = IndexerDim::Kind::index;
-      d.start = start;
+      d.start = index < 0 ? index + dim : index;
     }
   } else {
     std::optional<Atom> a = parse_index_operand(s);
