@@ -116,12 +116,10 @@ void Parser::parse_index_dim(Scope& s, int64_t dim, Place& p) {
       static_slice(start, dim, d);
     } else {
       // JAX keeps a negative static index as written (`r[-1]`): it counts from the end.
+      // One outside the dimension is left for the ref checks to report (E12).
       int64_t index = integer_of(next());
-      if (index < -dim || index >= dim)
-        fail(first,
-             fmt::format("index {} is out of range for a dimension of size {}", first.text, dim));
       d.kind = IndexerDim::Kind::index;
-      d.start = index < 0 ? index + dim : index;
+      d.start = index < 0 && index >= -dim ? index + dim : index;
     }
   } else {
     std::optional<Atom> a = parse_index_operand(s);

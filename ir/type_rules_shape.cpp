@@ -277,10 +277,11 @@ template <Prim P>
 std::vector<Type> scatter_rule(std::span<const Type> in, const Params& params) {
   Checker c(P, in, params);
   c.expect_count(3);
-  // scatter-add accumulates complex numbers too; scatter-mul/min/max real ones.
-  const ArrayType& x = c.array_of(0, P == Prim::scatter       ? DTypeClass::any
-                                     : P == Prim::scatter_add ? DTypeClass::arith
-                                                              : DTypeClass::number);
+  // scatter-add and scatter-mul combine complex numbers too; scatter-min/max real ones.
+  const ArrayType& x =
+      c.array_of(0, P == Prim::scatter                                 ? DTypeClass::any
+                    : P == Prim::scatter_add || P == Prim::scatter_mul ? DTypeClass::arith
+                                                                       : DTypeClass::number);
   int64_t axis = c.int_param("axis");
   const ArrayType& idx = indices_operand(c, x, axis);
   ArrayType expected{x.dtype, gathered_shape(x, idx, axis)};

@@ -67,7 +67,7 @@ struct ScatterJvp {
 // scatter-min / scatter-max, as JAX: the result's tangent is the mean of the tangents of every
 // input (the operand's element, the updates landing there) equal to the result.
 Tangents scatter_extremal_jvp(JvpCtx& c, JvpArgs& a) {
-  if (!is_float(c.p.array_type_of(a.primals[0]).dtype) || (!a.tangents[0] && !a.tangents[2]))
+  if (!is_inexact(c.p.array_type_of(a.primals[0]).dtype) || (!a.tangents[0] && !a.tangents[2]))
     return {std::nullopt};
   ScatterJvp s(c, a);
   Emitter& p = c.p;
@@ -86,7 +86,7 @@ Tangents scatter_extremal_jvp(JvpCtx& c, JvpArgs& a) {
 // nonzero product when u_j is the only zero, else 0. Duplicate indices are exact, unlike
 // JAX's rule (unique indices only).
 Tangents scatter_mul_jvp(JvpCtx& c, JvpArgs& a) {
-  if (!is_float(c.p.array_type_of(a.primals[0]).dtype) || (!a.tangents[0] && !a.tangents[2]))
+  if (!is_inexact(c.p.array_type_of(a.primals[0]).dtype) || (!a.tangents[0] && !a.tangents[2]))
     return {std::nullopt};
   ScatterJvp s(c, a);
   Emitter& p = c.p;

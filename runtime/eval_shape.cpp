@@ -423,6 +423,13 @@ void combine_elements(Array& dst, std::span<const int64_t> offsets, const Array&
         else
           o = u > o ? u : o;
       }
+    } else if constexpr (kIsComplex<T>) {
+      if (how != ScatterCombine::mul)
+        throw Error(fmt::format("a scatter that compares needs a real numeric dtype, not {}",
+                                long_name(dst.dtype())));
+      auto d = dst.mutable_values<T>();
+      auto s = src.values<T>();
+      for (size_t i = 0; i < offsets.size(); ++i) d[offsets[i]] = d[offsets[i]] * s[i];
     } else {
       throw Error(
           fmt::format("a scatter that multiplies or compares needs a real numeric "

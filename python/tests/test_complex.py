@@ -92,3 +92,37 @@ def test_complex_carry_through_a_scan(z):
 
     close(refjit.jit(f)(z), f(z), rtol=1e-5)
     close(refjit.grad(f)(z), jax.grad(f)(z), rtol=1e-4)
+
+
+@pytest.mark.parametrize("backend", ["native", "interpreter"])
+def test_scatter_multiply_of_complex_values_and_derivatives(backend, rng):
+    def f(x, y, idx):
+        return jnp.asarray(x).at[idx].multiply(y)
+
+    cplx = lambda n: (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)  # noqa: E731
+    x, tx = cplx(5), cplx(5)
+    y, ty = cplx(4), cplx(4)
+    y[3] = 0  # a zero update: its partner's derivative must not divide by it
+    unique = np.array([0, 2, 4, 1], np.int32)
+    g = lambda x, y: f(x, y, unique)  # noqa: E731
+    close(refjit.jit(g, backend=backend)(x, y), g(x, y), rtol=1e-5)
+    # JAX differentiates scatter-mul only with unique indices.
+    gu = lambda x, y: jnp.asarray(x).at[unique].multiply(y, unique_indices=True)  # noqa: E731
+    close(refjit.jvp(g, (x, y), (tx, ty), backend=backend), jax.jvp(gu, (x, y), (tx, ty)),
+          rtol=1e-4, atol=1e-5)
+    ct = cplx(5)
+    close(refjit.vjp(g, x, y, backend=backend)[1](ct), jax.vjp(gu, x, y)[1](ct), rtol=1e-4,
+          atol=1e-5)
+    # Duplicate indices (refjit's rule is exact there): against central differences in c128.
+    dup = np.array([0, 2, 0, 2], np.int32)
+    h = lambda x, y: f(x, y, dup)  # noqa: E731
+    _, tangent = refjit.jvp(h, (x, y), (tx, ty), backend=backend)
+    def h_numpy(x, y):
+        out = x.copy()
+        for i, j in enumerate(dup):
+            out[j] *= y[i]
+        return out
+
+    x2, y2, eps = x.astype(np.complex128), y.astype(np.complex128), 1e-4
+    fd = (h_numpy(x2 + eps * tx, y2 + eps * ty) - h_numpy(x2 - eps * tx, y2 - eps * ty)) / (2 * eps)
+    np.testing.assert_allclose(tangent, fd, rtol=1e-4, atol=1e-5)
