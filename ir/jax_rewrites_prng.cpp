@@ -216,14 +216,17 @@ std::vector<Atom> threefry(RewriteArgs& a) {
   return {y1, y2};
 }
 
-// random_wrap / random_unwrap / random_clone: the key's words are the key.
+// random_wrap / random_unwrap / random_clone: the key's words are the key. The result is a
+// copy, a variable of its own: the parser lays out eqns on key-typed variables (slices of
+// key<fry>[2] take the word dimension too), and the unwrapped words are not keys.
 std::vector<Atom> same_words(RewriteArgs& a) {
   if (a.ins.size() != 1) fail("random_wrap", "expects one operand");
   const ArrayType& k = array_of(a, "random_wrap", 0);
   if (k.dtype != DType::u32 || k.shape.empty() || k.shape.back() != 2)
     fail("random_wrap",
          fmt::format("operand has type {}; threefry key words are u32[..., 2]", k.str()));
-  return {a.ins[0]};
+  Emit e{a.b};
+  return {e.op(Prim::copy, {a.ins[0]})};
 }
 
 }  // namespace
