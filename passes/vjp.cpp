@@ -1,6 +1,7 @@
 #include "passes/vjp.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -30,12 +31,15 @@ Jaxpr grad_jaxpr(const Jaxpr& f, const std::vector<int>& wrt, int num_aux) {
                     "output(s) and the first is the one differentiated",
                     num_aux, num_out));
   if (num_out != 1 + num_aux || !f.type_of(f.outvars[0]).array.is_scalar() ||
-      !is_inexact(f.type_of(f.outvars[0]).dtype()) || f.type_of(f.outvars[0]).is_ref)
+      !is_inexact(f.type_of(f.outvars[0]).dtype()) || f.type_of(f.outvars[0]).is_ref) {
+    std::vector<std::string> types;
+    for (const Atom& o : f.outvars) types.push_back(f.type_of(o).str());
     throw Error(
-        fmt::format("grad: the function must have exactly one float or complex scalar output{}, "
-                    "it has {} output(s){}",
-                    num_aux == 0 ? "" : fmt::format(" (then {} auxiliary ones)", num_aux), num_out,
-                    f.outvars.empty() ? "" : " of type " + f.type_of(f.outvars[0]).str()));
+        fmt::format("grad: the function must have exactly one float or complex scalar output{}; "
+                    "its outputs are ({})",
+                    num_aux == 0 ? "" : fmt::format(" (then {} auxiliary ones)", num_aux),
+                    fmt::join(types, ", ")));
+  }
   for (int k = 1; k < num_out; ++k)
     if (f.type_of(f.outvars[k]).is_ref)
       throw Error(fmt::format("grad: auxiliary output {} is a ref", k - 1));

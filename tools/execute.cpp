@@ -59,6 +59,11 @@ Executable::Executable(const Jaxpr& program, const Options& options, PipelineOpt
   }
   // The passes up to the buffer plan, without the constants' values, so the program's errors
   // come before those of the values (the real run, with them, starts again).
+  // The derivative is taken first, on its own: what autodiff refuses (a grad of a function
+  // without one scalar output, ...) is the program's error on either engine.
+  if (pipeline_.derivative != Derivative::none)
+    (void)timings.time(
+        "autodiff", [&] { return derive_program(program, pipeline_.derivative, pipeline_.wrt); });
   PipelineOptions check = pipeline_;
   check.after_pass = nullptr;
   native([&] { return emit_after(program, "buffers", check); });
