@@ -12,7 +12,7 @@ from jax import tree_util
 
 from . import _core
 from ._staging import Program
-from ._tracing import LeafError, function_name, leaf_names, to_arrays
+from ._tracing import LeafError, function_name, leaf_names, specialized_to_values, to_arrays
 
 _BACKENDS = ("native", "interpreter")
 
@@ -35,7 +35,15 @@ def _cached(fun: Callable, key: tuple, build: Callable[[], Any]):
     entries = _entries(fun)
     entry = entries.get(key)
     if entry is None:
-        entry = entries[key] = build()
+        # A program traced on the arguments' values (_specialize.py) is for this call only.
+        token = specialized_to_values.set(False)
+        try:
+            entry = build()
+            keep = not specialized_to_values.get()
+        finally:
+            specialized_to_values.reset(token)
+        if keep:
+            entries[key] = entry
     return entry
 
 

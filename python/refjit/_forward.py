@@ -48,7 +48,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, *, backend: str = 
     t_arrays = _tangent_arrays(fun, arrays, (tangents, {}), in_tree, "refjit.jvp", leaves)
     interpret = _check_backend(backend)
     def build():
-        traced = trace(fun, leaves, arrays, in_tree)
+        traced = trace(fun, leaves, arrays, in_tree, on_values=True)
         nonzero = [_is_inexact(a.dtype) for a in arrays] + [False] * len(traced.ref_consts)
         program = _core.jvp(traced.program, nonzero, traced.consts)
         return _executable(program, traced.consts, interpret), traced
@@ -99,7 +99,7 @@ def linearize(fun: Callable, *primals, backend: str = "native"):
         raise TypeError(f"refjit.linearize({function_name(fun)}): an argument is a jax.Ref; "
                         "linearize takes arrays (refjit.jvp takes refs with ref tangents)")
     def build():
-        traced = trace(fun, leaves, arrays, in_tree)
+        traced = trace(fun, leaves, arrays, in_tree, on_values=True)
         diff = [_is_inexact(a.dtype) for a in arrays] + [False] * len(traced.ref_consts)
         primal, linear, _ = _core.linearize(traced.program, diff, traced.consts)
         return (_executable(primal, traced.consts, interpret),

@@ -55,7 +55,7 @@ class _Grad:
 
     def _compile(self, leaves, arrays, in_tree, args, kwargs, nums):
         traced = trace(self._fun, leaves, arrays, in_tree,
-                       _loss_and_aux(self._has_aux, self._what))
+                       _loss_and_aux(self._has_aux, self._what), on_values=True)
         loss_types = traced.program.output_types
         dtype, shape, _, _ = loss_types[0]
         # As JAX's grad: a real scalar, or with holomorphic=True a complex one.

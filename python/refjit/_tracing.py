@@ -7,6 +7,7 @@ JAX is used for tracing only: nothing JAX compiles runs here.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 from typing import Any, Callable, Sequence
@@ -220,11 +221,20 @@ class ClosesOverTracerError(TraceError):
         self.out_tree = out_tree
 
 
+# Set when a trace was specialized to its arguments' values (on_values below): what was built
+# from it holds for those values only, so the compile cache does not keep it.
+specialized_to_values: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "specialized_to_values", default=False)
+
+
 def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in_tree,
-          out_transform: Callable[[Any], Any] | None = None) -> Traced:
+          out_transform: Callable[[Any], Any] | None = None, *,
+          on_values: bool = False) -> Traced:
     """Traces ``fun`` on the flat arguments ``leaves`` (unflattened with ``in_tree`` into
     ``(args, kwargs)``) and parses JAX's printout. ``out_transform`` may restructure the
-    result before it is flattened (grad's ``(loss, aux)``)."""
+    result before it is flattened (grad's ``(loss, aux)``). With ``on_values``, a function
+    whose Python code needs its arguments' values (``if x > 0:``) is traced on those values,
+    as JAX's eager grad runs it (refjit/_specialize.py), instead of refused."""
     store = {}
 
     # Wrapped, so that JAX's own messages name the user's arguments.
@@ -244,19 +254,36 @@ def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in
     try:
         closed = jax.make_jaxpr(traced_fun)(*args, **kwargs)
     except _NEEDS_A_VALUE as e:
-        raise TraceError(
-            f"{function_name(fun)}: the function's Python code needs the value of a traced "
-            f"array ({type(e).__name__}). refjit compiles a function once for all values of "
-            "its argument types, as jax.jit does, so Python control flow on array values "
-            "cannot be traced: write it with lax.cond, lax.select or jnp.where, or make the "
-            "argument static (refjit.jit's static_argnums)") from e
+        if on_values:
+            from ._specialize import make_jaxpr_on_values  # it imports this module
+
+            store.clear()
+            closed = make_jaxpr_on_values(traced_fun, args, kwargs)
+            specialized_to_values.set(True)
+        else:
+            raise needs_a_value_error(fun, e) from e
+    return _finish_trace(fun, closed, store["out_tree"])
+
+
+def needs_a_value_error(fun: Callable, e: Exception) -> TraceError:
+    return TraceError(
+        f"{function_name(fun)}: the function's Python code needs the value of a traced "
+        f"array ({type(e).__name__}). refjit compiles a function once for all values of its "
+        "argument types, as jax.jit does, so Python control flow on array values cannot be "
+        "traced: write it with lax.cond, lax.select or jnp.where, or make the argument static "
+        "(refjit.jit's static_argnums). refjit.grad, vjp, jvp and linearize trace such a "
+        "function on its arguments' values instead, as JAX's eager transformations run it")
+
+
+def _finish_trace(fun: Callable, closed, out_tree) -> Traced:
+    """The Traced program of JAX's jaxpr ``closed`` of ``fun``."""
     for c in closed.consts:
         if is_tracer(c):  # a value of an enclosing JAX trace (a scan body's operand, ...)
             raise ClosesOverTracerError(
                 f"{function_name(fun)}: the function closes over a value of an enclosing JAX "
                 f"transformation (a traced {c.aval.str_short()}); refjit compiles the function "
                 "on its own, so it cannot capture that value: pass it as an argument",
-                closed, store["out_tree"])
+                closed, out_tree)
     axes = named_axes(closed.jaxpr)
     if axes:
         raise ClosesOverTracerError(
@@ -264,7 +291,7 @@ def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in
             f"{', '.join(repr(a) for a in sorted(axes))} of an enclosing JAX transformation "
             "(jax.vmap or shard_map with axis_name); refjit compiles the function on its own, "
             "where that axis does not exist (refjit.jit inlines such a function into the "
-            "transformation instead)", closed, store["out_tree"])
+            "transformation instead)", closed, out_tree)
     if needs_retrace(closed.jaxpr):
         closed = retrace(closed)
     with printing_for_refjit():
@@ -277,8 +304,7 @@ def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in
         program = _core.consts_to_inputs(program, ref_positions)
     # np.asarray(order="C"), not np.ascontiguousarray, which makes a 0-d constant 1-d.
     consts = [np.asarray(c, order="C") for c in closed.consts if not is_ref(c)]
-    return Traced(program, consts, store["out_tree"], text, name,
-                  ref_consts)
+    return Traced(program, consts, out_tree, text, name, ref_consts)
 
 
 # Primitives that bind named axes of their own (what is inside them is theirs).

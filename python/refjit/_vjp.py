@@ -186,7 +186,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = "native")
     interpret = _check_backend(backend)
     def build():
         split = _loss_and_aux(has_aux, "refjit.vjp")
-        traced = trace(fun, leaves, arrays, in_tree, lambda out: split(out))
+        traced = trace(fun, leaves, arrays, in_tree, lambda out: split(out), on_values=True)
         diff = [_is_inexact(a.dtype) and not is_ref(x) for x, a in zip(leaves, arrays)]
         diff += [False] * len(traced.ref_consts)
         forward, _, _ = _core.vjp(traced.program, diff, ["value"] * sum(diff))
