@@ -173,6 +173,8 @@ class JaxprAssigner {
 
   void call(const Eqn& e, size_t i, const char* param);
 
+  void while_loop(const Eqn& e, size_t i);
+
   // ------------------------------------------------------------ outputs
 
   int result_buffer(BufferOrigin origin, int k, const ArrayType& t, int outer);

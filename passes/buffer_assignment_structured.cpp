@@ -55,8 +55,20 @@ void JaxprAssigner::structured(const Eqn& e, size_t i) {
     case Prim::cond: return cond(e, i);
     case Prim::jit: return call(e, i, "jaxpr");
     case Prim::custom_vjp_call: return call(e, i, "call_jaxpr");
+    case Prim::while_: return while_loop(e, i);
     default: return all_fresh(e, i);
   }
+}
+
+// A while's results get fresh buffers. The refs its cond or body write (operands: the cond's
+// consts, then the body's) are written while every operand is live: a value read from such
+// a ref before the loop, and read by the loop, gets a copy of its own.
+void JaxprAssigner::while_loop(const Eqn& e, size_t i) {
+  const int ii = static_cast<int>(i);
+  const size_t cond_consts = static_cast<size_t>(e.params.get<int64_t>("cond_nconsts"));
+  if (!sub_ref_writes(e, ii, *e.params.get<JaxprPtr>("cond_jaxpr"), 0)) return;
+  if (!sub_ref_writes(e, ii, *e.params.get<JaxprPtr>("body_jaxpr"), cond_consts)) return;
+  all_fresh(e, i);
 }
 
 void JaxprAssigner::scan(const Eqn& e, size_t i) {
