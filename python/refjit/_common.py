@@ -3,6 +3,7 @@ types, as ``jax.jit``'s), backends, and the flattening of a call's arguments."""
 
 from __future__ import annotations
 
+import functools
 import weakref
 from typing import Any, Callable, Sequence
 
@@ -11,7 +12,7 @@ import numpy as np
 from jax import tree_util
 
 from . import _core
-from ._staging import Program
+from ._staging import Program, is_tracer
 from ._tracing import LeafError, function_name, leaf_names, specialized_to_values, to_arrays
 
 _BACKENDS = ("native", "interpreter")
@@ -112,3 +113,31 @@ def _loss_and_aux(has_aux: bool, name: str):
                             f"(loss, aux), not {type(out).__name__}")
         return (out[0], out[1])
     return split
+
+
+# ---- functions closing over an enclosing trace's values ------------------------------------
+
+
+def hoist_closed_over_tracers(fun: Callable, args: tuple, kwargs: dict):
+    """``(converted, hoisted)``: ``converted(*args, *hoisted, **kwargs)`` computes
+    ``fun(*args, **kwargs)``, where ``hoisted`` are the values of an enclosing JAX trace that
+    ``fun`` closes over (``jax.grad(energy)(x)`` in a scan body, where ``energy`` captures
+    the outer function's parameter). refjit compiles ``converted`` with them as arguments and
+    stages the call into that trace, which differentiates or batches it as any refjit call.
+    None when ``fun`` closes over no such value (it uses a named axis instead)."""
+    closed, out_shape = jax.make_jaxpr(fun, return_shape=True)(*args, **kwargs)
+    hoisted = [c for c in closed.consts if is_tracer(c)]
+    if not hoisted:
+        return None
+    out_tree = tree_util.tree_structure(out_shape)
+    n_args = len(args)
+
+    def converted(*args_then_hoisted, **call_kwargs):
+        own, values = args_then_hoisted[:n_args], iter(args_then_hoisted[n_args:])
+        consts = [next(values) if is_tracer(c) else c for c in closed.consts]
+        flat = tree_util.tree_leaves((tuple(own), call_kwargs))
+        return tree_util.tree_unflatten(out_tree,
+                                        jax.core.eval_jaxpr(closed.jaxpr, consts, *flat))
+
+    functools.update_wrapper(converted, fun, updated=())
+    return converted, hoisted

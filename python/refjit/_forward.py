@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import jax
 import numpy as np
 from jax import tree_util
 
 from . import _core
-from ._common import _check_backend, _cached, _executable, _flatten_call, _is_inexact
+from ._common import (_check_backend, _cached, _executable, _flatten_call, _is_inexact,
+                      hoist_closed_over_tracers)
 from ._staging import as_input
-from ._tracing import (check_distinct_refs, function_name, is_ref, ref_value, set_ref_value,
-                       trace, write_back_refs)
+from ._tracing import (ClosesOverTracerError, check_distinct_refs, function_name, is_ref,
+                       ref_value, set_ref_value, trace, write_back_refs)
 
 def _tangent_arrays(fun, primal_arrays, tangents, in_tree, what, primal_leaves=None):
     """The tangents of the float primals, checked against them. A ``jax.Ref`` primal takes a
@@ -44,6 +46,20 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, *, backend: str = 
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("refjit.jvp: primals and tangents must be tuples or lists")
     primals, tangents = tuple(primals), tuple(tangents)
+    try:
+        return _jvp(fun, primals, tangents, backend)
+    except ClosesOverTracerError:
+        hoisted = hoist_closed_over_tracers(fun, primals, {})
+        if hoisted is None:
+            raise
+    # The captured values become trailing primals with zero tangents; the call is staged
+    # into the enclosing trace, which differentiates through it as through any refjit call.
+    converted, values = hoisted
+    zeros = tuple(jax.numpy.zeros_like(v) for v in values)
+    return _jvp(converted, (*primals, *values), (*tangents, *zeros), backend)
+
+
+def _jvp(fun, primals: tuple, tangents: tuple, backend: str):
     leaves, arrays, key, in_tree = _flatten_call(fun, primals, {}, "refjit.jvp")
     t_arrays = _tangent_arrays(fun, arrays, (tangents, {}), in_tree, "refjit.jvp", leaves)
     interpret = _check_backend(backend)

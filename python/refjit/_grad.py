@@ -12,8 +12,9 @@ from jax import tree_util
 
 from . import _core
 from ._common import (_argnums_tuple, _check_backend, _cached, _executable, _flatten_call,
-                      _is_inexact, _leaf_ranges, _loss_and_aux)
-from ._tracing import check_distinct_refs, is_ref, leaf_names, trace, write_back_refs
+                      _is_inexact, _leaf_ranges, _loss_and_aux, hoist_closed_over_tracers)
+from ._tracing import (ClosesOverTracerError, check_distinct_refs, is_ref, leaf_names, trace,
+                       write_back_refs)
 
 class _Grad:
     def __init__(self, fun, argnums, has_aux, with_value, backend, exact_math, holomorphic):
@@ -32,9 +33,21 @@ class _Grad:
     def __call__(self, *args, **kwargs):
         leaves, arrays, key, in_tree = _flatten_call(self._fun, args, kwargs, self._what)
         nums = _argnums_tuple(self._argnums, len(args), self._what)
-        entry = _cached(self._fun, ("grad", self._has_aux, nums, in_tree, key, self._interpret,
-                                    self._exact_math, self._holomorphic),
-                        lambda: self._compile(leaves, arrays, in_tree, args, kwargs, nums))
+        try:
+            entry = _cached(self._fun, ("grad", self._has_aux, nums, in_tree, key,
+                                        self._interpret, self._exact_math, self._holomorphic),
+                            lambda: self._compile(leaves, arrays, in_tree, args, kwargs, nums))
+        except ClosesOverTracerError:
+            hoisted = hoist_closed_over_tracers(self._fun, args, kwargs)
+            if hoisted is None:
+                raise
+            # The captured values become arguments after the user's (argnums still name the
+            # user's), and the call is staged into the enclosing trace.
+            converted, values = hoisted
+            again = _Grad(converted, nums if not isinstance(self._argnums, int) else nums[0],
+                          self._has_aux, self._with_value, "interpreter" if self._interpret
+                          else "native", self._exact_math, self._holomorphic)
+            return again(*args, *values, **kwargs)
         executable, traced, num_out, grad_trees = entry
         out_tree = traced.out_tree
         check_distinct_refs(leaves, traced.ref_consts, self._what)

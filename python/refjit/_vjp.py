@@ -11,11 +11,11 @@ from jax import tree_util
 
 from . import _core
 from ._common import (_check_backend, _cached, _executable, _flatten_call, _is_inexact,
-                      _leaf_ranges, _loss_and_aux)
+                      _leaf_ranges, _loss_and_aux, hoist_closed_over_tracers)
 from ._errors import RefError
-from ._staging import as_input
-from ._tracing import (check_distinct_refs, is_ref, ref_value, set_ref_value, trace,
-                       write_back_refs)
+from ._staging import as_input, is_tracer
+from ._tracing import (ClosesOverTracerError, check_distinct_refs, is_ref, ref_value,
+                       set_ref_value, trace, write_back_refs)
 
 class _Marker:
     __slots__ = ("_name",)
@@ -52,6 +52,9 @@ class _VjpCore:
         self.out_types = out_types
         self.interpret = interpret
         self.backward_cache = backward_cache
+        # Trailing primals that are values of an enclosing trace the function closes over
+        # (hoisted, _common.hoist_closed_over_tracers): not the user's, never returned.
+        self.hidden = 0
 
     def backward(self, kinds: tuple):
         exe = self.backward_cache.get(kinds)
@@ -79,18 +82,19 @@ class VjpFunction:
         default), :data:`DontWant` (skip it; its slot holds ``None``), or a writable float
         NumPy array or a ``jax.Ref`` (a pytree of them for a pytree argument) that the
         gradient is added into (``+=``, in place; its slot holds that array or ref)."""
-        n = len(self._core.arg_trees)
+        n = len(self._core.arg_trees) - self._core.hidden
         if len(entries) != n:
             raise _ref_error("E3", f"with_refs: {len(entries)} entries for a function of {n} "
                                     "argument(s); give one per argument")
-        return VjpFunction(self._core, tuple(entries))
+        return VjpFunction(self._core, tuple(entries) + (DontWant,) * self._core.hidden)
 
     def _leaf_entries(self):
         """Per flat leaf: ("value"|"dont_want"|"ref"|"none", accumulator or None[, the
         jax.Ref an accumulator array is the value of])."""
         core = self._core
         per_leaf = []
-        entries = self._entries or (GradValue,) * len(core.arg_trees)
+        entries = self._entries or ((GradValue,) * (len(core.arg_trees) - core.hidden) +
+                                    (DontWant,) * core.hidden)
         seen = {}
         for a, (entry, tree, rng) in enumerate(zip(entries, core.arg_trees, core.arg_ranges)):
             if entry is GradValue or entry is DontWant:
@@ -127,6 +131,38 @@ class VjpFunction:
                     per_leaf.append(("ref", e, ref))
         return per_leaf
 
+    def _staged_accumulation(self, ct):
+        """The backward pass staged into an enclosing JAX trace (a scan body) with jax.Ref
+        accumulators: the gradients come out as values and are added into the refs by JAX's
+        own ref ops, which that trace orders with its other effects. None without refs."""
+        is_marker = lambda x: x is GradValue or x is DontWant  # noqa: E731
+        leaves = tree_util.tree_leaves(self._entries, is_leaf=is_marker)
+        if not any(isinstance(x, jax.Ref) for x in leaves):
+            return None
+        if any(not is_marker(x) and not isinstance(x, jax.Ref) for x in leaves):
+            raise NotImplementedError(
+                "refjit.vjp: a NumPy accumulator cannot take gradients computed inside a JAX "
+                "trace (a scan or vmap body); pass a jax.Ref")
+        as_values = tuple(tree_util.tree_map(lambda x: GradValue if isinstance(x, jax.Ref) else x, e,
+                                             is_leaf=is_marker) for e in self._entries)
+        grads = VjpFunction(self._core, as_values)(ct)
+        results = []
+        for entry, g in zip(self._entries, grads):
+            if is_marker(entry):
+                results.append(g)
+                continue
+            e_leaves, tree = tree_util.tree_flatten(entry, is_leaf=is_marker)
+            g_leaves = tree_util.tree_leaves(g, is_leaf=lambda x: x is None)
+            out = []
+            for e, v in zip(e_leaves, g_leaves):
+                if isinstance(e, jax.Ref):
+                    e[...] += v
+                    out.append(e)
+                else:
+                    out.append(v)
+            results.append(tree_util.tree_unflatten(tree, out))
+        return tuple(results)
+
     def __call__(self, ct):
         core = self._core
         ct_leaves, ct_tree = tree_util.tree_flatten(ct)
@@ -142,6 +178,12 @@ class VjpFunction:
             cts.append(a)
         for dtype, shape, _, _ in core.out_types[len(cts):]:  # has_aux: the aux outputs
             cts.append(np.zeros(shape, dtype=dtype))
+        if self._entries is not None and any(
+                is_tracer(x) for x in list(core.residuals) + cts + tree_util.tree_leaves(
+                    self._entries, is_leaf=lambda x: isinstance(x, jax.Ref))):
+            staged = self._staged_accumulation(ct)
+            if staged is not None:
+                return staged
         per_leaf = self._leaf_entries()
         kinds = tuple(k for k, _, _ in per_leaf)
         refs = [acc for k, acc, _ in per_leaf if k == "ref"]
@@ -164,7 +206,7 @@ class VjpFunction:
                 else:  # an integer argument: JAX's float0 zeros
                     leaves.append(np.zeros(core.arrays[k].shape, dtype=jax.dtypes.float0))
             results.append(tree_util.tree_unflatten(tree, leaves))
-        return tuple(results)
+        return tuple(results[:len(results) - core.hidden])
 
 
 
@@ -184,6 +226,23 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, backend: str = "native")
     pass now and returns the reusable backward pass :class:`VjpFunction`."""
     leaves, arrays, key, in_tree = _flatten_call(fun, primals, {}, "refjit.vjp")
     interpret = _check_backend(backend)
+    try:
+        return _vjp(fun, primals, leaves, arrays, key, in_tree, has_aux, interpret)
+    except ClosesOverTracerError:
+        hoisted = hoist_closed_over_tracers(fun, primals, {})
+        if hoisted is None:
+            raise
+    # The captured values become trailing primals whose cotangents nobody sees; the forward
+    # and backward calls are staged into the enclosing trace.
+    converted, values = hoisted
+    all_primals = (*primals, *values)
+    leaves, arrays, key, in_tree = _flatten_call(converted, all_primals, {}, "refjit.vjp")
+    result = _vjp(converted, all_primals, leaves, arrays, key, in_tree, has_aux, interpret)
+    result[1]._core.hidden = len(values)
+    return result
+
+
+def _vjp(fun, primals, leaves, arrays, key, in_tree, has_aux, interpret):
     def build():
         split = _loss_and_aux(has_aux, "refjit.vjp")
         traced = trace(fun, leaves, arrays, in_tree, lambda out: split(out), on_values=True)
