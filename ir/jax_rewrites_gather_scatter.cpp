@@ -319,6 +319,33 @@ std::vector<Atom> scatter_whole(RewriteArgs& a, std::string_view prim, Prim refj
 
 // ---- windows -----------------------------------------------------------------------------
 //
+// A window of one element along an indexed dim (what `vmap` of a dynamic_slice or
+// dynamic_update_slice with an unbatched start prints) is that element: the dim is read as
+// collapsed (gather) or inserted (scatter), and the result or the updates get or lose the
+// size-1 dim it leaves. Out-of-range starts then follow the whole-element rules, which agree
+// with the window's for a window of one.
+
+// The positions in `window_positions` (one per operand dim in `window_operand_dims`, in order)
+// of the operand dims in `unit`, and the other positions renumbered as if those were gone.
+struct UnitWindows {
+  IntList removed;    // positions dropped, ascending
+  IntList remaining;  // the other positions, renumbered
+};
+UnitWindows split_unit_windows(const IntList& window_positions, const IntList& window_operand_dims,
+                               const IntList& unit) {
+  UnitWindows u;
+  for (size_t j = 0; j < window_positions.size(); ++j)
+    if (contains(unit, window_operand_dims[j])) u.removed.push_back(window_positions[j]);
+  std::sort(u.removed.begin(), u.removed.end());
+  for (size_t j = 0; j < window_positions.size(); ++j) {
+    if (contains(unit, window_operand_dims[j])) continue;
+    const int64_t q = window_positions[j];
+    u.remaining.push_back(
+        q - (std::lower_bound(u.removed.begin(), u.removed.end(), q) - u.removed.begin()));
+  }
+  return u;
+}
+
 // A slice of w > 1 elements along an indexed operand dim starting at `start` is the w
 // elements start, start+1, ...: one more batch dim of the indices, whose column is
 // start + iota. The dim then counts as collapsed (gather) or inserted (scatter), and the rest
@@ -406,6 +433,29 @@ std::vector<Atom> gather(RewriteArgs& a) {
   if (static_cast<int64_t>(sizes.size()) != x.rank())
     fail(prim, fmt::format("slice_sizes has {} entries for an operand of rank {}", sizes.size(),
                            x.rank()));
+  IntList unit;  // indexed dims with a window of one element
+  for (int64_t k : index_map)
+    if (k >= 0 && k < x.rank() && sizes[k] == 1 && !contains(collapsed, k) &&
+        !contains(operand_batching, k))
+      unit.push_back(k);
+  if (!unit.empty()) {
+    IntList sliced;  // the operand dims offset_dims places, in order
+    for (int64_t k = 0; k < x.rank(); ++k)
+      if (!contains(collapsed, k) && !contains(operand_batching, k)) sliced.push_back(k);
+    if (sliced.size() != offset_dims.size())
+      fail(prim, fmt::format("offset_dims has {} entries but {} operand dims are sliced",
+                             offset_dims.size(), sliced.size()));
+    UnitWindows uw = split_unit_windows(offset_dims, sliced, unit);
+    IntList more_collapsed = collapsed;
+    more_collapsed.insert(more_collapsed.end(), unit.begin(), unit.end());
+    std::sort(more_collapsed.begin(), more_collapsed.end());
+    Params p = a.params;
+    p.set("dimension_numbers",
+          IntListList{uw.remaining, more_collapsed, index_map, operand_batching, dn[4]});
+    RewriteArgs inner{a.b, a.ins, p, a.out_types};
+    Emit e{a.b};
+    return {e.op(Prim::expand_dims, {gather(inner).at(0)}, Params{{"dimensions", uw.removed}})};
+  }
   bool windowed = false;
   for (int64_t k : index_map)
     windowed = windowed || (k >= 0 && k < x.rank() && sizes[k] > 1 && !contains(collapsed, k));
@@ -497,6 +547,24 @@ std::vector<Atom> scatter_like(RewriteArgs& a, std::string_view prim, Prim refji
     if (!contains(inserted, k) && !contains(operand_batching, k)) spanned.push_back(k);
   if (spanned.size() != window_dims.size()) return scatter_whole(a, prim, refjit_prim);
   check_dim_list(prim, "update_window_dims", window_dims, "the updates array", u.rank());
+  IntList unit;  // indexed dims with a window of one element
+  for (size_t j = 0; j < spanned.size(); ++j)
+    if (contains(index_map, spanned[j]) && u.shape[window_dims[j]] == 1) unit.push_back(spanned[j]);
+  if (!unit.empty()) {
+    UnitWindows uw = split_unit_windows(window_dims, spanned, unit);
+    Shape u_shape;
+    for (int64_t q = 0; q < u.rank(); ++q)
+      if (!contains(uw.removed, q)) u_shape.push_back(u.shape[q]);
+    IntList more_inserted = inserted;
+    more_inserted.insert(more_inserted.end(), unit.begin(), unit.end());
+    std::sort(more_inserted.begin(), more_inserted.end());
+    Params p = a.params;
+    p.set("dimension_numbers",
+          IntListList{uw.remaining, more_inserted, index_map, operand_batching, dn[4]});
+    Emit e{a.b};
+    RewriteArgs inner{a.b, {a.ins[0], a.ins[1], e.reshape(a.ins[2], u_shape)}, p, a.out_types};
+    return scatter_like(inner, prim, refjit_prim);
+  }
   // A window shorter than a dim no index moves covers that dim's first elements (its start
   // is 0): the scatter runs on that slice of the operand, which is then written back.
   IntList start(static_cast<size_t>(x.rank()), 0), limit(x.shape.begin(), x.shape.end());

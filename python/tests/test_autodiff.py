@@ -373,6 +373,24 @@ def test_scatter_and_gather_windows_shorter_than_a_dim_no_index_moves(scatter):
     assert_tree_close(refjit.grad(loss, (0, 1))(x, upd), jax.grad(loss, (0, 1))(x, upd))
 
 
+@pytest.mark.parametrize("backend", ["native", "interpreter"])
+@pytest.mark.parametrize("start", [2, 7, -3])  # in range, clamped (or dropped), negative
+def test_one_element_windows_on_indexed_dims_from_vmap(backend, start):
+    # vmap of a dynamic_slice / dynamic_update_slice with an unbatched start prints a gather /
+    # scatter whose indexed dim keeps a window of one element (not collapsed or inserted).
+    def f(x, i, u):
+        g = jax.vmap(lambda r: jax.lax.dynamic_slice(r, (i,), (1,)))(x)
+        s = jax.vmap(lambda r, v: jax.lax.dynamic_update_slice(r, v, (i,)))(x, u)
+        a = jax.vmap(lambda r, v: r.at[i].add(v[0]))(x, u)
+        return jnp.sum(jnp.sin(g)) + jnp.sum(s * s) + jnp.sum(jnp.cos(a) * x)
+
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) / 5.0
+    u = np.array([[1.0], [2.0], [3.0]], np.float32)
+    assert_tree_close(refjit.jit(f, backend=backend)(x, start, u), jax.jit(f)(x, start, u))
+    assert_tree_close(refjit.grad(f, (0, 2), backend=backend)(x, start, u),
+                      jax.grad(f, (0, 2))(x, start, u), rtol=1e-5)
+
+
 def test_pow_slopes_at_zero_are_jaxs():
     # A float exponent: d/dx 0^0 = 0 * 0^-1 = NaN in JAX; an integer one: 0.
     for f, args in [(jax.lax.pow, (0.0, 0.0)), (jax.lax.pow, (0.0, 2.0)),
