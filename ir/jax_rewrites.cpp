@@ -376,6 +376,7 @@ std::vector<Atom> run_state(RewriteArgs& a) {
                            initialized.size(), body->invars.size()));
   Emit e{a.b};
   std::vector<Atom> refs;
+  std::vector<bool> passed_through;  // the operand is a ref itself
   size_t next = 0;
   for (size_t k = 0; k < body->invars.size(); ++k) {
     const Type& t = body->type_of(body->invars[k]);
@@ -387,12 +388,16 @@ std::vector<Atom> run_state(RewriteArgs& a) {
     } else {
       init = e.broadcast(e.scalar(t.array.dtype, 0.0), t.array.shape, {});
     }
-    refs.push_back(e.op(Prim::new_ref, {init}));
+    // An operand that is a ref already (a nested run_state given an outer one) is that ref:
+    // the body updates it, and the result is the ref itself.
+    passed_through.push_back(is_var(init) && a.b.jaxpr().type_of(as_var(init)).is_ref);
+    refs.push_back(passed_through.back() ? init : e.op(Prim::new_ref, {init}));
   }
   if (next != a.ins.size()) fail(prim, "has more operands than initialized refs");
   a.b.add_eqn(Prim::jit, refs, Params{{"jaxpr", body}, {"name", std::string(prim)}});
   std::vector<Atom> outs;
-  for (const Atom& r : refs) outs.push_back(e.op(Prim::freeze, {r}));
+  for (size_t k = 0; k < refs.size(); ++k)
+    outs.push_back(passed_through[k] ? refs[k] : e.op(Prim::freeze, {refs[k]}));
   return outs;
 }
 
