@@ -73,7 +73,8 @@ class _Jitted:
                 return tree_util.tree_unflatten(e.out_tree, outs)
             self._entries[cache_key] = entry
         executable, traced = entry
-        if traced.ref_consts or "ref" in (k[-1] for k in key):
+        if traced.ref_consts or any(isinstance(k[-1], tuple) and k[-1][:1] == ("ref",)
+                                    for k in key[:-1]):
             check_distinct_refs(leaves, traced.ref_consts, "refjit.jit")
         if any(is_tracer(a) for a in arrays):
             # Staged into an enclosing trace (refjit's or JAX's): the refs the function

@@ -275,9 +275,30 @@ def _pp_as_jit(eqn, context, settings):
     return jax_core._pp_eqn(shown, context, settings, params=["name", "jaxpr"])
 
 
+def _print_ref_kinds() -> None:
+    """While printing for refjit, a ref type shows its kind (``Ref{f32[], no_grad_no_remat}``):
+    JAX leaves it out of binders, and a ref argument's kind (a ``jax.new_ref(x,
+    kind="no_grad_no_remat")`` passed in) is known nowhere else. JAX's own printing is
+    unchanged."""
+    from jax._src.state.types import AbstractRef
+
+    plain = AbstractRef.str_short
+
+    def str_short(self, *args, **kwargs):
+        text = plain(self, *args, **kwargs)
+        kind = getattr(self, "kind", None)
+        if not _printing_for_refjit.active or kind is None or not text.endswith("}"):
+            return text
+        return f"{text[:-1]}, {kind}}}"
+
+    AbstractRef.str_short = str_short
+
+
 def _register() -> None:
     from jax._src import core as jax_core
     from jax._src.interpreters import ad, batching, mlir
+
+    _print_ref_kinds()
 
     for prim in _CALLS:
         prim.def_abstract_eval(_abstract_eval)

@@ -69,7 +69,8 @@ def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
             a = x
         elif is_tracer(x):  # refjit called inside a trace: the program is staged
             aval = x.aval
-            kind = "ref" if isinstance(aval, jax.ref.AbstractRef) else aval.weak_type
+            kind = (("ref", getattr(aval, "kind", None))
+                    if isinstance(aval, jax.ref.AbstractRef) else aval.weak_type)
             arrays.append(x)
             key.append((tuple(x.shape), np.dtype(x.dtype), kind))
             continue
@@ -81,7 +82,8 @@ def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
         elif is_ref(x):
             a = ref_value(x)
             arrays.append(a)
-            key.append((a.shape, a.dtype, "ref"))
+            # A ref's kind (no_grad_no_remat) changes how autodiff treats it: part of the key.
+            key.append((a.shape, a.dtype, ("ref", getattr(jax.typeof(x), "kind", None))))
             continue
         else:
             raise LeafError(

@@ -184,3 +184,24 @@ def test_a_jax_ref_accumulates_a_gradient_through_with_refs():
     np.testing.assert_array_equal(value(acc), 10.0 + np.arange(5.0))
     f_vjp.with_refs(acc)(np.float32(2.0))
     np.testing.assert_array_equal(value(acc), 10.0 + 3 * np.arange(5.0))
+
+
+def test_a_no_grad_ref_argument_takes_differentiated_writes():
+    # JAX prints no kind in a binder's type; refjit's printing adds it, so the argument is
+    # known to be a ref autodiff leaves alone (JAX's mutable_array test_remat_basic_arg).
+    from jax._src import core
+
+    @jax.remat
+    def f(y, x_ref):
+        out = y * y
+        x_ref[...] += out
+        return out
+
+    for wrap in (lambda g: g, jax.jit):
+        x_ref = core.new_ref(1.0, kind="no_grad_no_remat")
+        np.testing.assert_allclose(refjit.grad(wrap(f))(2.0, x_ref), 4.0)
+        np.testing.assert_allclose(x_ref[...], 5.0)
+    # The kind is part of the compile-cache key: a plain ref is refused (its write would
+    # lose the derivative), not given the no_grad program.
+    with pytest.raises(refjit.RefError, match="not differentiated"):
+        refjit.grad(f)(2.0, jax.new_ref(np.float32(1.0)))
