@@ -83,7 +83,7 @@ def _jvp(fun, primals: tuple, tangents: tuple, backend: str):
         if is_ref(x):
             set_ref_value(t, a)
     n = out_tree.num_leaves
-    return (tree_util.tree_unflatten(out_tree, outs[:n]),
+    return (tree_util.tree_unflatten(out_tree, traced.wrap_keys(outs[:n])),
             tree_util.tree_unflatten(out_tree, outs[n:]))
 
 
@@ -129,4 +129,4 @@ def linearize(fun: Callable, *primals, backend: str = "native"):
     write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
     n = out_tree.num_leaves
     f_jvp = _LinearFunction(linear_exe, outs[n:], arrays, in_tree, out_tree, fun)
-    return tree_util.tree_unflatten(out_tree, outs[:n]), f_jvp
+    return tree_util.tree_unflatten(out_tree, traced.wrap_keys(outs[:n])), f_jvp

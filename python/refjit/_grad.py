@@ -54,7 +54,7 @@ class _Grad:
         inputs, const_arrays = traced.primal_inputs(arrays)
         outs = executable(inputs)
         write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
-        value_and_aux = tree_util.tree_unflatten(out_tree, outs[:num_out])
+        value_and_aux = tree_util.tree_unflatten(out_tree, traced.wrap_keys(outs[:num_out]))
         grads, pos = [], num_out
         for tree in grad_trees:
             n = tree.num_leaves

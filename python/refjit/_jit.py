@@ -80,11 +80,11 @@ class _Jitted:
             # Staged into an enclosing trace (refjit's or JAX's): the refs the function
             # closes over are passed as themselves, and that trace reads and writes them.
             outs = executable(list(arrays) + list(traced.ref_consts))
-            return tree_util.tree_unflatten(traced.out_tree, outs)
+            return tree_util.tree_unflatten(traced.out_tree, traced.wrap_keys(outs))
         inputs, const_arrays = traced.primal_inputs(arrays)
         outs = executable(inputs)
         write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
-        return tree_util.tree_unflatten(traced.out_tree, outs)
+        return tree_util.tree_unflatten(traced.out_tree, traced.wrap_keys(outs))
 
     def _compile(self, fun, leaves, arrays, in_tree, dyn_args, static_key):
         self._tracing = True

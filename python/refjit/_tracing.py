@@ -77,6 +77,16 @@ def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
         elif isinstance(x, _PYTHON_SCALARS):
             weak = type(x) is not bool
             a = np.asarray(x, dtype=canonical_dtype(np.result_type(type(x))))
+        elif is_key_array(x):
+            # A typed PRNG key (jax.random.key): refjit computes on its words, u32[..., 2].
+            impl = str(jax.random.key_impl(x))
+            if "threefry" not in impl:
+                raise LeafError(i, f"is a PRNG key of the {impl} implementation; refjit "
+                                   "computes with threefry keys (jax.random.key's default)")
+            a = np.array(jax.random.key_data(x), order="C")
+            arrays.append(a)
+            key.append((a.shape, a.dtype, "key"))
+            continue
         elif isinstance(x, (jax.Array, np.ndarray, np.generic)):
             a = np.asarray(x)
         elif is_ref(x):
@@ -106,6 +116,12 @@ def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
     # JAX traces differently with x64 on (default integer and float widths): part of the key.
     key.append(("x64", x64_enabled()))
     return arrays, tuple(key)
+
+
+def is_key_array(x) -> bool:
+    """Whether ``x`` is a concrete array of typed PRNG keys (``jax.random.key``)."""
+    return (isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer)
+            and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key))
 
 
 def is_ref(x) -> bool:
@@ -188,10 +204,15 @@ def function_name(fun: Callable) -> str:
 class Traced:
     """One function traced at one set of argument types."""
 
-    __slots__ = ("program", "consts", "ref_consts", "out_tree", "jax_text", "name")
+    __slots__ = ("program", "consts", "ref_consts", "out_tree", "jax_text", "name",
+                 "key_outputs")
 
-    def __init__(self, program, consts, out_tree, jax_text, name, ref_consts=()):
+    def __init__(self, program, consts, out_tree, jax_text, name, ref_consts=(),
+                 key_outputs=()):
         self.program = program
+        # Per output leaf: the PRNG implementation of a key result (refjit returns its words,
+        # which wrap_keys makes a key array again), else None.
+        self.key_outputs = tuple(key_outputs)
         self.consts = consts
         # The jax.Refs the function closes over: the program takes them as its last inputs,
         # read and written at each call (primal_inputs, write_back_refs).
@@ -199,6 +220,13 @@ class Traced:
         self.out_tree = out_tree
         self.jax_text = jax_text
         self.name = name
+
+    def wrap_keys(self, outs: Sequence) -> list:
+        """The leading output leaves ``outs`` with key results made key arrays again."""
+        if not any(self.key_outputs):
+            return list(outs)
+        return [jax.random.wrap_key_data(o, impl=impl) if impl is not None else o
+                for o, impl in zip(outs, list(self.key_outputs) + [None] * len(outs))]
 
     def primal_inputs(self, arrays: Sequence[np.ndarray]) -> tuple[list, list]:
         """The program's inputs for a call's flat arrays: those, then the current values of
@@ -248,9 +276,9 @@ def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in
         out_leaves, store["out_tree"] = tree_util.tree_flatten(out)
         return out_leaves
 
-    # Python scalars are traced as themselves, so that JAX gives them weak types; refs as
-    # themselves, so that JAX gives them ref types.
-    values = [x if isinstance(x, _PYTHON_SCALARS) or is_ref(x) else a
+    # Python scalars are traced as themselves, so that JAX gives them weak types; refs and
+    # PRNG keys as themselves, so that JAX gives them ref and key types.
+    values = [x if isinstance(x, _PYTHON_SCALARS) or is_ref(x) or is_key_array(x) else a
               for x, a in zip(leaves, arrays)]
     args, kwargs = tree_util.tree_unflatten(in_tree, values)
     try:
@@ -306,7 +334,16 @@ def _finish_trace(fun: Callable, closed, out_tree) -> Traced:
         program = _core.consts_to_inputs(program, ref_positions)
     # np.asarray(order="C"), not np.ascontiguousarray, which makes a 0-d constant 1-d.
     consts = [np.asarray(c, order="C") for c in closed.consts if not is_ref(c)]
-    return Traced(program, consts, out_tree, text, name, ref_consts)
+    key_outputs = [_key_impl_of(aval) for aval in closed.out_avals]
+    return Traced(program, consts, out_tree, text, name, ref_consts, key_outputs)
+
+
+def _key_impl_of(aval):
+    """The PRNG implementation of a key-typed output, else None."""
+    dtype = getattr(aval, "dtype", None)
+    if dtype is None or not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return None
+    return dtype._impl
 
 
 # Primitives that bind named axes of their own (what is inside them is theirs).

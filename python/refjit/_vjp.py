@@ -259,7 +259,7 @@ def _vjp(fun, primals, leaves, arrays, key, in_tree, has_aux, interpret):
     write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
     out_tree = traced.out_tree
     n = out_tree.num_leaves
-    (out, aux) = tree_util.tree_unflatten(out_tree, outs[:n])
+    (out, aux) = tree_util.tree_unflatten(out_tree, traced.wrap_keys(outs[:n]))
     # The backward pass differentiates the primary output only: aux gets zero cotangents.
     main_tree = tree_util.tree_structure(out)
     core = _VjpCore(fun, traced, leaves, arrays, [tree_util.tree_structure(p) for p in primals],
