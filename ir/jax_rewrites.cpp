@@ -186,6 +186,9 @@ std::vector<Atom> argmin(RewriteArgs& a) {
   const ArrayType x = array_of(a, "argmin", 0);
   Emit e{a.b};
   Atom flipped = e.op(is_float(x.dtype) ? Prim::neg : Prim::not_, {a.ins[0]});
+  if (x.dtype == DType::bool_)  // argmax wants numbers; a bool's order is its integer's
+    flipped = e.op(Prim::convert_element_type, {flipped},
+                   Params{{"new_dtype", DType::i32}, {"weak_type", false}});
   return {e.op(Prim::argmax, {flipped},
                Params{{"axes", a.params.get<IntList>("axes")},
                       {"index_dtype", a.params.get<DType>("index_dtype")}})};

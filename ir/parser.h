@@ -228,6 +228,12 @@ class Parser {
   // accept them); shapes that cannot broadcast are left for the type rule to report.
   void broadcast_size1_dims(Scope& s, std::vector<Atom>& atoms);
 
+  // JAX's dot_general takes operands of different dtypes (bool or int8 times f32, bf16 times
+  // f32) and computes in preferred_element_type; argmax takes bools. refjit's rules want
+  // one numeric dtype: the parser converts such operands first (exactly: every bool, int8 or
+  // bf16 value is a value of the wider type, and a bool's order is its integer's).
+  void convert_mixed_operands(Scope& s, Prim prim, std::vector<Atom>& atoms, const Params& params);
+
   static bool is_broadcasting_binary(Prim p);
 
   // JAX hides broadcast_in_dim's shape (the binder's) and an empty broadcast_dimensions.

@@ -87,6 +87,7 @@ void Parser::parse_generic(Scope& s, std::vector<Binder> outs, int depth) {
   std::vector<Atom> atoms = parse_operands(s);
   if (*prim == Prim::broadcast_in_dim) fill_hidden_broadcast_params(s, params, atoms, outs);
   if (is_broadcasting_binary(*prim)) broadcast_size1_dims(s, atoms);
+  convert_mixed_operands(s, *prim, atoms, params);
   if (!atoms.empty() && is_var(atoms[0]) && s.keys.count(as_var(atoms[0]).id))
     adapt_to_key_layout(pt, *prim, params);
   emit(s, pt, *prim, std::move(atoms), std::move(params), outs);
@@ -282,6 +283,26 @@ void Parser::broadcast_size1_dims(Scope& s, std::vector<Atom>& atoms) {
     a = s.builder.add_eqn1(
         Prim::broadcast_in_dim, {a},
         Params{{"broadcast_dimensions", dims}, {"shape", IntList(common.begin(), common.end())}});
+  }
+}
+
+void Parser::convert_mixed_operands(Scope& s, Prim prim, std::vector<Atom>& atoms,
+                                    const Params& params) {
+  const Jaxpr& j = s.builder.jaxpr();
+  auto convert = [&](Atom& a, DType to) {
+    if (j.type_of(a).is_ref || j.type_of(a).dtype() == to) return;
+    a = s.builder.add_eqn1(Prim::convert_element_type, {a},
+                           Params{{"new_dtype", to}, {"weak_type", false}});
+  };
+  if (prim == Prim::dot_general && atoms.size() == 2) {
+    const DType d0 = j.type_of(atoms[0]).dtype(), d1 = j.type_of(atoms[1]).dtype();
+    const ParamValue* pref = params.find("preferred_element_type");
+    const DType* to = pref ? std::get_if<DType>(pref) : nullptr;
+    if ((d0 != d1 || d0 == DType::bool_) && to && *to != DType::bool_)
+      for (Atom& a : atoms) convert(a, *to);
+  } else if (prim == Prim::argmax && !atoms.empty() &&
+             j.type_of(atoms[0]).dtype() == DType::bool_) {
+    convert(atoms[0], DType::i32);
   }
 }
 

@@ -174,3 +174,25 @@ def test_sixteen_bit_floats_round_like_jax(dtype, rng):
     tol = 2e-2 if dtype == jnp.float16 else 8e-2
     np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32),
                                rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("backend", ["native", "interpreter"])
+def test_mixed_dtype_products_and_bool_argmax(backend, rng):
+    # JAX's dot_general multiplies bool, int8 or bf16 by f32 in preferred_element_type;
+    # argmax/argmin take bools (flax's accuracy on a mask, a one-hot times a weight matrix).
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+    mask = rng.standard_normal((5, 4)) > 0
+    small = np.arange(20, dtype=np.int8).reshape(5, 4)
+
+    def f(mask, small, w):
+        return (jnp.dot(mask, w), jnp.dot(small, w), jnp.dot(w.T.astype(jnp.bfloat16), mask.T),
+                jnp.argmax(mask, axis=1), jnp.argmin(mask, axis=0), jnp.argmax(mask))
+
+    mine, theirs = refjit.jit(f, backend=backend)(mask, small, w), jax.jit(f)(mask, small, w)
+    for a, b in zip(mine, theirs):
+        assert a.dtype == b.dtype
+        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                                   rtol=1e-5, atol=1e-6)
+    loss = lambda w: jnp.sum(jnp.dot(mask, w) ** 2)  # noqa: E731
+    np.testing.assert_allclose(refjit.grad(loss, backend=backend)(w), jax.grad(loss)(w),
+                               rtol=1e-5, atol=1e-6)
