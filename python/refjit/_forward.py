@@ -11,7 +11,7 @@ from jax import tree_util
 from . import _core
 from ._common import (_check_backend, _cached, _executable, _flatten_call, _is_inexact,
                       hoist_closed_over_tracers)
-from ._staging import as_input
+from ._staging import as_input, is_tracer
 from ._tracing import (ClosesOverTracerError, check_distinct_refs, function_name, is_ref,
                        ref_value, set_ref_value, trace, write_back_refs)
 
@@ -102,7 +102,11 @@ class _LinearFunction:
     def __call__(self, *tangents):
         t_arrays = _tangent_arrays(self._fun, self._primal_arrays, (tangents, {}),
                                    self._in_tree, "refjit.linearize")
-        outs = self._executable(self._residuals + t_arrays)
+        inputs = self._residuals + t_arrays
+        if any(is_tracer(x) for x in inputs):  # staged: as a linear call JAX can transpose
+            outs = self._executable.stage(inputs, num_nonlinear=len(self._residuals))
+        else:
+            outs = self._executable(inputs)
         return tree_util.tree_unflatten(self._out_tree, outs)
 
 

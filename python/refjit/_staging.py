@@ -61,11 +61,17 @@ class Program:
             return self.stage(inputs)
         return self.executable(list(inputs))
 
-    def stage(self, inputs: Sequence) -> list:
-        """One ``refjit_call`` eqn in the enclosing trace; the constants become operands."""
+    def stage(self, inputs: Sequence, num_nonlinear: int | None = None) -> list:
+        """One ``refjit_call`` eqn in the enclosing trace; the constants become operands.
+        With ``num_nonlinear``, a program without constants that is linear in its inputs
+        after the first ``num_nonlinear`` is staged as a ``refjit_linear_call``, which JAX
+        can transpose (``jax.linear_transpose`` of linearize's ``f_jvp``)."""
         if self._staged is None:
             closed = _core.consts_to_inputs(self.program, list(range(len(self.consts))))
             self._staged = StagedProgram(closed, f"refjit_{self.name}_{next(_names)}")
+        if num_nonlinear is not None and not self.consts:
+            return refjit_linear_call_p.bind(*inputs, program=self._staged,
+                                             num_nonlinear=num_nonlinear)
         return refjit_call_p.bind(*inputs, *self.consts, program=self._staged)
 
 

@@ -114,3 +114,25 @@ def test_a_named_axis_of_an_enclosing_vmap_is_jaxs():
     with pytest.raises(refjit.TraceError, match="named axis 'i'"):
         jax.vmap(refjit.grad(lambda x: jnp.sum(x * jax.lax.axis_index("i"))),
                  axis_name="i")(np.ones(4, np.float32))
+
+
+def test_jax_transposes_refjit_linearize_f_jvp():
+    # linearize's f_jvp, staged into a JAX trace, is a linear call JAX can transpose
+    # (jax.linear_transpose; JAX's lax_control_flow test_issue_29329 under vmap and cond).
+    x = np.linspace(0.1, 1.0, 4).astype(np.float32)
+    f = lambda x: jnp.sin(x) * x  # noqa: E731
+    _, mine = refjit.linearize(f, x)
+    _, theirs = jax.linearize(f, x)
+    ct = np.arange(4, dtype=np.float32)
+    np.testing.assert_allclose(jax.linear_transpose(mine, x)(ct)[0],
+                               jax.linear_transpose(theirs, x)(ct)[0], rtol=1e-6)
+    np.testing.assert_allclose(jax.jit(mine)(ct), theirs(ct), rtol=1e-6)
+
+    def outer(linearize, x):
+        _, lin = linearize(jnp.sin, x)
+        return jax.lax.cond(x[0] > 0, lambda x: x + jax.linear_transpose(lin, x)(x)[0],
+                            lambda x: x, x)
+
+    xs = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(jax.vmap(lambda x: outer(refjit.linearize, x))(xs),
+                               jax.vmap(lambda x: outer(jax.linearize, x))(xs), rtol=1e-6)
