@@ -10,8 +10,8 @@ from jax import tree_util
 
 from ._common import _check_backend, _executable, _flatten_call, _leaf_ranges
 from ._staging import is_tracer
-from ._tracing import (ClosesOverTracerError, check_distinct_refs, function_name, trace,
-                       write_back_refs)
+from ._tracing import (ClosesOverTracerError, check_distinct_refs, function_name, is_ref,
+                       trace, write_back_refs)
 
 class _Jitted:
     """What ``refjit.jit`` returns: call it like the function."""
@@ -79,7 +79,8 @@ class _Jitted:
         if any(is_tracer(a) for a in arrays):
             # Staged into an enclosing trace (refjit's or JAX's): the refs the function
             # closes over are passed as themselves, and that trace reads and writes them.
-            outs = executable(list(arrays) + list(traced.ref_consts))
+            ins = [x if is_ref(x) else a for x, a in zip(leaves, arrays)]  # refs as refs
+            outs = executable(ins + list(traced.ref_consts))
             return tree_util.tree_unflatten(traced.out_tree, traced.wrap_keys(outs))
         inputs, const_arrays = traced.primal_inputs(arrays)
         outs = executable(inputs)

@@ -52,6 +52,8 @@ class _VjpCore:
         self.out_types = out_types
         self.interpret = interpret
         self.backward_cache = backward_cache
+        self.ref_residuals: tuple = ()  # positions (see vjp) of the refs passed again
+        self.residual_refs: list = []   # the jax.Refs at those positions
         # Trailing primals that are values of an enclosing trace the function closes over
         # (hoisted, _common.hoist_closed_over_tracers): not the user's, never returned.
         self.hidden = 0
@@ -61,7 +63,10 @@ class _VjpCore:
         if exe is None:
             diff = [k != "none" for k in kinds] + [False] * self.num_ref_consts
             used = [k for k in kinds if k != "none"]
-            _, bwd, _ = _core.vjp(self.program, diff, used)
+            _, bwd, _, ref_residuals = _core.vjp(self.program, diff, used)
+            if list(ref_residuals) != list(self.ref_residuals):
+                raise RuntimeError("refjit.vjp: internal: the backward programs disagree on "
+                                   "the refs they take again")
             exe = _executable(bwd, [], self.interpret)
             self.backward_cache[kinds] = exe
         return exe
@@ -187,7 +192,10 @@ class VjpFunction:
         per_leaf = self._leaf_entries()
         kinds = tuple(k for k, _, _ in per_leaf)
         refs = [acc for k, acc, _ in per_leaf if k == "ref"]
-        outs = core.backward(kinds)(core.residuals + refs + cts)
+        ref_values = [ref_value(r) for r in core.residual_refs]
+        outs = core.backward(kinds)(core.residuals + ref_values + refs + cts)
+        for r, v in zip(core.residual_refs, ref_values):
+            set_ref_value(r, v)
         for kind, acc, ref in per_leaf:
             if ref is not None:
                 set_ref_value(ref, acc)
@@ -248,11 +256,11 @@ def _vjp(fun, primals, leaves, arrays, key, in_tree, has_aux, interpret):
         traced = trace(fun, leaves, arrays, in_tree, lambda out: split(out), on_values=True)
         diff = [_is_inexact(a.dtype) and not is_ref(x) for x, a in zip(leaves, arrays)]
         diff += [False] * len(traced.ref_consts)
-        forward, _, _ = _core.vjp(traced.program, diff, ["value"] * sum(diff))
-        return traced, _executable(forward, traced.consts, interpret), {}
+        forward, _, _, ref_residuals = _core.vjp(traced.program, diff, ["value"] * sum(diff))
+        return traced, _executable(forward, traced.consts, interpret), {}, tuple(ref_residuals)
 
     entry = _cached(fun, ("vjp", has_aux, in_tree, key, interpret), build)
-    traced, forward_exe, backward_cache = entry
+    traced, forward_exe, backward_cache, ref_residuals = entry
     check_distinct_refs(leaves, traced.ref_consts, "refjit.vjp")
     inputs, const_arrays = traced.primal_inputs(arrays)
     outs = forward_exe(inputs)
@@ -265,5 +273,12 @@ def _vjp(fun, primals, leaves, arrays, key, in_tree, has_aux, interpret):
     core = _VjpCore(fun, traced, leaves, arrays, [tree_util.tree_structure(p) for p in primals],
                     _leaf_ranges(primals), outs[n:], main_tree,
                     traced.program.output_types, interpret, backward_cache)
+    # Refs the backward pass reads or writes again (a custom_vjp whose bwd stashes into a
+    # ref): by position among the program's constvars, then its inputs (the arguments, then
+    # the refs the function closes over).
+    n_consts = len(traced.consts)
+    inputs_refs = list(leaves) + list(traced.ref_consts)
+    core.ref_residuals = tuple(ref_residuals)
+    core.residual_refs = [inputs_refs[pos - n_consts] for pos in ref_residuals]
     f_vjp = VjpFunction(core)
     return (out, f_vjp, aux) if has_aux else (out, f_vjp)

@@ -219,17 +219,15 @@ NB_MODULE(_core, m) {
       [](const Program& p, const std::vector<bool>& differentiated,
          const std::vector<std::string>& kinds, const nb::list& consts) {
         VjpJaxprs v = vjp_jaxpr(before_autodiff(p, consts), differentiated, accum_kinds(kinds));
-        if (!v.ref_residuals.empty())
-          throw Error(
-              "vjp: the backward pass needs one of the function's own refs again, "
-              "which the Python package cannot pass; use the C++ API");
         return nb::make_tuple(Program{std::move(v.forward)}, Program{std::move(v.backward)},
-                              v.num_residuals);
+                              v.num_residuals, v.ref_residuals);
       },
       "program"_a, "differentiated"_a, "kinds"_a, "consts"_a = nb::list(),
-      "(forward, backward, num_residuals): forward gives the outputs then the residuals; "
-      "backward takes the residuals, a ref per `ref` accumulator, then one cotangent per "
-      "output, and returns one cotangent per `value` accumulator");
+      "(forward, backward, num_residuals, ref_residuals): forward gives the outputs then the "
+      "residuals; backward takes the residuals, the function's refs at the positions "
+      "ref_residuals names (among its constvars, then its invars) again, a ref per `ref` "
+      "accumulator, then one cotangent per output, and returns one cotangent per `value` "
+      "accumulator");
 
   m.def(
       "transpose",

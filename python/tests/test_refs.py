@@ -205,3 +205,44 @@ def test_a_no_grad_ref_argument_takes_differentiated_writes():
     # lose the derivative), not given the no_grad program.
     with pytest.raises(refjit.RefError, match="not differentiated"):
         refjit.grad(f)(2.0, jax.new_ref(np.float32(1.0)))
+
+
+def _stash_grads():
+    """A custom_vjp that is the identity forward and writes its cotangent into a ref backward
+    (the seed's stash-gradients pattern; JAX's grad_stats_plumbing tests)."""
+
+    @jax.custom_vjp
+    def stash(grads_ref, x):
+        return x
+
+    def fwd(grads_ref, x):
+        return x, grads_ref
+
+    def bwd(grads_ref, g):
+        grads_ref[...] = g
+        return None, g
+
+    stash.defvjp(fwd, bwd)
+    return stash
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_backward_pass_writes_the_functions_own_ref(jit):
+    stash = _stash_grads()
+
+    def primal(grads_ref, x):
+        x = stash(grads_ref, jnp.sin(x))
+        return stash(grads_ref, jnp.sin(x))  # the last write in the backward pass is this one's
+
+    f = refjit.jit(primal) if jit else primal
+    expected = np.cos(np.sin(np.float32(1.0)))
+    # The ref passed as an argument, and closed over.
+    grads_ref = jax.new_ref(np.float32(0.0))
+    out, f_vjp = refjit.vjp(f, grads_ref, np.float32(1.0))
+    np.testing.assert_allclose(f_vjp(np.float32(1.0))[1], expected * np.cos(1.0),
+                               rtol=1e-6)
+    np.testing.assert_allclose(grads_ref[...], expected, rtol=1e-6)
+    grads_ref = jax.new_ref(np.float32(0.0))
+    out, f_vjp = refjit.vjp(lambda x: f(grads_ref, x), np.float32(1.0))
+    f_vjp(np.float32(2.0))
+    np.testing.assert_allclose(grads_ref[...], 2 * expected, rtol=1e-6)
