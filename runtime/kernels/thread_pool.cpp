@@ -67,8 +67,14 @@ bool poll(Ready ready) {
   return ready();
 }
 
-// A job is published by bumping `generation_`; workers poll for it, then sleep on `wake_`,
-// take task indices from `next_` until none are left, and count themselves out in `active_`.
+// A job is `count` tasks. The caller publishes it and runs tasks itself; workers join when
+// they notice it. A task is claimed from `ticket_`, which holds the job's number in its high
+// half and the next task index in its low half, by compare-and-swap: a worker that wakes late,
+// after the job is done or another has begun, fails the swap and touches nothing. The caller
+// waits for the tasks to be *done* (`done_`), never for the workers to check in: on a busy
+// machine a worker the OS has not scheduled yet costs nothing, as the caller takes its share
+// (it only waits for tasks a worker claimed and is running). Every task runs once, so the
+// results are the same whoever runs which.
 class Pool {
  public:
   explicit Pool(int threads) {
@@ -81,25 +87,31 @@ class Pool {
 
   void run(int64_t n, const std::function<void(int64_t)>& task) {
     std::unique_lock<std::mutex> submit(submit_, std::try_to_lock);
-    if (!submit.owns_lock()) return serial(n, task);  // another thread's job is running
+    if (!submit.owns_lock() || n >= kIndexLimit) return serial(n, task);
+    const uint64_t job = (generation_.load(std::memory_order_relaxed) + 1) & kJobMask;
+    // The ticket is closed to the previous job first (index past any count), so a worker
+    // still trying to claim one of its tasks fails; the job's fields are written before the
+    // ticket opens (release), and a worker reads them after its claim (acquire).
+    ticket_.store(job << 32 | kJobMask, std::memory_order_release);
+    task_.store(&task, std::memory_order_relaxed);
+    count_.store(n, std::memory_order_relaxed);
+    float_mode_.store(current_float_mode(), std::memory_order_relaxed);  // as the caller
+    done_.store(0, std::memory_order_relaxed);
+    ticket_.store(job << 32, std::memory_order_release);
     bool anyone_asleep = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      task_ = &task;
-      float_mode_ = current_float_mode();  // the workers compute as the caller does
-      count_ = n;
-      next_.store(0);
-      active_.store(static_cast<int>(workers_.size()));
-      generation_.fetch_add(1, std::memory_order_release);
+      generation_.store(job, std::memory_order_release);
       anyone_asleep = sleeping_ > 0;
     }
     if (anyone_asleep) wake_.notify_all();
-    drain();
-    if (!poll([&] { return active_.load(std::memory_order_acquire) == 0; })) {
+    t_inside_task = true;
+    run_tasks(job, /*as_caller=*/true);
+    t_inside_task = false;
+    if (!poll([&] { return done_.load(std::memory_order_acquire) == n; })) {
       std::unique_lock<std::mutex> lock(mutex_);
-      done_.wait(lock, [&] { return active_.load() == 0; });
+      finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == n; });
     }
-    task_ = nullptr;
   }
 
   static void serial(int64_t n, const std::function<void(int64_t)>& task) {
@@ -107,13 +119,37 @@ class Pool {
   }
 
  private:
-  void drain() {
-    t_inside_task = true;
-    for (int64_t i = next_.fetch_add(1); i < count_; i = next_.fetch_add(1)) (*task_)(i);
-    t_inside_task = false;
+  static constexpr uint64_t kJobMask = 0xffffffffu;
+  static constexpr int64_t kIndexLimit = int64_t{1} << 31;
+
+  // Claims and runs tasks of `job` until none are left (or another job has begun).
+  void run_tasks(uint64_t job, bool as_caller) {
+    uint64_t t = ticket_.load(std::memory_order_acquire);
+    while ((t >> 32) == job) {
+      const int64_t i = static_cast<int64_t>(t & kJobMask);
+      const int64_t n = count_.load(std::memory_order_relaxed);
+      if (i >= n) return;
+      if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel,
+                                         std::memory_order_acquire))
+        continue;  // t now holds the current ticket
+      const std::function<void(int64_t)>& task = *task_.load(std::memory_order_relaxed);
+      if (as_caller) {
+        task(i);
+      } else {
+        ScopedFloatMode as_the_caller(float_mode_.load(std::memory_order_relaxed));
+        task(i);
+      }
+      if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
+        std::lock_guard<std::mutex> lock(mutex_);  // the caller may be about to sleep
+        finished_.notify_one();
+        return;
+      }
+      t = ticket_.load(std::memory_order_acquire);
+    }
   }
 
   void work() {
+    t_inside_task = true;
     uint64_t seen = 0;
     while (true) {
       auto published = [&] { return generation_.load(std::memory_order_acquire) != seen; };
@@ -123,34 +159,22 @@ class Pool {
         wake_.wait(lock, published);
         --sleeping_;
       }
-      uint32_t mode = 0;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);  // the job's fields were written under it
-        seen = generation_.load();
-        mode = float_mode_;
-      }
-      {
-        ScopedFloatMode as_caller(mode);
-        drain();
-      }
-      if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        done_.notify_one();
-      }
+      seen = generation_.load(std::memory_order_acquire);
+      run_tasks(seen, /*as_caller=*/false);
     }
   }
 
   std::vector<std::thread> workers_;
   std::mutex submit_;  // one job at a time
-  std::mutex mutex_;
-  std::condition_variable wake_, done_;
-  std::atomic<uint64_t> generation_{0};
-  int sleeping_ = 0;  // workers waiting on wake_ (under mutex_)
-  const std::function<void(int64_t)>* task_ = nullptr;
-  uint32_t float_mode_ = 0;
-  int64_t count_ = 0;
-  std::atomic<int64_t> next_{0};
-  std::atomic<int> active_{0};
+  std::mutex mutex_;   // for sleeping and waking only
+  std::condition_variable wake_, finished_;
+  std::atomic<uint64_t> generation_{0};  // the latest job's number
+  int sleeping_ = 0;                     // workers waiting on wake_ (under mutex_)
+  std::atomic<uint64_t> ticket_{0};      // job << 32 | next task index
+  std::atomic<const std::function<void(int64_t)>*> task_{nullptr};
+  std::atomic<int64_t> count_{0};
+  std::atomic<uint32_t> float_mode_{0};
+  std::atomic<int64_t> done_{0};  // tasks of the current job finished
 };
 
 std::atomic<Pool*> g_pool{nullptr};
