@@ -1,6 +1,7 @@
 #include "runtime/kernels/thread_pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -22,6 +23,13 @@ int configured_threads() {
     int n = std::atoi(env);
     if (n >= 1) return std::min(n, 256);
   }
+  // The CPUs this process may run on (taskset, a container's cpuset, an MPI launcher's
+  // binding), not every CPU of the machine: ranks bound to one core each get no workers to
+  // fight over it.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0 && CPU_COUNT(&allowed) > 0)
+    return CPU_COUNT(&allowed);
   return std::max(1u, std::thread::hardware_concurrency());
 }
 

@@ -1,5 +1,6 @@
 // The runtime's worker threads: large matrix products (gemm.h) split their output over them.
-// One pool per process, started on first use with one thread per core (REFJIT_NUM_THREADS
+// One pool per process, started on first use with one thread per CPU the process may run on
+// (its affinity mask: taskset, cpusets, MPI bindings; REFJIT_NUM_THREADS
 // overrides; 1 disables threading). The calling thread takes part in the work.
 #pragma once
 
