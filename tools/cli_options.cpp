@@ -124,6 +124,10 @@ const OptionSpec kOptions[] = {
      [](Options& o, std::string_view v) {
        o.min_time_ms = parse_count(o.command, "min-time", v, 0, 3600000);
      }},
+    {"background-load", true, "N", kBench,
+     [](Options& o, std::string_view v) {
+       o.background_load = static_cast<int>(parse_count(o.command, "background-load", v, 0, 256));
+     }},
     {"tier", true, "fast|optimized", kBench,
      [](Options& o, std::string_view v) {
        if (v != "fast" && v != "optimized")

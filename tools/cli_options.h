@@ -46,6 +46,7 @@ struct Options {
   // bench only (docs/cli.md "refjit bench").
   int runs = 20;                   // --runs=N timed calls
   int64_t min_time_ms = 0;         // --min-time=MS: more calls until they took this long
+  int background_load = 0;         // --background-load=N: N spinning processes while timing
   std::string tier = "optimized";  // --tier=fast|optimized: LLVM -O0 or -O3
   uint64_t seed = 0;               // --seed=S for the random VALUEs not given
   bool json = false;               // --json: one JSON object instead of the text lines

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tools/autodiff.h"
+#include "tools/background_load.h"
 #include "tools/commands.h"
 #include "tools/execute.h"
 #include "tools/program.h"
@@ -73,6 +74,7 @@ int bench_command(const Options& o, StageTimings& timings) {
   Executable::Call call = executable.prepare(args, timings);
   const double compile_ms = ms_since(t0);
 
+  const BackgroundLoad load(o.background_load);  // from the warm-up to the last timed call
   (void)call(args);  // warm-up: first touch of the buffers, lazy binding
   // At least --runs calls, and more until they took --min-time: a short call's median over a
   // fixed count can fall entirely inside a burst of another process's (or the host's) load.
@@ -95,10 +97,13 @@ int bench_command(const Options& o, StageTimings& timings) {
   if (o.json) {
     out = fmt::format(
         "{{\"file\": {}, \"mode\": \"{}\", \"tier\": \"{}\", \"runs\": {}, "
-        "\"compile_ms\": {:.3f}, \"median_ms\": {:.6f}, \"min_ms\": {:.6f}}}\n",
-        json_string(source.name), mode_name(o), tier, n, compile_ms, median, times.front());
+        "\"compile_ms\": {:.3f}, \"median_ms\": {:.6f}, \"min_ms\": {:.6f}{}}}\n",
+        json_string(source.name), mode_name(o), tier, n, compile_ms, median, times.front(),
+        o.background_load ? fmt::format(", \"background_load\": {}", o.background_load) : "");
   } else {
-    out = fmt::format("{} {} ({}), {} runs\n", source.name, mode_name(o), tier, n);
+    out = fmt::format(
+        "{} {} ({}), {} runs{}\n", source.name, mode_name(o), tier, n,
+        o.background_load ? fmt::format(", {} busy processes alongside", o.background_load) : "");
     out += fmt::format("compile {:12.3f} ms\n", compile_ms);
     out += fmt::format("median  {:12.6f} ms\n", median);
     out += fmt::format("min     {:12.6f} ms\n", times.front());

@@ -107,11 +107,15 @@ Options:
   --runs=N        timed calls (default 20)
   --min-time=MS   more calls, until they took MS milliseconds in all (default
                   0); "runs" in the output counts them
+  --background-load=N
+                  keep N cores busy with spinning child processes while the
+                  calls are timed (a machine shared with other work)
   --tier=T        fast (LLVM -O0, jit's first tier) or optimized (-O3, the
                   default)
   --seed=S        seed of the random values (default 0)
   --json          print {"file", "mode", "tier", "runs", "compile_ms",
-                  "median_ms", "min_ms"} as one JSON object
+                  "median_ms", "min_ms"} as one JSON object (and
+                  "background_load" with --background-load)
   --grad          time the gradient program (output and gradient)
   --wrt=I,J,...   0-based invar positions to differentiate (with --grad)
   --jvp           time the forward-mode program (outputs and tangents)
