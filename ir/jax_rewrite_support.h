@@ -105,5 +105,6 @@ void add_prng_rewrites(std::vector<JaxRewrite>& table);
 void add_conv_rewrites(std::vector<JaxRewrite>& table);
 void add_collective_rewrites(std::vector<JaxRewrite>& table);
 void add_gamma_rewrites(std::vector<JaxRewrite>& table);
+void add_linalg_rewrites(std::vector<JaxRewrite>& table);
 
 }  // namespace refjit::text

@@ -575,6 +575,7 @@ std::vector<JaxRewrite> make_rewrites() {
   add_conv_rewrites(r);
   add_collective_rewrites(r);
   add_gamma_rewrites(r);
+  add_linalg_rewrites(r);
   return r;
 }
 
