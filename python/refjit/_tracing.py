@@ -295,14 +295,32 @@ def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in
     return _finish_trace(fun, closed, store["out_tree"])
 
 
+# One TraceError class per JAX error class it stands for (_NEEDS_A_VALUE), made on first use.
+_value_error_classes: dict[type, type] = {}
+
+
 def needs_a_value_error(fun: Callable, e: Exception) -> TraceError:
-    return TraceError(
+    """A TraceError that is also an instance of JAX's error ``e`` (ConcretizationTypeError,
+    TracerBoolConversionError, ...), so ``except`` clauses written for JAX keep working; its
+    message says what to do in refjit, then what JAX said."""
+    cls = _value_error_classes.get(type(e))
+    if cls is None:
+        cls = _value_error_classes[type(e)] = type(
+            type(e).__name__, (TraceError, type(e)),
+            {"__init__": Exception.__init__, "__str__": Exception.__str__,
+             "__module__": TraceError.__module__})
+    # JAX's own explanation (what needed the value, and which argument it depends on), without
+    # the link to its documentation.
+    jax_says = " ".join(line.strip() for line in str(e).splitlines()
+                        if line.strip() and not line.startswith("See https://"))
+    return cls(
         f"{function_name(fun)}: the function's Python code needs the value of a traced "
         f"array ({type(e).__name__}). refjit compiles a function once for all values of its "
         "argument types, as jax.jit does, so Python control flow on array values cannot be "
         "traced: write it with lax.cond, lax.select or jnp.where, or make the argument static "
         "(refjit.jit's static_argnums). refjit.grad, vjp, jvp and linearize trace such a "
-        "function on its arguments' values instead, as JAX's eager transformations run it")
+        "function on its arguments' values instead, as JAX's eager transformations run it. "
+        f"JAX: {jax_says}")
 
 
 def _finish_trace(fun: Callable, closed, out_tree) -> Traced:

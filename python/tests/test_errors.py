@@ -91,3 +91,15 @@ def test_has_aux_needs_a_pair():
 def test_bad_argnums_is_a_value_error():
     with pytest.raises(ValueError, match="argnums"):
         refjit.grad(lambda x: jnp.sum(x), argnums=3)(np.ones(2, np.float32))
+
+
+def test_a_function_needing_a_value_raises_jaxs_error_class_too():
+    # refjit's TraceError is also the JAX error it stands for, so `except` clauses written for
+    # jax.jit keep working, and the message ends with what JAX said.
+    f = refjit.jit(lambda n, x: jax.lax.scan(lambda c, z: (c, z), x, (), n))
+    with pytest.raises(jax.errors.ConcretizationTypeError,
+                       match="lax.cond.*The `length` argument to `scan` expects a concrete"):
+        f(3, 1.0)
+    with pytest.raises(refjit.TraceError) as info:
+        refjit.jit(lambda x: 1.0 if x > 0 else 2.0)(1.0)
+    assert isinstance(info.value, jax.errors.TracerBoolConversionError)
