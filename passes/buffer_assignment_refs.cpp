@@ -56,7 +56,13 @@ void JaxprAssigner::ref_op(const Eqn& e, size_t i) {
       Var r = e.outs.at(0);
       const ArrayType& t = j_.type_of(r).array;
       int b = buf(e.ins.at(0));
-      if (b >= 0 && p_.buffers[b].writable && !live_after(b, ii)) {
+      // Taking over the initial value's buffer is an alias of nothing else only when that
+      // buffer is no other ref's (a whole read of a ref is a view of it): two refs sharing
+      // one buffer would each see the other's writes.
+      bool another_refs = false;
+      if (b >= 0)
+        for (uint32_t v : members_[b]) another_refs |= j_.type_of(Var{v}).is_ref;
+      if (b >= 0 && p_.buffers[b].writable && !another_refs && !live_after(b, ii)) {
         set(r, b);
         E.action = EqnAction::move;
         E.in_place[0] = 0;

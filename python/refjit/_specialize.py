@@ -90,29 +90,26 @@ class _ValueTrace(core.Trace):
 
     def process_custom_jvp_call(self, primitive, fun, jvp, tracers, /, *, symbolic_zeros):
         # The rule is staged with the function (so refjit differentiates with it); the eager
-        # side only needs the function's value. JAX's wrappers keep the output structure in
-        # stores that are filled once per run: emptied between the two runs.
-        concrete = [self._concrete(x) for x in tracers]
-        with core.set_current_trace(core.eval_trace):
-            out_concrete = fun.call_wrapped(*concrete)
-        _reset_stores(fun)
-        staged = [self._staged(x) for x in tracers]
-        with core.set_current_trace(self.parent):
-            out_staged = self.parent.process_custom_jvp_call(
-                primitive, fun, jvp, staged, symbolic_zeros=symbolic_zeros)
-        return self._pair(out_concrete, out_staged, True)
+        # side only needs the function's value.
+        return self._custom_call(fun, tracers, lambda staged: self.parent.process_custom_jvp_call(
+            primitive, fun, jvp, staged, symbolic_zeros=symbolic_zeros))
 
     def process_custom_vjp_call(self, primitive, fun, fwd, bwd, tracers, /, *, out_trees,
                                 symbolic_zeros):
+        return self._custom_call(fun, tracers, lambda staged: self.parent.process_custom_vjp_call(
+            primitive, fun, fwd, bwd, staged, out_trees=out_trees, symbolic_zeros=symbolic_zeros))
+
+    def _custom_call(self, fun, tracers, stage):
+        """A custom_jvp or custom_vjp call: ``fun`` run eagerly on the values, then the call
+        staged by ``stage`` (given the staged operands). JAX's wrappers keep the output
+        structure in stores that are filled once per run: emptied between the two runs."""
         concrete = [self._concrete(x) for x in tracers]
         with core.set_current_trace(core.eval_trace):
             out_concrete = fun.call_wrapped(*concrete)
         _reset_stores(fun)
         staged = [self._staged(x) for x in tracers]
         with core.set_current_trace(self.parent):
-            out_staged = self.parent.process_custom_vjp_call(
-                primitive, fun, fwd, bwd, staged, out_trees=out_trees,
-                symbolic_zeros=symbolic_zeros)
+            out_staged = stage(staged)
         return self._pair(out_concrete, out_staged, True)
 
     def process_map(self, *args, **kwargs):
