@@ -16,6 +16,7 @@ Prints a Markdown table on stdout (progress on stderr). A program refjit refuses
 or times out on gets `n/a (reason)` in its refjit columns; the run goes on.
 """
 import argparse
+import contextlib
 import datetime
 import json
 import math
@@ -59,6 +60,9 @@ def parse_args(argv):
     parser.add_argument("--tier", default="optimized", choices=("fast", "optimized"),
                         help="refjit bench --tier (default optimized)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="input seed (default 0)")
+    parser.add_argument("--background-load", type=int, default=0, metavar="N",
+                        help="keep N cores busy with spinning processes while JAX and refjit "
+                             "are timed (a machine shared with other work; default 0)")
     parser.add_argument("--check", action="store_true",
                         help="instead of timing, compare refjit run with JAX on small versions")
     args = parser.parse_args(argv)
@@ -354,7 +358,21 @@ def environment(options):
             "platform": platform.platform(), "cpu": cpu_model(),
             "refjit": options.refjit, "refjit_version": refjit_version.strip(),
             "runs": options.runs, "min_time_s": options.min_time, "tier": options.tier,
-            "seed": options.seed}
+            "seed": options.seed, "background_load": options.background_load}
+
+
+@contextlib.contextmanager
+def background_load(n):
+    """N processes that each keep a core busy (at this process's priority) while inside."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in spinners:
+            p.kill()
+        for p in spinners:
+            p.wait()
 
 
 def write(path, text):
@@ -373,7 +391,11 @@ def main(argv):
             for name, mode, result in results:
                 print(f"| {name} | {mode} | {result} |")
             return 1 if any(r.startswith("MISMATCH") for _, _, r in results) else 0
-        rows = measure(options, out_dir)
+        with background_load(options.background_load):
+            rows = measure(options, out_dir)
+    if options.background_load:
+        print(f"With {options.background_load} busy process(es) alongside, JAX's and refjit's "
+              "calls alike.\n")
     print(markdown_table(rows))
     if options.json:
         write(options.json, json.dumps({**environment(options), "rows": rows}, indent=1) + "\n")
