@@ -93,7 +93,8 @@ class Pool {
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
-  void run(int64_t n, const std::function<void(int64_t)>& task) {
+  // `probing`: a parallel job run while the pool runs jobs serially (mode()).
+  void run(int64_t n, const std::function<void(int64_t)>& task, bool probing) {
     std::unique_lock<std::mutex> submit(submit_, std::try_to_lock);
     if (!submit.owns_lock() || n >= kIndexLimit) return serial(n, task);
     const uint64_t job = (generation_.load(std::memory_order_relaxed) + 1) & kJobMask;
@@ -113,13 +114,29 @@ class Pool {
       anyone_asleep = sleeping_ > 0;
     }
     if (anyone_asleep) wake_.notify_all();
+    const auto start = std::chrono::steady_clock::now();
     t_inside_task = true;
-    run_tasks(job, /*as_caller=*/true);
+    const int64_t own_tasks = run_tasks(job, /*as_caller=*/true);
     t_inside_task = false;
+    const auto own_done = std::chrono::steady_clock::now();
     if (!poll([&] { return done_.load(std::memory_order_acquire) == n; })) {
       std::unique_lock<std::mutex> lock(mutex_);
       finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == n; });
     }
+    record(own_done - start, std::chrono::steady_clock::now() - own_done, own_tasks == n, probing);
+  }
+
+  // How to run the next job, from whether the workers have been keeping up. On a machine
+  // whose other work takes the workers' cores, a worker that has claimed a task runs it at a
+  // fraction of a core while the caller, done with its own share, waits for it, and a worker
+  // polling for jobs takes the caller's core: running jobs alone is faster then. Jobs run
+  // serially, except every kProbeEvery-th, a probe that tells when the workers keep up
+  // again. (Every task runs once either way: the results do not change.)
+  enum class Mode { parallel, probe, serial };
+  Mode mode() {
+    if (straggling_.load(std::memory_order_relaxed) < kStraggling) return Mode::parallel;
+    return serial_jobs_.fetch_add(1, std::memory_order_relaxed) % kProbeEvery == 0 ? Mode::probe
+                                                                                   : Mode::serial;
   }
 
   static void serial(int64_t n, const std::function<void(int64_t)>& task) {
@@ -128,15 +145,37 @@ class Pool {
 
  private:
   static constexpr uint64_t kJobMask = 0xffffffffu;
+  static constexpr int kStraggling = 8, kMaxStraggling = 16;
+  static constexpr uint64_t kProbeEvery = 32;
+
+  // A job counts as straggling when its caller waited for the workers longer than half its
+  // own share, plus 50 us (a slow wake-up is not a busy machine; a descheduled worker costs a
+  // time slice, milliseconds), or when the caller ran every task of a job long enough for a
+  // polling worker to join (the workers' cores are taken, and their polling only takes the
+  // caller's time). Other jobs of 100 us or more count as keeping up, more strongly: one good
+  // probe is evidence.
+  void record(std::chrono::nanoseconds own_share, std::chrono::nanoseconds waited,
+              bool caller_ran_all, bool probing) {
+    // A short job tells nothing: it is over before a worker could join. Nor does a probe the
+    // caller ran alone: the workers were asleep (as they are after serial jobs).
+    if (own_share + waited < std::chrono::microseconds(100) || (caller_ran_all && probing)) return;
+    const bool straggled = waited > own_share / 2 + std::chrono::microseconds(50) ||
+                           (caller_ran_all && own_share > std::chrono::microseconds(200));
+    int s = straggling_.load(std::memory_order_relaxed);
+    s = straggled ? std::min(s + 2, kMaxStraggling) : std::max(s - 4, 0);
+    straggling_.store(s, std::memory_order_relaxed);
+  }
   static constexpr int64_t kIndexLimit = int64_t{1} << 31;
 
-  // Claims and runs tasks of `job` until none are left (or another job has begun).
-  void run_tasks(uint64_t job, bool as_caller) {
+  // Claims and runs tasks of `job` until none are left (or another job has begun); returns
+  // how many it ran.
+  int64_t run_tasks(uint64_t job, bool as_caller) {
+    int64_t ran = 0;
     uint64_t t = ticket_.load(std::memory_order_acquire);
     while ((t >> 32) == job) {
       const int64_t i = static_cast<int64_t>(t & kJobMask);
       const int64_t n = count_.load(std::memory_order_relaxed);
-      if (i >= n) return;
+      if (i >= n) return ran;
       if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel,
                                          std::memory_order_acquire))
         continue;  // t now holds the current ticket
@@ -147,13 +186,15 @@ class Pool {
         ScopedFloatMode as_the_caller(float_mode_.load(std::memory_order_relaxed));
         task(i);
       }
+      ++ran;
       if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
         std::lock_guard<std::mutex> lock(mutex_);  // the caller may be about to sleep
         finished_.notify_one();
-        return;
+        return ran;
       }
       t = ticket_.load(std::memory_order_acquire);
     }
+    return ran;
   }
 
   void work() {
@@ -168,7 +209,7 @@ class Pool {
         --sleeping_;
       }
       seen = generation_.load(std::memory_order_acquire);
-      run_tasks(seen, /*as_caller=*/false);
+      (void)run_tasks(seen, /*as_caller=*/false);
     }
   }
 
@@ -182,7 +223,9 @@ class Pool {
   std::atomic<const std::function<void(int64_t)>*> task_{nullptr};
   std::atomic<int64_t> count_{0};
   std::atomic<uint32_t> float_mode_{0};
-  std::atomic<int64_t> done_{0};  // tasks of the current job finished
+  std::atomic<int64_t> done_{0};    // tasks of the current job finished
+  std::atomic<int> straggling_{0};  // record(): high while workers fall behind
+  std::atomic<uint64_t> serial_jobs_{0};
 };
 
 std::atomic<Pool*> g_pool{nullptr};
@@ -213,7 +256,10 @@ int thread_count() {
 
 void parallel_for(int64_t n, const std::function<void(int64_t)>& task) {
   if (n <= 1 || thread_count() == 1 || t_inside_task) return Pool::serial(n, task);
-  pool().run(n, task);
+  Pool& p = pool();
+  const Pool::Mode mode = p.mode();
+  if (mode == Pool::Mode::serial) return Pool::serial(n, task);
+  p.run(n, task, mode == Pool::Mode::probe);
 }
 
 }  // namespace refjit::kernels
