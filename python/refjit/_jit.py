@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from typing import Callable
 
 import jax
@@ -87,6 +88,19 @@ class _Jitted:
         write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
         return tree_util.tree_unflatten(traced.out_tree, traced.wrap_keys(outs))
 
+    def lower(self, *args, **kwargs) -> "Lowered":
+        """The function traced (not yet compiled) at the types of ``args``, as
+        ``jax.jit(f).lower(*args)``: ``.as_text(stage)`` prints refjit's program, ``.compile()``
+        compiles it. The compiled program is the one calls of this function then use."""
+        fun, dyn_args, static_key = self._split_static(args)
+        leaves, arrays, key, in_tree = _flatten_call(fun, dyn_args, kwargs, "refjit.jit.lower")
+        cache_key = (in_tree, key, static_key)
+        entry = self._entries.get(cache_key)
+        if entry is None:
+            entry = self._entries[cache_key] = self._compile(fun, leaves, arrays, in_tree,
+                                                             dyn_args, static_key)
+        return Lowered(self, *entry)
+
     def _compile(self, fun, leaves, arrays, in_tree, dyn_args, static_key):
         self._tracing = True
         try:
@@ -108,6 +122,47 @@ class _Jitted:
         executable = _executable(traced.program, traced.consts, self._interpret, donated,
                                  self._exact_math)
         return executable, traced
+
+
+class Lowered:
+    """``refjit.jit(f).lower(*args)``: the function as refjit reads it at those types."""
+
+    def __init__(self, jitted: _Jitted, executable, traced):
+        self._jitted = jitted
+        self._executable = executable
+        self._traced = traced
+
+    def as_text(self, stage: str | None = None) -> str:
+        """refjit's program (JAX's jaxpr syntax), or with ``stage`` the program after that
+        pipeline pass (``refjit dump --help`` lists them: ``"buffers"``, ``"mlir"``,
+        ``"llvm"``, ``"asm"``, ...)."""
+        program = self._traced.program
+        return program.text if stage is None else program.emit(stage)
+
+    @property
+    def jax_text(self) -> str:
+        """What ``jax.make_jaxpr`` printed for the function."""
+        return self._traced.jax_text
+
+    def compile(self) -> "Compiled":
+        """Compiles the program to native code now (the first call would otherwise)."""
+        start = time.perf_counter()
+        _ = self._executable.executable
+        return Compiled(self, (time.perf_counter() - start) * 1e3)
+
+
+class Compiled:
+    """``refjit.jit(f).lower(*args).compile()``: callable like the function."""
+
+    def __init__(self, lowered: Lowered, compile_ms: float):
+        self._lowered = lowered
+        self.compile_ms = compile_ms  # what compile() took, in milliseconds
+
+    def as_text(self, stage: str | None = None) -> str:
+        return self._lowered.as_text(stage)
+
+    def __call__(self, *args, **kwargs):
+        return self._lowered._jitted(*args, **kwargs)
 
 
 def jit(fun: Callable | None = None, *, donate_argnums=(), static_argnums=(),

@@ -196,3 +196,29 @@ def test_mixed_dtype_products_and_bool_argmax(backend, rng):
     loss = lambda w: jnp.sum(jnp.dot(mask, w) ** 2)  # noqa: E731
     np.testing.assert_allclose(refjit.grad(loss, backend=backend)(w), jax.grad(loss)(w),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_lower_as_text_and_compile():
+    # As jax.jit(f).lower(*args).compile(): the program at those types, any pipeline stage's
+    # text, and a compiled function the later calls reuse.
+    calls = []
+
+    def f(x, y):
+        calls.append(1)  # traced once: lower() and the calls share the compiled entry
+        return jnp.tanh(x) @ y
+
+    jitted = refjit.jit(f)
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    y = np.ones((4, 2), np.float32)
+    lowered = jitted.lower(x, y)
+    assert lowered.as_text().startswith("{ lambda ; a:f32[3,4] b:f32[4,2]. let")
+    assert "tanh" in lowered.as_text() and "dot_general" in lowered.jax_text
+    assert lowered.as_text("buffers").startswith("plan 0")
+    assert "define" in lowered.as_text("llvm")
+    compiled = lowered.compile()
+    assert compiled.compile_ms > 0
+    np.testing.assert_allclose(compiled(x, y), np.tanh(x) @ y, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(jitted(x, y), np.tanh(x) @ y, rtol=1e-5, atol=1e-6)
+    assert len(calls) == 1
+    with pytest.raises(refjit.Error, match="nosuchpass"):
+        lowered.as_text("nosuchpass")
