@@ -148,8 +148,9 @@ class VjpFunction:
             raise NotImplementedError(
                 "refjit.vjp: a NumPy accumulator cannot take gradients computed inside a JAX "
                 "trace (a scan or vmap body); pass a jax.Ref")
-        as_values = tuple(tree_util.tree_map(lambda x: GradValue if isinstance(x, jax.Ref) else x, e,
-                                             is_leaf=is_marker) for e in self._entries)
+        as_value = lambda x: GradValue if isinstance(x, jax.Ref) else x  # noqa: E731
+        as_values = tuple(tree_util.tree_map(as_value, e, is_leaf=is_marker)
+                          for e in self._entries)
         grads = VjpFunction(self._core, as_values)(ct)
         results = []
         for entry, g in zip(self._entries, grads):

@@ -99,7 +99,9 @@ def test_scatter_multiply_of_complex_values_and_derivatives(backend, rng):
     def f(x, y, idx):
         return jnp.asarray(x).at[idx].multiply(y)
 
-    cplx = lambda n: (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)  # noqa: E731
+    def cplx(n):
+        return (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
+
     x, tx = cplx(5), cplx(5)
     y, ty = cplx(4), cplx(4)
     y[3] = 0  # a zero update: its partner's derivative must not divide by it

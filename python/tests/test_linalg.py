@@ -23,7 +23,9 @@ def spd(rng):
 @pytest.mark.parametrize("backend", ["native", "interpreter"])
 def test_cholesky_and_cho_solve(backend, spd, rng):
     b = rng.standard_normal((2, 5, 3)).astype(np.float32)
-    cho_solve = lambda s, b: jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(s), True), b)  # noqa: E731
+    def cho_solve(s, b):
+        return jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(s), True), b)
+
     assert_tree_close(refjit.jit(jnp.linalg.cholesky, backend=backend)(spd),
                       jnp.linalg.cholesky(spd), rtol=1e-5, atol=1e-6)
     assert_tree_close(refjit.jit(cho_solve, backend=backend)(spd, b), cho_solve(spd, b),
