@@ -37,8 +37,15 @@ bool JaxprAssigner::try_merge(int y, int d, int until, std::optional<Var> ref) {
   int created = Y.index;
   for (uint32_t v : members_[y])
     if (!j_.type_of(Var{v}).is_ref && last_use_[v] > until) return false;
-  for (uint32_t v : members_[d])
-    if (!j_.type_of(Var{v}).is_ref && def_[v] < created && last_use_[v] >= created) return false;
+  // y's value would sit in d from `created` to `until`: nothing else in d may be live in
+  // that span (a value made before and read after `created`, or made in between, would
+  // overwrite it or be overwritten), and no ref in d may be made in between (new_ref fills
+  // the buffer). Random program 1128: a ref's initial value, made after y, lost y's write.
+  for (uint32_t v : members_[d]) {
+    const bool is_ref = j_.type_of(Var{v}).is_ref;
+    if (!is_ref && def_[v] < until && last_use_[v] >= created) return false;
+    if (is_ref && def_[v] >= created && def_[v] < until) return false;
+  }
   if (ref)
     for (const auto& [eqn, overwrite] : ref_access_[ref->id])
       if (eqn >= created && eqn < until) return false;
