@@ -137,6 +137,12 @@ class Lowered:
         pipeline pass (``refjit dump --help`` lists them: ``"buffers"``, ``"mlir"``,
         ``"llvm"``, ``"asm"``, ...)."""
         program = self._traced.program
+        if stage in ("hlo", "stablehlo"):
+            raise NotImplementedError(
+                f"refjit.jit(...).lower(...).as_text({stage!r}): refjit compiles through its "
+                "own pipeline (MLIR, then LLVM), not XLA, so there is no HLO; ask for a refjit "
+                "stage instead: None (the program), 'buffers', 'mlir', 'llvm', 'asm' or another "
+                "pass `refjit dump --help` lists")
         return program.text if stage is None else program.emit(stage)
 
     @property

@@ -222,3 +222,5 @@ def test_lower_as_text_and_compile():
     assert len(calls) == 1
     with pytest.raises(refjit.Error, match="nosuchpass"):
         lowered.as_text("nosuchpass")
+    with pytest.raises(NotImplementedError, match="not XLA, so there is no HLO"):
+        lowered.as_text("hlo")
