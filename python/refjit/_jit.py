@@ -7,6 +7,7 @@ import time
 from typing import Callable
 
 import jax
+import numpy as np
 from jax import tree_util
 
 from ._common import _check_backend, _executable, _flatten_call, _leaf_ranges
@@ -92,6 +93,10 @@ class _Jitted:
         """The function traced (not yet compiled) at the types of ``args``, as
         ``jax.jit(f).lower(*args)``: ``.as_text(stage)`` prints refjit's program, ``.compile()``
         compiles it. The compiled program is the one calls of this function then use."""
+        # As in JAX, an argument may be a jax.ShapeDtypeStruct: only its type matters here.
+        args, kwargs = tree_util.tree_map(
+            lambda x: np.zeros(x.shape, x.dtype) if isinstance(x, jax.ShapeDtypeStruct) else x,
+            (args, kwargs))
         fun, dyn_args, static_key = self._split_static(args)
         leaves, arrays, key, in_tree = _flatten_call(fun, dyn_args, kwargs, "refjit.jit.lower")
         cache_key = (in_tree, key, static_key)

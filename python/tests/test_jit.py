@@ -224,3 +224,6 @@ def test_lower_as_text_and_compile():
         lowered.as_text("nosuchpass")
     with pytest.raises(NotImplementedError, match="not XLA, so there is no HLO"):
         lowered.as_text("hlo")
+    # Types alone, as JAX's lower takes them.
+    by_type = jitted.lower(jax.ShapeDtypeStruct((3, 4), np.float32), y)
+    assert by_type.as_text() == lowered.as_text() and len(calls) == 1
