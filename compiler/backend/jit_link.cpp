@@ -90,18 +90,24 @@ std::unique_ptr<llvm::orc::LLJIT> link_in_memory(const std::vector<std::string>&
   // `perf record -k 1` + `perf inject --jit`), so profiles name refjit_main.
   const char* perf_env = std::getenv("REFJIT_PERF_JIT");
   const bool perf = perf_env && std::string_view(perf_env) == "1";
-  auto jit = llvm::orc::LLJITBuilder()
-                 .setDataLayout(layout)
-                 .setObjectLinkingLayerCreator([perf](llvm::orc::ExecutionSession& session,
-                                                      const llvm::Triple&) {
-                   auto layer = std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
-                       session, [] { return std::make_unique<llvm::SectionMemoryManager>(); });
-                   if (llvm::JITEventListener* l =
-                           perf ? llvm::JITEventListener::createPerfJITEventListener() : nullptr)
-                     layer->registerJITEventListener(*l);
-                   return layer;
-                 })
-                 .create();
+  // JITLink (LLJIT's default linker) puts all of an object's sections in one block, so the
+  // code's PC-relative loads of its constants always reach them. RuntimeDyld's
+  // SectionMemoryManager maps code and constants separately; once a process has compiled many
+  // programs they can land more than 2 GB apart, and a PC-relative load then reads the wrong
+  // address (a crash after a few hundred compiles, whatever the program). RuntimeDyld is used
+  // only for REFJIT_PERF_JIT, whose perf listener it supports.
+  llvm::orc::LLJITBuilder builder;
+  builder.setDataLayout(layout);
+  if (perf)
+    builder.setObjectLinkingLayerCreator(
+        [](llvm::orc::ExecutionSession& session, const llvm::Triple&) {
+          auto layer = std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
+              session, [] { return std::make_unique<llvm::SectionMemoryManager>(); });
+          if (llvm::JITEventListener* l = llvm::JITEventListener::createPerfJITEventListener())
+            layer->registerJITEventListener(*l);
+          return layer;
+        });
+  auto jit = builder.create();
   if (!jit) throw Error("native backend: JIT setup failed: " + llvm::toString(jit.takeError()));
   llvm::orc::JITDylib& main = (*jit)->getMainJITDylib();
   llvm::orc::MangleAndInterner mangle((*jit)->getExecutionSession(), layout);

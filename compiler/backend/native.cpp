@@ -379,11 +379,16 @@ namespace {
 // cost a second pass over memory). With REFJIT_POISON_OUTPUTS=1 (the test suites set it) it is
 // filled with 0xff bytes instead (NaN, or -1), so code that read an output before writing it
 // would show.
-Array output_storage(const ArrayType& t) {
+bool poison_fresh_memory() {
   static const bool poison = [] {
     const char* env = std::getenv("REFJIT_POISON_OUTPUTS");
     return env && std::string_view(env) != "0" && std::string_view(env) != "";
   }();
+  return poison;
+}
+
+Array output_storage(const ArrayType& t) {
+  const bool poison = poison_fresh_memory();
   Array a = Array::uninitialized(t);
   if (poison && a.byte_size() > 0)
     std::memset(a.mutable_data(), 0xff, static_cast<size_t>(a.byte_size()));
@@ -447,8 +452,12 @@ struct CompiledFunction::Impl {
       ++workspaces_allocated;
     }
     size_t n = static_cast<size_t>(std::max<int64_t>(workspace_bytes, 64));
-    return Workspace{std::unique_ptr<std::byte[], Workspace::Free>(
+    Workspace w{std::unique_ptr<std::byte[], Workspace::Free>(
         static_cast<std::byte*>(::operator new[](n, std::align_val_t(64))))};
+    // Under REFJIT_POISON_OUTPUTS the scratch memory starts as 0xff bytes too, so code that
+    // read an intermediate before writing it fails the same way whatever the heap held.
+    if (poison_fresh_memory()) std::memset(w.data.get(), 0xff, n);
+    return w;
   }
   void give_back(Workspace w) const {
     std::lock_guard<std::mutex> lock(pool_mu);
