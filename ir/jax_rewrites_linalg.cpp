@@ -1,4 +1,5 @@
-// JAX's `cholesky` and `triangular_solve`, read as scans over the rows (jax_rewrites.h).
+// JAX's `cholesky`, `triangular_solve` and `lu`, read as scans over the rows, and
+// `custom_linear_solve` as calls of its solve (jax_rewrites.h).
 //
 // Each step works on whole rows or columns with refjit's primitives (a dynamic slice, a
 // batched product, a dynamic update of the carry), so every autodiff mode, vmap and the
@@ -43,28 +44,50 @@ Atom keep_where(Emit& e, const Atom& mask, const Atom& x) {
   return e.op(Prim::select_n, {mask, e.broadcast(Literal::of(t.dtype, 0.0), t.shape, {}), x});
 }
 
-// A scan of `length` steps over the step index (i32 iota), with `consts` and one carry.
-Atom scan_steps(
-    Emit& e, int64_t length, bool reverse, const std::vector<Atom>& consts, const Atom& init,
-    const std::function<Atom(Emit&, const std::vector<Atom>&, const Atom&, const Atom&)>& step) {
+using Atoms = std::vector<Atom>;
+
+// A scan of `length` steps over the step index (i32 iota), with `consts` and the carries
+// `init`; `step(emit, consts, carries, i)` returns the new carries.
+Atoms scan_steps(Emit& e, int64_t length, bool reverse, const Atoms& consts, const Atoms& init,
+                 const std::function<Atoms(Emit&, const Atoms&, const Atoms&, const Atom&)>& step) {
   JaxprBuilder body;
-  std::vector<Atom> cs;
+  Atoms cs, carries;
   for (const Atom& c : consts) cs.push_back(body.add_invar(Type(e.type(c))));
-  Var carry = body.add_invar(Type(e.type(init)));
+  for (const Atom& c : init) carries.push_back(body.add_invar(Type(e.type(c))));
   Var i = body.add_invar(Type(ArrayType{DType::i32, {}}));
   Emit be{body};
-  Atom out = step(be, cs, carry, i);
-  if (!is_var(out)) out = be.op(Prim::copy, {out});
-  body.set_outvars({out});
-  Params p = scan_params(std::make_shared<const Jaxpr>(body.finish()), length, 1, reverse);
+  Atoms outs = step(be, cs, carries, i);
+  for (Atom& out : outs)
+    if (!is_var(out)) out = be.op(Prim::copy, {out});
+  body.set_outvars(outs);
+  Params p = scan_params(std::make_shared<const Jaxpr>(body.finish()), length,
+                         static_cast<int64_t>(init.size()), reverse);
   p.set("num_consts", static_cast<int64_t>(consts.size()));
   Atom steps =
       e.op(Prim::iota, {},
            Params{{"dimension", int64_t{0}}, {"dtype", DType::i32}, {"shape", IntList{length}}});
-  std::vector<Atom> ins = consts;
-  ins.push_back(init);
+  Atoms ins = consts;
+  ins.insert(ins.end(), init.begin(), init.end());
   ins.push_back(steps);
-  return Atom(e.b.add_eqn(Prim::scan, ins, std::move(p))[0]);
+  std::vector<Var> results = e.b.add_eqn(Prim::scan, ins, std::move(p));
+  return Atoms(results.begin(), results.end());
+}
+
+// The one-carry form.
+Atom scan_steps(
+    Emit& e, int64_t length, bool reverse, const Atoms& consts, const Atom& init,
+    const std::function<Atom(Emit&, const Atoms&, const Atom&, const Atom&)>& step) {
+  return scan_steps(e, length, reverse, consts, Atoms{init},
+                    [&](Emit& s, const Atoms& cs, const Atoms& carries, const Atom& i) {
+                      return Atoms{step(s, cs, carries[0], i)};
+                    })[0];
+}
+
+Atom iota_along(Emit& e, int64_t dim, const Shape& shape) {
+  return e.op(Prim::iota, {},
+              Params{{"dimension", dim},
+                     {"dtype", DType::i32},
+                     {"shape", IntList(shape.begin(), shape.end())}});
 }
 
 // The square matrices of `x` ([..., n, n]) and their batch shape; fails on other operands.
@@ -178,10 +201,225 @@ std::vector<Atom> triangular_solve(RewriteArgs& a) {
   return {e.reshape(x, bt.shape)};
 }
 
+// lu x: x [..., m, n] = P L U with partial pivoting, as LAPACK's getrf computes it; returns
+// the packed factors (L's unit diagonal implied), `pivots` [..., min(m, n)] (row j was
+// swapped with row pivots[j]) and `permutation` [..., m] (row i of P^T x is row
+// permutation[i] of x). Step j picks the largest |x[i, j]|, i >= j (the first on ties, as
+// LAPACK's i?amax), swaps rows j and p, scales the column below the pivot by 1 / pivot (not
+// when the pivot is zero: the column is then zero, and LAPACK leaves it) and updates the
+// trailing block. Swaps are selects and masked sums, so every value moves exactly (a one-hot
+// product would turn an inf into NaN), and the derivative is the factors' for the pivots
+// chosen, which is JAX's rule.
+std::vector<Atom> lu(RewriteArgs& a) {
+  constexpr std::string_view prim = "lu";
+  expect_operands(a, prim, 1);
+  const ArrayType xt = array_of(a, prim, 0);
+  if (xt.rank() < 2)
+    fail(prim, fmt::format("operand 0 has type {}; matrices [..., m, n] are needed", xt.str()));
+  if (!is_float(xt.dtype))
+    fail(prim, fmt::format("operand 0 has type {}; refjit factors real float matrices", xt.str()));
+  const Shape batch(xt.shape.begin(), xt.shape.end() - 2);
+  const int64_t m = xt.shape[xt.rank() - 2], n = xt.shape.back(), k = std::min(m, n);
+  const int64_t b = product(batch);
+  Shape pivots_shape = batch, perm_shape = batch;
+  pivots_shape.push_back(k);
+  perm_shape.push_back(m);
+  Emit e{a.b};
+  const Shape bmn{b, m, n}, bm{b, m};
+  const Atom perm0 = iota_along(e, 1, bm);
+  const Atom pivots0 = e.broadcast(Literal::of(DType::i32, 0.0), Shape{b, k}, {});
+  if (k == 0) return {a.ins[0], e.reshape(pivots0, pivots_shape), e.reshape(perm0, perm_shape)};
+  const Atom x = e.reshape(a.ins[0], bmn);
+  Atoms factors = scan_steps(
+      e, k, false, {}, {x, pivots0, perm0},
+      [&](Emit& s, const Atoms&, const Atoms& carry, const Atom& j) {
+        const Atom &lu = carry[0], &pivots = carry[1], &perm = carry[2];
+        const DType f = xt.dtype;
+        auto column = [&](const Atom& mat) {
+          return s.reshape(
+              s.op(Prim::dynamic_slice, {mat, index0(), index0(), j},
+                   Params{{"slice_sizes", IntList{b, m, 1}}}),
+              bm);
+        };
+        auto over_rows = [&](const Atom& v) { return s.broadcast(v, bmn, {0, 2}); };  // [B, n]
+        auto over_cols = [&](const Atom& v) { return s.broadcast(v, bmn, {0, 1}); };  // [B, m]
+        const Atom rows = iota_along(s, 1, bm);
+        const Atom jm = s.broadcast(j, bm, {});
+        // The pivot row p: the largest magnitude at or below the diagonal.
+        const Atom candidates =
+            s.op(Prim::select_n, {s.op(Prim::ge, {rows, jm}),
+                                  s.broadcast(Literal::of(f, -1.0), bm, {}),
+                                  s.op(Prim::abs, {column(lu)})});
+        const Atom p = s.op(Prim::argmax, {candidates},
+                            Params{{"axes", IntList{1}}, {"index_dtype", DType::i32}});
+        const Atom is_p = s.op(Prim::eq, {rows, s.broadcast(p, bm, {0})});
+        const Atom is_j = s.op(Prim::eq, {rows, jm});
+        auto pick_row = [&](const Atom& mask, const Atom& mat, int64_t width) {  // sum of one row
+          const ArrayType t = s.type(mat);
+          const Atom wide = width == 0 ? mask : over_cols(mask);
+          return s.op(Prim::reduce_sum,
+                      {s.op(Prim::select_n, {wide, s.broadcast(Literal::of(t.dtype, 0.0),
+                                                               t.shape, {}),
+                                             mat})},
+                      Params{{"axes", IntList{1}}});
+        };
+        auto swap = [&](const Atom& mat, const Atom& row_j, const Atom& row_p, bool wide) {
+          const Atom mj = wide ? over_cols(is_j) : is_j, mp = wide ? over_cols(is_p) : is_p;
+          const Atom tj = wide ? over_rows(row_j) : s.broadcast(row_j, bm, {0});
+          const Atom tp = wide ? over_rows(row_p) : s.broadcast(row_p, bm, {0});
+          return s.op(Prim::select_n, {mj, s.op(Prim::select_n, {mp, mat, tj}), tp});
+        };
+        const Atom row_j = s.reshape(s.op(Prim::dynamic_slice, {lu, index0(), j, index0()},
+                                          Params{{"slice_sizes", IntList{b, 1, n}}}),
+                                     Shape{b, n});
+        const Atom row_p = pick_row(is_p, lu, 1);
+        const Atom swapped = swap(lu, row_j, row_p, true);
+        const Atom perm_j = s.reshape(
+            s.op(Prim::dynamic_slice, {perm, index0(), j}, Params{{"slice_sizes", IntList{b, 1}}}),
+            Shape{b});
+        const Atom new_perm = swap(perm, perm_j, pick_row(is_p, perm, 0), false);
+        const Atom new_pivots = s.op(Prim::dynamic_update_slice,
+                                     {pivots, s.reshape(p, Shape{b, 1}), index0(), j});
+        // Eliminate below the pivot (row_p is now row j).
+        const Atom pivot = s.broadcast(
+            s.reshape(s.op(Prim::dynamic_slice, {swapped, index0(), j, j},
+                           Params{{"slice_sizes", IntList{b, 1, 1}}}),
+                      Shape{b}),
+            bm, {0});
+        const Atom nonzero =
+            s.op(Prim::ne, {pivot, s.broadcast(Literal::of(f, 0.0), bm, {})});
+        const Atom below = s.op(Prim::gt, {rows, jm});
+        // Divides by 1 where the pivot is zero, so no branch's derivative is infinite.
+        const Atom divisor = s.op(
+            Prim::select_n,
+            {nonzero, s.broadcast(Literal::of(f, 1.0), bm, {}), pivot});
+        const Atom col = column(swapped);
+        const Atom multipliers =
+            s.op(Prim::select_n, {s.op(Prim::and_, {below, nonzero}), col,
+                                  s.op(Prim::div, {col, divisor})});
+        const Atom cols = iota_along(s, 2, bmn);
+        const Atom jmn = s.broadcast(j, bmn, {});
+        const Atom below_mn = s.op(Prim::gt, {iota_along(s, 1, bmn), jmn});
+        const Atom trailing = s.op(Prim::and_, {below_mn, s.op(Prim::gt, {cols, jmn})});
+        const Atom updated = s.op(
+            Prim::sub, {swapped, s.op(Prim::mul, {over_cols(multipliers), over_rows(row_p)})});
+        Atom out = s.op(Prim::select_n, {trailing, swapped, updated});
+        out = s.op(Prim::select_n, {s.op(Prim::and_, {below_mn, s.op(Prim::eq, {cols, jmn})}),
+                                    out, over_cols(multipliers)});
+        return Atoms{out, new_pivots, new_perm};
+      });
+  return {e.reshape(factors[0], xt.shape), e.reshape(factors[1], pivots_shape),
+          e.reshape(factors[2], perm_shape)};
+}
+
+// lu_pivots_to_permutation[permutation_size] pivots: the permutation [..., size] the row
+// swaps (j, pivots[j]), j = 0, 1, ..., make of the identity, as `lu` returns it.
+std::vector<Atom> lu_pivots_to_permutation(RewriteArgs& a) {
+  constexpr std::string_view prim = "lu_pivots_to_permutation";
+  expect_operands(a, prim, 1);
+  const ArrayType pt = array_of(a, prim, 0);
+  if (pt.rank() < 1 || pt.dtype != DType::i32)
+    fail(prim, fmt::format("operand 0 has type {}; i32 pivots [..., k] are needed", pt.str()));
+  const int64_t size = a.params.get<int64_t>("permutation_size");
+  const int64_t k = pt.shape.back();
+  if (k > size)
+    fail(prim, fmt::format("operand 0 has {} pivots, more than permutation_size {}", k, size));
+  const Shape batch(pt.shape.begin(), pt.shape.end() - 1);
+  const int64_t b = product(batch);
+  Shape out_shape = batch;
+  out_shape.push_back(size);
+  Emit e{a.b};
+  const Shape bm{b, size};
+  const Atom identity = iota_along(e, 1, bm);
+  if (k == 0 || size == 0) return {e.reshape(identity, out_shape)};
+  const Atom pivots = e.reshape(a.ins[0], Shape{b, k});
+  const Atom perm = scan_steps(
+      e, k, false, {pivots}, identity,
+      [&](Emit& s, const Atoms& cs, const Atom& perm, const Atom& j) {
+        auto entry = [&](const Atom& v, const Atom& at) {
+          return s.broadcast(s.reshape(s.op(Prim::dynamic_slice, {v, index0(), at},
+                                            Params{{"slice_sizes", IntList{b, 1}}}),
+                                       Shape{b}),
+                             bm, {0});
+        };
+        const Atom rows = iota_along(s, 1, bm);
+        const Atom is_j = s.op(Prim::eq, {rows, s.broadcast(j, bm, {})});
+        const Atom p = entry(cs[0], j);
+        const Atom is_p = s.op(Prim::eq, {rows, p});
+        const Atom at_p = s.op(Prim::reduce_sum,
+                               {s.op(Prim::select_n, {is_p, s.broadcast(index0(), bm, {}), perm})},
+                               Params{{"axes", IntList{1}}});
+        return s.op(Prim::select_n,
+                    {is_j, s.op(Prim::select_n, {is_p, perm, entry(perm, j)}),
+                     s.broadcast(at_p, bm, {0})});
+      });
+  return {e.reshape(perm, out_shape)};
+}
+
+// custom_linear_solve[const_lengths jaxprs] consts... b...: x = solve(b), with the derivative
+// of the implicit function: dx = solve(db - dM x), M the matvec (JAX's rule; jnp.linalg.solve
+// computes the factors under stop_gradient, so all of dM comes through here). Read as
+//   x = solve(b);  r = b - matvec(x);  x + solve(r - stop_gradient(r)).
+// The correction is exactly zero in value (r - r, then a solve of zeros), and its tangent is
+// solve(db - dM x - M dx) with dx = solve(db), which is the rule's. The transpose of that
+// tangent program is the one of the rule, so grad needs no rule of its own. Costs one more
+// matvec and solve than JAX's primal (small next to the factorization for a vector b).
+std::vector<Atom> custom_linear_solve(RewriteArgs& a) {
+  constexpr std::string_view prim = "custom_linear_solve";
+  const IntList& counts = a.params.get<IntList>("const_lengths");
+  const JaxprList& jaxprs = a.params.get<JaxprList>("jaxprs");
+  enum { matvec, vecmat, solve, transpose_solve };
+  if (!jaxprs[matvec] || !jaxprs[solve])
+    fail(prim, "jaxprs has no matvec or no solve; refjit needs both");
+  size_t offsets[5] = {0};
+  for (size_t k = 0; k < 4; ++k) offsets[k + 1] = offsets[k] + static_cast<size_t>(counts[k]);
+  if (offsets[4] > a.ins.size())
+    fail(prim, fmt::format("const_lengths add up to {} but the eqn has {} operand(s)",
+                           offsets[4], a.ins.size()));
+  const Atoms bs(a.ins.begin() + static_cast<ptrdiff_t>(offsets[4]), a.ins.end());
+  auto consts_of = [&](int which) {
+    return Atoms(a.ins.begin() + static_cast<ptrdiff_t>(offsets[which]),
+                 a.ins.begin() + static_cast<ptrdiff_t>(offsets[which + 1]));
+  };
+  auto call = [&](int which, const Atoms& args, std::string_view name) {
+    Atoms ins = consts_of(which);
+    ins.insert(ins.end(), args.begin(), args.end());
+    const Jaxpr& j = *jaxprs[which];
+    if (j.invars.size() != ins.size() || j.outvars.size() != bs.size())
+      fail(prim, fmt::format("its {} jaxpr takes {} input(s) and returns {}, but is given {} "
+                             "and must return {}",
+                             name, j.invars.size(), j.outvars.size(), ins.size(), bs.size()));
+    std::vector<Var> outs = a.b.add_eqn(
+        Prim::jit, std::move(ins), Params{{"jaxpr", jaxprs[which]}, {"name", std::string(name)}});
+    return Atoms(outs.begin(), outs.end());
+  };
+  Emit e{a.b};
+  const Atoms x = call(solve, bs, "solve");
+  const Atoms mx = call(matvec, x, "matvec");
+  Atoms zero_residual;
+  for (size_t k = 0; k < bs.size(); ++k) {
+    const Atom r = e.op(Prim::sub, {bs[k], mx[k]});
+    zero_residual.push_back(e.op(Prim::sub, {r, e.op(Prim::stop_gradient, {r})}));
+  }
+  const Atoms correction = call(solve, zero_residual, "solve");
+  Atoms out;
+  for (size_t k = 0; k < bs.size(); ++k) out.push_back(e.op(Prim::add, {x[k], correction[k]}));
+  return out;
+}
+
 }  // namespace
 
 void add_linalg_rewrites(std::vector<JaxRewrite>& table) {
   table.push_back({"cholesky", {}, {"symmetrize_input"}, cholesky});
+  table.push_back({"lu", {}, {}, lu});
+  table.push_back({"lu_pivots_to_permutation",
+                   {{"permutation_size", K::integer}},
+                   {},
+                   lu_pivots_to_permutation});
+  table.push_back({"custom_linear_solve",
+                   {{"const_lengths", K::linear_solve_counts}, {"jaxprs", K::linear_solve_jaxprs}},
+                   {},
+                   custom_linear_solve});
   table.push_back({"triangular_solve",
                    {{"left_side", K::boolean},
                     {"lower", K::boolean},

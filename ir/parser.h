@@ -102,6 +102,9 @@ inline std::string_view kind_text(ParamKind k) {
     case ParamKind::scatter_dims: return "ScatterDimensionNumbers(update_window_dims=(...), ...)";
     case ParamKind::conv_dims: return "ConvDimensionNumbers(lhs_spec=(...), ...)";
     case ParamKind::raw_text: return "a value";
+    case ParamKind::linear_solve_jaxprs:
+      return "_LinearSolveTuple(matvec=<jaxpr>, vecmat=<jaxpr or None>, ...)";
+    case ParamKind::linear_solve_counts: return "_LinearSolveTuple(matvec=1, vecmat=0, ...)";
   }
   return "a value";
 }
@@ -302,6 +305,9 @@ class Parser {
   // np.int64(1), np.float32(0.5), np.True_ ...: NumPy scalars print as their constructor
   // call; the value inside is what counts.
   Value numpy_scalar(const Value& ctor, int depth);
+
+  // `let NAME = { ... } in { lambda ... }` as a param value.
+  Value jaxpr_with_own_lets(int depth);
 
   // Name(field=value, ...): the repr of a Python object such as GatherDimensionNumbers.
   Value record(Value v, int depth);

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <span>
+#include <utility>
 
 #include "ir/parser.h"
 
@@ -126,6 +128,8 @@ Value Parser::parse_value(int depth) {
       underscore_outputs_[v.jaxpr.get()] = std::move(pending_underscores_);
     return v;
   }
+  if (t.is_ident("let") && peek(1).is(Tok::ident) && peek(2).is(Tok::equal))
+    return jaxpr_with_own_lets(depth);
   if (t.is(Tok::lparen) || t.is(Tok::lbracket)) {
     Tok close = t.is(Tok::lparen) ? Tok::rparen : Tok::rbracket;
     v.kind = t.is(Tok::lparen) ? Value::Kind::tuple : Value::Kind::list;
@@ -194,6 +198,26 @@ Value Parser::parse_value(int depth) {
     return v;
   }
   fail(t, fmt::format("expected a param value, found {}", text::describe(t)));
+}
+
+Value Parser::jaxpr_with_own_lets(int depth) {
+  // The definitions belong to this value alone (JAX prints a jaxpr inside a Python object's
+  // repr, custom_linear_solve's transpose_solve, as a program of its own): they may reuse a
+  // name the enclosing program defines differently.
+  Value v;
+  v.tok = &peek();
+  auto saved_at = std::exchange(shared_at_, {});
+  auto saved = std::exchange(shared_, {});
+  auto saved_parsing = std::exchange(parsing_shared_, {});
+  parse_shared_jaxprs();
+  v.kind = Value::Kind::jaxpr;
+  v.jaxpr = std::make_shared<const Jaxpr>(parse_jaxpr(depth + 1));
+  if (!pending_underscores_.positions.empty())
+    underscore_outputs_[v.jaxpr.get()] = std::move(pending_underscores_);
+  shared_at_ = std::move(saved_at);
+  shared_ = std::move(saved);
+  parsing_shared_ = std::move(saved_parsing);
+  return v;
 }
 
 Value Parser::numpy_scalar(const Value& ctor, int depth) {
@@ -373,6 +397,32 @@ ParamValue Parser::parse_param(const text::ParamSpec& spec, int depth) {
         if (!seen[k] && k < 3)  // the batching dims are optional (older JAX lacks them)
           fail(*v.tok, fmt::format("{}(...) is missing its field '{}'", v.word, fields[k]));
       return out;
+    }
+    case ParamKind::linear_solve_jaxprs:
+    case ParamKind::linear_solve_counts: {
+      if (v.kind != Value::Kind::record) bad_value(spec, v);
+      constexpr std::span<const std::string_view> fields(text::kLinearSolveFields);
+      JaxprList jaxprs(fields.size());
+      IntList counts(fields.size(), 0);
+      for (const Value& item : v.items) {
+        auto it = std::find(fields.begin(), fields.end(), item.field);
+        if (it == fields.end())
+          fail(*item.tok, fmt::format("{}(...) has no field '{}' (its fields: {})", v.word,
+                                      item.field, fmt::join(fields, ", ")));
+        size_t k = static_cast<size_t>(it - fields.begin());
+        if (spec.kind == ParamKind::linear_solve_counts) {
+          if (item.kind != Value::Kind::integer) bad_value(spec, item);
+          counts[k] = item.i;
+        } else if (item.kind == Value::Kind::jaxpr) {
+          jaxprs[k] = item.jaxpr;
+        } else if (item.kind == Value::Kind::word) {
+          unknown_shared(spec, item);
+        } else if (item.kind != Value::Kind::none) {
+          bad_value(spec, item);
+        }
+      }
+      if (spec.kind == ParamKind::linear_solve_counts) return counts;
+      return jaxprs;
     }
     case ParamKind::name:
     case ParamKind::raw_text:

@@ -36,6 +36,9 @@ enum class ParamKind : uint8_t {
   scatter_dims,    // IntListList, ScatterDimensionNumbers(...)'s fields in kScatterDimsFields order
   conv_dims,       // IntListList, ConvDimensionNumbers(...)'s fields in kConvDimsFields order
   raw_text,        // std::string: any value, as written (remat2's policy)
+  linear_solve_jaxprs,  // JaxprList, _LinearSolveTuple(matvec=..., ...)'s fields in
+                        // kLinearSolveFields order; nullptr for a field printed None
+  linear_solve_counts,  // IntList, _LinearSolveTuple(matvec=1, ...) in kLinearSolveFields order
 };
 
 inline constexpr std::string_view kGatherDimsFields[] = {"offset_dims", "collapsed_slice_dims",
@@ -44,6 +47,10 @@ inline constexpr std::string_view kGatherDimsFields[] = {"offset_dims", "collaps
 inline constexpr std::string_view kScatterDimsFields[] = {
     "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
     "operand_batching_dims", "scatter_indices_batching_dims"};
+
+// custom_linear_solve's params `jaxprs` and `const_lengths`.
+inline constexpr std::string_view kLinearSolveFields[] = {"matvec", "vecmat", "solve",
+                                                          "transpose_solve"};
 
 inline constexpr std::string_view kConvDimsFields[] = {"lhs_spec", "rhs_spec", "out_spec"};
 

@@ -1,6 +1,7 @@
-"""JAX's cholesky and triangular_solve (jnp.linalg.cholesky, jax.scipy.linalg.cho_solve and
-solve_triangular, a Gaussian-process likelihood) against JAX: values on both backends, every
-form of triangular_solve, gradients and forward mode."""
+"""JAX's cholesky, triangular_solve, lu and custom_linear_solve (jnp.linalg.cholesky, solve,
+inv, det, slogdet, jax.scipy.linalg.cho_solve, lu_factor and solve_triangular, a
+Gaussian-process likelihood) against JAX: values on both backends, every form of
+triangular_solve, pivots, gradients and forward mode."""
 
 import itertools
 
@@ -68,3 +69,86 @@ def test_gaussian_process_likelihood_gradient(rng):
     t = np.array([0.3, -0.7], np.float32)
     assert_tree_close(refjit.jvp(negative_log_likelihood, (params,), (t,)),
                       jax.jvp(negative_log_likelihood, (params,), (t,)), rtol=1e-3, atol=1e-4)
+
+
+@pytest.fixture
+def general(rng):
+    # Not symmetric, and its first column's largest entry is not on the diagonal, so the
+    # factorization must pivot.
+    a = rng.standard_normal((5, 5))
+    a[3, 0] = 4.0
+    return a
+
+
+@pytest.mark.parametrize("backend", ["native", "interpreter"])
+@pytest.mark.parametrize("shape", [(5, 5), (5, 3), (3, 5), (2, 4, 4)])
+def test_lu_factors_pivots_and_permutation(backend, shape, rng):
+    x = rng.standard_normal(shape)
+    x[..., -1, 0] = 6.0  # pivoting moves the last row up
+    with jax.enable_x64():
+        got = refjit.jit(jax.lax.linalg.lu, backend=backend)(x)
+        want = jax.lax.linalg.lu(x)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[2], want[2])
+    assert_tree_close(got[0], want[0], rtol=1e-12, atol=1e-12)
+
+
+def test_lu_of_a_singular_matrix_leaves_the_zero_column(rng):
+    x = rng.standard_normal((4, 4))
+    x[:, 1] = 0.0  # no pivot in column 1: LAPACK neither divides nor fails
+    with jax.enable_x64():
+        got = refjit.jit(jax.lax.linalg.lu)(x)
+        want = jax.lax.linalg.lu(x)
+    assert np.all(np.isfinite(got[0]))
+    assert_tree_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+LINALG_FUNCTIONS = {
+    "solve": lambda a, b: jnp.linalg.solve(a, b),
+    "solve_matrix_rhs": lambda a, b: jnp.linalg.solve(a, jnp.outer(b, b[:3])),
+    "inv": lambda a, b: jnp.linalg.inv(a) @ b,
+    "det": lambda a, b: jnp.linalg.det(a) * b,
+    "slogdet": lambda a, b: jnp.linalg.slogdet(a)[1] * b,
+    "lu_solve": lambda a, b: jax.scipy.linalg.lu_solve(jax.scipy.linalg.lu_factor(a), b),
+}
+
+
+@pytest.mark.parametrize("name", LINALG_FUNCTIONS)
+def test_linear_algebra_values_and_derivatives_match_jax(name, general, rng):
+    f = LINALG_FUNCTIONS[name]
+    b = rng.standard_normal(5)
+    loss = lambda a, b: jnp.sum(jnp.sin(f(a, b)))  # noqa: E731
+    ta, tb = rng.standard_normal((5, 5)), rng.standard_normal(5)
+    with jax.enable_x64():
+        for backend in ("native", "interpreter"):
+            assert_tree_close(refjit.jit(f, backend=backend)(general, b), f(general, b),
+                              rtol=1e-11, atol=1e-12)
+        # The derivative with respect to the matrix comes from custom_linear_solve's rule
+        # (jnp.linalg.solve factors a under stop_gradient): a dropped rule would give zeros.
+        assert_tree_close(refjit.grad(loss, argnums=(0, 1))(general, b),
+                          jax.grad(loss, argnums=(0, 1))(general, b), rtol=1e-9, atol=1e-11)
+        assert_tree_close(refjit.jvp(f, (general, b), (ta, tb)),
+                          jax.jvp(f, (general, b), (ta, tb)), rtol=1e-9, atol=1e-11)
+        # And against finite differences, independently of JAX.
+        eps = 1e-6
+        fd = (loss(general + eps * ta, b) - loss(general - eps * ta, b)) / (2 * eps)
+        ga = refjit.grad(loss)(general, b)
+        np.testing.assert_allclose(np.sum(ga * ta), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_solve_in_float32_and_batched(rng):
+    a = rng.standard_normal((3, 4, 4)).astype(np.float32) + 4 * np.eye(4, dtype=np.float32)
+    b = rng.standard_normal((3, 4)).astype(np.float32)
+    f = lambda a, b: jnp.linalg.solve(a, b[..., None])[..., 0]  # noqa: E731
+    assert_tree_close(refjit.jit(f)(a, b), f(a, b), rtol=1e-5, atol=1e-6)
+    loss = lambda a, b: jnp.sum(f(a, b) ** 2) + jnp.sum(jnp.linalg.inv(a))  # noqa: E731
+    assert_tree_close(refjit.grad(loss, argnums=(0, 1))(a, b),
+                      jax.grad(loss, argnums=(0, 1))(a, b), rtol=1e-4, atol=1e-5)
+
+
+
+@pytest.mark.parametrize("backend", ["native", "interpreter"])
+def test_lu_pivots_to_permutation(backend):
+    pivots = np.array([[3, 3, 4], [0, 2, 2]], np.int32)
+    f = lambda p: jax.lax.linalg.lu_pivots_to_permutation(p, 5)  # noqa: E731
+    np.testing.assert_array_equal(refjit.jit(f, backend=backend)(pivots), f(pivots))
