@@ -1,8 +1,9 @@
 # Sourced by the scripts that need Python packages: one virtual environment, .venv, with what
 # the Python package builds with (scikit-build-core, nanobind), what it traces with (JAX),
-# and what its tests run with (pytest). JAX comes from PyPI; it is a dependency of the Python
-# package and of the test and benchmark scripts, never of the C++ library.
-python_packages=(numpy jax jaxlib nanobind scikit-build-core pytest)
+# and what its tests run with (pytest; flax and optax for the real-program corpus,
+# python/tests/real_programs/). JAX comes from PyPI; it is a dependency of the Python package
+# and of the test and benchmark scripts, never of the C++ library.
+python_packages=(numpy jax jaxlib nanobind scikit-build-core pytest flax optax)
 
 ensure_venv() {
   # .venv/refjit-packages records what was installed, so a complete .venv costs nothing.

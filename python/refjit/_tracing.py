@@ -72,7 +72,10 @@ def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
             kind = (("ref", getattr(aval, "kind", None))
                     if isinstance(aval, jax.ref.AbstractRef) else aval.weak_type)
             arrays.append(x)
-            key.append((tuple(x.shape), np.dtype(x.dtype), kind))
+            # A typed key's dtype (key<fry>) is JAX's, not NumPy's.
+            dtype = (x.dtype if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+                     else np.dtype(x.dtype))
+            key.append((tuple(x.shape), dtype, kind))
             continue
         elif isinstance(x, _PYTHON_SCALARS):
             weak = type(x) is not bool
