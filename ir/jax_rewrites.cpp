@@ -581,11 +581,21 @@ std::vector<JaxRewrite> make_rewrites() {
 
 }  // namespace
 
-const JaxRewrite* find_jax_rewrite(std::string_view name) {
+const std::vector<JaxRewrite>& all_rewrites() {
   static const std::vector<JaxRewrite> rewrites = make_rewrites();
-  for (const JaxRewrite& r : rewrites)
+  return rewrites;
+}
+
+const JaxRewrite* find_jax_rewrite(std::string_view name) {
+  for (const JaxRewrite& r : all_rewrites())
     if (r.name == name) return &r;
   return nullptr;
+}
+
+std::vector<std::string_view> jax_rewrite_names() {
+  std::vector<std::string_view> names;
+  for (const JaxRewrite& r : all_rewrites()) names.push_back(r.name);
+  return names;
 }
 
 }  // namespace refjit::text

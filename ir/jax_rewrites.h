@@ -34,4 +34,7 @@ struct JaxRewrite {
 // The rewrite for the JAX primitive `name`, or nullptr.
 const JaxRewrite* find_jax_rewrite(std::string_view name);
 
+// The names of every rewrite.
+std::vector<std::string_view> jax_rewrite_names();
+
 }  // namespace refjit::text

@@ -74,9 +74,8 @@ Atoms scan_steps(Emit& e, int64_t length, bool reverse, const Atoms& consts, con
 }
 
 // The one-carry form.
-Atom scan_steps(
-    Emit& e, int64_t length, bool reverse, const Atoms& consts, const Atom& init,
-    const std::function<Atom(Emit&, const Atoms&, const Atom&, const Atom&)>& step) {
+Atom scan_steps(Emit& e, int64_t length, bool reverse, const Atoms& consts, const Atom& init,
+                const std::function<Atom(Emit&, const Atoms&, const Atom&, const Atom&)>& step) {
   return scan_steps(e, length, reverse, consts, Atoms{init},
                     [&](Emit& s, const Atoms& cs, const Atoms& carries, const Atom& i) {
                       return Atoms{step(s, cs, carries[0], i)};
@@ -236,20 +235,18 @@ std::vector<Atom> lu(RewriteArgs& a) {
         const Atom &lu = carry[0], &pivots = carry[1], &perm = carry[2];
         const DType f = xt.dtype;
         auto column = [&](const Atom& mat) {
-          return s.reshape(
-              s.op(Prim::dynamic_slice, {mat, index0(), index0(), j},
-                   Params{{"slice_sizes", IntList{b, m, 1}}}),
-              bm);
+          return s.reshape(s.op(Prim::dynamic_slice, {mat, index0(), index0(), j},
+                                Params{{"slice_sizes", IntList{b, m, 1}}}),
+                           bm);
         };
         auto over_rows = [&](const Atom& v) { return s.broadcast(v, bmn, {0, 2}); };  // [B, n]
         auto over_cols = [&](const Atom& v) { return s.broadcast(v, bmn, {0, 1}); };  // [B, m]
         const Atom rows = iota_along(s, 1, bm);
         const Atom jm = s.broadcast(j, bm, {});
         // The pivot row p: the largest magnitude at or below the diagonal.
-        const Atom candidates =
-            s.op(Prim::select_n, {s.op(Prim::ge, {rows, jm}),
-                                  s.broadcast(Literal::of(f, -1.0), bm, {}),
-                                  s.op(Prim::abs, {column(lu)})});
+        const Atom candidates = s.op(
+            Prim::select_n, {s.op(Prim::ge, {rows, jm}), s.broadcast(Literal::of(f, -1.0), bm, {}),
+                             s.op(Prim::abs, {column(lu)})});
         const Atom p = s.op(Prim::argmax, {candidates},
                             Params{{"axes", IntList{1}}, {"index_dtype", DType::i32}});
         const Atom is_p = s.op(Prim::eq, {rows, s.broadcast(p, bm, {0})});
@@ -258,9 +255,8 @@ std::vector<Atom> lu(RewriteArgs& a) {
           const ArrayType t = s.type(mat);
           const Atom wide = width == 0 ? mask : over_cols(mask);
           return s.op(Prim::reduce_sum,
-                      {s.op(Prim::select_n, {wide, s.broadcast(Literal::of(t.dtype, 0.0),
-                                                               t.shape, {}),
-                                             mat})},
+                      {s.op(Prim::select_n,
+                            {wide, s.broadcast(Literal::of(t.dtype, 0.0), t.shape, {}), mat})},
                       Params{{"axes", IntList{1}}});
         };
         auto swap = [&](const Atom& mat, const Atom& row_j, const Atom& row_p, bool wide) {
@@ -278,34 +274,31 @@ std::vector<Atom> lu(RewriteArgs& a) {
             s.op(Prim::dynamic_slice, {perm, index0(), j}, Params{{"slice_sizes", IntList{b, 1}}}),
             Shape{b});
         const Atom new_perm = swap(perm, perm_j, pick_row(is_p, perm, 0), false);
-        const Atom new_pivots = s.op(Prim::dynamic_update_slice,
-                                     {pivots, s.reshape(p, Shape{b, 1}), index0(), j});
+        const Atom new_pivots =
+            s.op(Prim::dynamic_update_slice, {pivots, s.reshape(p, Shape{b, 1}), index0(), j});
         // Eliminate below the pivot (row_p is now row j).
-        const Atom pivot = s.broadcast(
-            s.reshape(s.op(Prim::dynamic_slice, {swapped, index0(), j, j},
-                           Params{{"slice_sizes", IntList{b, 1, 1}}}),
-                      Shape{b}),
-            bm, {0});
-        const Atom nonzero =
-            s.op(Prim::ne, {pivot, s.broadcast(Literal::of(f, 0.0), bm, {})});
+        const Atom pivot =
+            s.broadcast(s.reshape(s.op(Prim::dynamic_slice, {swapped, index0(), j, j},
+                                       Params{{"slice_sizes", IntList{b, 1, 1}}}),
+                                  Shape{b}),
+                        bm, {0});
+        const Atom nonzero = s.op(Prim::ne, {pivot, s.broadcast(Literal::of(f, 0.0), bm, {})});
         const Atom below = s.op(Prim::gt, {rows, jm});
         // Divides by 1 where the pivot is zero, so no branch's derivative is infinite.
-        const Atom divisor = s.op(
-            Prim::select_n,
-            {nonzero, s.broadcast(Literal::of(f, 1.0), bm, {}), pivot});
+        const Atom divisor =
+            s.op(Prim::select_n, {nonzero, s.broadcast(Literal::of(f, 1.0), bm, {}), pivot});
         const Atom col = column(swapped);
-        const Atom multipliers =
-            s.op(Prim::select_n, {s.op(Prim::and_, {below, nonzero}), col,
-                                  s.op(Prim::div, {col, divisor})});
+        const Atom multipliers = s.op(Prim::select_n, {s.op(Prim::and_, {below, nonzero}), col,
+                                                       s.op(Prim::div, {col, divisor})});
         const Atom cols = iota_along(s, 2, bmn);
         const Atom jmn = s.broadcast(j, bmn, {});
         const Atom below_mn = s.op(Prim::gt, {iota_along(s, 1, bmn), jmn});
         const Atom trailing = s.op(Prim::and_, {below_mn, s.op(Prim::gt, {cols, jmn})});
-        const Atom updated = s.op(
-            Prim::sub, {swapped, s.op(Prim::mul, {over_cols(multipliers), over_rows(row_p)})});
+        const Atom updated =
+            s.op(Prim::sub, {swapped, s.op(Prim::mul, {over_cols(multipliers), over_rows(row_p)})});
         Atom out = s.op(Prim::select_n, {trailing, swapped, updated});
-        out = s.op(Prim::select_n, {s.op(Prim::and_, {below_mn, s.op(Prim::eq, {cols, jmn})}),
-                                    out, over_cols(multipliers)});
+        out = s.op(Prim::select_n, {s.op(Prim::and_, {below_mn, s.op(Prim::eq, {cols, jmn})}), out,
+                                    over_cols(multipliers)});
         return Atoms{out, new_pivots, new_perm};
       });
   return {e.reshape(factors[0], xt.shape), e.reshape(factors[1], pivots_shape),
@@ -349,9 +342,8 @@ std::vector<Atom> lu_pivots_to_permutation(RewriteArgs& a) {
         const Atom at_p = s.op(Prim::reduce_sum,
                                {s.op(Prim::select_n, {is_p, s.broadcast(index0(), bm, {}), perm})},
                                Params{{"axes", IntList{1}}});
-        return s.op(Prim::select_n,
-                    {is_j, s.op(Prim::select_n, {is_p, perm, entry(perm, j)}),
-                     s.broadcast(at_p, bm, {0})});
+        return s.op(Prim::select_n, {is_j, s.op(Prim::select_n, {is_p, perm, entry(perm, j)}),
+                                     s.broadcast(at_p, bm, {0})});
       });
   return {e.reshape(perm, out_shape)};
 }
@@ -374,8 +366,8 @@ std::vector<Atom> custom_linear_solve(RewriteArgs& a) {
   size_t offsets[5] = {0};
   for (size_t k = 0; k < 4; ++k) offsets[k + 1] = offsets[k] + static_cast<size_t>(counts[k]);
   if (offsets[4] > a.ins.size())
-    fail(prim, fmt::format("const_lengths add up to {} but the eqn has {} operand(s)",
-                           offsets[4], a.ins.size()));
+    fail(prim, fmt::format("const_lengths add up to {} but the eqn has {} operand(s)", offsets[4],
+                           a.ins.size()));
   const Atoms bs(a.ins.begin() + static_cast<ptrdiff_t>(offsets[4]), a.ins.end());
   auto consts_of = [&](int which) {
     return Atoms(a.ins.begin() + static_cast<ptrdiff_t>(offsets[which]),

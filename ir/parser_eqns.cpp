@@ -13,6 +13,41 @@
 
 namespace refjit::text::parser {
 
+namespace {
+
+// Edit distance, for the "did you mean" of a misspelt primitive.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// Names the primitive, says where the list of readable ones is for both kinds of user (the
+// Python package's refjit.primitives(), the CLI's docs), and suggests a near name.
+std::string unknown_primitive_message(std::string_view name) {
+  const std::vector<std::string> known = readable_primitives();
+  std::string nearest;  // at most one edit per three letters (no 'or' for 'qr')
+  size_t best = name.size() / 3 + 1;
+  for (const std::string& k : known)
+    if (size_t d = edit_distance(name, k); d < best) best = d, nearest = k;
+  std::string hint = nearest.empty() ? "" : fmt::format("; did you mean '{}'?", nearest);
+  return fmt::format(
+      "unknown primitive '{}': refjit does not read it{} (refjit.primitives() "
+      "in Python and docs/primitives.md list the {} it reads)",
+      name, hint, known.size());
+}
+
+}  // namespace
+
 bool Parser::ref_write_follows() const {
   size_t k = 1;
   int depth = 0;
@@ -66,10 +101,7 @@ void Parser::parse_generic(Scope& s, std::vector<Binder> outs, int depth) {
     parse_rewrite(s, pt, *rw, std::move(outs), depth);
     return;
   }
-  if (!prim)
-    fail(pt, fmt::format("unknown primitive {} (docs/primitives.md lists refjit's "
-                         "primitives)",
-                         text::describe(pt)));
+  if (!prim) fail(pt, unknown_primitive_message(pt.text));
   next();
   switch (*prim) {
     case Prim::get: fail(pt, "a ref read is written 'b:f32[1] <- a[c:c+1]', not as 'get'");
@@ -391,3 +423,16 @@ void Parser::emit(Scope& s, const Token& at, Prim prim, std::vector<Atom> ins, P
 }
 
 }  // namespace refjit::text::parser
+
+namespace refjit {
+
+std::vector<std::string> readable_primitives() {
+  std::vector<std::string> names;
+  for (int i = 0; i < kNumPrims; ++i) names.emplace_back(prim_name(static_cast<Prim>(i)));
+  for (std::string_view n : text::jax_rewrite_names()) names.emplace_back(n);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+}  // namespace refjit

@@ -13,7 +13,7 @@ Functions are traced with ``jax.make_jaxpr`` (JAX is the package's tracing depen
 everything after the trace is refjit's: its passes, its autodiff, its compiled code.
 """
 
-from ._common import clear_cache
+from ._common import clear_cache, primitives
 from ._errors import (Error, ParseError, RefError, ReverseModeError, TraceError,
                       TypeCheckError)
 from ._forward import jvp, linearize
@@ -42,6 +42,7 @@ __all__ = [
     "jvp",
     "linearize",
     "make_jaxpr",
+    "primitives",
     "value_and_grad",
     "vjp",
 ]

@@ -48,6 +48,13 @@ def _cached(fun: Callable, key: tuple, build: Callable[[], Any]):
     return entry
 
 
+def primitives() -> list[str]:
+    """The JAX primitives refjit reads, sorted by name: a function whose jaxpr uses only
+    these can be compiled (docs/primitives.md and docs/ir.md say what each does). An error
+    naming another primitive means refjit does not support it yet."""
+    return list(_core.readable_primitives())
+
+
 def clear_cache() -> None:
     """Drops every compiled program (they are compiled again on their next call)."""
     _cache.clear()

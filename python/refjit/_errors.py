@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import re
 
 
 class Error(Exception):
@@ -18,13 +19,20 @@ class Error(Exception):
         self.code = code
 
 
-class ParseError(Error):
-    """Jaxpr text refjit cannot read. ``line`` and ``col`` locate the offending token in
-    ``file`` (the name refjit gave the traced function's text); ``equation`` is that line of
-    the text, when the package knows it."""
+# "FILE:LINE:COL: error: " at the start of a message about a place in jaxpr text.
+_LOCATION = re.compile(r"^(?P<file>.*?):(?P<line>\d+):(?P<col>\d+): error: ")
+
+
+class _Located(Error):
+    """An error about a place in the jaxpr text of a traced function. ``line`` and ``col``
+    locate it in ``file`` (the name refjit gave the text: ``<jaxpr of f>``), 0 when the
+    error has no place; ``equation`` is that line of the text, when the package knows it."""
 
     def __init__(self, message: str, file: str = "", line: int = 0, col: int = 0):
         super().__init__(message)
+        where = _LOCATION.match(message)
+        if where and not line:
+            file, line, col = where["file"], int(where["line"]), int(where["col"])
         self.file = file
         self.line = line
         self.col = col
@@ -36,8 +44,14 @@ class ParseError(Error):
         return self.message
 
 
-class TypeCheckError(Error, builtins.TypeError):
-    """A shape or dtype mismatch found by a primitive's type rule or the verifier."""
+class ParseError(_Located):
+    """Jaxpr text refjit cannot read: a primitive or a form it does not support, or text that
+    is not a jaxpr. ``refjit.primitives()`` lists the primitives it reads."""
+
+
+class TypeCheckError(_Located, builtins.TypeError):
+    """A shape or dtype mismatch found by a primitive's type rule or the verifier; located
+    (``line``, ``col``, ``equation``) when found while reading the traced text."""
 
 
 class RefError(Error):

@@ -17,7 +17,7 @@ import numpy as np
 from jax import tree_util
 
 from . import _core
-from ._errors import ParseError, TraceError
+from ._errors import ParseError, TraceError, TypeCheckError
 from ._retrace import needs_retrace, retrace
 from ._staging import is_tracer, printing_for_refjit, staged_programs
 
@@ -401,7 +401,7 @@ def parse(text: str, source: str, known=()):
     (name, program) pairs the text names without defining (staged refjit programs)."""
     try:
         return _core.parse(text, source, list(known))
-    except ParseError as e:
+    except (ParseError, TypeCheckError) as e:
         lines = text.splitlines()
         if 1 <= e.line <= len(lines):
             e.equation = lines[e.line - 1]

@@ -126,6 +126,10 @@ NB_MODULE(_core, m) {
           "the constants' values when given, as compiling does.")
       .def("__str__", [](const Program& p) { return print_jaxpr(p.jaxpr); });
 
+  m.def("readable_primitives", &readable_primitives,
+        "The primitive names jaxpr text may use, sorted (refjit's own and the JAX primitives "
+        "read as rewrites of them).");
+
   m.def(
       "parse",
       [](const std::string& text, const std::string& source,

@@ -1,6 +1,7 @@
 // The jaxpr text format: printing, parsing, round trips and error reporting (docs/ir.md).
 #include "refjit/ir/text.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -550,8 +551,17 @@ std::string parse_error(const std::string& text) {
 
 TEST(ParseErrors, NameTheTokenAndPosition) {
   EXPECT_EQ(parse_error("{ lambda ; a:f32[]. let\n    b:f32[] = frob a\n  in (b,) }"),
-            "t.jaxpr:2:15: error: unknown primitive 'frob' (docs/primitives.md lists refjit's "
-            "primitives)");
+            fmt::format("t.jaxpr:2:15: error: unknown primitive 'frob': refjit does not read it "
+                        "(refjit.primitives() in Python and docs/primitives.md list the {} it "
+                        "reads)",
+                        readable_primitives().size()));
+  // A near name is suggested; short names get no guess.
+  EXPECT_NE(parse_error("{ lambda ; a:f32[]. let\n    b:f32[] = sine a\n  in (b,) }")
+                .find("unknown primitive 'sine': refjit does not read it; did you mean 'sin'?"),
+            std::string::npos);
+  EXPECT_EQ(
+      parse_error("{ lambda ; a:f32[]. let\n    b:f32[] = qr a\n  in (b,) }").find("did you mean"),
+      std::string::npos);
   EXPECT_EQ(parse_error("{ lambda ; a:f32[]. let\n    b:f32[] = neg q\n  in (b,) }"),
             "t.jaxpr:2:19: error: undefined variable 'q'; variables must be bound before they "
             "are used (a sub-jaxpr sees only its own binders)");
@@ -696,3 +706,11 @@ TEST(ParseJaxpr, ComplexLiteralsReadAndPrintAsPythonWritesThem) {
 
 }  // namespace
 }  // namespace refjit
+
+TEST(ReadablePrimitives, ListRefjitsOwnAndTheJaxRewritesOnceSorted) {
+  const std::vector<std::string> names = refjit::readable_primitives();
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+  EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end());
+  for (const char* name : {"add", "scan", "cholesky", "lu", "custom_linear_solve", "gather"})
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+}

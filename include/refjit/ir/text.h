@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "refjit/ir/jaxpr.h"
 
@@ -22,5 +23,9 @@ Jaxpr parse_jaxpr(std::string_view text, const std::string& filename = "<input>"
 // `let` of the text itself with the same name is the one used.
 using NamedJaxprs = std::map<std::string, JaxprPtr, std::less<>>;
 Jaxpr parse_jaxpr(std::string_view text, const std::string& filename, const NamedJaxprs& known);
+
+// The primitive names jaxpr text may use, sorted: refjit's own and the JAX primitives the
+// parser reads as rewrites of them (docs/ir.md).
+std::vector<std::string> readable_primitives();
 
 }  // namespace refjit
