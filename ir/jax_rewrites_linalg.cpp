@@ -348,6 +348,131 @@ std::vector<Atom> lu_pivots_to_permutation(RewriteArgs& a) {
   return {e.reshape(perm, out_shape)};
 }
 
+// qr[full_matrices pivoting use_magma] x: x [..., m, n] = Q R by Householder reflections, as
+// LAPACK's geqrf and orgqr compute them (JAX's CPU backend calls those), so Q and R carry the
+// same signs. Step j reflects rows j.. of column j onto beta e_j with
+//   beta = -sign(alpha) |x[j:, j]|  (sign(0) = +),  tau = (beta - alpha) / beta,
+//   v = x[j:, j] / (alpha - beta) with v_j = 1,
+// and no reflection (tau = 0) when x[j+1:, j] is zero, as dlarfg. Q = H_0 H_1 ... applied to
+// the first columns of the identity, last reflector first. The derivative is the one of
+// those formulas, which is the factors' (JAX's rule) for a full-rank x; guarded divisions keep
+// the branch not taken finite.
+std::vector<Atom> qr(RewriteArgs& a) {
+  constexpr std::string_view prim = "qr";
+  expect_operands(a, prim, 1);
+  if (a.params.get<bool>("pivoting"))
+    fail(prim, "pivoting=True (jax.scipy.linalg.qr with pivoting) is not supported");
+  const ArrayType xt = array_of(a, prim, 0);
+  if (xt.rank() < 2)
+    fail(prim, fmt::format("operand 0 has type {}; matrices [..., m, n] are needed", xt.str()));
+  if (!is_float(xt.dtype))
+    fail(prim, fmt::format("operand 0 has type {}; refjit factors real float matrices", xt.str()));
+  const bool full = a.params.get<bool>("full_matrices");
+  const Shape batch(xt.shape.begin(), xt.shape.end() - 2);
+  const int64_t m = xt.shape[xt.rank() - 2], n = xt.shape.back(), k = std::min(m, n);
+  const int64_t b = product(batch), q_cols = full ? m : k;
+  const DType f = xt.dtype;
+  Emit e{a.b};
+  const Shape bmn{b, m, n}, bm{b, m}, bmq{b, m, q_cols};
+  auto zeros = [&](Emit& s, const Shape& shape) {
+    return s.broadcast(Literal::of(f, 0.0), shape, {});
+  };
+  auto ones = [&](Emit& s, const Shape& shape) {
+    return s.broadcast(Literal::of(f, 1.0), shape, {});
+  };
+  // v^T y for v [B, m] and y [B, m, c], then y - tau v (v^T y).
+  auto reflect = [&](Emit& s, const Atom& y, const Atom& v, const Atom& tau) {
+    const ArrayType yt = s.type(y);
+    const Atom vty = batched_matvec(s, v, y, 1, 1);  // [B, c]
+    const Atom scaled = s.op(Prim::mul, {s.broadcast(tau, Shape{b, m}, {0}), v});
+    return s.op(Prim::sub, {y, s.op(Prim::mul, {s.broadcast(scaled, yt.shape, {0, 1}),
+                                                s.broadcast(vty, yt.shape, {0, 2})})});
+  };
+  const Atom x = e.reshape(a.ins[0], bmn);
+  Atom r = x, vs = zeros(e, Shape{b, k, m}), taus = zeros(e, Shape{b, k});
+  if (k > 0) {
+    Atoms factored = scan_steps(
+        e, k, false, {}, {x, vs, taus},
+        [&](Emit& s, const Atoms&, const Atoms& carry, const Atom& j) {
+          const Atom &rr = carry[0], &vs = carry[1], &taus = carry[2];
+          const Atom rows = iota_along(s, 1, bm);
+          const Atom jm = s.broadcast(j, bm, {});
+          const Atom column = s.reshape(s.op(Prim::dynamic_slice, {rr, index0(), index0(), j},
+                                             Params{{"slice_sizes", IntList{b, m, 1}}}),
+                                        bm);
+          const Atom below = s.op(Prim::gt, {rows, jm});
+          const Atom tail = keep_where(s, below, column);
+          const Atom alpha = s.reshape(s.op(Prim::dynamic_slice, {column, index0(), j},
+                                            Params{{"slice_sizes", IntList{b, 1}}}),
+                                       Shape{b});
+          const Atom tail_sq =
+              s.op(Prim::reduce_sum, {s.op(Prim::mul, {tail, tail})}, Params{{"axes", IntList{1}}});
+          const Shape bs{b};
+          const Atom reflects = s.op(Prim::gt, {tail_sq, zeros(s, bs)});
+          // Under no reflection every quantity below is replaced, and sqrt/div see 1s.
+          const Atom safe_sq = s.op(Prim::select_n, {reflects, ones(s, bs), tail_sq});
+          const Atom norm =
+              s.op(Prim::sqrt, {s.op(Prim::add, {s.op(Prim::mul, {alpha, alpha}), safe_sq})});
+          const Atom beta = s.op(Prim::select_n, {s.op(Prim::ge, {alpha, zeros(s, bs)}), norm,
+                                                  s.op(Prim::neg, {norm})});
+          const Atom tau = s.op(
+              Prim::select_n,
+              {reflects, zeros(s, bs), s.op(Prim::div, {s.op(Prim::sub, {beta, alpha}), beta})});
+          const Atom scale =
+              s.op(Prim::select_n, {reflects, ones(s, bs), s.op(Prim::sub, {alpha, beta})});
+          const Atom is_j = s.op(Prim::eq, {rows, jm});
+          const Atom v =
+              s.op(Prim::select_n,
+                   {is_j, s.op(Prim::div, {tail, s.broadcast(scale, bm, {0})}), ones(s, bm)});
+          Atom next = reflect(s, rr, v, tau);
+          // Column j becomes exactly (.., beta, 0, ..) as dlarfg leaves it (alpha unchanged
+          // without a reflection).
+          const Atom cols = iota_along(s, 2, bmn);
+          const Atom jmn = s.broadcast(j, bmn, {});
+          const Atom in_column = s.op(Prim::eq, {cols, jmn});
+          const Atom rows_mn = iota_along(s, 1, bmn);
+          const Atom diagonal = s.op(Prim::select_n, {reflects, alpha, beta});
+          next = s.op(
+              Prim::select_n,
+              {s.op(Prim::and_, {in_column, s.op(Prim::gt, {rows_mn, jmn})}), next, zeros(s, bmn)});
+          next =
+              s.op(Prim::select_n, {s.op(Prim::and_, {in_column, s.op(Prim::eq, {rows_mn, jmn})}),
+                                    next, s.broadcast(diagonal, bmn, {0})});
+          const Atom new_vs = s.op(Prim::dynamic_update_slice,
+                                   {vs, s.reshape(v, Shape{b, 1, m}), index0(), j, index0()});
+          const Atom new_taus =
+              s.op(Prim::dynamic_update_slice, {taus, s.reshape(tau, Shape{b, 1}), index0(), j});
+          return Atoms{next, new_vs, new_taus};
+        });
+    r = factored[0];
+    vs = factored[1];
+    taus = factored[2];
+  }
+  // Q: the reflectors applied to the identity's first q_cols columns, the last one first.
+  const Atom identity = e.op(Prim::convert_element_type,
+                             {e.op(Prim::eq, {iota_along(e, 1, bmq), iota_along(e, 2, bmq)})},
+                             Params{{"new_dtype", f}, {"weak_type", false}});
+  Atom q = identity;
+  if (k > 0)
+    q = scan_steps(e, k, /*reverse=*/true, {vs, taus}, identity,
+                   [&](Emit& s, const Atoms& cs, const Atom& q, const Atom& j) {
+                     const Atom v = row(s, cs[0], j);
+                     const Atom tau = s.reshape(s.op(Prim::dynamic_slice, {cs[1], index0(), j},
+                                                     Params{{"slice_sizes", IntList{b, 1}}}),
+                                                Shape{b});
+                     return reflect(s, q, v, tau);
+                   });
+  // R: the upper triangle of the first rows (all m when full, else k).
+  const int64_t r_rows = full ? m : k;
+  Atom upper = e.slice(r, IntList{0, 0, 0}, IntList{b, r_rows, n});
+  const Shape brn{b, r_rows, n};
+  upper = keep_where(e, e.op(Prim::le, {iota_along(e, 1, brn), iota_along(e, 2, brn)}), upper);
+  Shape q_shape = batch, r_shape = batch;
+  q_shape.insert(q_shape.end(), {m, q_cols});
+  r_shape.insert(r_shape.end(), {r_rows, n});
+  return {e.reshape(q, q_shape), e.reshape(upper, r_shape)};
+}
+
 // custom_linear_solve[const_lengths jaxprs] consts... b...: x = solve(b), with the derivative
 // of the implicit function: dx = solve(db - dM x), M the matvec (JAX's rule; jnp.linalg.solve
 // computes the factors under stop_gradient, so all of dM comes through here). Read as
@@ -404,6 +529,8 @@ std::vector<Atom> custom_linear_solve(RewriteArgs& a) {
 void add_linalg_rewrites(std::vector<JaxRewrite>& table) {
   table.push_back({"cholesky", {}, {"symmetrize_input"}, cholesky});
   table.push_back({"lu", {}, {}, lu});
+  table.push_back(
+      {"qr", {{"full_matrices", K::boolean}, {"pivoting", K::boolean}}, {"use_magma"}, qr});
   table.push_back({"lu_pivots_to_permutation",
                    {{"permutation_size", K::integer}},
                    {},

@@ -145,7 +145,8 @@ def _spec(aval):
         inner = aval.inner_aval
         with jax.ensure_compile_time_eval():  # a concrete ref, not one of the enclosing trace
             return jax.new_ref(jax.numpy.zeros(inner.shape, inner.dtype))
-    return jax.ShapeDtypeStruct(aval.shape, aval.dtype)
+    # Weak types kept: JAX converts a weakly typed value written into a ref of another dtype.
+    return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type)
 
 
 def _specs(avals):

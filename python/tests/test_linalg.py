@@ -1,5 +1,5 @@
-"""JAX's cholesky, triangular_solve, lu and custom_linear_solve (jnp.linalg.cholesky, solve,
-inv, det, slogdet, jax.scipy.linalg.cho_solve, lu_factor and solve_triangular, a
+"""JAX's cholesky, triangular_solve, lu, qr and custom_linear_solve (jnp.linalg.cholesky,
+solve, inv, det, slogdet, qr, jax.scipy.linalg.cho_solve, lu_factor and solve_triangular, a
 Gaussian-process likelihood) against JAX: values on both backends, every form of
 triangular_solve, pivots, gradients and forward mode."""
 
@@ -110,6 +110,9 @@ LINALG_FUNCTIONS = {
     "det": lambda a, b: jnp.linalg.det(a) * b,
     "slogdet": lambda a, b: jnp.linalg.slogdet(a)[1] * b,
     "lu_solve": lambda a, b: jax.scipy.linalg.lu_solve(jax.scipy.linalg.lu_factor(a), b),
+    "qr": lambda a, b: jnp.linalg.qr(a)[0] @ b + jnp.linalg.qr(a)[1] @ b,
+    "qr_least_squares": lambda a, b: jax.scipy.linalg.solve_triangular(
+        jnp.linalg.qr(a[:, :3])[1], jnp.linalg.qr(a[:, :3])[0].T @ b),
 }
 
 
@@ -152,3 +155,22 @@ def test_lu_pivots_to_permutation(backend):
     pivots = np.array([[3, 3, 4], [0, 2, 2]], np.int32)
     f = lambda p: jax.lax.linalg.lu_pivots_to_permutation(p, 5)  # noqa: E731
     np.testing.assert_array_equal(refjit.jit(f, backend=backend)(pivots), f(pivots))
+
+
+@pytest.mark.parametrize("backend", ["native", "interpreter"])
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4), (2, 5, 3)])
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+def test_qr_has_lapacks_signs(backend, shape, mode, rng):
+    x = rng.standard_normal(shape)
+    f = lambda x: jnp.linalg.qr(x, mode=mode)  # noqa: E731
+    with jax.enable_x64():
+        assert_tree_close(refjit.jit(f, backend=backend)(x), f(x), rtol=1e-12, atol=1e-12)
+
+
+def test_qr_of_a_rank_deficient_matrix_reflects_as_lapack_does():
+    # Column 1's part below the diagonal is zero at its step: no reflection there (tau = 0).
+    x = np.zeros((3, 3))
+    x[0, 0], x[2, 1] = 1.0, 2.0
+    with jax.enable_x64():
+        got, want = refjit.jit(jnp.linalg.qr)(x), jnp.linalg.qr(x)
+    assert_tree_close(tuple(got), tuple(want), rtol=0, atol=1e-15)
