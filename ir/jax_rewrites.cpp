@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <numeric>
 #include <optional>
 
@@ -523,9 +524,41 @@ std::vector<Atom> platform_index(RewriteArgs& a) {
   return {Literal::of(DType::i32, static_cast<double>(found ? *found : *fallback))};
 }
 
+// lt_to / le_to / eq_to: comparisons in IEEE's total order (jnp.searchsorted, interp, expm):
+// -NaN < -inf < ... < -0.0 < +0.0 < ... < +inf < +NaN, and NaNs of one sign are equal.
+// A float's bits as a signed integer, with the magnitude bits of negative values flipped,
+// compare in that order. Integers and bools compare as they are.
+JaxRewrite total_order(std::string_view name, Prim compare) {
+  return {name, {}, {}, [name, compare](RewriteArgs& a) -> std::vector<Atom> {
+            expect_operands(a, name, 2);
+            const ArrayType x = array_of(a, name, 0);
+            if (is_complex(x.dtype))
+              fail(name, fmt::format("operand 0 has type {}; complex numbers have no total "
+                                     "order in refjit",
+                                     x.str()));
+            Emit e{a.b};
+            if (!is_float(x.dtype)) return {e.op(compare, {a.ins[0], a.ins[1]})};
+            const int bits = bit_width(x.dtype);
+            const DType as_int = bits == 16 ? DType::i16 : bits == 32 ? DType::i32 : DType::i64;
+            auto key = [&](const Atom& v) {
+              const Atom i = e.op(Prim::bitcast_convert_type, {v}, Params{{"new_dtype", as_int}});
+              const Atom sign = e.op(Prim::shift_right_arithmetic,
+                                     {i, e.broadcast(Literal::of(as_int, bits - 1), x.shape, {})});
+              const double magnitude = std::ldexp(1.0, bits - 1) - 1;  // 0x7f..f
+              const Atom flip = e.op(
+                  Prim::and_, {sign, e.broadcast(Literal::of(as_int, magnitude), x.shape, {})});
+              return e.op(Prim::xor_, {i, flip});
+            };
+            return {e.op(compare, {key(a.ins[0]), key(a.ins[1])})};
+          }};
+}
+
 std::vector<JaxRewrite> make_rewrites() {
   std::vector<JaxRewrite> r;
   r.push_back({"square", {}, {}, square});
+  r.push_back(total_order("lt_to", Prim::lt));
+  r.push_back(total_order("le_to", Prim::le));
+  r.push_back(total_order("eq_to", Prim::eq));
   r.push_back({"clamp", {}, {}, clamp});
   r.push_back({"tile", {{"reps", K::ints}}, {}, tile});
   r.push_back({"device_put", {}, {"copy_semantics", "devices", "srcs"}, device_put});

@@ -1,4 +1,5 @@
-// Cumulative ops and multiplicative/logical reductions, read as scans (jax_rewrites.h).
+// Cumulative ops and multiplicative/logical reductions, read as scans, and the generic
+// window reduction as a fold of slices (jax_rewrites.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -197,6 +198,112 @@ std::vector<Atom> reduce(RewriteArgs& a) {
   return outs;
 }
 
+// The scalar jaxpr `body` applied elementwise to arrays of `shape`: each eqn again on the
+// arrays (its literals broadcast). Only elementwise bodies lift; the type rule of anything else
+// fails, and the caller names it.
+std::vector<Atom> apply_elementwise(Emit& e, const Jaxpr& body, const std::vector<Atom>& ins,
+                                    const Shape& shape) {
+  std::vector<std::optional<Atom>> value(body.vars.size());
+  for (size_t k = 0; k < body.invars.size(); ++k) value[body.invars[k].id] = ins[k];
+  auto get = [&](const Atom& a) -> Atom {
+    if (is_var(a)) return *value[as_var(a).id];
+    return e.broadcast(a, shape, {});
+  };
+  for (const Eqn& q : body.eqns) {
+    for (const Atom& in : q.ins)
+      if (is_var(in) && body.info(as_var(in)).type.array.rank() != 0)
+        fail("reduce_window", "its jaxpr computes on arrays; refjit reads scalar bodies");
+    std::vector<Atom> args;
+    for (const Atom& in : q.ins) args.push_back(get(in));
+    std::vector<Var> outs = e.b.add_eqn(q.prim, std::move(args), q.params);
+    for (size_t k = 0; k < outs.size(); ++k) value[q.outs[k].id] = outs[k];
+  }
+  std::vector<Atom> outs;
+  for (const Atom& o : body.outvars) outs.push_back(get(o));
+  return outs;
+}
+
+// reduce_window[jaxpr consts window_dimensions window_strides padding base_dilation
+// window_dilation] x_1 .. x_n init_1 .. init_n: JAX's generic window reduction (lax.reduce_window
+// with a Python function). Each operand is padded with its init (interior padding for the base
+// dilation), and the body folds, from the inits, one strided slice per window offset into the
+// result: out = body(... body(init, slice_0) ..., slice_last), elementwise. The window sums
+// and maxima JAX prints as reduce_window_sum / _max have their own primitives.
+std::vector<Atom> reduce_window(RewriteArgs& a) {
+  constexpr std::string_view name = "reduce_window";
+  const size_t n = a.ins.size() / 2;
+  if (a.ins.size() % 2 != 0 || n == 0)
+    fail(name,
+         fmt::format("expects operands then as many init values, found {} operands", a.ins.size()));
+  if (a.params.get<std::string>("consts") != "()")
+    fail(name, "a jaxpr with captured constants (consts) is not supported");
+  const Jaxpr& body = *a.params.get<JaxprPtr>("jaxpr");
+  if (body.invars.size() != 2 * n || body.outvars.size() != n)
+    fail(name, fmt::format("its jaxpr takes {} and returns {} values; {} operands need {} and {}",
+                           body.invars.size(), body.outvars.size(), n, 2 * n, n));
+  const IntList& window = a.params.get<IntList>("window_dimensions");
+  const IntList& strides = a.params.get<IntList>("window_strides");
+  const IntListList& padding = a.params.get<IntListList>("padding");
+  const IntList& base = a.params.get<IntList>("base_dilation");
+  const IntList& dilation = a.params.get<IntList>("window_dilation");
+  const ArrayType x0 = array_of(a, name, 0);
+  const size_t rank = static_cast<size_t>(x0.rank());
+  if (window.size() != rank || strides.size() != rank || padding.size() != rank ||
+      base.size() != rank || dilation.size() != rank)
+    fail(name, fmt::format("window params must have one entry per dim of {}", x0.str()));
+  Shape out_shape;
+  IntListList pad_config;
+  int64_t offsets = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    if (padding[d].size() != 2 || window[d] < 1 || strides[d] < 1 || base[d] < 1 || dilation[d] < 1)
+      fail(name, fmt::format("dim {}: window, strides and dilations must be positive and "
+                             "padding a (low, high) pair",
+                             d));
+    const int64_t dilated = x0.shape[d] == 0 ? 0 : (x0.shape[d] - 1) * base[d] + 1;
+    const int64_t padded = dilated + padding[d][0] + padding[d][1];
+    const int64_t extent = (window[d] - 1) * dilation[d] + 1;
+    out_shape.push_back(padded < extent ? 0 : (padded - extent) / strides[d] + 1);
+    pad_config.push_back({padding[d][0], padding[d][1], base[d] - 1});
+    offsets *= window[d];
+  }
+  constexpr int64_t kMaxOffsets = 4096;
+  if (offsets > kMaxOffsets)
+    fail(name, fmt::format("a window of {} elements; refjit unrolls generic window reductions "
+                           "up to {} (window sums and maxima have no limit)",
+                           offsets, kMaxOffsets));
+  Emit e{a.b};
+  std::vector<Atom> padded, acc;
+  for (size_t k = 0; k < n; ++k) {
+    const ArrayType xt = array_of(a, name, k);
+    if (xt.shape != x0.shape)
+      fail(name, fmt::format("operand {} has type {}; every operand needs operand 0's shape {}", k,
+                             xt.str(), x0.str()));
+    padded.push_back(
+        e.op(Prim::pad, {a.ins[k], a.ins[n + k]}, Params{{"padding_config", pad_config}}));
+    acc.push_back(e.broadcast(a.ins[n + k], out_shape, {}));
+  }
+  if (std::find(out_shape.begin(), out_shape.end(), 0) != out_shape.end()) return acc;
+  IntList offset(rank, 0);
+  for (int64_t step = 0; step < offsets; ++step) {
+    IntList start, limit;
+    for (size_t d = 0; d < rank; ++d) {
+      start.push_back(offset[d] * dilation[d]);
+      limit.push_back(start.back() + (out_shape[d] - 1) * strides[d] + 1);
+    }
+    std::vector<Atom> args = acc;
+    for (size_t k = 0; k < n; ++k)
+      args.push_back(
+          e.op(Prim::slice, {padded[k]},
+               Params{{"limit_indices", limit}, {"start_indices", start}, {"strides", strides}}));
+    acc = apply_elementwise(e, body, args, out_shape);
+    for (size_t d = rank; d-- > 0;) {  // the next offset, last dim fastest
+      if (++offset[d] < window[d]) break;
+      offset[d] = 0;
+    }
+  }
+  return acc;
+}
+
 }  // namespace
 
 void add_fold_rewrites(std::vector<JaxRewrite>& table) {
@@ -211,6 +318,16 @@ void add_fold_rewrites(std::vector<JaxRewrite>& table) {
   table.push_back(reduction("reduce_xor", Prim::xor_, 0.0));
   table.push_back(
       {"reduce", {{"dimensions", K::ints}, {"jaxpr", K::jaxpr}}, {"computation"}, reduce});
+  table.push_back({"reduce_window",
+                   {{"jaxpr", K::jaxpr},
+                    {"consts", K::raw_text},
+                    {"window_dimensions", K::ints},
+                    {"window_strides", K::ints},
+                    {"padding", K::int_lists},
+                    {"base_dilation", K::ints},
+                    {"window_dilation", K::ints}},
+                   {},
+                   reduce_window});
 }
 
 }  // namespace refjit::text

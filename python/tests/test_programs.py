@@ -155,3 +155,27 @@ def test_checkpoint_with_a_policy(rng):
     w = (rng.standard_normal((4, 4)) * 0.5).astype(np.float32)
     x = rng.standard_normal((3, 4)).astype(np.float32)
     check_jit_and_grad(loss, w, x, argnums=(0, 1), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, jnp.bfloat16])
+def test_total_order_comparisons(dtype):
+    # lt_to / le_to / eq_to order -NaN < -inf < -0.0 < +0.0 < +inf < +NaN.
+    a = np.array([-0.0, 0.0, np.nan, -np.nan, 1.0, 2.0, -3.0]).astype(dtype)
+    b = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 2.0, -3.0]).astype(dtype)
+    for p in (lax.lt_to_p, lax.le_to_p, lax.eq_to_p):
+        f = lambda a, b: p.bind(a, b)  # noqa: E731
+        np.testing.assert_array_equal(refjit.jit(f)(a, b), f(a, b), err_msg=str(p))
+
+
+EVERYDAY = {  # jnp and scipy functions that print total-order comparisons
+    "searchsorted": lambda x: jnp.searchsorted(jnp.sort(x[0]), x[1]).astype(jnp.float32) * x[2],
+    "interp": lambda x: jnp.interp(x, jnp.linspace(-2, 2, 5), jnp.arange(5.0) ** 2),
+    "expm": lambda x: jax.scipy.linalg.expm(x[:, :6] * 0.3),
+}
+
+
+@pytest.mark.parametrize("name", EVERYDAY)
+def test_everyday_functions_and_their_gradients(name, rng):
+    f = EVERYDAY[name]
+    x = rng.standard_normal((6, 8)).astype(np.float32)
+    check_jit_and_grad(lambda x: jnp.sum(jnp.sin(f(x))), x, rtol=1e-4, atol=1e-5)
