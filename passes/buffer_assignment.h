@@ -99,6 +99,9 @@ struct EqnBuffers {
   // Indices into BufferAssignment::jaxprs of the sub-jaxprs (scan body, cond branches in
   // order, jit / custom_vjp_call body).
   std::vector<int> sub_plans;
+  // Buffers of operands handed over to a call body, which may update them in place (their
+  // values are dead after the eqn): an eqn moved past this one must not read them.
+  std::vector<int> handed_over;
 };
 
 struct JaxprBuffers {

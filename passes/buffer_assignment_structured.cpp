@@ -169,8 +169,11 @@ void JaxprAssigner::call(const Eqn& e, size_t i, const char* param) {
   sub.parent_eqn = ii;
   sub.where = sub_where(e, i, "body");
   sub.in_loop = entry_.in_loop;
-  for (size_t k = 0; k < e.ins.size(); ++k)
-    sub.binders.push_back(binder(BufferOrigin::operand, k, e.ins[k], can_hand_over(e, k, ii)));
+  for (size_t k = 0; k < e.ins.size(); ++k) {
+    const bool hand_over = can_hand_over(e, k, ii);
+    sub.binders.push_back(binder(BufferOrigin::operand, k, e.ins[k], hand_over));
+    if (hand_over) p_.eqns[i].handed_over.push_back(buf(e.ins[k]));
+  }
   int plan = a_.assign(body, std::move(sub));
   p_.eqns[i].sub_plans.push_back(plan);
   // Results: an operand's buffer when the body returns (an update of) its binder, else a

@@ -102,6 +102,9 @@ std::vector<std::vector<int>> written_buffers(const Jaxpr& j, const JaxprBuffers
     if (act == EqnAction::view || act == EqnAction::move || act == EqnAction::no_op) continue;
     for (Var v : e.outs)
       if (int b = buf(v); b >= 0) w[i].push_back(b);
+    // A call body may update the operands handed over to it (random program 6334: an
+    // elementwise chain fused past a call read an operand the call had overwritten).
+    for (int b : p.eqns[i].handed_over) w[i].push_back(b);
     // Ref writes: swap / addupdate, and whatever a sub-jaxpr does with a ref operand.
     for (const Atom& a : e.ins)
       if (is_var(a) && j.type_of(as_var(a)).is_ref)
