@@ -124,6 +124,12 @@ std::unique_ptr<llvm::orc::LLJIT> link_in_memory(const std::vector<std::string>&
   return std::move(*jit);
 }
 
+void (*packed_entry(llvm::orc::LLJIT& jit))(void**) {
+  auto sym = jit.lookup(kPackedEntryName);
+  if (!sym) throw Error("native backend: JIT lookup failed: " + llvm::toString(sym.takeError()));
+  return sym->toPtr<void (*)(void**)>();
+}
+
 // ---- a large module compiled on several threads ------------------------------------------
 // LLVM's optimisation and code generation take 100-300 ms for a gradient with a dozen parallel
 // loops, all on one core. Such a module is split into pieces of about equal size, each
@@ -235,7 +241,8 @@ std::vector<Piece> split_module(llvm::Module& module, int parts) {
 
 LinkedCode compile_and_link(
     std::unique_ptr<llvm::Module> module, int opt_level, int threads,
-    const std::function<void(const std::function<std::string()>& text)>& optimised) {
+    const std::function<void(const std::function<std::string()>& text)>& optimised,
+    std::vector<std::string>* objects_out) {
   add_packed_entry(*module);
   auto tm = make_target_machine("host", opt_level);
   const llvm::DataLayout layout = tm->createDataLayout();
@@ -284,9 +291,19 @@ LinkedCode compile_and_link(
   for (Piece& p : pieces) objects.push_back(std::move(p.object));
   pieces.clear();
   code.jit = link_in_memory(objects, layout);
-  auto sym = code.jit->lookup(kPackedEntryName);
-  if (!sym) throw Error("native backend: JIT lookup failed: " + llvm::toString(sym.takeError()));
-  code.entry = sym->toPtr<void (*)(void**)>();
+  code.entry = packed_entry(*code.jit);
+  code.codegen_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  if (objects_out) *objects_out = std::move(objects);
+  return code;
+}
+
+LinkedCode link_objects(const std::vector<std::string>& objects, int codegen_level) {
+  const auto t0 = Clock::now();
+  LinkedCode code;
+  code.codegen_level = codegen_level;
+  code.pieces = static_cast<int>(objects.size());
+  code.jit = link_in_memory(objects, make_target_machine("host", 0)->createDataLayout());
+  code.entry = packed_entry(*code.jit);
   code.codegen_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   return code;
 }

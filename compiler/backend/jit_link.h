@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/kernels/parallel_loop.h"  // REFJIT_CALLS_JIT_CODE
 
@@ -36,9 +37,15 @@ struct LinkedCode {
 // at `opt_level`, compiles it, in pieces on up to `threads` threads when it is large, and
 // links it in memory. `optimised` is called between optimisation and code generation with
 // the modules' text, made on demand.
+// `objects`, when given, receives the object files before they are linked (the code cache).
 LinkedCode compile_and_link(
     std::unique_ptr<llvm::Module> module, int opt_level, int threads,
-    const std::function<void(const std::function<std::string()>& text)>& optimised);
+    const std::function<void(const std::function<std::string()>& text)>& optimised,
+    std::vector<std::string>* objects = nullptr);
+
+// Links object files `compile_and_link` made before (in this process or another, on this
+// CPU) into a new JIT: the code cache's hit.
+LinkedCode link_objects(const std::vector<std::string>& objects, int codegen_level);
 
 // Calls a program's packed entry.
 REFJIT_CALLS_JIT_CODE inline void call_entry(void (*entry)(void**), void** args) { entry(args); }

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string_view>
 
+#include "compiler/backend/code_cache.h"
 #include "compiler/backend/jit_link.h"
 #include "compiler/backend/lowering.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
@@ -586,17 +587,32 @@ CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& option
   impl->flush_subnormals = options.flush_subnormals;
   lower_to_llvm_dialect(l, options, impl->timings);
 
-  // Translation, then LLVM's optimisation and code generation (backend/jit_link.h).
+  // Machine code from the on-disk cache (backend/code_cache.h), else translation, then LLVM's
+  // optimisation and code generation (backend/jit_link.h).
   auto t0 = Clock::now();
-  llvm::LLVMContext lctx;
-  std::unique_ptr<llvm::Module> module = mlir::translateModuleToLLVMIR(*l.module, lctx, "refjit");
-  if (!module) throw Error("native backend: internal error translating to LLVM IR");
-  backend::LinkedCode code =
-      backend::compile_and_link(std::move(module), options.opt_level, kernels::thread_count(),
-                                [&](const std::function<std::string()>& text) {
-                                  impl->timings.llvm_opt_ms = ms_since(t0);
-                                  report(options, "llvm", impl->timings.llvm_opt_ms, text);
-                                });
+  const std::optional<std::string> key =
+      backend::code_cache_key(module_text(*l.module), options.opt_level);
+  std::optional<backend::CachedCode> cached;
+  if (key) cached = backend::load_cached_code(*key);
+  backend::LinkedCode code;
+  if (cached) {
+    code = backend::link_objects(cached->objects, cached->codegen_level);
+    impl->timings.from_cache = true;
+    report(options, "llvm", 0, [] { return std::string("(machine code from the cache)"); });
+  } else {
+    llvm::LLVMContext lctx;
+    std::unique_ptr<llvm::Module> module = mlir::translateModuleToLLVMIR(*l.module, lctx, "refjit");
+    if (!module) throw Error("native backend: internal error translating to LLVM IR");
+    std::vector<std::string> objects;
+    code = backend::compile_and_link(
+        std::move(module), options.opt_level, kernels::thread_count(),
+        [&](const std::function<std::string()>& text) {
+          impl->timings.llvm_opt_ms = ms_since(t0);
+          report(options, "llvm", impl->timings.llvm_opt_ms, text);
+        },
+        key ? &objects : nullptr);
+    if (key) backend::store_cached_code(*key, {std::move(objects), code.codegen_level});
+  }
   g_live_modules.fetch_add(1);
   impl->jit = std::move(code.jit);
   impl->entry = code.entry;

@@ -54,6 +54,7 @@ struct CompileTimings {
   int opt_level = 0;          // the tier these timings are for
   int codegen_level = -1;     // the level LLVM's code generator ran at: 0 (none) .. 3
   int pieces = 1;             // LLVM modules compiled side by side, one thread each
+  bool from_cache = false;    // the machine code came from the on-disk cache (no LLVM ran)
 
   double total_ms() const {
     return passes_ms + lower_ms + mlir_passes_ms + llvm_opt_ms + codegen_ms;

@@ -14,12 +14,14 @@
 // on the interpreter: compiling each one would cost milliseconds per op.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "refjit/compilation_cache.h"  // the on-disk cache of compiled code
 #include "refjit/trace.h"
 #include "refjit/tree.h"
 

@@ -13,7 +13,8 @@ Functions are traced with ``jax.make_jaxpr`` (JAX is the package's tracing depen
 everything after the trace is refjit's: its passes, its autodiff, its compiled code.
 """
 
-from ._common import clear_cache, primitives
+from ._common import (clear_cache, compilation_cache_dir, compilation_cache_stats, primitives,
+                      set_compilation_cache_dir)
 from ._errors import (Error, ParseError, RefError, ReverseModeError, TraceError,
                       TypeCheckError)
 from ._forward import jvp, linearize
@@ -36,6 +37,8 @@ __all__ = [
     "TypeCheckError",
     "VjpFunction",
     "clear_cache",
+    "compilation_cache_dir",
+    "compilation_cache_stats",
     "compile",
     "grad",
     "jit",
@@ -43,6 +46,7 @@ __all__ = [
     "linearize",
     "make_jaxpr",
     "primitives",
+    "set_compilation_cache_dir",
     "value_and_grad",
     "vjp",
 ]

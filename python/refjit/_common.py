@@ -4,6 +4,7 @@ types, as ``jax.jit``'s), backends, and the flattening of a call's arguments."""
 from __future__ import annotations
 
 import functools
+import os
 import weakref
 from typing import Any, Callable, Sequence
 
@@ -53,6 +54,27 @@ def primitives() -> list[str]:
     these can be compiled (docs/primitives.md and docs/ir.md say what each does). An error
     naming another primitive means refjit does not support it yet."""
     return list(_core.readable_primitives())
+
+
+def set_compilation_cache_dir(path) -> None:
+    """Where compiled machine code is kept on disk, for this and later processes (as JAX's
+    ``jax_compilation_cache_dir``); ``None`` turns the cache off for this process. By default
+    it is on, in ``$REFJIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/refjit``, else
+    ``~/.cache/refjit``; ``REFJIT_CACHE=0`` turns it off, ``REFJIT_CACHE_MAX_MB`` bounds its
+    size (1024). A hit skips LLVM, which is most of a compile (docs/backend.md)."""
+    _core.set_compilation_cache_dir("" if path is None else os.fspath(path))
+
+
+def compilation_cache_dir():
+    """The on-disk cache's directory, or ``None`` when it is off."""
+    return _core.compilation_cache_dir() or None
+
+
+def compilation_cache_stats() -> dict:
+    """This process's use of the on-disk cache: ``hits`` (compiles answered from disk),
+    ``misses`` (compiles that ran LLVM) and ``errors`` (entries not written or not readable)."""
+    hits, misses, errors = _core.compilation_cache_stats()
+    return {"hits": hits, "misses": misses, "errors": errors}
 
 
 def clear_cache() -> None:

@@ -18,6 +18,7 @@
 #include "refjit/aot.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/text.h"
+#include "refjit/jit.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -125,6 +126,13 @@ NB_MODULE(_core, m) {
           "The program after pipeline pass `stage` (refjit dump --emit=STAGE), specialised to "
           "the constants' values when given, as compiling does.")
       .def("__str__", [](const Program& p) { return print_jaxpr(p.jaxpr); });
+
+  m.def("set_compilation_cache_dir", &set_compilation_cache_dir, "dir"_a);
+  m.def("compilation_cache_dir", &compilation_cache_dir);
+  m.def("compilation_cache_stats", [] {
+    const CompilationCacheStats s = compilation_cache_stats();
+    return std::make_tuple(s.hits, s.misses, s.errors);
+  });
 
   m.def("readable_primitives", &readable_primitives,
         "The primitive names jaxpr text may use, sorted (refjit's own and the JAX primitives "

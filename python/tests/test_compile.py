@@ -58,3 +58,43 @@ def test_bad_mode_and_name():
         refjit.compile(loss, 1.0, np.ones(2, np.float32), path="x.o", mode="reverse")
     with pytest.raises(refjit.Error, match="C function"):
         refjit.compile(loss, 1.0, np.ones(2, np.float32), path="x.o", name="not valid")
+
+
+def test_a_second_process_links_the_cached_machine_code(tmp_path):
+    # The same program compiled in two processes: the second runs no LLVM (docs/backend.md,
+    # "Compilation cache") and computes the same numbers.
+    import json
+    import os
+    import subprocess
+    import sys
+    script = (
+        "import json, numpy as np, jax.numpy as jnp, refjit\n"
+        "f = refjit.jit(lambda x: jnp.sum(jnp.tanh(x) * x))\n"
+        "value = float(f(np.linspace(-1, 1, 100, dtype=np.float32)))\n"
+        "print(json.dumps([value, refjit.compilation_cache_stats(),"
+        " refjit.compilation_cache_dir()]))\n")
+    env = dict(os.environ, REFJIT_CACHE_DIR=str(tmp_path))
+    runs = [json.loads(subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                                      capture_output=True, text=True).stdout.splitlines()[-1])
+            for _ in range(2)]
+    (value1, stats1, where), (value2, stats2, _) = runs
+    assert where == str(tmp_path)
+    assert stats1["misses"] >= 1 and stats1["hits"] == 0
+    assert stats2["hits"] >= 1 and stats2["misses"] == 0 and stats2["errors"] == 0
+    assert value1 == value2
+    assert list(tmp_path.glob("*.rjcode"))
+
+
+def test_the_compilation_cache_can_be_turned_off_and_moved(tmp_path):
+    previous = refjit.compilation_cache_dir()
+    try:
+        refjit.set_compilation_cache_dir(None)
+        assert refjit.compilation_cache_dir() is None
+        refjit.set_compilation_cache_dir(tmp_path / "cache")
+        assert refjit.compilation_cache_dir() == str(tmp_path / "cache")
+        before = refjit.compilation_cache_stats()
+        refjit.jit(lambda x: x * 3.0 - 1.0)(np.ones(5, np.float32))
+        assert refjit.compilation_cache_stats()["misses"] == before["misses"] + 1
+        assert len(list((tmp_path / "cache").glob("*.rjcode"))) == 1
+    finally:
+        refjit.set_compilation_cache_dir(previous)

@@ -154,6 +154,7 @@ TEST(ParallelLoops, ALargeModuleIsCompiledInPiecesOnSeveralThreads) {
     e:f32[512,300] = mul d c
   in (s, t, u, e) })");
   EXPECT_GE(parallel_calls(j, kThreads), 4u);
+  const WithoutCompilationCache fresh_compiles;
   const CompiledFunction f = compile_native(j, kThreads);
   EXPECT_EQ(f.timings().pieces, std::min(2, kernels::thread_count()));
   EXPECT_EQ(compile_native(j, kSerial).timings().pieces, 1);  // one function: compiled whole

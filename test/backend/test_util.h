@@ -9,6 +9,7 @@
 #include <random>
 
 #include "compiler/backend/native.h"
+#include "refjit/compilation_cache.h"
 #include "refjit/ir/builder.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/text.h"
@@ -116,5 +117,18 @@ inline size_t count(const std::string& text, const std::string& what) {
   for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
   return n;
 }
+
+// Turns the on-disk compilation cache off for the life of a test that looks at what LLVM did
+// (its timings, levels, pieces): a hit from an earlier run would skip LLVM.
+class WithoutCompilationCache {
+ public:
+  WithoutCompilationCache() : previous_(compilation_cache_dir()) { set_compilation_cache_dir(""); }
+  ~WithoutCompilationCache() { set_compilation_cache_dir(previous_); }
+  WithoutCompilationCache(const WithoutCompilationCache&) = delete;
+  WithoutCompilationCache& operator=(const WithoutCompilationCache&) = delete;
+
+ private:
+  std::string previous_;
+};
 
 }  // namespace refjit::testing

@@ -560,7 +560,7 @@ TEST(ParseErrors, NameTheTokenAndPosition) {
                 .find("unknown primitive 'sine': refjit does not read it; did you mean 'sin'?"),
             std::string::npos);
   EXPECT_EQ(
-      parse_error("{ lambda ; a:f32[]. let\n    b:f32[] = qr a\n  in (b,) }").find("did you mean"),
+      parse_error("{ lambda ; a:f32[]. let\n    b:f32[] = ab a\n  in (b,) }").find("did you mean"),
       std::string::npos);
   EXPECT_EQ(parse_error("{ lambda ; a:f32[]. let\n    b:f32[] = neg q\n  in (b,) }"),
             "t.jaxpr:2:19: error: undefined variable 'q'; variables must be bound before they "
