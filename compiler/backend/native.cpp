@@ -10,6 +10,7 @@
 #include "compiler/backend/native.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <atomic>
 #include <chrono>
@@ -573,6 +574,26 @@ bool exact_math_by_default() {
   return env && std::string_view(env) != "0" && std::string_view(env) != "";
 }
 
+namespace {
+
+// REFJIT_LOG_COMPILES=1 (refjit.set_log_compiles in Python): one line on stderr per native
+// compile, as JAX's jax_log_compiles, so a user can see what compiles and what it costs.
+void log_compile(const Jaxpr& jaxpr, const CompileTimings& t) {
+  const char* env = std::getenv("REFJIT_LOG_COMPILES");
+  if (!env || std::string_view(env) == "0" || std::string_view(env).empty()) return;
+  std::vector<std::string> ins, outs;
+  for (Var v : jaxpr.invars) ins.push_back(jaxpr.type_of(v).str());
+  for (const Atom& a : jaxpr.outvars) outs.push_back(jaxpr.type_of(a).str());
+  fmt::print(stderr,
+             "refjit: compiled ({}) -> ({}), {} eqns, at -O{} in {:.1f} ms ({}: lowering {:.1f} "
+             "ms, LLVM {:.1f} ms, linking/codegen {:.1f} ms)\n",
+             fmt::join(ins, ", "), fmt::join(outs, ", "), jaxpr.eqns.size(), t.opt_level,
+             t.total_ms(), t.from_cache ? "machine code from the disk cache" : "LLVM ran",
+             t.passes_ms + t.lower_ms + t.mlir_passes_ms, t.llvm_opt_ms, t.codegen_ms);
+}
+
+}  // namespace
+
 CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& options) {
   auto impl = std::make_unique<CompiledFunction::Impl>();
   for (Var v : jaxpr.constvars) impl->in_types.push_back(jaxpr.type_of(v));
@@ -622,6 +643,7 @@ CompiledFunction compile_native(const Jaxpr& jaxpr, const CompileOptions& option
   report(options, "asm", impl->timings.codegen_ms, [] {
     return std::string("(machine code in memory; `refjit dump --emit=asm` prints it)");
   });
+  log_compile(jaxpr, impl->timings);
   return CompiledFunction(std::move(impl));
 }
 

@@ -14,7 +14,7 @@ everything after the trace is refjit's: its passes, its autodiff, its compiled c
 """
 
 from ._common import (clear_cache, compilation_cache_dir, compilation_cache_stats, primitives,
-                      set_compilation_cache_dir)
+                      set_compilation_cache_dir, set_log_compiles)
 from ._errors import (Error, ParseError, RefError, ReverseModeError, TraceError,
                       TypeCheckError)
 from ._forward import jvp, linearize
@@ -47,6 +47,7 @@ __all__ = [
     "make_jaxpr",
     "primitives",
     "set_compilation_cache_dir",
+    "set_log_compiles",
     "value_and_grad",
     "vjp",
 ]

@@ -77,6 +77,16 @@ def compilation_cache_stats() -> dict:
     return {"hits": hits, "misses": misses, "errors": errors}
 
 
+def set_log_compiles(enabled: bool = True) -> None:
+    """Print one line to stderr for each native compile (the program's types, its size, the
+    time and whether the machine code came from the disk cache), as JAX's
+    ``jax_log_compiles``; the same as ``REFJIT_LOG_COMPILES=1`` in the environment."""
+    if enabled:
+        os.environ["REFJIT_LOG_COMPILES"] = "1"
+    else:
+        os.environ.pop("REFJIT_LOG_COMPILES", None)
+
+
 def clear_cache() -> None:
     """Drops every compiled program (they are compiled again on their next call)."""
     _cache.clear()

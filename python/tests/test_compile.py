@@ -98,3 +98,15 @@ def test_the_compilation_cache_can_be_turned_off_and_moved(tmp_path):
         assert len(list((tmp_path / "cache").glob("*.rjcode"))) == 1
     finally:
         refjit.set_compilation_cache_dir(previous)
+
+
+def test_compiles_are_logged_when_asked(capfd):
+    refjit.set_log_compiles(True)
+    try:
+        refjit.jit(lambda x: jnp.cos(x) * 2.5 + 0.25)(np.ones((3, 4), np.float32))
+    finally:
+        refjit.set_log_compiles(False)
+    err = capfd.readouterr().err
+    assert "refjit: compiled (f32[3,4]) -> (f32[3,4])" in err and " ms " in err
+    refjit.jit(lambda x: jnp.sin(x) - 1.5)(np.ones(2, np.float32))
+    assert "refjit: compiled" not in capfd.readouterr().err
