@@ -34,6 +34,11 @@ struct JaxRewrite {
 // The rewrite for the JAX primitive `name`, or nullptr.
 const JaxRewrite* find_jax_rewrite(std::string_view name);
 
+// reduce_max / reduce_min [axes] of a complex operand, in JAX's lexicographic order (real
+// part, then imaginary part), with JAX's derivative: the tangents of the elements equal to the
+// result, averaged.
+std::vector<Atom> complex_extremum(RewriteArgs& a, bool max);
+
 // The names of every rewrite.
 std::vector<std::string_view> jax_rewrite_names();
 

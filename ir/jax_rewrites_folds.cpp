@@ -306,6 +306,46 @@ std::vector<Atom> reduce_window(RewriteArgs& a) {
 
 }  // namespace
 
+// The largest (smallest) real part m_re, then the largest (smallest) imaginary part among the
+// elements with that real part: exact, from refjit's real reductions, and held constant. The
+// derivative comes from a term that is +0 in value: c = sum over the winners of
+// (stop_gradient(x) - x), divided by their count; out = m - c has m's value (signed zeros
+// included: m - (+0) is m) and the tangent sum(dx over winners) / count, JAX's rule.
+std::vector<Atom> complex_extremum(RewriteArgs& a, bool max) {
+  const std::string_view name = max ? "reduce_max" : "reduce_min";
+  expect_operands(a, name, 1);
+  const ArrayType x = array_of(a, name, 0);
+  const IntList& axes = a.params.get<IntList>("axes");
+  const DType part = x.dtype == DType::c64 ? DType::f32 : DType::f64;
+  IntList kept_dims;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (!contains(axes, d)) kept_dims.push_back(d);
+  Emit e{a.b};
+  const Prim reduce = max ? Prim::reduce_max : Prim::reduce_min;
+  const Params by_axes{{"axes", axes}};
+  auto back = [&](const Atom& r) { return e.broadcast(r, x.shape, kept_dims); };
+  const Atom re = e.op(Prim::real, {a.ins[0]}), im = e.op(Prim::imag, {a.ins[0]});
+  const Atom m_re = e.op(reduce, {re}, by_axes);
+  const Atom on_re = e.op(Prim::eq, {re, back(m_re)});
+  const double worst = max ? -INFINITY : INFINITY;
+  const Atom m_im =
+      e.op(reduce,
+           {e.op(Prim::select_n, {on_re, e.broadcast(Literal::of(part, worst), x.shape, {}), im})},
+           by_axes);
+  const Atom winners = e.op(Prim::and_, {on_re, e.op(Prim::eq, {im, back(m_im)})});
+  const Atom zero = e.broadcast(Literal::of(x.dtype, 0.0), x.shape, {});
+  const Atom held = e.op(Prim::sub, {e.op(Prim::stop_gradient, {a.ins[0]}), a.ins[0]});
+  const Atom count = e.op(Prim::reduce_sum,
+                          {e.op(Prim::convert_element_type, {winners},
+                                Params{{"new_dtype", x.dtype}, {"weak_type", false}})},
+                          by_axes);
+  const Atom carried =
+      e.op(Prim::div,
+           {e.op(Prim::reduce_sum, {e.op(Prim::select_n, {winners, zero, held})}, by_axes), count});
+  const Atom m = e.op(Prim::stop_gradient, {e.op(Prim::complex, {m_re, m_im})});
+  return {e.op(Prim::sub, {m, carried})};
+}
+
 void add_fold_rewrites(std::vector<JaxRewrite>& table) {
   table.push_back(cumulative("cumsum", binary_step(Prim::add)));
   table.push_back(cumulative("cumprod", binary_step(Prim::mul)));

@@ -218,6 +218,11 @@ class Parser {
   bool jax_form_follows(const text::JaxRewrite& rw, Prim native) const;
 
   // outs = jax_prim[params] operands, read through its rewrite (ir/jax_rewrites.h).
+  // Runs a rewrite on parsed operands and binds its results to `outs`, checking their types.
+  void expand_and_bind(Scope& s, const Token& at, std::string_view name,
+                       const std::function<std::vector<Atom>(text::RewriteArgs&)>& expand,
+                       std::vector<Atom> atoms, const Params& params, std::vector<Binder> outs);
+
   void parse_rewrite(Scope& s, const Token& at, const text::JaxRewrite& rw,
                      std::vector<Binder> outs, int depth);
 

@@ -117,6 +117,16 @@ void Parser::parse_generic(Scope& s, std::vector<Binder> outs, int depth) {
   if (peek().is(Tok::lbracket)) parse_params(*prim, params, depth);
   if (*prim == Prim::jit) retype_underscore_outputs(params, outs);
   std::vector<Atom> atoms = parse_operands(s);
+  if ((*prim == Prim::reduce_max || *prim == Prim::reduce_min) && atoms.size() == 1 &&
+      is_complex(s.builder.type_of(atoms[0]).array.dtype)) {
+    // JAX orders complex numbers lexicographically; refjit's reductions take real numbers.
+    const bool max = *prim == Prim::reduce_max;
+    expand_and_bind(
+        s, pt, prim_name(*prim),
+        [max](text::RewriteArgs& a) { return text::complex_extremum(a, max); }, std::move(atoms),
+        params, std::move(outs));
+    return;
+  }
   if (*prim == Prim::broadcast_in_dim) fill_hidden_broadcast_params(s, params, atoms, outs);
   if (is_broadcasting_binary(*prim)) broadcast_size1_dims(s, atoms);
   convert_mixed_operands(s, *prim, atoms, params);
@@ -212,12 +222,19 @@ void Parser::parse_rewrite(Scope& s, const Token& at, const text::JaxRewrite& rw
   Params params;
   if (peek().is(Tok::lbracket)) parse_params_with(rw.name, rw.params, rw.ignored, params, depth);
   std::vector<Atom> atoms = parse_operands(s);
+  expand_and_bind(s, at, rw.name, rw.expand, std::move(atoms), params, std::move(outs));
+}
+
+void Parser::expand_and_bind(Scope& s, const Token& at, std::string_view name,
+                             const std::function<std::vector<Atom>(text::RewriteArgs&)>& expand,
+                             std::vector<Atom> atoms, const Params& params,
+                             std::vector<Binder> outs) {
   std::vector<Type> out_types;
   for (const Binder& b : outs) out_types.push_back(b.type);
   text::RewriteArgs args{s.builder, std::move(atoms), params, out_types};
   std::vector<Atom> results;
   try {
-    results = rw.expand(args);
+    results = expand(args);
   } catch (const RefError& e) {
     throw RefError(e.code(), loc(at) + "error: " + e.what());
   } catch (const TypeError& e) {
@@ -226,14 +243,14 @@ void Parser::parse_rewrite(Scope& s, const Token& at, const text::JaxRewrite& rw
   if (results.size() != outs.size())
     throw TypeError(loc(at) + fmt::format("error: {} produces {} value(s) but {} binder(s) are "
                                           "written",
-                                          rw.name, results.size(), outs.size()));
+                                          name, results.size(), outs.size()));
   for (size_t k = 0; k < outs.size(); ++k) {
     const Binder& b = outs[k];
     Type t = s.builder.type_of(results[k]);
     if (!(t == b.type))
       throw TypeError(loc(*b.tok) + fmt::format("error: binder '{}' is written {} but {} "
                                                 "produces {}",
-                                                b.name, b.type.str(), rw.name, t.str()));
+                                                b.name, b.type.str(), name, t.str()));
     Var v = is_var(results[k]) ? as_var(results[k]) : s.builder.add_eqn1(Prim::copy, {results[k]});
     if (b.dropped) {
       s.dropped.push_back(v);

@@ -128,3 +128,20 @@ def test_scatter_multiply_of_complex_values_and_derivatives(backend, rng):
     x2, y2, eps = x.astype(np.complex128), y.astype(np.complex128), 1e-4
     fd = (h_numpy(x2 + eps * tx, y2 + eps * ty) - h_numpy(x2 - eps * tx, y2 - eps * ty)) / (2 * eps)
     np.testing.assert_allclose(tangent, fd, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["native", "interpreter"])
+@pytest.mark.parametrize("reduce, axes", [(lax.reduce_max, (1,)), (lax.reduce_min, (0, 2)),
+                                          (lax.reduce_max, (0, 1, 2))])
+def test_complex_max_and_min_are_lexicographic_with_jaxs_derivative(backend, reduce, axes, rng):
+    x = (rng.standard_normal((3, 4, 5)) + 1j * rng.standard_normal((3, 4, 5))).astype(np.complex64)
+    x[0, 0, 0] = x[0, 1, 0]                           # a tie: the tangents are averaged
+    x[1, 0, 3] = x[1, 2, 3].real + 1j * (x[1, 2, 3].imag - 1)  # equal real parts
+    t = (rng.standard_normal(x.shape) + 1j * rng.standard_normal(x.shape)).astype(np.complex64)
+    f = lambda x: reduce(x, axes)  # noqa: E731
+    np.testing.assert_array_equal(refjit.jit(f, backend=backend)(x), f(x))
+    assert_tree_close(refjit.jvp(f, (x,), (t,), backend=backend), jax.jvp(f, (x,), (t,)),
+                      rtol=1e-5, atol=1e-6)
+    loss = lambda x: jnp.sum(jnp.abs(f(x)) ** 2)  # noqa: E731
+    assert_tree_close(refjit.grad(loss, backend=backend)(x), jax.grad(loss)(x), rtol=1e-5,
+                      atol=1e-6)
