@@ -147,6 +147,15 @@ JaxRewrite reduction(std::string_view name, Prim combine, double unit) {
       }};
 }
 
+// n, for the operands x_1 .. x_n init_1 .. init_n of JAX's variadic reductions.
+size_t operands_with_inits(const RewriteArgs& a, std::string_view name) {
+  const size_t n = a.ins.size() / 2;
+  if (a.ins.size() % 2 != 0 || n == 0)
+    fail(name,
+         fmt::format("expects operands then as many init values, found {} operands", a.ins.size()));
+  return n;
+}
+
 // reduce[dimensions jaxpr] x_1 .. x_n init_1 .. init_n: JAX's variadic reduce, read where each
 // output k of the body combines its own accumulator and element with one monoid,
 // out_k = op(acc_k, x_k) with op add, mul, max, min, and or or (lax.reduce of tuples of those,
@@ -156,10 +165,7 @@ JaxRewrite reduction(std::string_view name, Prim combine, double unit) {
 // pairs) are refused, naming what refjit reads.
 std::vector<Atom> reduce(RewriteArgs& a) {
   constexpr std::string_view name = "reduce";
-  const size_t n = a.ins.size() / 2;
-  if (a.ins.size() % 2 != 0 || n == 0)
-    fail(name,
-         fmt::format("expects operands then as many init values, found {} operands", a.ins.size()));
+  const size_t n = operands_with_inits(a, name);
   const Jaxpr& body = *a.params.get<JaxprPtr>("jaxpr");
   auto refuse = [&](const std::string& why) {
     fail(name, fmt::format("{}; refjit reads reduce when each result combines its own "
@@ -231,10 +237,7 @@ std::vector<Atom> apply_elementwise(Emit& e, const Jaxpr& body, const std::vecto
 // and maxima JAX prints as reduce_window_sum / _max have their own primitives.
 std::vector<Atom> reduce_window(RewriteArgs& a) {
   constexpr std::string_view name = "reduce_window";
-  const size_t n = a.ins.size() / 2;
-  if (a.ins.size() % 2 != 0 || n == 0)
-    fail(name,
-         fmt::format("expects operands then as many init values, found {} operands", a.ins.size()));
+  const size_t n = operands_with_inits(a, name);
   if (a.params.get<std::string>("consts") != "()")
     fail(name, "a jaxpr with captured constants (consts) is not supported");
   const Jaxpr& body = *a.params.get<JaxprPtr>("jaxpr");

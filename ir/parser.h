@@ -323,6 +323,11 @@ class Parser {
 
   IntList ints_of(const text::ParamSpec& spec, const Value& v) const;
 
+  // Which of `fields` a `Name(field=value, ...)` record's item sets; fails naming the record's
+  // fields for another name.
+  size_t field_index(const Value& record, const Value& item,
+                     std::span<const std::string_view> fields) const;
+
   ParamValue parse_param(const text::ParamSpec& spec, int depth);
 
   std::vector<Token> toks_;

@@ -265,6 +265,15 @@ Value Parser::record(Value v, int depth) {
   fail(*v.tok, fmt::format("param '{}' expects {}", spec.name, kind_text(spec.kind)));
 }
 
+size_t Parser::field_index(const Value& record, const Value& item,
+                           std::span<const std::string_view> fields) const {
+  auto it = std::find(fields.begin(), fields.end(), item.field);
+  if (it == fields.end())
+    fail(*item.tok, fmt::format("{}(...) has no field '{}' (its fields: {})", record.word,
+                                item.field, fmt::join(fields, ", ")));
+  return static_cast<size_t>(it - fields.begin());
+}
+
 IntList Parser::ints_of(const text::ParamSpec& spec, const Value& v) const {
   if (v.kind != Value::Kind::tuple && v.kind != Value::Kind::list) bad_value(spec, v);
   IntList out;
@@ -385,11 +394,7 @@ ParamValue Parser::parse_param(const text::ParamSpec& spec, int depth) {
       IntListList out(fields.size());
       std::vector<bool> seen(fields.size());
       for (const Value& item : v.items) {
-        auto it = std::find(fields.begin(), fields.end(), item.field);
-        if (it == fields.end())
-          fail(*item.tok, fmt::format("{}(...) has no field '{}' (its fields: {})", v.word,
-                                      item.field, fmt::join(fields, ", ")));
-        size_t k = static_cast<size_t>(it - fields.begin());
+        const size_t k = field_index(v, item, fields);
         out[k] = ints_of(spec, item);
         seen[k] = true;
       }
@@ -405,11 +410,7 @@ ParamValue Parser::parse_param(const text::ParamSpec& spec, int depth) {
       JaxprList jaxprs(fields.size());
       IntList counts(fields.size(), 0);
       for (const Value& item : v.items) {
-        auto it = std::find(fields.begin(), fields.end(), item.field);
-        if (it == fields.end())
-          fail(*item.tok, fmt::format("{}(...) has no field '{}' (its fields: {})", v.word,
-                                      item.field, fmt::join(fields, ", ")));
-        size_t k = static_cast<size_t>(it - fields.begin());
+        const size_t k = field_index(v, item, fields);
         if (spec.kind == ParamKind::linear_solve_counts) {
           if (item.kind != Value::Kind::integer) bad_value(spec, item);
           counts[k] = item.i;
