@@ -93,10 +93,15 @@ class _Jitted:
         """The function traced (not yet compiled) at the types of ``args``, as
         ``jax.jit(f).lower(*args)``: ``.as_text(stage)`` prints refjit's program, ``.compile()``
         compiles it. The compiled program is the one calls of this function then use."""
-        # As in JAX, an argument may be a jax.ShapeDtypeStruct: only its type matters here.
-        args, kwargs = tree_util.tree_map(
-            lambda x: np.zeros(x.shape, x.dtype) if isinstance(x, jax.ShapeDtypeStruct) else x,
-            (args, kwargs))
+        # As in JAX, an argument may be a jax.ShapeDtypeStruct (is_ref=True for a ref): only
+        # its type matters here.
+        def example(x):
+            if not isinstance(x, jax.ShapeDtypeStruct):
+                return x
+            zeros = np.zeros(x.shape, x.dtype)
+            return jax.new_ref(zeros) if getattr(x, "is_ref", False) else zeros
+
+        args, kwargs = tree_util.tree_map(example, (args, kwargs))
         fun, dyn_args, static_key = self._split_static(args)
         leaves, arrays, key, in_tree = _flatten_call(fun, dyn_args, kwargs, "refjit.jit.lower")
         cache_key = (in_tree, key, static_key)

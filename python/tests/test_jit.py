@@ -227,3 +227,16 @@ def test_lower_as_text_and_compile():
     # Types alone, as JAX's lower takes them.
     by_type = jitted.lower(jax.ShapeDtypeStruct((3, 4), np.float32), y)
     assert by_type.as_text() == lowered.as_text() and len(calls) == 1
+
+
+def test_lower_takes_a_ref_type():
+    # jax.ShapeDtypeStruct(..., is_ref=True) stands for a ref argument, as in JAX.
+    def bump(x_ref):
+        x_ref[...] += 1.0
+        x_ref[0] += 5.0
+
+    compiled = refjit.jit(bump).lower(
+        jax.ShapeDtypeStruct((4,), np.float32, is_ref=True)).compile()
+    x_ref = jax.new_ref(np.arange(4, dtype=np.float32))
+    compiled(x_ref)
+    np.testing.assert_array_equal(x_ref[...], [6.0, 2.0, 3.0, 4.0])
