@@ -473,6 +473,21 @@ std::vector<Atom> qr(RewriteArgs& a) {
   return {e.reshape(q, q_shape), e.reshape(upper, r_shape)};
 }
 
+// Whether `j` (or a jaxpr inside it) has a while loop.
+bool loops_at_run_time(const Jaxpr& j) {
+  for (const Eqn& e : j.eqns) {
+    if (e.prim == Prim::while_) return true;
+    for (const auto& [name, value] : e.params.entries()) {
+      if (const auto* sub = std::get_if<JaxprPtr>(&value); sub && *sub && loops_at_run_time(**sub))
+        return true;
+      if (const auto* list = std::get_if<JaxprList>(&value))
+        for (const JaxprPtr& sub : *list)
+          if (sub && loops_at_run_time(*sub)) return true;
+    }
+  }
+  return false;
+}
+
 // custom_linear_solve[const_lengths jaxprs] consts... b...: x = solve(b), with the derivative
 // of the implicit function: dx = solve(db - dM x), M the matvec (JAX's rule; jnp.linalg.solve
 // computes the factors under stop_gradient, so all of dM comes through here). Read as
@@ -510,6 +525,19 @@ std::vector<Atom> custom_linear_solve(RewriteArgs& a) {
         Prim::jit, std::move(ins), Params{{"jaxpr", jaxprs[which]}, {"name", std::string(name)}});
     return Atoms(outs.begin(), outs.end());
   };
+  if (loops_at_run_time(*jaxprs[solve])) {
+    // An iterative solve (jax.scipy.sparse.linalg.cg, gmres, bicgstab: a while loop) is not
+    // linear in its right-hand side, so the correction below would carry the derivative of
+    // its iterations, not JAX's (the solver run again on the tangent). Its value is computed;
+    // autodiff refuses it (passes/jaxpr_util.h, refuse_missing_custom_rule).
+    Atoms ins = consts_of(solve);
+    ins.insert(ins.end(), bs.begin(), bs.end());
+    std::vector<Var> outs = a.b.add_eqn(Prim::jit, std::move(ins),
+                                        Params{{"jaxpr", jaxprs[solve]},
+                                               {"name", std::string(prim)},
+                                               {"custom_rule_missing", std::string("solve")}});
+    return Atoms(outs.begin(), outs.end());
+  }
   Emit e{a.b};
   const Atoms x = call(solve, bs, "solve");
   const Atoms mx = call(matvec, x, "matvec");

@@ -144,6 +144,15 @@ void refuse_missing_custom_rule(const Eqn& eqn, const std::string& where) {
   const auto* param = eqn.params.find(kCustomRuleMissing);
   if (!param) return;
   const auto* fn = std::get_if<std::string>(param);
+  const auto* name = std::get_if<std::string>(eqn.params.find("name"));
+  if (name && *name == "custom_linear_solve")
+    throw NotDifferentiableError(fmt::format(
+        "{}: cannot differentiate this custom_linear_solve: its solve is iterative (a while "
+        "loop, as in jax.scipy.sparse.linalg.cg, gmres or bicgstab), and JAX differentiates it "
+        "by running the solver again on the tangents, which refjit does not do yet. refjit "
+        "computes its value only; `refjit --primal-derivatives` differentiates through the "
+        "solver's iterations instead (not JAX's derivative)",
+        where));
   throw NotDifferentiableError(fmt::format(
       "{}: cannot differentiate the custom_vjp function `{}`: JAX's printout names its fwd and "
       "bwd rules but does not contain them, and refjit will not substitute the primal's own "

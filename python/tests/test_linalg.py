@@ -174,3 +174,19 @@ def test_qr_of_a_rank_deficient_matrix_reflects_as_lapack_does():
     with jax.enable_x64():
         got, want = refjit.jit(jnp.linalg.qr)(x), jnp.linalg.qr(x)
     assert_tree_close(tuple(got), tuple(want), rtol=0, atol=1e-15)
+
+
+def test_an_iterative_linear_solve_runs_but_its_derivative_is_refused(rng):
+    # jax.scipy.sparse.linalg.cg is a custom_linear_solve whose solve is a while loop: JAX
+    # differentiates it by running CG again on the tangent. refjit computes the value and
+    # refuses the derivative rather than give the derivative of the iterations.
+    a = rng.standard_normal((6, 6))
+    a = a @ a.T + 6 * np.eye(6)
+    b = rng.standard_normal(6)
+    f = lambda a, b: jax.scipy.sparse.linalg.cg(lambda v: a @ v, b, maxiter=3)[0]  # noqa: E731
+    with jax.enable_x64():
+        assert_tree_close(refjit.jit(f)(a, b), f(a, b), rtol=1e-12, atol=1e-12)
+        with pytest.raises(refjit.Error, match="solve is iterative"):
+            refjit.jvp(f, (a, b), (a, b))
+        with pytest.raises(refjit.Error, match="solve is iterative"):
+            refjit.grad(lambda a, b: jnp.sum(f(a, b)))(a, b)
