@@ -133,8 +133,25 @@ TEST(NativeComplex, ComparisonsThatOrderAreRefusedByTheTypeRules) {
   EXPECT_THROW(parse_jaxpr("{ lambda ; a:c64[2]. let b:bool[2] = lt a a in (b,) }"), TypeError);
   EXPECT_THROW(parse_jaxpr("{ lambda ; a:c64[2]. let b:c64[2] = max a a in (b,) }"), TypeError);
   EXPECT_THROW(parse_jaxpr("{ lambda ; a:f32[2]. let b:f32[2] = real a in (b,) }"), TypeError);
-  EXPECT_THROW(parse_jaxpr("{ lambda ; a:c64[2]. let b:c64[] = reduce_max[axes=(0,)] a in (b,) }"),
-               TypeError);
+}
+
+TEST(NativeComplex, ReduceMaxAndMinReadJaxsLexicographicOrder) {
+  // JAX's text reduces complex numbers by real part, then imaginary part (a rewrite of the
+  // reduction into real ones: ir/jax_rewrites_folds.cpp, complex_extremum).
+  const Jaxpr j = parse_jaxpr(
+      "{ lambda ; a:c64[4]. let b:c64[] = reduce_max[axes=(0,)] a "
+      "c:c64[] = reduce_min[axes=(0,)] a in (b, c) }");
+  const std::vector<RtValue> args{
+      Array::from_vector<std::complex<float>>({{1, 2}, {3, -1}, {3, 0.5f}, {-2, 7}}, {4})};
+  const std::vector<RtValue> want{Array::from_vector<std::complex<float>>({{3, 0.5f}}, {}),
+                                  Array::from_vector<std::complex<float>>({{-2, 7}}, {})};
+  const std::vector<RtValue> interpreted = interpret(j, args);
+  const std::vector<RtValue> native = compile_native(j)(args);
+  for (size_t k = 0; k < 2; ++k) {
+    testing::expect_close(testing::as_array(interpreted[k]), testing::as_array(want[k]), 0,
+                          "interpreter");
+    testing::expect_close(testing::as_array(native[k]), testing::as_array(want[k]), 0, "native");
+  }
 }
 
 }  // namespace
