@@ -9,8 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <random>
-#include <sstream>
 #include <system_error>
 
 #include "llvm/ADT/StringMap.h"
