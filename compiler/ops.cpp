@@ -228,6 +228,30 @@ Value dot_general(const Value& lhs, const Value& rhs, const DotDims& dimension_n
                {"precision", NoneParam{}},
                {"preferred_element_type", NoneParam{}}});
 }
+Eigh eigh(const Value& a, bool lower) {
+  const Operand in[] = {a};
+  std::vector<Operand> out = bind_prim(Prim::eigh, in,
+                                       {{"algorithm", NoneParam{}},
+                                        {"lower", lower},
+                                        {"sort_eigenvalues", true},
+                                        {"subset_by_index", NoneParam{}}});
+  return {std::get<Value>(out[0]), std::get<Value>(out[1])};
+}
+namespace {
+std::vector<Operand> bind_svd(const Value& a, bool full_matrices, bool compute_uv) {
+  const Operand in[] = {a};
+  return bind_prim(Prim::svd, in,
+                   {{"algorithm", NoneParam{}},
+                    {"compute_uv", compute_uv},
+                    {"full_matrices", full_matrices},
+                    {"subset_by_index", NoneParam{}}});
+}
+}  // namespace
+Svd svd(const Value& a, bool full_matrices) {
+  std::vector<Operand> out = bind_svd(a, full_matrices, true);
+  return {std::get<Value>(out[1]), std::get<Value>(out[0]), std::get<Value>(out[2])};
+}
+Value svd_values(const Value& a) { return std::get<Value>(bind_svd(a, true, false)[0]); }
 Value matmul(const Value& a, const Value& b) {
   if (a.rank() < 1 || a.rank() > 2 || b.rank() < 1 || b.rank() > 2)
     throw TypeError(fmt::format("matmul takes rank-1 or rank-2 operands, got {} and {}",

@@ -50,6 +50,16 @@ RuleTable<SpecList> make_specs() {
   set(Prim::reduce_max, {{"axes", K::ints}});
   set(Prim::reduce_min, {{"axes", K::ints}});
   set(Prim::argmax, {{"axes", K::ints}, {"index_dtype", K::dtype}});
+  // JAX's CPU backend takes subset_by_index=None and algorithm=None (or its default) only;
+  // the type rules refuse others by name.
+  set(Prim::eigh, {{"algorithm", K::word_or_none},
+                   {"lower", K::boolean},
+                   {"sort_eigenvalues", K::boolean},
+                   {"subset_by_index", K::ints_or_none}});
+  set(Prim::svd, {{"algorithm", K::word_or_none},
+                  {"compute_uv", K::boolean},
+                  {"full_matrices", K::boolean},
+                  {"subset_by_index", K::ints_or_none}});
   set(Prim::dot_general, {{"dimension_numbers", K::dot_dims},
                           {"precision", K::precision},
                           {"preferred_element_type", K::dtype_or_none}});

@@ -10,6 +10,7 @@ void register_type_rules(TypeRuleTable& table) {
   register_ref_type_rules(table);
   register_structured_type_rules(table);
   register_collective_type_rules(table);
+  register_linalg_type_rules(table);
 }
 
 }  // namespace refjit

@@ -20,5 +20,6 @@ void register_window_type_rules(TypeRuleTable& table);       // type_rules_windo
 void register_ref_type_rules(TypeRuleTable& table);          // type_rules_ref.cpp
 void register_structured_type_rules(TypeRuleTable& table);   // type_rules_structured.cpp
 void register_collective_type_rules(TypeRuleTable& table);   // type_rules_collective.cpp
+void register_linalg_type_rules(TypeRuleTable& table);       // type_rules_linalg.cpp
 
 }  // namespace refjit

@@ -326,6 +326,11 @@ BatchRuleTable make_rules() {
        {Prim::scatter, Prim::scatter_add, Prim::scatter_mul, Prim::scatter_min, Prim::scatter_max})
     t.set(p, scatter);
   t.set(Prim::sort, sort);
+  // The decompositions take leading dims as a batch already.
+  for (Prim p : {Prim::eigh, Prim::svd})
+    t.set(p, [](BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) -> Outs {
+      return c.emit_batched(e, {c.batched(ins[0])}, e.params);
+    });
   for (Prim p : {Prim::reduce_sum, Prim::reduce_max, Prim::reduce_min, Prim::argmax})
     t.set(p, reduce);
   t.set(Prim::dot_general, dot_general);

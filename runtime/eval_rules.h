@@ -43,6 +43,7 @@ void register_window_eval_rules(EvalRuleTable& t);  // eval_window.cpp
 void register_ref_eval_rules(EvalRuleTable& t);
 void register_structured_eval_rules(EvalRuleTable& t);
 void register_collective_eval_rules(EvalRuleTable& t);
+void register_linalg_eval_rules(EvalRuleTable& t);  // eval_linalg.cpp
 
 // The complete table (built once).
 const EvalRuleTable& eval_rules();

@@ -11,7 +11,7 @@ packages=(
   clang-19 libclang-rt-19-dev lld-19
   libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
-  libopenblas0-pthread
+  libopenblas0-pthread liblapack-dev
   libopenmpi-dev openmpi-bin
 )
 

@@ -67,6 +67,22 @@ AotArtifact compile_to_object(const Jaxpr& jaxpr, const AotOptions& options) {
   if (options.opt_level < 0 || options.opt_level > 3)
     throw Error(fmt::format("aot: opt_level must be 0..3, not {}", options.opt_level));
   aot::EntryPlan plan = aot::plan_entries(jaxpr, options);
+  // C has no complex type a C++ caller can use too: refuse rather than write a header that
+  // does not compile.
+  for (const aot::CEntry& e : plan.entries)
+    for (const aot::CParam& p : e.params)
+      if (p.kind != aot::ParamKind::residuals && is_complex(p.type.dtype))
+        throw Error(fmt::format(
+            "aot: {} of {} has type {}; `refjit compile` entry points take real arrays only "
+            "(pass the real and imaginary parts as two arrays, or use jit)",
+            p.name, e.symbol, p.type.str()));
+  if (plan.residuals)
+    for (const aot::Field& f : plan.residuals->fields)
+      if (is_complex(f.type.dtype))
+        throw Error(
+            fmt::format("aot: the residual {} has type {}; `refjit compile` keeps real "
+                        "residuals only (use jit for complex programs)",
+                        f.name, f.type.str()));
 
   auto tm = backend::make_target_machine(options.cpu, options.opt_level);
   llvm::LLVMContext lctx;

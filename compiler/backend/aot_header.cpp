@@ -26,6 +26,9 @@ std::string c_type(DType d) {
     // upper half of a float32 for bfloat16).
     case DType::f16: return "uint16_t";
     case DType::bf16: return "uint16_t";
+    // compile_to_object refuses complex entry points before any header is written.
+    case DType::c64:
+    case DType::c128: break;
   }
   return "?";
 }

@@ -28,6 +28,7 @@
 #include "runtime/collectives.h"
 #include "runtime/kernels/float_builtins.h"
 #include "runtime/kernels/gemm.h"
+#include "runtime/kernels/lapack.h"
 
 namespace refjit::backend {
 
@@ -52,6 +53,10 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
   add("refjit_all_gather", &refjit_all_gather);
   add("refjit_broadcast_from", &refjit_broadcast_from);
   add("refjit_axis_index", &refjit_axis_index);
+  add("refjit_eigh_f32", &refjit_eigh_f32);
+  add("refjit_eigh_f64", &refjit_eigh_f64);
+  add("refjit_svd_f32", &refjit_svd_f32);
+  add("refjit_svd_f64", &refjit_svd_f64);
 #if defined(__x86_64__)
   add("__truncsfbf2", &refjit_truncsfbf2);
 #endif

@@ -33,6 +33,7 @@ const LowerTable& lower_table() {
     register_ref_lowerings(t);
     register_control_lowerings(t);
     register_collective_lowerings(t);
+    register_linalg_lowerings(t);
     return t;
   }();
   return table;

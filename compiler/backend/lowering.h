@@ -307,6 +307,7 @@ void register_dot_lowerings(LowerTable& t);
 void register_ref_lowerings(LowerTable& t);
 void register_control_lowerings(LowerTable& t);
 void register_collective_lowerings(LowerTable& t);
+void register_linalg_lowerings(LowerTable& t);  // lower_linalg.cpp
 
 // A memref as the runtime's entry points take it (runtime/kernels/gemm.h, runtime/collectives.h):
 // unranked, so every operand has one type and the callee reads the aligned pointer and offset

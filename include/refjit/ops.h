@@ -100,6 +100,23 @@ Value dot_general(const Value& lhs, const Value& rhs, const DotDims& dimension_n
 Value matmul(const Value& a, const Value& b);
 Value dot(const Value& a, const Value& b);
 
+// Matrix decompositions on the last two dims (leading dims are a batch), computed by LAPACK as
+// on JAX's CPU backend (jax.lax.linalg.eigh and svd). eigh reads one triangle of each matrix
+// (no symmetrizing: jnp.linalg.eigh symmetrizes first) and gives the eigenvectors (column j
+// for eigenvalue j) and the eigenvalues in ascending order.
+struct Eigh {
+  Value vectors, values;
+};
+Eigh eigh(const Value& a, bool lower = true);
+// s descending; u is [..., m, m] and vt [..., n, n] with full_matrices, else [..., m, k] and
+// [..., k, n], k = min(m, n). Only the reduced form with vectors, or s alone (svd_values),
+// is differentiable, as in JAX.
+struct Svd {
+  Value u, s, vt;
+};
+Svd svd(const Value& a, bool full_matrices = false);
+Value svd_values(const Value& a);
+
 // Constructors (concrete, or constants of the trace).
 Value full(const Ints& shape, const Value& fill, DType dtype);
 Value zeros(const Ints& shape, DType dtype = DType::f32);

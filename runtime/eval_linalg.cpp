@@ -1,0 +1,76 @@
+// Interpreter rules of the matrix decompositions: the same LAPACK calls as compiled code
+// (runtime/kernels/lapack.h), so both backends give the same bits.
+#include "refjit/ir/params.h"
+#include "runtime/eval_rules.h"
+#include "runtime/kernels/lapack.h"
+
+namespace refjit {
+
+namespace {
+
+bool flag(const Eqn& e, std::string_view key, bool fallback) {
+  const ParamValue* v = e.params.find(key);
+  return v && std::holds_alternative<bool>(*v) ? std::get<bool>(*v) : fallback;
+}
+
+template <class T>
+T* values_of(Array& a) {
+  return a.mutable_values<T>().data();
+}
+
+std::vector<RtValue> eval_eigh(const EvalContext& cx, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& a = array_in(e, ins, 0);
+  const int64_t n = a.shape().back();
+  int64_t batch = 1;
+  for (int d = 0; d + 2 < a.rank(); ++d) batch *= a.shape()[d];
+  Array v(cx.out_type(e, 0).array), w(cx.out_type(e, 1).array);
+  const bool lower = flag(e, "lower", true);
+  if (a.dtype() == DType::f32)
+    kernels::eigh<float>(batch, n, lower, a.values<float>().data(), values_of<float>(v),
+                         values_of<float>(w));
+  else if (a.dtype() == DType::f64)
+    kernels::eigh<double>(batch, n, lower, a.values<double>().data(), values_of<double>(v),
+                          values_of<double>(w));
+  else
+    bad_dtype(e, 0, a.dtype(), "f32 or f64");
+  return {v, w};
+}
+
+std::vector<RtValue> eval_svd(const EvalContext& cx, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& a = array_in(e, ins, 0);
+  const int64_t m = a.shape()[a.rank() - 2], n = a.shape().back();
+  const bool compute_uv = e.outs.size() == 3, full = flag(e, "full_matrices", true);
+  std::vector<RtValue> out;
+  Array s(cx.out_type(e, 0).array);
+  Array u = compute_uv ? Array(cx.out_type(e, 1).array) : Array();
+  Array vt = compute_uv ? Array(cx.out_type(e, 2).array) : Array();
+  int64_t b = 1;  // from the leading dims, as an empty matrix has no size to divide by
+  for (int d = 0; d + 2 < a.rank(); ++d) b *= a.shape()[d];
+  if (a.dtype() == DType::f32)
+    kernels::svd<float>(b, m, n, full, a.values<float>().data(), values_of<float>(s),
+                        compute_uv ? values_of<float>(u) : nullptr,
+                        compute_uv ? values_of<float>(vt) : nullptr);
+  else if (a.dtype() == DType::f64)
+    kernels::svd<double>(b, m, n, full, a.values<double>().data(), values_of<double>(s),
+                         compute_uv ? values_of<double>(u) : nullptr,
+                         compute_uv ? values_of<double>(vt) : nullptr);
+  else
+    bad_dtype(e, 0, a.dtype(), "f32 or f64");
+  out.push_back(s);
+  if (compute_uv) {
+    out.push_back(u);
+    out.push_back(vt);
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_linalg_eval_rules(EvalRuleTable& t) {
+  t.set(Prim::eigh, &eval_eigh);
+  t.set(Prim::svd, &eval_svd);
+}
+
+}  // namespace refjit

@@ -1,0 +1,205 @@
+#include "runtime/kernels/lapack.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "runtime/kernels/gemm.h"  // RefjitMemRefHead
+
+// LAPACK's Fortran entries (liblapack): every argument by address; the trailing size_t
+// arguments are the lengths of the character arguments, which gfortran passes hidden.
+extern "C" {
+void ssyevd_(const char* jobz, const char* uplo, const int* n, float* a, const int* lda, float* w,
+             float* work, const int* lwork, int* iwork, const int* liwork, int* info, size_t,
+             size_t);
+void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
+             double* work, const int* lwork, int* iwork, const int* liwork, int* info, size_t,
+             size_t);
+void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s,
+             float* u, const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork,
+             int* iwork, int* info, size_t);
+void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s,
+             double* u, const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork,
+             int* iwork, int* info, size_t);
+}
+
+namespace refjit::kernels {
+
+namespace {
+
+void syevd(const char* jobz, const char* uplo, const int* n, float* a, const int* lda, float* w,
+           float* work, const int* lwork, int* iwork, const int* liwork, int* info) {
+  ssyevd_(jobz, uplo, n, a, lda, w, work, lwork, iwork, liwork, info, 1, 1);
+}
+void syevd(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
+           double* work, const int* lwork, int* iwork, const int* liwork, int* info) {
+  dsyevd_(jobz, uplo, n, a, lda, w, work, lwork, iwork, liwork, info, 1, 1);
+}
+void gesdd(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s,
+           float* u, const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork,
+           int* iwork, int* info) {
+  sgesdd_(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, iwork, info, 1);
+}
+void gesdd(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s,
+           double* u, const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork,
+           int* iwork, int* info) {
+  dgesdd_(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, iwork, info, 1);
+}
+
+// LAPACK counts in 32-bit ints.
+int lapack_int(int64_t v) {
+  if (v > std::numeric_limits<int>::max()) throw std::length_error("matrix too large for LAPACK");
+  return static_cast<int>(v);
+}
+
+// Row-major rows x cols `src` into column-major `dst` (its leading dimension `rows`), and back.
+template <class T>
+void to_column_major(const T* src, int64_t rows, int64_t cols, T* dst) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) dst[i + j * rows] = src[i * cols + j];
+}
+template <class T>
+void from_column_major(const T* src, int64_t rows, int64_t cols, T* dst) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = src[i + j * rows];
+}
+
+template <class T>
+void fill_nan(T* p, int64_t count) {
+  std::fill(p, p + count, std::numeric_limits<T>::quiet_NaN());
+}
+
+// A workspace size LAPACK reported (as a float in work[0]).
+template <class T>
+int workspace_size(T reported) {
+  return std::max(1, static_cast<int>(reported));
+}
+
+}  // namespace
+
+template <class T>
+void eigh(int64_t batch, int64_t n, bool lower, const T* a, T* v, T* w) {
+  if (n == 0) return;
+  const int ni = lapack_int(n);
+  const char jobz = 'V', uplo = lower ? 'L' : 'U';
+  std::vector<T> m(static_cast<size_t>(n * n));
+  // Workspace sizes, asked once (they depend on n only).
+  T work_query = 0;
+  int iwork_query = 0, info = 0;
+  const int query = -1;
+  syevd(&jobz, &uplo, &ni, m.data(), &ni, w, &work_query, &query, &iwork_query, &query, &info);
+  const int lwork = workspace_size(work_query), liwork = std::max(1, iwork_query);
+  std::vector<T> work(static_cast<size_t>(lwork));
+  std::vector<int> iwork(static_cast<size_t>(liwork));
+  for (int64_t b = 0; b < batch; ++b) {
+    const T* ab = a + b * n * n;
+    T* vb = v + b * n * n;
+    T* wb = w + b * n;
+    to_column_major(ab, n, n, m.data());
+    syevd(&jobz, &uplo, &ni, m.data(), &ni, wb, work.data(), &lwork, iwork.data(), &liwork, &info);
+    if (info != 0) {
+      fill_nan(vb, n * n);
+      fill_nan(wb, n);
+      continue;
+    }
+    from_column_major(m.data(), n, n, vb);
+  }
+}
+
+template <class T>
+void svd(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T* s, T* u, T* vt) {
+  const bool vectors = u != nullptr && vt != nullptr;
+  const int64_t k = std::min(m, n);
+  const int64_t u_cols = full_matrices ? m : k, vt_rows = full_matrices ? n : k;
+  if (k == 0) {  // no singular values; full singular vectors are the identity
+    if (!vectors) return;
+    std::fill(u, u + batch * m * u_cols, T(0));
+    std::fill(vt, vt + batch * vt_rows * n, T(0));
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = 0; i < std::min(m, u_cols); ++i) u[b * m * u_cols + i * u_cols + i] = 1;
+      for (int64_t i = 0; i < std::min(vt_rows, n); ++i) vt[b * vt_rows * n + i * n + i] = 1;
+    }
+    return;
+  }
+  const int mi = lapack_int(m), ni = lapack_int(n);
+  const char jobz = !vectors ? 'N' : full_matrices ? 'A' : 'S';
+  const int ldu = lapack_int(m), ldvt = lapack_int(std::max<int64_t>(vt_rows, 1));
+  std::vector<T> mat(static_cast<size_t>(m * n));
+  std::vector<T> uc(vectors ? static_cast<size_t>(m * u_cols) : 1);
+  std::vector<T> vtc(vectors ? static_cast<size_t>(vt_rows * n) : 1);
+  std::vector<int> iwork(static_cast<size_t>(8 * k));
+  T work_query = 0;
+  int info = 0;
+  const int query = -1;
+  gesdd(&jobz, &mi, &ni, mat.data(), &mi, s, uc.data(), &ldu, vtc.data(), &ldvt, &work_query,
+        &query, iwork.data(), &info);
+  const int lwork = workspace_size(work_query);
+  std::vector<T> work(static_cast<size_t>(lwork));
+  for (int64_t b = 0; b < batch; ++b) {
+    T* sb = s + b * k;
+    to_column_major(a + b * m * n, m, n, mat.data());
+    gesdd(&jobz, &mi, &ni, mat.data(), &mi, sb, uc.data(), &ldu, vtc.data(), &ldvt, work.data(),
+          &lwork, iwork.data(), &info);
+    T* ub = vectors ? u + b * m * u_cols : nullptr;
+    T* vtb = vectors ? vt + b * vt_rows * n : nullptr;
+    if (info != 0) {
+      fill_nan(sb, k);
+      if (vectors) {
+        fill_nan(ub, m * u_cols);
+        fill_nan(vtb, vt_rows * n);
+      }
+      continue;
+    }
+    if (vectors) {
+      from_column_major(uc.data(), m, u_cols, ub);
+      from_column_major(vtc.data(), vt_rows, n, vtb);
+    }
+  }
+}
+
+template void eigh<float>(int64_t, int64_t, bool, const float*, float*, float*);
+template void eigh<double>(int64_t, int64_t, bool, const double*, double*, double*);
+template void svd<float>(int64_t, int64_t, int64_t, bool, const float*, float*, float*, float*);
+template void svd<double>(int64_t, int64_t, int64_t, bool, const double*, double*, double*,
+                          double*);
+
+}  // namespace refjit::kernels
+
+namespace {
+
+template <class T>
+T* data_of(const RefjitMemRefHead* m) {
+  return static_cast<T*>(m->aligned) + m->offset;
+}
+
+}  // namespace
+
+extern "C" {
+
+void refjit_eigh_f32(int64_t batch, int64_t n, int64_t lower, int64_t, const RefjitMemRefHead* a,
+                     int64_t, const RefjitMemRefHead* v, int64_t, const RefjitMemRefHead* w) {
+  refjit::kernels::eigh<float>(batch, n, lower != 0, data_of<float>(a), data_of<float>(v),
+                               data_of<float>(w));
+}
+void refjit_eigh_f64(int64_t batch, int64_t n, int64_t lower, int64_t, const RefjitMemRefHead* a,
+                     int64_t, const RefjitMemRefHead* v, int64_t, const RefjitMemRefHead* w) {
+  refjit::kernels::eigh<double>(batch, n, lower != 0, data_of<double>(a), data_of<double>(v),
+                                data_of<double>(w));
+}
+void refjit_svd_f32(int64_t batch, int64_t m, int64_t n, int64_t full_matrices, int64_t compute_uv,
+                    int64_t, const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* s, int64_t,
+                    const RefjitMemRefHead* u, int64_t, const RefjitMemRefHead* vt) {
+  refjit::kernels::svd<float>(batch, m, n, full_matrices != 0, data_of<float>(a), data_of<float>(s),
+                              compute_uv ? data_of<float>(u) : nullptr,
+                              compute_uv ? data_of<float>(vt) : nullptr);
+}
+void refjit_svd_f64(int64_t batch, int64_t m, int64_t n, int64_t full_matrices, int64_t compute_uv,
+                    int64_t, const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* s, int64_t,
+                    const RefjitMemRefHead* u, int64_t, const RefjitMemRefHead* vt) {
+  refjit::kernels::svd<double>(batch, m, n, full_matrices != 0, data_of<double>(a),
+                               data_of<double>(s), compute_uv ? data_of<double>(u) : nullptr,
+                               compute_uv ? data_of<double>(vt) : nullptr);
+}
+}
