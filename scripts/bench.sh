@@ -9,7 +9,9 @@
 #       into .venv (scripts/python_env.sh)
 #   scripts/bench.sh python [--runs N] [--repeats 1,10] [--json OUT]
 #       the seed's loss from Python: refjit.grad (the package, pip-installed into .venv) against
-#       jax.jit(jax.grad) and against the C++ API, gradients compared (bench/python/seed_bench.py)
+#       jax.jit(jax.grad) and against the C++ API, gradients compared (bench/python/seed_bench.py);
+#       then what crossing between JAX and refjit costs: dispatch, refjit code inside jax.jit as
+#       XLA's custom call, the seed's scan inside a JAX gradient (bench/python/interop_bench.py)
 #
 # Environment: JOBS (build parallelism, default nproc); REFJIT_BENCH_BUILD_DIR to use an
 # already configured build directory instead of the release preset's build/release.
@@ -54,7 +56,9 @@ case "$what" in
   python)
     dir=$(build refjit_bench_seed)
     install_refjit_package
-    exec .venv/bin/python bench/python/seed_bench.py --cpp-bench "$dir/bench/refjit_bench_seed" "$@"
+    .venv/bin/python bench/python/seed_bench.py --cpp-bench "$dir/bench/refjit_bench_seed" "$@"
+    echo
+    exec .venv/bin/python bench/python/interop_bench.py
     ;;
   *)
     usage

@@ -490,7 +490,13 @@ std::vector<RtValue> CompiledFunction::operator()(std::vector<RtValue>&& args) c
   return call(args, true);
 }
 
-std::vector<RtValue> CompiledFunction::call(std::vector<RtValue>& args, bool take) const {
+void CompiledFunction::call_into(const std::vector<RtValue>& args, void* const* outputs) const {
+  std::vector<RtValue> mine = args;
+  (void)call(mine, false, outputs);
+}
+
+std::vector<RtValue> CompiledFunction::call(std::vector<RtValue>& args, bool take,
+                                            void* const* into) const {
   const Impl& f = *impl_;
   if (args.size() != f.in_types.size())
     throw Error(
@@ -538,6 +544,10 @@ std::vector<RtValue> CompiledFunction::call(std::vector<RtValue>& args, bool tak
   outs.reserve(f.out_types.size());
   for (size_t j = 0; j < f.out_types.size(); ++j) {
     const ArrayType& t = f.out_types[j];
+    if (into) {
+      descs.push_back(descriptor(into[j], t.shape));
+      continue;
+    }
     // A donated input the plan returns in place, held by nobody else: the output takes its
     // storage, and the code's entry copy into the output sees one pointer and skips itself.
     const int d = j < f.output_donor.size() ? f.output_donor[j] : -1;

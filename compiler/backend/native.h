@@ -79,6 +79,10 @@ class CompiledFunction {
   // place (a donated input, BufferOptions::donated) becomes that result's storage when no
   // other Array shares it, instead of being copied into a fresh result.
   std::vector<RtValue> operator()(std::vector<RtValue>&& consts_then_args) const;
+  // The same, writing output j into `outputs[j]` (memory of the output's type, row-major,
+  // aligned to its element, not shared with an argument) instead of fresh arrays: how XLA's
+  // custom call (python/src/xla_ffi.cpp) gets results in its own buffers without a copy.
+  void call_into(const std::vector<RtValue>& consts_then_args, void* const* outputs) const;
   const CompileTimings& timings() const;
   // Bytes of the workspace one call uses for intermediates (0: none, or a plan without a
   // workspace). Workspaces are pooled per CompiledFunction and reused across calls.
@@ -87,7 +91,8 @@ class CompiledFunction {
   int workspaces_allocated() const;
 
  private:
-  std::vector<RtValue> call(std::vector<RtValue>& args, bool take) const;
+  std::vector<RtValue> call(std::vector<RtValue>& args, bool take,
+                            void* const* into = nullptr) const;
   std::unique_ptr<Impl> impl_;
 };
 

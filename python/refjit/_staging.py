@@ -13,7 +13,7 @@ differentiates the inner derivative program refjit derived, not JAX's.
 JAX's own transformations of the eqn use refjit's programs too: ``jax.vmap`` refjit's vmap
 of the program, ``jax.jvp`` / ``jax.grad`` refjit's linearize (its linear part a
 ``refjit_linear_call``, which JAX transposes with refjit's transpose), and code XLA compiles
-(``jax.jit``) calls refjit's compiled code back on the host.
+(``jax.jit``) calls refjit's compiled code as the custom call ``refjit_call``.
 """
 
 from __future__ import annotations
@@ -251,20 +251,37 @@ def _batch(prim):
 
 def _lower(ctx, *args, program: StagedProgram, **_):
     """Inside a program XLA compiles (jax.jit, or a lax loop run eagerly), the refjit program
-    runs as a host callback on its compiled code."""
+    runs as XLA's custom call ``refjit_call`` (python/src/xla_ffi.cpp): XLA's compiled code
+    calls refjit's compiled code on its own buffers, without Python. A build without jaxlib's
+    headers runs it as a host callback instead."""
     from jax._src.interpreters import mlir
 
     if any(program.in_refs):
         raise Error("a refjit function that takes a jax.Ref cannot run inside code XLA "
                     "compiles (jax.jit, lax loops run outside refjit); apply refjit.jit "
                     "outermost")
-
-    def host(*arrays):
-        return tuple(_impl(*arrays, program=program))
-
     shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in program.out_avals]
-    fun = lambda *xs: list(jax.pure_callback(host, shapes, *xs))  # noqa: E731
+    if _core.have_xla_ffi() and ctx.module_context.platforms == ("cpu",):
+        _register_ffi_target()
+        call = jax.ffi.ffi_call("refjit_call", shapes)
+        program_id = np.int64(program.executable().ffi_id)
+        fun = lambda *xs: list(call(*xs, program=program_id))  # noqa: E731
+    else:
+        def host(*arrays):
+            return tuple(_impl(*arrays, program=program))
+
+        fun = lambda *xs: list(jax.pure_callback(host, shapes, *xs))  # noqa: E731
     return mlir.lower_fun(fun, multiple_results=True)(ctx, *args)
+
+
+_ffi_registered = False
+
+
+def _register_ffi_target() -> None:
+    global _ffi_registered
+    if not _ffi_registered:
+        jax.ffi.register_ffi_target("refjit_call", _core.xla_ffi_handler(), platform="cpu")
+        _ffi_registered = True
 
 
 # Printed as the `jit` refjit's parser reads: `jit[name=N jaxpr=N]`, N naming the program

@@ -69,6 +69,7 @@ std::vector<RtValue> const_values(const Jaxpr& program, const nb::list& consts) 
 Executable::Executable(const Jaxpr& program, const nb::list& consts, ExecutableOptions options)
     : donated_(std::move(options.donated)) {
   for (Var v : program.invars) in_types_.push_back(program.type_of(v));
+  for (const Atom& a : program.outvars) out_types_.push_back(program.type_of(a));
   std::vector<RtValue> values = const_values(program, consts);
   const auto t0 = std::chrono::steady_clock::now();
   if (options.interpret) {
@@ -88,6 +89,19 @@ Executable::Executable(const Jaxpr& program, const nb::list& consts, ExecutableO
   }
   compile_ms_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int64_t Executable::ffi_id() {
+  if (!ffi_id_) {
+    FfiProgram p;
+    p.compiled = compiled_;
+    if (interpreted_) p.interpreted = std::make_shared<const Jaxpr>(*interpreted_);
+    p.consts = consts_;
+    p.in_types = in_types_;
+    p.out_types = out_types_;
+    ffi_id_ = register_ffi_program(std::move(p));
+  }
+  return *ffi_id_;
 }
 
 nb::list Executable::call(const nb::list& args) const {

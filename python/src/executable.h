@@ -11,6 +11,7 @@
 
 #include "compiler/backend/native.h"
 #include "refjit/ir/jaxpr.h"
+#include "python/src/xla_ffi.h"
 #include "runtime/interpreter.h"
 
 namespace refjit::python {
@@ -40,12 +41,16 @@ class Executable {
   // Bytes of scratch memory one call uses (0 for the interpreter).
   int64_t workspace_bytes() const { return compiled_ ? compiled_->workspace_bytes() : 0; }
   double compile_ms() const { return compile_ms_; }
+  // The id under which XLA's custom call "refjit_call" runs this code (python/src/xla_ffi.h),
+  // registered on first use.
+  int64_t ffi_id();
 
  private:
   std::optional<Jaxpr> interpreted_;                  // the interpreter's program
   std::shared_ptr<const CompiledFunction> compiled_;  // or the native code
   std::vector<RtValue> consts_;                       // the constants the code still takes
-  std::vector<Type> in_types_;
+  std::vector<Type> in_types_, out_types_;
+  std::optional<int64_t> ffi_id_;
   std::vector<bool> donated_;
   double compile_ms_ = 0;
 };

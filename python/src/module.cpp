@@ -314,5 +314,10 @@ NB_MODULE(_core, m) {
       .def("__call__", &Executable::call, "args"_a)
       .def_prop_ro("num_inputs", &Executable::num_inputs)
       .def_prop_ro("workspace_bytes", &Executable::workspace_bytes)
-      .def_prop_ro("compile_ms", &Executable::compile_ms);
+      .def_prop_ro("compile_ms", &Executable::compile_ms)
+      .def_prop_ro("ffi_id", &Executable::ffi_id);
+  m.def("have_xla_ffi", &have_xla_ffi,
+        "Whether this build can run refjit code as XLA's custom call refjit_call.");
+  m.def("xla_ffi_handler", &xla_ffi_handler,
+        "The custom call's handler, a PyCapsule for jax.ffi.register_ffi_target.");
 }

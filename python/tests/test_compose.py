@@ -99,6 +99,60 @@ def test_refjit_functions_inside_code_xla_compiles(x):
                       lax.scan(lambda c, v: (c + f(v), None), np.float32(0), x)[0])
 
 
+def row_updating_scan(carry, xs):
+    """The seed's pattern: a scan that rewrites one row of its carry per step."""
+    def step(c, x):
+        return c.at[0].set(c[0] * 0.9 + x), jnp.sum(c[0])
+    return lax.scan(step, carry, xs)
+
+
+@pytest.mark.skipif(not refjit._core.have_xla_ffi(), reason="built without jaxlib's FFI headers")
+def test_inside_jax_jit_refjit_code_is_xlas_custom_call():
+    carry = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    xs = np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3)
+    inner = refjit.jit(row_updating_scan)
+
+    def outer(c, xs):
+        last, sums = inner(c, xs)
+        return jnp.sum(jnp.tanh(last)) + jnp.sum(sums ** 2)
+
+    def outer_jax(c, xs):
+        last, sums = row_updating_scan(c, xs)
+        return jnp.sum(jnp.tanh(last)) + jnp.sum(sums ** 2)
+
+    # XLA's program calls refjit's compiled code (no Python callback in between).
+    hlo = jax.jit(outer).lower(carry, xs).as_text()
+    assert "custom_call @refjit_call" in hlo and "callback" not in hlo
+    jax_close(jax.jit(outer)(carry, xs), outer_jax(carry, xs), rtol=1e-5)
+    # Its derivative is refjit's, called the same way.
+    grad_hlo = jax.jit(jax.grad(outer)).lower(carry, xs).as_text()
+    assert grad_hlo.count("custom_call @refjit_call") >= 2 and "callback" not in grad_hlo
+    jax_close(jax.jit(jax.grad(outer, argnums=(0, 1)))(carry, xs),
+              jax.grad(outer_jax, argnums=(0, 1))(carry, xs), rtol=1e-5)
+    jax_close(jax.jit(jax.value_and_grad(outer))(carry, xs),
+              jax.value_and_grad(outer_jax)(carry, xs), rtol=1e-5)
+    # Batched by refjit's vmap, forward mode by its linearize, both inside jax.jit.
+    batch = np.stack([carry, 2 * carry, -carry])
+    jax_close(jax.jit(jax.vmap(outer, in_axes=(0, None)))(batch, xs),
+              jax.vmap(outer_jax, in_axes=(0, None))(batch, xs), rtol=1e-5)
+    jax_close(jax.jit(lambda c: jax.jvp(lambda c: outer(c, xs), (c,), (c,)))(carry),
+              jax.jvp(lambda c: outer_jax(c, xs), (carry,), (carry,)), rtol=1e-5)
+
+
+@pytest.mark.skipif(not refjit._core.have_xla_ffi(), reason="built without jaxlib's FFI headers")
+def test_custom_call_takes_every_dtype_and_empty_arrays():
+    def mixed(b, i, h, e):
+        return jnp.where(b, i, 0), h * 2, e + 1, jnp.sum(i) > 3
+
+    args = (np.array([True, False, True]), np.array([1, 2, 3], np.int32),
+            np.array([0.5, 1.5, -2.0], jnp.bfloat16), np.zeros((0, 2), np.float32))
+    expected = jax.jit(mixed)(*args)
+    actual = jax.jit(lambda *a: refjit.jit(mixed)(*a))(*args)
+    for got, want in zip(actual, expected):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(np.asarray(got, np.float64), np.asarray(want, np.float64))
+
+
 def test_a_named_axis_of_an_enclosing_vmap_is_jaxs():
     # axis_index('i') belongs to the jax.vmap around the refjit function: refjit.jit inlines
     # the function there rather than compile an axis it cannot see; grad refuses, loudly.
