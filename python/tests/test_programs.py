@@ -114,6 +114,7 @@ def test_fori_loop_with_refs():
 # The seed's modules run at small sizes: their functions read these module constants when
 # traced (set once, before any is traced).
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples" / "python"))
+import flax_step_with_refjit  # noqa: E402
 import seed_custom_vjp  # noqa: E402
 import seed_insert  # noqa: E402
 
@@ -130,6 +131,15 @@ def test_seed_loss_and_gradient_match_jax(mode, repeats):
     assert_tree_close(refjit.grad(f)(w), jax.grad(f)(w), rtol=1e-4, atol=1e-7)
     out, t = refjit.jvp(f, (w,), (np.float32(1),))
     assert_tree_close(t, jax.grad(f)(w), rtol=1e-4, atol=1e-7)
+
+
+def test_flax_optax_step_calling_the_seed_through_refjit_trains_as_jax_does():
+    # examples/python/flax_step_with_refjit.py: the seed's scan inside a jax.jit train step,
+    # as XLA's custom call into refjit; three adam steps give JAX's losses and parameters.
+    r = flax_step_with_refjit.run(steps=3)
+    np.testing.assert_allclose(r["refjit_losses"], r["jax_losses"], rtol=1e-5)
+    assert r["refjit_losses"][-1] < r["refjit_losses"][0]
+    assert r["max_param_diff"] < 1e-5
 
 
 @pytest.mark.parametrize("fn", ["simple_insert", "bad_insert", "slow_insert", "fast_insert"])
