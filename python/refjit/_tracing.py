@@ -129,6 +129,8 @@ def is_key_array(x) -> bool:
 
 def is_ref(x) -> bool:
     """Whether ``x`` is a concrete ``jax.Ref`` (a tracer of a ref type passes isinstance too)."""
+    if type(x) is np.ndarray:  # the common case, answered without JAX's isinstance checks
+        return False
     return isinstance(x, jax.Ref) and not isinstance(x, jax.core.Tracer)
 
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "compiler/backend/native.h"
-#include "refjit/ir/jaxpr.h"
 #include "python/src/xla_ffi.h"
+#include "refjit/ir/jaxpr.h"
 #include "runtime/interpreter.h"
 
 namespace refjit::python {

@@ -75,8 +75,8 @@ ArrayType type_of(const ffi::AnyBuffer& b, const std::string& what) {
 
 void expect_type(const ArrayType& got, const Type& want, const std::string& what) {
   if (got != want.array)
-    throw Error(fmt::format("{} has type {} but the refjit program takes {}", what, got.str(),
-                            want.str()));
+    throw Error(
+        fmt::format("{} has type {} but the refjit program takes {}", what, got.str(), want.str()));
 }
 
 // Runs the program on XLA's buffers: inputs are read where they are (an Array over XLA's
@@ -84,9 +84,10 @@ void expect_type(const ArrayType& got, const Type& want, const std::string& what
 // code writes its results into XLA's result buffers (the interpreter's are copied there).
 void run(const FfiProgram& p, ffi::RemainingArgs args, ffi::RemainingRets rets) {
   if (args.size() != p.in_types.size() || rets.size() != p.out_types.size())
-    throw Error(fmt::format("the custom call has {} operands and {} results; the refjit program "
-                            "takes {} and returns {}",
-                            args.size(), rets.size(), p.in_types.size(), p.out_types.size()));
+    throw Error(
+        fmt::format("the custom call has {} operands and {} results; the refjit program "
+                    "takes {} and returns {}",
+                    args.size(), rets.size(), p.in_types.size(), p.out_types.size()));
   std::vector<RtValue> all(p.consts.begin(), p.consts.end());
   for (size_t k = 0; k < args.size(); ++k) {
     const std::string what = fmt::format("operand {}", k);
@@ -129,15 +130,13 @@ ffi::Error call(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t progra
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(refjit_xla_call, call,
-                              ffi::Ffi::Bind().RemainingArgs().RemainingRets().Attr<int64_t>(
-                                  "program"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    refjit_xla_call, call,
+    ffi::Ffi::Bind().RemainingArgs().RemainingRets().Attr<int64_t>("program"));
 
 bool have_xla_ffi() { return true; }
 
-nb::object xla_ffi_handler() {
-  return nb::capsule(reinterpret_cast<void*>(&refjit_xla_call));
-}
+nb::object xla_ffi_handler() { return nb::capsule(reinterpret_cast<void*>(&refjit_xla_call)); }
 
 #else
 
