@@ -100,8 +100,22 @@ def _check_backend(backend: str) -> bool:
 
 
 def _executable(program, consts, interpret: bool, donated: Sequence[bool] = (),
-                exact_math: bool = False, name: str = "f") -> Program:
-    return Program(program, consts, interpret, donated, exact_math, name)
+                exact_math: bool = False, name: str = "f",
+                exact_orders: float = float("inf")) -> Program:
+    return Program(program, consts, interpret, donated, exact_math, name, exact_orders)
+
+
+def exact_orders(traced, derivative: bool) -> float:
+    """How many more times refjit may differentiate a program made from ``traced`` (itself,
+    or with ``derivative`` its derivative) and still give JAX's derivatives; staged and
+    differentiated beyond that, it refuses. A custom rule whose own custom calls were inlined
+    limits it (_retrace._RULE_DEPTH_LIMIT), and so does custom_linear_solve (jnp.linalg.solve,
+    inv, det, slogdet), read as solves with a correction that carries the first derivative
+    only: the transposed solve in a derivative program carries none."""
+    orders = traced.exact_orders
+    if "custom_linear_solve" in traced.jax_text:
+        orders = min(orders, 1)
+    return orders - 1 if derivative else orders
 
 
 # ---- arguments ----------------------------------------------------------------------------

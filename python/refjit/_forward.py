@@ -9,7 +9,7 @@ import numpy as np
 from jax import tree_util
 
 from . import _core
-from ._common import (_check_backend, _cached, _executable, _flatten_call, _is_inexact,
+from ._common import (exact_orders, _check_backend, _cached, _executable, _flatten_call, _is_inexact,
                       hoist_closed_over_tracers)
 from ._staging import as_input, is_tracer
 from ._tracing import (ClosesOverTracerError, check_distinct_refs, function_name, is_ref,
@@ -67,7 +67,8 @@ def _jvp(fun, primals: tuple, tangents: tuple, backend: str):
         traced = trace(fun, leaves, arrays, in_tree, on_values=True)
         nonzero = [_is_inexact(a.dtype) for a in arrays] + [False] * len(traced.ref_consts)
         program = _core.jvp(traced.program, nonzero, traced.consts)
-        return _executable(program, traced.consts, interpret), traced
+        return _executable(program, traced.consts, interpret,
+                           exact_orders=exact_orders(traced, derivative=True)), traced
 
     entry = _cached(fun, ("jvp", in_tree, key, interpret), build)
     executable, traced = entry
@@ -122,8 +123,9 @@ def linearize(fun: Callable, *primals, backend: str = "native"):
         traced = trace(fun, leaves, arrays, in_tree, on_values=True)
         diff = [_is_inexact(a.dtype) for a in arrays] + [False] * len(traced.ref_consts)
         primal, linear, _ = _core.linearize(traced.program, diff, traced.consts)
-        return (_executable(primal, traced.consts, interpret),
-                _executable(linear, [], interpret), traced)
+        once = exact_orders(traced, derivative=True)
+        return (_executable(primal, traced.consts, interpret, exact_orders=once),
+                _executable(linear, [], interpret, exact_orders=once), traced)
 
     entry = _cached(fun, ("linearize", in_tree, key, interpret), build)
     primal_exe, linear_exe, traced = entry

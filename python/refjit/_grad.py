@@ -11,7 +11,7 @@ import numpy as np
 from jax import tree_util
 
 from . import _core
-from ._common import (_argnums_tuple, _check_backend, _cached, _executable, _flatten_call,
+from ._common import (exact_orders, _argnums_tuple, _check_backend, _cached, _executable, _flatten_call,
                       _is_inexact, _leaf_ranges, _loss_and_aux, hoist_closed_over_tracers)
 from ._tracing import (ClosesOverTracerError, check_distinct_refs, is_ref, leaf_names, trace,
                        write_back_refs)
@@ -103,7 +103,8 @@ class _Grad:
         num_out = len(loss_types)
         program = _core.grad(traced.program, wrt, num_out - 1, traced.consts)
         executable = _executable(program, traced.consts, self._interpret,
-                                 exact_math=self._exact_math)
+                                 exact_math=self._exact_math,
+                                 exact_orders=exact_orders(traced, derivative=True))
         grad_trees = [tree_util.tree_structure(args[n]) for n in nums]
         return executable, traced, num_out, grad_trees
 

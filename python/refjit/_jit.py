@@ -10,7 +10,7 @@ import jax
 import numpy as np
 from jax import tree_util
 
-from ._common import _check_backend, _executable, _flatten_call, _leaf_ranges
+from ._common import _check_backend, _executable, _flatten_call, _leaf_ranges, exact_orders
 from ._staging import is_tracer
 from ._tracing import (ClosesOverTracerError, check_distinct_refs, function_name, is_ref,
                        trace, write_back_refs)
@@ -130,7 +130,7 @@ class _Jitted:
                     donated[k] = True
         donated += [False] * len(traced.ref_consts)
         executable = _executable(traced.program, traced.consts, self._interpret, donated,
-                                 self._exact_math)
+                                 self._exact_math, exact_orders=exact_orders(traced, False))
         return executable, traced
 
 

@@ -18,6 +18,8 @@ rule as the residuals' pullback. Functions with neither are not traced again.
 from __future__ import annotations
 
 import itertools
+import math
+import threading
 from typing import Any, Sequence
 
 import jax
@@ -201,7 +203,7 @@ def _custom_vjp(prim, params, ins, rules):
                 for ct, a in zip(operand_cts, in_avals[n_consts:])]
 
     call_closed = jax.make_jaxpr(_closed(params["call_jaxpr"]))(*in_specs)
-    fwd_closed = _primal_only(jax.make_jaxpr(fwd)(*in_specs))
+    fwd_closed = _trace_rule(lambda: _primal_only(jax.make_jaxpr(fwd)(*in_specs)))
     res_specs = _specs(res_avals)
     bwd_closed = _trace_bwd(bwd, res_specs, out_specs, params)
     cc, fc, bc = list(call_closed.consts), list(fwd_closed.consts), list(bwd_closed.consts)
@@ -243,7 +245,7 @@ def _trace_bwd(bwd, res_specs, out_specs, params):
     """The bwd rule as a jaxpr. refjit traces it with the function, where JAX waits until a
     cotangent is needed: an error in it is raised here, saying so."""
     try:
-        return _primal_only(jax.make_jaxpr(bwd)(*res_specs, *out_specs))
+        return _trace_rule(lambda: _primal_only(jax.make_jaxpr(bwd)(*res_specs, *out_specs)))
     except Exception as e:
         name = getattr(params.get("bwd"), "__name__", None) or "bwd"
         message = (f"refjit traces a custom_vjp's bwd rule ({name}) when it compiles the "
@@ -284,16 +286,63 @@ def _with_ref_residuals(fwd_jaxpr, n_out: int, ref_res: dict):
 _fwd_names = itertools.count()
 
 
+# Custom rules are traced when the function is (JAX traces a rule when it differentiates).
+# A rule may call custom functions itself (jax.nn.relu's JVP rule calls relu, slogdet's calls
+# slogdet, the seed's fwd rules call the function they define): a custom_jvp call inside a rule
+# keeps its own rule, down to kRuleDepth nested rules; deeper, and for every custom_vjp call
+# inside a rule, the call is inlined as its primal computation, so the derivatives taken
+# through it are the primal's. A derivative program is then exact to as many orders as
+# rule levels were kept (exact_derivative_orders), and refjit refuses to differentiate it
+# beyond that rather than give a derivative JAX would not.
+_RULE_DEPTH_LIMIT = 3
+
+
+class _RuleTracing(threading.local):
+    depth = 0                # rule levels being traced around the current point
+    inlined_at = math.inf    # the shallowest rule level where a custom call was inlined
+
+
+_rule_tracing = _RuleTracing()
+
+
+def start_exactness_tracking() -> tuple:
+    """Starts counting for one function's trace; returns what to give end_exactness_tracking
+    (a trace may run inside another's, as a refjit function called in a traced function)."""
+    saved = (_rule_tracing.depth, _rule_tracing.inlined_at)
+    _rule_tracing.depth = 0
+    _rule_tracing.inlined_at = math.inf
+    return saved
+
+
+def end_exactness_tracking(saved: tuple) -> float:
+    """How many orders of derivatives of the function just traced refjit computes as JAX
+    would (math.inf when no custom call was inlined inside a rule); restores the enclosing
+    trace's count."""
+    orders = _rule_tracing.inlined_at
+    _rule_tracing.depth, _rule_tracing.inlined_at = saved
+    return orders
+
+
+def _trace_rule(make):
+    """``make()`` (the tracing of a rule) one rule level deeper."""
+    _rule_tracing.depth += 1
+    try:
+        return make()
+    finally:
+        _rule_tracing.depth -= 1
+
+
 def _primal_only(closed: jcore.ClosedJaxpr) -> jcore.ClosedJaxpr:
-    """A rule's jaxpr, retraced if needed, its own custom_vjp and custom_jvp calls inlined as
-    their primal computation: the rules are run, not differentiated (the seed's fwd rules call
-    the very custom_vjp function they define; jax.nn.relu's jvp rule calls relu)."""
+    """A rule's jaxpr, retraced if needed: the custom calls inside keep their rules or are
+    inlined as their primal computation (see _RULE_DEPTH_LIMIT)."""
     if not needs_retrace(closed.jaxpr):
         return closed
-    return _retrace_with(closed, _PRIMAL_RULES)
+    rules = _IN_RULE_RULES if _rule_tracing.depth < _RULE_DEPTH_LIMIT else _PRIMAL_RULES
+    return _retrace_with(closed, rules)
 
 
 def _inline_custom_call(_, params, ins, rules):
+    _rule_tracing.inlined_at = min(_rule_tracing.inlined_at, _rule_tracing.depth)
     return _closed(params["call_jaxpr"], rules)(*ins)
 
 
@@ -331,7 +380,7 @@ def _custom_jvp(prim, params, ins, rules):
         return [*outs, *out_tangents]
 
     call_closed = jax.make_jaxpr(_closed(params["call_jaxpr"], rules))(*specs)
-    jvp_closed = _primal_only(jax.make_jaxpr(jvp)(*specs, *specs))
+    jvp_closed = _trace_rule(lambda: _primal_only(jax.make_jaxpr(jvp)(*specs, *specs)))
     cc, jc = list(call_closed.consts), list(jvp_closed.consts)
     extra = cc + jc
     extra_specs = _specs([jax.typeof(x) for x in extra])
@@ -358,6 +407,7 @@ _RULES = {"jit": _jit, "pjit": _jit, "scan": _scan, "cond": _cond, "while": _whi
           "remat2": _checkpoint, "custom_jvp_call": _custom_jvp, "custom_vjp_call": _custom_vjp}
 _PRIMAL_RULES = {**_RULES, "custom_vjp_call": _inline_custom_call,
                  "custom_jvp_call": _inline_custom_call}
+_IN_RULE_RULES = {**_RULES, "custom_vjp_call": _inline_custom_call}
 
 
 def retrace(closed: jcore.ClosedJaxpr) -> jcore.ClosedJaxpr:

@@ -30,6 +30,13 @@ from jax.extend import core as jcore
 from . import _core
 from ._errors import Error
 
+NOT_DIFFERENTIABLE_AGAIN = (
+    "cannot differentiate this refjit derivative program again: it is JAX's derivative to "
+    "the order taken so far only (the function solves a linear system, jnp.linalg.solve / inv "
+    "/ det / slogdet, whose derivative refjit carries to first order; or a custom rule inside "
+    "calls custom functions nested deeper than refjit traces their rules). Take the inner "
+    "derivative with JAX (jax.grad, jax.jvp) and let refjit compile the outer one")
+
 _names = itertools.count()
 
 
@@ -38,8 +45,10 @@ class Program:
     the first call with arrays) or stages it (when an input is a tracer)."""
 
     def __init__(self, program, consts: Sequence, interpret: bool,
-                 donated: Sequence[bool] = (), exact_math: bool = False, name: str = "f"):
+                 donated: Sequence[bool] = (), exact_math: bool = False, name: str = "f",
+                 exact_orders: float = float("inf")):
         self.program = program
+        self.exact_orders = exact_orders  # _common.exact_orders
         self.consts = list(consts)
         self.interpret = interpret
         self.donated = list(donated)
@@ -68,7 +77,8 @@ class Program:
         can transpose (``jax.linear_transpose`` of linearize's ``f_jvp``)."""
         if self._staged is None:
             closed = _core.consts_to_inputs(self.program, list(range(len(self.consts))))
-            self._staged = StagedProgram(closed, f"refjit_{self.name}_{next(_names)}")
+            self._staged = StagedProgram(closed, f"refjit_{self.name}_{next(_names)}",
+                                         self.exact_orders)
         if num_nonlinear is not None and not self.consts:
             return refjit_linear_call_p.bind(*inputs, program=self._staged,
                                              num_nonlinear=num_nonlinear)
@@ -93,9 +103,11 @@ class StagedProgram:
     and the programs derived from it for JAX's transformations of the eqn (each derived
     once). Printed, it is its name; compared, it is itself (JAX hashes params)."""
 
-    def __init__(self, program, name: str):
+    def __init__(self, program, name: str, exact_orders: float = float("inf")):
         self.program = program
         self.name = name
+        # How many more times it may be differentiated (_common.exact_orders): 0 refuses.
+        self.exact_orders = exact_orders
         self._executable = None
         self._derived: dict = {}
         self.out_avals = [
@@ -124,19 +136,22 @@ class StagedProgram:
         """(primal, linear, num_residuals): refjit's linearize of the program."""
         def make():
             primal, linear, nres = _core.linearize(self.program, list(differentiated))
-            return (StagedProgram(primal, f"{self.name}_primal"),
-                    StagedProgram(linear, f"{self.name}_linear"), nres)
+            once = self.exact_orders - 1  # both are this program differentiated once
+            return (StagedProgram(primal, f"{self.name}_primal", once),
+                    StagedProgram(linear, f"{self.name}_linear", once), nres)
         return self._derive(("linearize", differentiated), make)
 
     def transposed(self, num_nonlinear: int, kinds: tuple):
         return self._derive(("transpose", num_nonlinear, kinds), lambda: StagedProgram(
-            _core.transpose(self.program, num_nonlinear, list(kinds)), f"{self.name}_T"))
+            _core.transpose(self.program, num_nonlinear, list(kinds)), f"{self.name}_T",
+            self.exact_orders))
 
     def batched(self, in_batched: tuple, size: int):
         """(program, out_batched): refjit's vmap of the program."""
         def make():
             program, out_batched = _core.vmap(self.program, list(in_batched), size)
-            return StagedProgram(program, f"{self.name}_batched"), tuple(out_batched)
+            return (StagedProgram(program, f"{self.name}_batched", self.exact_orders),
+                    tuple(out_batched))
         return self._derive(("vmap", in_batched, size), make)
 
 
@@ -213,6 +228,8 @@ def _jvp(primals, tangents, *, program: StagedProgram, **_):
     if not any(diff):
         outs = refjit_call_p.bind(*primals, program=program)
         return outs, [ad.Zero(a.to_tangent_aval()) for a in program.out_avals]
+    if program.exact_orders < 1:
+        raise Error(NOT_DIFFERENTIABLE_AGAIN)
     primal, linear, nres = program.linearized(diff)
     outs_res = refjit_call_p.bind(*primals, program=primal)
     n = len(program.out_avals)
@@ -295,9 +312,12 @@ def _pp_as_jit(eqn, context, settings):
     from jax._src import core as jax_core
 
     program = eqn.params["program"]
-    shown = eqn.replace(primitive=_printed_as_jit,
-                        params={"name": program.name, "jaxpr": program})
-    return jax_core._pp_eqn(shown, context, settings, params=["name", "jaxpr"])
+    params = {"name": program.name, "jaxpr": program}
+    if program.exact_orders < 1 and _printing_for_refjit.active:
+        # refjit's autodiff refuses to differentiate the call (passes/jaxpr_util.h).
+        params["custom_rule_missing"] = "derivative_not_exact"
+    shown = eqn.replace(primitive=_printed_as_jit, params=params)
+    return jax_core._pp_eqn(shown, context, settings, params=list(params))
 
 
 def _print_ref_kinds() -> None:

@@ -18,7 +18,8 @@ from jax import tree_util
 
 from . import _core
 from ._errors import ParseError, TraceError, TypeCheckError
-from ._retrace import needs_retrace, retrace
+from ._retrace import (end_exactness_tracking, needs_retrace, retrace,
+                       start_exactness_tracking)
 from ._staging import is_tracer, printing_for_refjit, staged_programs
 
 # The element types refjit computes in, as NumPy names them.
@@ -210,11 +211,14 @@ class Traced:
     """One function traced at one set of argument types."""
 
     __slots__ = ("program", "consts", "ref_consts", "out_tree", "jax_text", "name",
-                 "key_outputs")
+                 "key_outputs", "exact_orders")
 
     def __init__(self, program, consts, out_tree, jax_text, name, ref_consts=(),
-                 key_outputs=()):
+                 key_outputs=(), exact_orders=float("inf")):
         self.program = program
+        # How many orders of derivatives refjit computes as JAX would (_retrace's rule
+        # depth; _common.exact_orders adds custom_linear_solve's limit).
+        self.exact_orders = exact_orders
         # Per output leaf: the PRNG implementation of a key result (refjit returns its words,
         # which wrap_keys makes a key array again), else None.
         self.key_outputs = tuple(key_outputs)
@@ -345,8 +349,12 @@ def _finish_trace(fun: Callable, closed, out_tree) -> Traced:
             "(jax.vmap or shard_map with axis_name); refjit compiles the function on its own, "
             "where that axis does not exist (refjit.jit inlines such a function into the "
             "transformation instead)", closed, out_tree)
-    if needs_retrace(closed.jaxpr):
-        closed = retrace(closed)
+    saved = start_exactness_tracking()
+    try:
+        if needs_retrace(closed.jaxpr):
+            closed = retrace(closed)
+    finally:
+        exact_orders = end_exactness_tracking(saved)
     with printing_for_refjit():
         text = str(closed)
     name = function_name(fun)
@@ -358,7 +366,7 @@ def _finish_trace(fun: Callable, closed, out_tree) -> Traced:
     # np.asarray(order="C"), not np.ascontiguousarray, which makes a 0-d constant 1-d.
     consts = [np.asarray(c, order="C") for c in closed.consts if not is_ref(c)]
     key_outputs = [_key_impl_of(aval) for aval in closed.out_avals]
-    return Traced(program, consts, out_tree, text, name, ref_consts, key_outputs)
+    return Traced(program, consts, out_tree, text, name, ref_consts, key_outputs, exact_orders)
 
 
 def _key_impl_of(aval):

@@ -10,7 +10,7 @@ import numpy as np
 from jax import tree_util
 
 from . import _core
-from ._common import (_check_backend, _cached, _executable, _flatten_call, _is_inexact,
+from ._common import (exact_orders, _check_backend, _cached, _executable, _flatten_call, _is_inexact,
                       _leaf_ranges, _loss_and_aux, hoist_closed_over_tracers)
 from ._errors import RefError
 from ._staging import as_input, is_tracer
@@ -42,6 +42,7 @@ class _VjpCore:
                  out_tree, out_types, interpret, backward_cache):
         self.fun = fun
         self.program = traced.program
+        self.exact_orders = exact_orders(traced, derivative=True)
         self.num_ref_consts = len(traced.ref_consts)
         self.leaves = leaves
         self.arrays = arrays
@@ -67,7 +68,7 @@ class _VjpCore:
             if list(ref_residuals) != list(self.ref_residuals):
                 raise RuntimeError("refjit.vjp: internal: the backward programs disagree on "
                                    "the refs they take again")
-            exe = _executable(bwd, [], self.interpret)
+            exe = _executable(bwd, [], self.interpret, exact_orders=self.exact_orders)
             self.backward_cache[kinds] = exe
         return exe
 
@@ -258,7 +259,9 @@ def _vjp(fun, primals, leaves, arrays, key, in_tree, has_aux, interpret):
         diff = [_is_inexact(a.dtype) and not is_ref(x) for x, a in zip(leaves, arrays)]
         diff += [False] * len(traced.ref_consts)
         forward, _, _, ref_residuals = _core.vjp(traced.program, diff, ["value"] * sum(diff))
-        return traced, _executable(forward, traced.consts, interpret), {}, tuple(ref_residuals)
+        return (traced, _executable(forward, traced.consts, interpret,
+                                    exact_orders=exact_orders(traced, derivative=True)),
+                {}, tuple(ref_residuals))
 
     entry = _cached(fun, ("vjp", has_aux, in_tree, key, interpret), build)
     traced, forward_exe, backward_cache, ref_residuals = entry

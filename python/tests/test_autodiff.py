@@ -398,3 +398,23 @@ def test_pow_slopes_at_zero_are_jaxs():
         assert_tree_close(refjit.grad(f)(*args), jax.grad(f)(*args))
     second = refjit.jvp(lambda x: refjit.grad(jax.lax.pow, (0, 1))(x, 0.0), (4.0,), (1.0,))[1]
     assert_tree_close(second, (np.float32(0.0), np.float32(0.25)))
+
+
+def test_a_custom_jvp_rule_calling_custom_functions_keeps_their_rules_for_second_order():
+    # slogdet of a 1x1 complex matrix is a custom_jvp whose rule calls slogdet again: the
+    # second derivative through refjit's own first derivative must use that inner rule
+    # (inlining its primal, whose sign has a zero derivative, gave another number).
+    a = np.array([[1.2 - 0.7j]], np.complex64)
+    t = np.array([[0.3 + 0.4j]], np.complex64)
+    f = lambda a: jnp.linalg.slogdet(a)  # noqa: E731
+    ours = refjit.jvp(lambda a: refjit.jvp(f, (a,), (t,))[1], (a,), (t,))
+    theirs = jax.jvp(lambda a: jax.jvp(f, (a,), (t,))[1], (a,), (t,))
+    assert_tree_close(ours, theirs, rtol=1e-5)
+    # relu's rule calls relu: third derivatives through refjit's nested derivatives are JAX's.
+    x = np.linspace(-1, 1, 5).astype(np.float32)
+    g = lambda x: jnp.sum(jax.nn.relu(x) ** 3 + jax.nn.gelu(x))  # noqa: E731
+    second = refjit.grad(lambda x: jnp.sum(refjit.grad(g)(x) * x))
+    third = refjit.grad(lambda x: jnp.sum(second(x) * x))
+    jax_second = jax.grad(lambda x: jnp.sum(jax.grad(g)(x) * x))
+    assert_tree_close(third(x), jax.grad(lambda x: jnp.sum(jax_second(x) * x))(x), rtol=1e-4,
+                      atol=1e-5)

@@ -190,3 +190,24 @@ def test_an_iterative_linear_solve_runs_but_its_derivative_is_refused(rng):
             refjit.jvp(f, (a, b), (a, b))
         with pytest.raises(refjit.Error, match="solve is iterative"):
             refjit.grad(lambda a, b: jnp.sum(f(a, b)))(a, b)
+
+
+def test_second_derivatives_through_a_solve_are_jaxs_or_refused(rng):
+    # refjit carries custom_linear_solve's derivative to first order; its own derivative
+    # program of a solve must not be differentiated again (JAX 0.10.2's testSlogdetGrad found
+    # it silently wrong). Nesting JAX's derivative inside refjit's is exact.
+    a = rng.standard_normal((4, 4)).astype(np.float32) + 4 * np.eye(4, dtype=np.float32)
+    t = rng.standard_normal((4, 4)).astype(np.float32)
+    logdet = lambda a: jnp.linalg.slogdet(a)[1]  # noqa: E731
+    jax_inner = lambda a: jnp.sum(jax.grad(logdet)(a) * t)  # noqa: E731
+    assert_tree_close(refjit.grad(jax_inner)(a), jax.grad(jax_inner)(a), rtol=1e-4, atol=1e-5)
+    refjit_inner = lambda a: jnp.sum(refjit.grad(logdet)(a) * t)  # noqa: E731
+    for outer in (refjit.grad, jax.grad):
+        with pytest.raises(refjit.Error, match="cannot differentiate this refjit derivative"):
+            outer(refjit_inner)(a)
+    with pytest.raises(refjit.Error, match="cannot differentiate this refjit derivative"):
+        refjit.jvp(lambda a: refjit.jvp(logdet, (a,), (t,))[1], (a,), (t,))
+    # Staging refjit's derivative without differentiating it again is fine.
+    assert_tree_close(refjit.jit(refjit.grad(logdet))(a), jax.grad(logdet)(a), rtol=1e-5)
+    assert_tree_close(jax.jit(refjit.grad(logdet))(a), jax.grad(logdet)(a), rtol=1e-5,
+                      numpy_result=False)
