@@ -33,7 +33,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_FILES = ("lax_autodiff_test.py", "lax_control_flow_test.py", "mutable_array_test.py",
-                 "state_test.py")
+                 "state_test.py", "linalg_test.py")
 MUST_NOT_HAPPEN = ("wrong-number", "wrong-dtype", "crash", "hang", "internal-error")
 CLASSES = ("gap", "wrong-number", "wrong-dtype", "missing-error", "different-error",
            "internal-error", "hang", "crash", "other")
