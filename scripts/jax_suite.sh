@@ -9,8 +9,8 @@
 # FILE defaults to lax_autodiff_test.py, lax_control_flow_test.py, mutable_array_test.py,
 # state_test.py and linalg_test.py. Installs the package into .venv (pip install ., as
 # scripts/test.sh does) and the test files' own dependencies (absl-py, hypothesis);
-# REFJIT_PYTHONPATH=DIR runs against the package in DIR (a development build) instead. Exits 1 when a wrong number, wrong dtype,
-# crash, hang or internal error was seen.
+# REFJIT_PYTHONPATH=DIR runs against the package in DIR (a development build) instead.
+# Exits 1 when a wrong number, wrong dtype, crash, hang or internal error was seen.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { sed -n '5,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
