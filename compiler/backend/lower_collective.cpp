@@ -1,10 +1,8 @@
 // Lowering of the collectives: calls into the runtime (runtime/collectives.h), which runs
 // them on the group the axis is bound to when the code runs. The array is handed over as an
 // unranked memref (unranked_memref), as the matrix kernel takes its operands.
-#include <fmt/format.h>
 
 #include "compiler/backend/lowering.h"
-#include "refjit/ir/error.h"
 #include "runtime/collectives.h"
 
 namespace refjit::backend {
@@ -12,18 +10,6 @@ namespace refjit::backend {
 namespace {
 
 using mlir::Value;
-
-bool contiguous(Value memref) {
-  return mlir::cast<mlir::MemRefType>(memref.getType()).getLayout().isIdentity();
-}
-
-void require_runtime(LowerCtx& c, const Eqn& e) {
-  if (c.options().runtime_kernels) return;
-  throw Error(fmt::format(
-      "{}: collectives run on refjit's runtime, which `refjit compile` objects do not link; "
-      "run the program with jit (or `refjit run`)",
-      prim_name(e.prim)));
-}
 
 Value axis_of(LowerCtx& c, const Eqn& e) {
   return c.index(axis_id(e.params.get<std::string>("axis_name")));
@@ -44,13 +30,13 @@ struct InPlace {
 InPlace in_place(LowerCtx& c, const Eqn& e) {
   const ArrayType t = c.type_of(e.outs[0]).array;
   const Value result = c.result_buffer(e.outs[0]);
-  const Value call = contiguous(result) ? result : c.alloc(t);
+  const Value call = is_contiguous(result) ? result : c.alloc(t);
   if (!c.shares_buffer(e.ins[0], e.outs[0]) || call != result) c.copy(c.buffer(e.ins[0]), call, t);
   return {call, result, t};
 }
 
 void lower_psum(LowerCtx& c, const Eqn& e) {
-  require_runtime(c, e);
+  require_runtime(c, e, "a collective");
   InPlace p = in_place(c, e);
   c.call_runtime("refjit_psum",
                  {axis_of(c, e), c.index(static_cast<int64_t>(p.type.dtype)),
@@ -59,7 +45,7 @@ void lower_psum(LowerCtx& c, const Eqn& e) {
 }
 
 void lower_broadcast_from(LowerCtx& c, const Eqn& e) {
-  require_runtime(c, e);
+  require_runtime(c, e, "a collective");
   InPlace p = in_place(c, e);
   c.call_runtime("refjit_broadcast_from",
                  {axis_of(c, e), c.index(static_cast<int64_t>(p.type.dtype)),
@@ -69,17 +55,17 @@ void lower_broadcast_from(LowerCtx& c, const Eqn& e) {
 }
 
 void lower_all_gather(LowerCtx& c, const Eqn& e) {
-  require_runtime(c, e);
+  require_runtime(c, e, "a collective");
   const ArrayType in_t = c.type_of(e.ins[0]).array;
   const ArrayType out_t = c.type_of(e.outs[0]).array;
   Value in = c.buffer(e.ins[0]);
-  if (!contiguous(in)) {
+  if (!is_contiguous(in)) {
     Value dense = c.alloc(in_t);
     c.copy(in, dense, in_t);
     in = dense;
   }
   const Value result = c.result_buffer(e.outs[0]);
-  const Value out = contiguous(result) ? result : c.alloc(out_t);
+  const Value out = is_contiguous(result) ? result : c.alloc(out_t);
   c.call_runtime("refjit_all_gather",
                  {axis_of(c, e), c.index(static_cast<int64_t>(in_t.dtype)), c.index(out_t.shape[0]),
                   unranked_memref(c, in), unranked_memref(c, out), c.index(in_t.num_elements())});
@@ -87,7 +73,7 @@ void lower_all_gather(LowerCtx& c, const Eqn& e) {
 }
 
 void lower_axis_index(LowerCtx& c, const Eqn& e) {
-  require_runtime(c, e);
+  require_runtime(c, e, "a collective");
   const Value result = c.result_buffer(e.outs[0]);
   c.call_runtime("refjit_axis_index", {axis_of(c, e), unranked_memref(c, result)});
 }

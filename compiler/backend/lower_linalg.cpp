@@ -1,28 +1,14 @@
 // Lowering of the matrix decompositions: calls of the LAPACK kernels
 // (runtime/kernels/lapack.h) on contiguous buffers, the operand and results copied to and from
 // fresh ones when their views are strided.
-#include <fmt/format.h>
 
 #include "compiler/backend/lowering.h"
-#include "refjit/ir/error.h"
 
 namespace refjit::backend {
 
 namespace {
 
 using mlir::Value;
-
-bool contiguous(Value memref) {
-  return mlir::cast<mlir::MemRefType>(memref.getType()).getLayout().isIdentity();
-}
-
-void require_runtime(LowerCtx& c, const Eqn& e) {
-  if (c.options().runtime_kernels) return;
-  throw Error(fmt::format(
-      "{}: the decomposition runs on LAPACK through refjit's runtime, which `refjit compile` "
-      "objects do not link; run the program with jit (or `refjit run`)",
-      prim_name(e.prim)));
-}
 
 bool flag(const Eqn& e, std::string_view key, bool fallback) {
   const ParamValue* v = e.params.find(key);
@@ -32,7 +18,7 @@ bool flag(const Eqn& e, std::string_view key, bool fallback) {
 // The operand in a contiguous buffer (a copy when its view is strided).
 Value dense_operand(LowerCtx& c, const Eqn& e) {
   Value in = c.buffer(e.ins[0]);
-  if (contiguous(in)) return in;
+  if (is_contiguous(in)) return in;
   const ArrayType t = c.type_of(e.ins[0]).array;
   Value dense = c.alloc(t);
   c.copy(in, dense, t);
@@ -49,7 +35,7 @@ struct ResultBuffer {
 ResultBuffer result_buffer(LowerCtx& c, const Eqn& e, size_t i) {
   const ArrayType t = c.type_of(e.outs[i]).array;
   const Value result = c.result_buffer(e.outs[i]);
-  return {contiguous(result) ? result : c.alloc(t), result, t};
+  return {is_contiguous(result) ? result : c.alloc(t), result, t};
 }
 
 void finish(LowerCtx& c, const std::vector<ResultBuffer>& results) {
@@ -64,7 +50,7 @@ int64_t batch_of(const ArrayType& t) {
 }
 
 void lower_eigh(LowerCtx& c, const Eqn& e) {
-  require_runtime(c, e);
+  require_runtime(c, e, "the decomposition (LAPACK)");
   const ArrayType t = c.type_of(e.ins[0]).array;
   const Value a = dense_operand(c, e);
   const std::vector<ResultBuffer> r = {result_buffer(c, e, 0), result_buffer(c, e, 1)};
@@ -76,7 +62,7 @@ void lower_eigh(LowerCtx& c, const Eqn& e) {
 }
 
 void lower_svd(LowerCtx& c, const Eqn& e) {
-  require_runtime(c, e);
+  require_runtime(c, e, "the decomposition (LAPACK)");
   const ArrayType t = c.type_of(e.ins[0]).array;
   const bool compute_uv = e.outs.size() == 3;
   const Value a = dense_operand(c, e);

@@ -441,6 +441,18 @@ Value LowerCtx::row_view(Value memref, Value i) {
   return b.create<mlir::memref::SubViewOp>(loc, type, memref, offsets, sizes, strides);
 }
 
+bool is_contiguous(mlir::Value memref) {
+  return mlir::cast<mlir::MemRefType>(memref.getType()).getLayout().isIdentity();
+}
+
+void require_runtime(LowerCtx& c, const Eqn& e, std::string_view what) {
+  if (c.options().runtime_kernels) return;
+  throw Error(
+      fmt::format("{}: {} runs on refjit's runtime, which `refjit compile` objects do not "
+                  "link; run the program with jit (or `refjit run`)",
+                  prim_name(e.prim), what));
+}
+
 mlir::Value unranked_memref(LowerCtx& c, mlir::Value memref) {
   auto type = mlir::cast<mlir::MemRefType>(memref.getType());
   auto to = mlir::UnrankedMemRefType::get(type.getElementType(), type.getMemorySpace());

@@ -315,6 +315,12 @@ void register_linalg_lowerings(LowerTable& t);  // lower_linalg.cpp
 // expand-strided-metadata folds that through a memref.view into the workspace and drops the
 // view's byte shift.)
 mlir::Value unranked_memref(LowerCtx& c, mlir::Value memref);
+// Whether a memref is row-major and contiguous (identity layout), as the runtime's entries
+// that take a plain pointer need it.
+bool is_contiguous(mlir::Value memref);
+// Throws, naming the eqn's primitive, when the code being lowered may not call refjit's
+// runtime (`refjit compile` objects link only libc and libm); `what` says what needs it.
+void require_runtime(LowerCtx& c, const Eqn& e, std::string_view what);
 
 // Builds the memref-level module with one function `refjit_main` taking one memref per
 // constvar, invar and outvar (in that order), with a C interface wrapper.
