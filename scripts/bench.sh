@@ -12,6 +12,7 @@
 #       jax.jit(jax.grad) and against the C++ API, gradients compared (bench/python/seed_bench.py);
 #       then what crossing between JAX and refjit costs: dispatch, refjit code inside jax.jit as
 #       XLA's custom call, the seed's scan inside a JAX gradient (bench/python/interop_bench.py)
+#       and inside a flax/optax train step (examples/python/flax_step_with_refjit.py)
 #
 # Environment: JOBS (build parallelism, default nproc); REFJIT_BENCH_BUILD_DIR to use an
 # already configured build directory instead of the release preset's build/release.
@@ -58,7 +59,9 @@ case "$what" in
     install_refjit_package
     .venv/bin/python bench/python/seed_bench.py --cpp-bench "$dir/bench/refjit_bench_seed" "$@"
     echo
-    exec .venv/bin/python bench/python/interop_bench.py
+    .venv/bin/python bench/python/interop_bench.py
+    echo
+    exec .venv/bin/python examples/python/flax_step_with_refjit.py
     ;;
   *)
     usage
