@@ -101,8 +101,7 @@ Tangents eigh_jvp(JvpCtx& c, JvpArgs& a) {
 Tangents svd_jvp(JvpCtx& c, JvpArgs& a) {
   const ArrayType at = c.p.array_type_of(a.primals[0]);
   const bool compute_uv = a.eqn.outs.size() == 3;
-  const ParamValue* full_param = a.eqn.params.find("full_matrices");
-  const bool full = !full_param || std::get<bool>(*full_param);
+  const bool full = a.eqn.params.get_or<bool>("full_matrices", true);
   const int64_t m = at.shape[at.rank() - 2], n = at.shape.back(), k = std::min(m, n);
   if (!a.tangents[0]) {
     std::vector<Type> types;

@@ -8,11 +8,6 @@ namespace refjit {
 
 namespace {
 
-bool flag(const Eqn& e, std::string_view key, bool fallback) {
-  const ParamValue* v = e.params.find(key);
-  return v && std::holds_alternative<bool>(*v) ? std::get<bool>(*v) : fallback;
-}
-
 template <class T>
 T* values_of(Array& a) {
   return a.mutable_values<T>().data();
@@ -25,7 +20,7 @@ std::vector<RtValue> eval_eigh(const EvalContext& cx, const Eqn& e, std::span<co
   int64_t batch = 1;
   for (int d = 0; d + 2 < a.rank(); ++d) batch *= a.shape()[d];
   Array v(cx.out_type(e, 0).array), w(cx.out_type(e, 1).array);
-  const bool lower = flag(e, "lower", true);
+  const bool lower = e.params.get_or<bool>("lower", true);
   if (a.dtype() == DType::f32)
     kernels::eigh<float>(batch, n, lower, a.values<float>().data(), values_of<float>(v),
                          values_of<float>(w));
@@ -41,7 +36,7 @@ std::vector<RtValue> eval_svd(const EvalContext& cx, const Eqn& e, std::span<con
   expect_operands(e, ins, 1);
   const Array& a = array_in(e, ins, 0);
   const int64_t m = a.shape()[a.rank() - 2], n = a.shape().back();
-  const bool compute_uv = e.outs.size() == 3, full = flag(e, "full_matrices", true);
+  const bool compute_uv = e.outs.size() == 3, full = e.params.get_or<bool>("full_matrices", true);
   std::vector<RtValue> out;
   Array s(cx.out_type(e, 0).array);
   Array u = compute_uv ? Array(cx.out_type(e, 1).array) : Array();

@@ -10,11 +10,6 @@ namespace {
 
 using mlir::Value;
 
-bool flag(const Eqn& e, std::string_view key, bool fallback) {
-  const ParamValue* v = e.params.find(key);
-  return v && std::holds_alternative<bool>(*v) ? std::get<bool>(*v) : fallback;
-}
-
 // The operand in a contiguous buffer (a copy when its view is strided).
 Value dense_operand(LowerCtx& c, const Eqn& e) {
   Value in = c.buffer(e.ins[0]);
@@ -54,10 +49,10 @@ void lower_eigh(LowerCtx& c, const Eqn& e) {
   const ArrayType t = c.type_of(e.ins[0]).array;
   const Value a = dense_operand(c, e);
   const std::vector<ResultBuffer> r = {result_buffer(c, e, 0), result_buffer(c, e, 1)};
-  c.call_runtime(
-      t.dtype == DType::f32 ? "refjit_eigh_f32" : "refjit_eigh_f64",
-      {c.index(batch_of(t)), c.index(t.shape.back()), c.index(flag(e, "lower", true) ? 1 : 0),
-       unranked_memref(c, a), unranked_memref(c, r[0].call), unranked_memref(c, r[1].call)});
+  c.call_runtime(t.dtype == DType::f32 ? "refjit_eigh_f32" : "refjit_eigh_f64",
+                 {c.index(batch_of(t)), c.index(t.shape.back()),
+                  c.index(e.params.get_or<bool>("lower", true) ? 1 : 0), unranked_memref(c, a),
+                  unranked_memref(c, r[0].call), unranked_memref(c, r[1].call)});
   finish(c, r);
 }
 
@@ -75,9 +70,9 @@ void lower_svd(LowerCtx& c, const Eqn& e) {
   const Value u = compute_uv ? r[1].call : r[0].call, vt = compute_uv ? r[2].call : r[0].call;
   c.call_runtime(t.dtype == DType::f32 ? "refjit_svd_f32" : "refjit_svd_f64",
                  {c.index(batch_of(t)), c.index(t.shape[t.rank() - 2]), c.index(t.shape.back()),
-                  c.index(flag(e, "full_matrices", true) ? 1 : 0), c.index(compute_uv ? 1 : 0),
-                  unranked_memref(c, a), unranked_memref(c, r[0].call), unranked_memref(c, u),
-                  unranked_memref(c, vt)});
+                  c.index(e.params.get_or<bool>("full_matrices", true) ? 1 : 0),
+                  c.index(compute_uv ? 1 : 0), unranked_memref(c, a), unranked_memref(c, r[0].call),
+                  unranked_memref(c, u), unranked_memref(c, vt)});
   finish(c, r);
 }
 
