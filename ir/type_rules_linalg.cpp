@@ -1,5 +1,7 @@
 // Type rules of the matrix decompositions (docs/primitives.md "Matrix decompositions"): eigh
 // and svd, on the last two dims of a float array, any leading dims a batch.
+#include <limits>
+
 #include "ir/type_rule_support.h"
 #include "ir/type_rules.h"
 
@@ -27,6 +29,10 @@ const ArrayType& matrix_operand(const Checker& c) {
     c.fail("operand 0 has type {}; refjit decomposes f32 and f64 matrices (convert first{})",
            a.str(), is_complex(a.dtype) ? "; complex matrices are not supported yet" : "");
   if (a.rank() < 2) c.fail("operand 0 has type {}; a matrix (rank 2 or more) is needed", a.str());
+  // LAPACK counts rows and columns in 32-bit ints.
+  for (int d = a.rank() - 2; d < a.rank(); ++d)
+    if (a.shape[d] > std::numeric_limits<int32_t>::max())
+      c.fail("operand 0 has type {}; LAPACK takes at most 2^31 - 1 rows and columns", a.str());
   return a;
 }
 
