@@ -94,11 +94,14 @@ def test_derived_functions(rng):
 def test_eigh_gradient_and_forward_mode(backend, rng):
     def loss(x):
         w, v = jnp.linalg.eigh(x)
-        return jnp.sum(w ** 2 * jnp.arange(1.0, 5.0)) + jnp.sum(v[:, 1] ** 3)
+        return jnp.sum(w ** 2 * jnp.arange(1.0, 5.0)) + jnp.sum(v[..., 1] ** 3)
 
     with jax.enable_x64():
         a = rng.standard_normal((4, 4))
         t = rng.standard_normal((4, 4))
+        batch = rng.standard_normal((3, 4, 4))  # the rule on leading batch dims
+        assert_tree_close(refjit.grad(loss, backend=backend)(batch), jax.grad(loss)(batch),
+                          rtol=1e-9, atol=1e-11)
         expected = jax.grad(loss)(a)
         assert_tree_close(refjit.grad(loss, backend=backend)(a), expected, rtol=1e-9,
                           atol=1e-11)
@@ -112,11 +115,11 @@ def test_eigh_gradient_and_forward_mode(backend, rng):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("shape", [(6, 4), (4, 6), (5, 5)])
+@pytest.mark.parametrize("shape", [(6, 4), (4, 6), (5, 5), (2, 3, 6)])
 def test_svd_gradient_and_forward_mode(backend, shape, rng):
     def loss(x):
         u, s, vt = jnp.linalg.svd(x, full_matrices=False)
-        return jnp.sum(s ** 2) + jnp.sum(jnp.sin(u[:, 0]) ** 2) + jnp.sum(vt[0] ** 3)
+        return jnp.sum(s ** 2) + jnp.sum(jnp.sin(u[..., 0]) ** 2) + jnp.sum(vt[..., 0, :] ** 3)
 
     with jax.enable_x64():
         a = rng.standard_normal(shape)
