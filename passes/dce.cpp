@@ -1,5 +1,6 @@
 #include "passes/dce.h"
 
+#include <algorithm>
 #include <memory>
 #include <unordered_set>
 
@@ -43,6 +44,62 @@ std::vector<bool> needed_eqns(const Jaxpr& j, const std::vector<bool>& used_outp
   return keep;
 }
 
+// Which outputs of a scan's body are live: a ys output read after the scan, a carry read
+// after the scan or read by the body to compute something live, to a fixpoint. A carry
+// nobody reads is only recomputed from itself, and its derivative is dead work too: where
+// that derivative is 0 * inf (the norm of zeros) it would put a NaN into live cotangents,
+// where JAX's DCE drops it (random program 7418).
+std::vector<bool> live_body_outputs(const Eqn& e, const Jaxpr& body,
+                                    const std::unordered_set<uint32_t>& used) {
+  const size_t nc = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
+  const size_t ncon = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
+  std::vector<bool> live(body.outvars.size());
+  for (size_t i = 0; i < live.size(); ++i) live[i] = used.count(e.outs[i].id) > 0;
+  for (bool changed = true; changed;) {
+    changed = false;
+    const std::vector<bool> keep = needed_eqns(body, live);
+    std::unordered_set<uint32_t> read;
+    for (size_t i = 0; i < body.eqns.size(); ++i)
+      if (keep[i])
+        for (const Atom& a : body.eqns[i].ins)
+          if (is_var(a)) read.insert(as_var(a).id);
+    for (size_t i = 0; i < body.outvars.size(); ++i)
+      if (live[i] && is_var(body.outvars[i])) read.insert(as_var(body.outvars[i]).id);
+    for (size_t k = 0; k < nc; ++k)
+      if (!live[k] && read.count(body.invars[ncon + k].id)) live[k] = changed = true;
+  }
+  return live;
+}
+
+// `e` (a scan) without the body outputs `live` says are dead: a dead carry's operand, output,
+// body input and output, a dead ys output, and what the body computed only for them.
+void drop_dead_outputs(Eqn& e, const std::vector<bool>& live) {
+  const size_t nc = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
+  const size_t ncon = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
+  const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
+  Jaxpr pruned = dce(body, live);
+  std::vector<Var> invars;
+  std::vector<Atom> ins;
+  std::vector<Var> outs;
+  IntList linear;
+  const IntList* old_linear = std::get_if<IntList>(e.params.find("linear"));
+  for (size_t i = 0; i < body.invars.size(); ++i) {
+    if (i >= ncon && i < ncon + nc && !live[i - ncon]) continue;
+    invars.push_back(body.invars[i]);
+    ins.push_back(e.ins[i]);
+    if (old_linear && i < old_linear->size()) linear.push_back((*old_linear)[i]);
+  }
+  for (size_t i = 0; i < e.outs.size(); ++i)
+    if (live[i]) outs.push_back(e.outs[i]);
+  pruned.invars = std::move(invars);
+  e.ins = std::move(ins);
+  e.outs = std::move(outs);
+  e.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(pruned)));
+  e.params.set("num_carry",
+               static_cast<int64_t>(std::count(live.begin(), live.begin() + nc, true)));
+  if (old_linear) e.params.set("linear", linear);
+}
+
 }  // namespace
 
 Jaxpr dce(const Jaxpr& jaxpr, std::vector<bool> used_outputs) {
@@ -81,6 +138,12 @@ Jaxpr dce(const Jaxpr& jaxpr, std::vector<bool> used_outputs) {
       }
       e.outs = outs;
     } else {
+      if (e.prim == Prim::scan) {
+        const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
+        // (Refs are never carries, and a scan's effects on its ref consts stay in the body.)
+        const std::vector<bool> live = live_body_outputs(e, body, used);
+        if (std::find(live.begin(), live.end(), false) != live.end()) drop_dead_outputs(e, live);
+      }
       // A scan's body or a cond's branches keep their signature; what they compute and
       // nobody reads goes (canonicalize leaves the [1, n] broadcast it composed away there).
       rewrite_body(e, [](Jaxpr& body) {

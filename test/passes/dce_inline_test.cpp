@@ -130,6 +130,36 @@ TEST(Dce, PrunesScanBodiesAndCondBranches) {
   EXPECT_EQ(std::get<RefBufferPtr>(a2[0])->value().as_double(0), 6.5);
 }
 
+TEST(Dce, DropsScanCarriesAndOutputsNobodyReads) {
+  // Carry `h` is only recomputed from itself and its final value is unused; carry `k` feeds
+  // the ys output `n` nobody reads, so it goes too once `n` is gone. Carry `m` is read.
+  Jaxpr f = parse(R"({ lambda ; a:f32[] xs:f32[3]. let
+    hf:f32[] kf:f32[] mf:f32[] n:f32[3] o:f32[3] = scan[length=3 num_consts=0 num_carry=3
+      reverse=False linear=(False, False, False, False) unroll=1
+      jaxpr={ lambda ; h:f32[] k:f32[] m:f32[] x:f32[]. let
+        h2:f32[] = sin h
+        k2:f32[] = add k x
+        m2:f32[] = mul m x
+      in (h2, k2, m2, k2, m2) }] a a a xs
+  in (mf, o) })");
+  Jaxpr pruned = dce(f);
+  verify(pruned);
+  const Eqn& scan = pruned.eqns.at(0);
+  EXPECT_EQ(scan.params.get<int64_t>("num_carry"), 1);
+  EXPECT_EQ(scan.ins.size(), 2u);
+  EXPECT_EQ(scan.outs.size(), 2u);
+  EXPECT_EQ(scan.params.get<IntList>("linear").size(), 2u);
+  const Jaxpr& body = *scan.params.get<JaxprPtr>("jaxpr");
+  ASSERT_EQ(body.eqns.size(), 1u) << print_jaxpr(pruned);
+  EXPECT_EQ(body.eqns[0].prim, Prim::mul);
+  const std::vector<RtValue> args = {f32(2.0f), Array::from_vector<float>({1.0f, 2.0f, 3.0f}, {3})};
+  std::vector<RtValue> want = run(f, args), got = run(pruned, args);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(arr(got[0]).as_double(0), 12.0);
+  EXPECT_EQ(arr(got[0]).as_double(0), arr(want[0]).as_double(0));
+  for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(arr(got[1]).as_double(i), arr(want[1]).as_double(i));
+}
+
 TEST(Inline, NestedJitsBecomeFlatEqns) {
   Jaxpr inner = parse("{ lambda ; x:f32[]. let y:f32[] = sin x in (y,) }");
   JaxprBuilder mid;
