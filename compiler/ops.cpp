@@ -252,6 +252,27 @@ Svd svd(const Value& a, bool full_matrices) {
   return {std::get<Value>(out[1]), std::get<Value>(out[0]), std::get<Value>(out[2])};
 }
 Value svd_values(const Value& a) { return std::get<Value>(bind_svd(a, true, false)[0]); }
+Value cholesky(const Value& a) { return bind(Prim::cholesky, {a}, {}); }
+Value triangular_solve(const Value& a, const Value& b, const TriangularSolveOptions& options) {
+  return bind(Prim::triangular_solve, {a, b},
+              {{"conjugate_a", false},
+               {"left_side", options.left_side},
+               {"lower", options.lower},
+               {"transpose_a", options.transpose_a},
+               {"unit_diagonal", options.unit_diagonal}});
+}
+Lu lu(const Value& a) {
+  const Operand in[] = {a};
+  std::vector<Operand> out = bind_prim(Prim::lu, in, {});
+  return {std::get<Value>(out[0]), std::get<Value>(out[1]), std::get<Value>(out[2])};
+}
+Qr qr(const Value& a, bool full_matrices) {
+  const Operand in[] = {a};
+  std::vector<Operand> out = bind_prim(
+      Prim::qr, in,
+      {{"full_matrices", full_matrices}, {"pivoting", false}, {"use_magma", NoneParam{}}});
+  return {std::get<Value>(out[0]), std::get<Value>(out[1])};
+}
 Value matmul(const Value& a, const Value& b) {
   if (a.rank() < 1 || a.rank() > 2 || b.rank() < 1 || b.rank() > 2)
     throw TypeError(fmt::format("matmul takes rank-1 or rank-2 operands, got {} and {}",

@@ -60,6 +60,13 @@ RuleTable<SpecList> make_specs() {
                   {"compute_uv", K::boolean},
                   {"full_matrices", K::boolean},
                   {"subset_by_index", K::ints_or_none}});
+  set(Prim::triangular_solve, {{"conjugate_a", K::boolean},
+                               {"left_side", K::boolean},
+                               {"lower", K::boolean},
+                               {"transpose_a", K::boolean},
+                               {"unit_diagonal", K::boolean}});
+  set(Prim::qr,
+      {{"full_matrices", K::boolean}, {"pivoting", K::boolean}, {"use_magma", K::word_or_none}});
   set(Prim::dot_general, {{"dimension_numbers", K::dot_dims},
                           {"precision", K::precision},
                           {"preferred_element_type", K::dtype_or_none}});

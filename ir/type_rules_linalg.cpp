@@ -1,5 +1,7 @@
-// Type rules of the matrix decompositions (docs/primitives.md "Matrix decompositions"): eigh
-// and svd, on the last two dims of a float array, any leading dims a batch.
+// Type rules of the matrix decompositions (docs/primitives.md "Matrix decompositions"): eigh,
+// svd, cholesky, triangular_solve, lu and qr, on the last two dims of a float array, any
+// leading dims a batch.
+#include <algorithm>
 #include <limits>
 
 #include "ir/type_rule_support.h"
@@ -20,20 +22,35 @@ bool flag(const Checker& c, std::string_view key, bool fallback) {
   return *b;
 }
 
-// Operand 0: f32 or f64, rank 2 or more. (LAPACK has no half floats; complex matrices are not
-// supported yet.)
-const ArrayType& matrix_operand(const Checker& c) {
-  c.expect_count(1);
-  const ArrayType& a = c.array(0);
+// Operand `i`: f32 or f64, rank 2 or more. (LAPACK has no half floats; complex matrices are
+// not supported yet.)
+const ArrayType& matrix_operand(const Checker& c, int i = 0) {
+  const ArrayType& a = c.array(static_cast<size_t>(i));
   if (a.dtype != DType::f32 && a.dtype != DType::f64)
-    c.fail("operand 0 has type {}; refjit decomposes f32 and f64 matrices (convert first{})",
+    c.fail("operand {} has type {}; refjit decomposes f32 and f64 matrices (convert first{})", i,
            a.str(), is_complex(a.dtype) ? "; complex matrices are not supported yet" : "");
-  if (a.rank() < 2) c.fail("operand 0 has type {}; a matrix (rank 2 or more) is needed", a.str());
+  if (a.rank() < 2)
+    c.fail("operand {} has type {}; a matrix (rank 2 or more) is needed", i, a.str());
   // LAPACK counts rows and columns in 32-bit ints.
   for (int d = a.rank() - 2; d < a.rank(); ++d)
     if (a.shape[d] > std::numeric_limits<int32_t>::max())
-      c.fail("operand 0 has type {}; LAPACK takes at most 2^31 - 1 rows and columns", a.str());
+      c.fail("operand {} has type {}; LAPACK takes at most 2^31 - 1 rows and columns", i, a.str());
   return a;
+}
+
+const ArrayType& square_operand(const Checker& c) {
+  const ArrayType& a = matrix_operand(c);
+  if (a.shape[a.rank() - 2] != a.shape[a.rank() - 1])
+    c.fail("operand 0 has type {}; a square matrix is needed", a.str());
+  return a;
+}
+
+Shape batch_of(const ArrayType& a) { return Shape(a.shape.begin(), a.shape.end() - 2); }
+
+Type with_batch(const ArrayType& a, DType dtype, std::initializer_list<int64_t> dims) {
+  Shape s = batch_of(a);
+  s.insert(s.end(), dims.begin(), dims.end());
+  return Type(ArrayType{dtype, s});
 }
 
 // subset_by_index: None, or the whole range (0, count), as JAX's CPU backend allows.
@@ -61,10 +78,9 @@ void check_algorithm(const Checker& c, std::initializer_list<std::string_view> a
 // eigh: a:T[..., n, n] -> (eigenvectors T[..., n, n], eigenvalues T[..., n]).
 std::vector<Type> eigh_rule(std::span<const Type> in, const Params& params) {
   Checker c(Prim::eigh, in, params);
-  const ArrayType& a = matrix_operand(c);
+  c.expect_count(1);
+  const ArrayType& a = square_operand(c);
   const int64_t n = a.shape[a.rank() - 1];
-  if (a.shape[a.rank() - 2] != n)
-    c.fail("operand 0 has type {}; a square matrix is needed", a.str());
   check_whole_subset(c, n);
   check_algorithm(c, {"EighImplementation.QR"}, "syevd");
   (void)flag(c, "lower", true);
@@ -78,23 +94,70 @@ std::vector<Type> eigh_rule(std::span<const Type> in, const Params& params) {
 // u:T[..., m, m or k] and vt:T[..., n or k, n].
 std::vector<Type> svd_rule(std::span<const Type> in, const Params& params) {
   Checker c(Prim::svd, in, params);
+  c.expect_count(1);
   const ArrayType& a = matrix_operand(c);
   const int64_t m = a.shape[a.rank() - 2], n = a.shape[a.rank() - 1], k = std::min(m, n);
   check_whole_subset(c, k);
   check_algorithm(c, {"SvdAlgorithm.DEFAULT", "SvdAlgorithm.DIVIDE_AND_CONQUER"}, "gesdd");
   const bool full = flag(c, "full_matrices", true);
-  const Shape batch(a.shape.begin(), a.shape.end() - 2);
-  auto with_batch = [&](std::initializer_list<int64_t> dims) {
-    Shape s = batch;
-    s.insert(s.end(), dims.begin(), dims.end());
-    return Type(ArrayType{a.dtype, s});
-  };
-  std::vector<Type> out = {with_batch({k})};
+  std::vector<Type> out = {with_batch(a, a.dtype, {k})};
   if (flag(c, "compute_uv", true)) {
-    out.push_back(with_batch({m, full ? m : k}));
-    out.push_back(with_batch({full ? n : k, n}));
+    out.push_back(with_batch(a, a.dtype, {m, full ? m : k}));
+    out.push_back(with_batch(a, a.dtype, {full ? n : k, n}));
   }
   return out;
+}
+
+// cholesky: a:T[..., n, n] -> the lower factor T[..., n, n].
+std::vector<Type> cholesky_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::cholesky, in, params);
+  c.expect_count(1);
+  return {Type(square_operand(c))};
+}
+
+// triangular_solve[left_side lower transpose_a conjugate_a unit_diagonal] a:T[..., n, n]
+// b:T[..., n, k] (left side) or T[..., k, n] -> x with b's type.
+std::vector<Type> triangular_solve_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::triangular_solve, in, params);
+  c.expect_count(2);
+  const ArrayType& a = square_operand(c);
+  const ArrayType& b = matrix_operand(c, 1);
+  if (b.dtype != a.dtype || b.rank() != a.rank() ||
+      !std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin()))
+    c.fail(
+        "operand 1 has type {}; a right-hand side of operand 0's dtype and batch dims ({}) "
+        "is needed",
+        b.str(), a.str());
+  const bool left = flag(c, "left_side", false);
+  for (std::string_view f : {"lower", "transpose_a", "conjugate_a", "unit_diagonal"})
+    (void)flag(c, f, false);
+  const int d = left ? b.rank() - 2 : b.rank() - 1;
+  if (b.shape[d] != a.shape.back())
+    c.fail("operand 1 has type {}; its {} ({}) must match operand 0's order {} (left_side={})",
+           b.str(), left ? "rows" : "columns", b.shape[d], a.shape.back(), left ? "True" : "False");
+  return {Type(b)};
+}
+
+// lu: a:T[..., m, n] -> (lu T[..., m, n], pivots i32[..., min(m, n)], permutation i32[..., m]).
+std::vector<Type> lu_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::lu, in, params);
+  c.expect_count(1);
+  const ArrayType& a = matrix_operand(c);
+  const int64_t m = a.shape[a.rank() - 2], n = a.shape.back();
+  return {Type(a), with_batch(a, DType::i32, {std::min(m, n)}), with_batch(a, DType::i32, {m})};
+}
+
+// qr[full_matrices pivoting use_magma] a:T[..., m, n] -> (q T[..., m, m or k],
+// r T[..., m or k, n]), k = min(m, n).
+std::vector<Type> qr_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::qr, in, params);
+  c.expect_count(1);
+  const ArrayType& a = matrix_operand(c);
+  if (flag(c, "pivoting", false))
+    c.fail("pivoting=True (a column-pivoted QR, geqp3) is not supported");
+  const int64_t m = a.shape[a.rank() - 2], n = a.shape.back(), k = std::min(m, n);
+  const bool full = flag(c, "full_matrices", true);
+  return {with_batch(a, a.dtype, {m, full ? m : k}), with_batch(a, a.dtype, {full ? m : k, n})};
 }
 
 }  // namespace
@@ -102,6 +165,10 @@ std::vector<Type> svd_rule(std::span<const Type> in, const Params& params) {
 void register_linalg_type_rules(TypeRuleTable& t) {
   t[static_cast<int>(Prim::eigh)] = eigh_rule;
   t[static_cast<int>(Prim::svd)] = svd_rule;
+  t[static_cast<int>(Prim::cholesky)] = cholesky_rule;
+  t[static_cast<int>(Prim::triangular_solve)] = triangular_solve_rule;
+  t[static_cast<int>(Prim::lu)] = lu_rule;
+  t[static_cast<int>(Prim::qr)] = qr_rule;
 }
 
 }  // namespace refjit

@@ -77,6 +77,76 @@ struct Matrices {
     return e.reshape(flat, shape({k, k}));
   }
   Atom eye(int64_t k) { return diagonal_matrix(e.full(ArrayType{dtype, shape({k})}, 1.0), k); }
+
+  // The mask of a rows x cols matrix's lower (col - row <= k) or upper (col - row >= k) part.
+  Atom triangle_mask(int64_t rows, int64_t cols, bool lower, int64_t k) {
+    const Shape s = shape({rows, cols});
+    auto iota = [&](int64_t dim) {
+      return e.emit1(Prim::iota, {},
+                     Params{{"dimension", dim}, {"dtype", DType::i32}, {"shape", IntList(s)}});
+    };
+    const Atom offset = e.sub(iota(nb() + 1), iota(nb()));
+    return e.emit1(lower ? Prim::le : Prim::ge, {offset, e.scalar(DType::i32, double(k))});
+  }
+  // x where `mask` holds, zero elsewhere (a select, so an inf elsewhere does not become NaN).
+  Atom keep(Atom mask, Atom x) { return e.select(mask, {e.zeros(e.array_type_of(x)), x}); }
+  // x's lower (tril) or upper (triu) part about diagonal k.
+  Atom tril(Atom x, int64_t k = 0) { return part(x, true, k); }
+  Atom triu(Atom x, int64_t k = 0) { return part(x, false, k); }
+  Atom part(Atom x, bool lower, int64_t k) {
+    const ArrayType t = e.array_type_of(x);
+    return keep(triangle_mask(t.shape[t.rank() - 2], t.shape.back(), lower, k), x);
+  }
+  // x[..., r0:r1, c0:c1].
+  Atom block(Atom x, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    IntList start(static_cast<size_t>(nb()), 0), limit(batch.begin(), batch.end());
+    start.push_back(r0);
+    start.push_back(c0);
+    limit.push_back(r1);
+    limit.push_back(c1);
+    return e.emit1(
+        Prim::slice, {x},
+        Params{{"start_indices", start}, {"limit_indices", limit}, {"strides", NoneParam{}}});
+  }
+  // x with `rows` zero rows below and `cols` zero columns to the right (before: above/left).
+  Atom pad(Atom x, int64_t rows_before, int64_t rows_after, int64_t cols_before,
+           int64_t cols_after) {
+    IntListList cfg(static_cast<size_t>(nb()), IntList{0, 0, 0});
+    cfg.push_back({rows_before, rows_after, 0});
+    cfg.push_back({cols_before, cols_after, 0});
+    return e.emit1(Prim::pad, {x, e.scalar(dtype, 0.0)}, Params{{"padding_config", cfg}});
+  }
+  Atom concat(Atom x, Atom y, bool along_columns) {
+    return e.emit1(Prim::concatenate, {x, y},
+                   Params{{"dimension", nb() + (along_columns ? 1 : 0)}});
+  }
+  // x[..., perm[i], :] for each batch: a gather of the flattened rows (exact).
+  Atom permute_rows(Atom x, Atom perm) {
+    const ArrayType t = e.array_type_of(x);
+    const int64_t m = t.shape[t.rank() - 2], n = t.shape.back();
+    int64_t b = 1;
+    for (int64_t d : batch) b *= d;
+    const Atom offsets = e.emit1(
+        Prim::mul,
+        {e.emit1(
+             Prim::iota, {},
+             Params{{"dimension", int64_t{0}}, {"dtype", DType::i32}, {"shape", IntList{b, m}}}),
+         e.scalar(DType::i32, double(m))});
+    const Atom rows =
+        e.reshape(e.emit1(Prim::add, {e.reshape(perm, Shape{b, m}), offsets}), Shape{b * m});
+    const Atom flat = e.reshape(x, Shape{b * m, n});
+    return e.reshape(e.emit1(Prim::gather, {flat, rows}, Params{{"axis", int64_t{0}}}), t.shape);
+  }
+  // triangular_solve with JAX's params.
+  Atom solve(Atom a, Atom b, bool left, bool lower, bool transpose_a = false,
+             bool unit_diagonal = false) {
+    return e.emit1(Prim::triangular_solve, {a, b},
+                   Params{{"conjugate_a", false},
+                          {"left_side", left},
+                          {"lower", lower},
+                          {"transpose_a", transpose_a},
+                          {"unit_diagonal", unit_diagonal}});
+  }
 };
 
 // eigh: with a = v diag(w) v^T, M = v^T da v, dw = diag(M) and dv = v (F * M), where
@@ -160,11 +230,150 @@ Tangents svd_jvp(JvpCtx& c, JvpArgs& a) {
   return {ds, du, t.T(dv)};
 }
 
+// cholesky: with a = L L^T, dL = L phi(L^-1 da L^-T), phi keeping the lower triangle with its
+// diagonal halved.
+Tangents cholesky_jvp(JvpCtx& c, JvpArgs& a) {
+  if (!a.tangents[0]) return Tangents(1);
+  const ArrayType at = c.p.array_type_of(a.primals[0]);
+  const int64_t n = at.shape.back();
+  Matrices p{c.p, at.dtype, Shape(at.shape.begin(), at.shape.end() - 2)};
+  Matrices t{c.t, at.dtype, p.batch};
+  const Atom l = a.primal_outs[0];
+  const Atom tmp = t.solve(l, *a.tangents[0], /*left=*/false, /*lower=*/true, /*transpose_a=*/true);
+  const Atom inner = t.solve(l, tmp, /*left=*/true, /*lower=*/true);
+  const Atom halves = p.e.add(p.e.full(ArrayType{at.dtype, p.shape({n, n})}, 1.0), p.eye(n));
+  const Atom phi = t.e.div(t.keep(p.triangle_mask(n, n, true, 0), inner), halves);
+  return {t.matmul(l, phi)};
+}
+
+// triangular_solve: linear in b (the same solve of db); for da, JAX's rule: the solve of
+// -op(tri(da)) x, ordered so the cheaper product comes first.
+Tangents triangular_solve_jvp(JvpCtx& c, JvpArgs& a) {
+  const ArrayType at = c.p.array_type_of(a.primals[0]);
+  const ArrayType bt = c.p.array_type_of(a.primals[1]);
+  Matrices p{c.p, at.dtype, Shape(at.shape.begin(), at.shape.end() - 2)};
+  Matrices t{c.t, at.dtype, p.batch};
+  const bool left = a.eqn.params.get_or<bool>("left_side", false);
+  const bool lower = a.eqn.params.get_or<bool>("lower", false);
+  const bool transpose_a = a.eqn.params.get_or<bool>("transpose_a", false);
+  const bool unit = a.eqn.params.get_or<bool>("unit_diagonal", false);
+  const Atom a_mat = a.primals[0], x = a.primal_outs[0];
+  auto a_inverse = [&](Atom rhs) { return t.solve(a_mat, rhs, left, lower, transpose_a, unit); };
+  MaybeAtom out;
+  if (a.tangents[1]) out = a_inverse(*a.tangents[1]);
+  if (a.tangents[0]) {
+    const int64_t n = at.shape.back(), k = unit ? 1 : 0;
+    const int64_t rows = bt.shape[bt.rank() - 2], cols = bt.shape.back();
+    Atom g = t.keep(p.triangle_mask(n, n, lower, lower ? -k : k), *a.tangents[0]);
+    g = t.e.neg(g);
+    if (transpose_a) g = t.T(g);
+    Atom d;
+    if (left)
+      d = rows > cols ? a_inverse(t.matmul(g, x)) : t.matmul(a_inverse(g), x);
+    else
+      d = rows < cols ? a_inverse(t.matmul(x, g)) : t.matmul(x, a_inverse(g));
+    out = out ? t.e.add(*out, d) : d;
+  }
+  return {out};
+}
+
+// lu: with P^T a = L U, X = L^-1 P^T da U^-1, dL = L tril(X, -1) and dU = triu(X) U, packed
+// as one matrix (JAX's rule); pivots and permutation have no tangent.
+Tangents lu_jvp(JvpCtx& c, JvpArgs& a) {
+  if (!a.tangents[0]) return Tangents(3);
+  const ArrayType at = c.p.array_type_of(a.primals[0]);
+  const int64_t m = at.shape[at.rank() - 2], n = at.shape.back(), k = std::min(m, n);
+  if (m == 0 || n == 0) return {c.t.zeros(at), std::nullopt, std::nullopt};
+  Matrices p{c.p, at.dtype, Shape(at.shape.begin(), at.shape.end() - 2)};
+  Matrices t{c.t, at.dtype, p.batch};
+  const Atom lu = a.primal_outs[0], perm = a.primal_outs[2];
+  const Atom l = p.e.add(p.pad(p.tril(p.block(lu, 0, m, 0, k), -1), 0, 0, 0, m - k), p.eye(m));
+  Atom u = p.pad(p.triu(p.block(lu, 0, k, 0, n)), 0, n - k, 0, 0);
+  if (n > k) u = p.e.add(u, p.pad(p.eye(n - k), k, 0, k, 0));
+  const Atom x = t.permute_rows(*a.tangents[0], perm);
+  const Atom la = t.solve(l, x, /*left=*/true, /*lower=*/true, false, /*unit_diagonal=*/true);
+  const Atom lau = t.solve(u, la, /*left=*/false, /*lower=*/false);
+  const Atom l_dot = t.matmul(l, t.keep(p.triangle_mask(m, n, true, -1), lau));
+  const Atom u_dot = t.matmul(t.keep(p.triangle_mask(m, n, false, 0), lau), u);
+  return {t.e.add(l_dot, u_dot), std::nullopt, std::nullopt};
+}
+
+// The derivative of x = q r for m >= n and the reduced q [m, n], r [n, n] (JAX's
+// _thin_qr_jvp): with C = q^T dx r^-1 and O = tril(C, -1) - tril(C, -1)^T,
+// dq = q (O - C) + dx r^-1 and dr = (C - O) r.
+std::pair<Atom, Atom> thin_qr_jvp(Matrices& p, Matrices& t, Atom q, Atom r, Atom dx) {
+  const ArrayType rt = p.e.array_type_of(r);
+  const int64_t n = rt.shape.back();
+  const Atom dx_rinv = t.solve(r, dx, /*left=*/false, /*lower=*/false);
+  const Atom c = t.matmul(q, dx_rinv, /*transpose_x=*/true);
+  const Atom c_lower = t.keep(p.triangle_mask(n, n, true, -1), c);
+  const Atom o = t.e.sub(c_lower, t.T(c_lower));
+  const Atom dq = t.e.add(t.matmul(q, t.e.sub(o, c)), dx_rinv);
+  const Atom dr = t.matmul(t.e.sub(c, o), r);
+  return {dq, dr};
+}
+
+// qr: JAX's rule. Wide matrices (m < n) split x = [x1 x2] with x1 square; full q of a tall
+// matrix extends the thin derivative with Z = q_pn (q_nn - I)^-1 (arXiv 2409.13374).
+Tangents qr_jvp(JvpCtx& c, JvpArgs& a) {
+  if (!a.tangents[0]) return Tangents(2);
+  const ArrayType at = c.p.array_type_of(a.primals[0]);
+  const int64_t m = at.shape[at.rank() - 2], n = at.shape.back();
+  const bool full = a.eqn.params.get_or<bool>("full_matrices", true);
+  Matrices p{c.p, at.dtype, Shape(at.shape.begin(), at.shape.end() - 2)};
+  Matrices t{c.t, at.dtype, p.batch};
+  const Atom q = a.primal_outs[0], r = a.primal_outs[1], dx = *a.tangents[0];
+  if (m == 0 || n == 0) {
+    return {c.t.zeros(c.p.array_type_of(q)), c.t.zeros(c.p.array_type_of(r))};
+  }
+  if (m < n) {
+    const Atom x2 = p.block(a.primals[0], 0, m, m, n);
+    const Atom r1 = p.block(r, 0, m, 0, m);
+    auto [dq, dr1] = thin_qr_jvp(p, t, q, r1, t.block(dx, 0, m, 0, m));
+    const Atom dr2 = t.e.add(t.matmul(dq, x2, /*transpose_x=*/true),
+                             t.matmul(q, t.block(dx, 0, m, m, n), /*transpose_x=*/true));
+    return {dq, t.concat(dr1, dr2, /*along_columns=*/true)};
+  }
+  const Atom q_mn = full ? p.block(q, 0, m, 0, n) : q;
+  const Atom r_nn = full ? p.block(r, 0, n, 0, n) : r;
+  auto [dq_mn, dr_nn] = thin_qr_jvp(p, t, q_mn, r_nn, dx);
+  if (!full || m == n) return {dq_mn, dr_nn};
+  // Z^T solves (q_nn - I)^T Z^T = q_pn^T through the LU of q_nn - I (JAX's lu_solve, trans=1).
+  const Atom q_nn = p.block(q_mn, 0, n, 0, n), q_pn = p.block(q_mn, n, m, 0, n);
+  const Atom q_mp = p.block(q, 0, m, n, m);
+  const std::vector<Var> factors = p.e.emit(Prim::lu, {p.e.sub(q_nn, p.eye(n))});
+  const Atom lu = factors[0], perm = factors[2];
+  Atom z_t = p.solve(lu, p.T(q_pn), /*left=*/true, /*lower=*/false, /*transpose_a=*/true);
+  z_t = p.solve(lu, z_t, /*left=*/true, /*lower=*/true, /*transpose_a=*/true, /*unit=*/true);
+  // Undo the row permutation (row perm[i] of the result is row i of z_t): gather through the
+  // inverse permutation, which sorting perm with an iota gives.
+  const ArrayType perm_t = p.e.array_type_of(perm);
+  const Atom steps = p.e.emit1(
+      Prim::iota, {},
+      Params{{"dimension", p.nb()}, {"dtype", DType::i32}, {"shape", IntList(perm_t.shape)}});
+  const std::vector<Var> sorted =
+      p.e.emit(Prim::sort, {perm, steps},
+               Params{{"dimension", p.nb()}, {"is_stable", true}, {"num_keys", int64_t{1}}});
+  z_t = p.permute_rows(z_t, sorted[1]);
+  const Atom z = p.T(z_t);
+  const Atom dq_nn = t.block(dq_mn, 0, n, 0, n), dq_pn = t.block(dq_mn, n, m, 0, n);
+  const Atom rhs = t.e.sub(dq_pn, t.matmul(z, dq_nn));
+  const Atom dq_mp =
+      t.e.sub(t.matmul(dq_mn, z_t), t.matmul(p.e.add(q_mn, p.matmul(q_mp, z)), rhs, false, true));
+  const Atom dq = t.concat(dq_mn, dq_mp, /*along_columns=*/true);
+  const Atom dr = t.pad(dr_nn, 0, m - n, 0, 0);
+  return {dq, dr};
+}
+
 }  // namespace
 
 void register_linalg_jvp_rules(JvpRuleTable& t) {
   t.set(Prim::eigh, {eigh_jvp});
   t.set(Prim::svd, {svd_jvp, /*emits_primal=*/true});
+  t.set(Prim::cholesky, {cholesky_jvp});
+  t.set(Prim::triangular_solve, {triangular_solve_jvp});
+  t.set(Prim::lu, {lu_jvp});
+  t.set(Prim::qr, {qr_jvp});
 }
 
 }  // namespace refjit

@@ -26,6 +26,7 @@ const TransposeRuleTable& transpose_rules() {
     register_ref_transpose_rules(t);
     register_control_transpose_rules(t);
     register_collective_transpose_rules(t);
+    register_linalg_transpose_rules(t);
     LazyCotangentTable unused;
     register_scan_transpose_rules(t, unused);
     register_aliasing_transpose_rules(t, unused);

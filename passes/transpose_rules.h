@@ -35,6 +35,7 @@ void register_window_transpose_rules(TransposeRuleTable& t);  // transpose_rules
 void register_ref_transpose_rules(TransposeRuleTable& t);
 void register_control_transpose_rules(TransposeRuleTable& t);
 void register_collective_transpose_rules(TransposeRuleTable& t);
+void register_linalg_transpose_rules(TransposeRuleTable& t);  // transpose_rules_linalg.cpp
 
 // Primitives whose rules receive their outputs' accumulators unfrozen (args.ct is all
 // nullopt, out_acc is set): they may hand an output's buffer to an operand

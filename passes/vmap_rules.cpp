@@ -326,10 +326,13 @@ BatchRuleTable make_rules() {
        {Prim::scatter, Prim::scatter_add, Prim::scatter_mul, Prim::scatter_min, Prim::scatter_max})
     t.set(p, scatter);
   t.set(Prim::sort, sort);
-  // The decompositions take leading dims as a batch already.
-  for (Prim p : {Prim::eigh, Prim::svd})
+  // The decompositions take leading dims as a batch already (both operands of a triangular
+  // solve carry the same batch dims).
+  for (Prim p : {Prim::eigh, Prim::svd, Prim::cholesky, Prim::lu, Prim::qr, Prim::triangular_solve})
     t.set(p, [](BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) -> Outs {
-      return c.emit_batched(e, {c.batched(ins[0])}, e.params);
+      std::vector<Atom> batched;
+      for (const BVal& v : ins) batched.push_back(c.batched(v));
+      return c.emit_batched(e, batched, e.params);
     });
   for (Prim p : {Prim::reduce_sum, Prim::reduce_max, Prim::reduce_min, Prim::argmax})
     t.set(p, reduce);

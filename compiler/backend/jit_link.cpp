@@ -26,6 +26,7 @@
 #include "llvm/Transforms/Utils/Cloning.h"
 #include "refjit/ir/error.h"
 #include "runtime/collectives.h"
+#include "runtime/kernels/factorizations.h"
 #include "runtime/kernels/float_builtins.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/lapack.h"
@@ -57,6 +58,14 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
   add("refjit_eigh_f64", &refjit_eigh_f64);
   add("refjit_svd_f32", &refjit_svd_f32);
   add("refjit_svd_f64", &refjit_svd_f64);
+  add("refjit_cholesky_f32", &refjit_cholesky_f32);
+  add("refjit_cholesky_f64", &refjit_cholesky_f64);
+  add("refjit_triangular_solve_f32", &refjit_triangular_solve_f32);
+  add("refjit_triangular_solve_f64", &refjit_triangular_solve_f64);
+  add("refjit_lu_f32", &refjit_lu_f32);
+  add("refjit_lu_f64", &refjit_lu_f64);
+  add("refjit_qr_f32", &refjit_qr_f32);
+  add("refjit_qr_f64", &refjit_qr_f64);
 #if defined(__x86_64__)
   add("__truncsfbf2", &refjit_truncsfbf2);
 #endif

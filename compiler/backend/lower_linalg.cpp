@@ -1,6 +1,6 @@
 // Lowering of the matrix decompositions: calls of the LAPACK kernels
-// (runtime/kernels/lapack.h) on contiguous buffers, the operand and results copied to and from
-// fresh ones when their views are strided.
+// (runtime/kernels/lapack.h, factorizations.h) on contiguous buffers, the operand and results
+// copied to and from fresh ones when their views are strided.
 
 #include "compiler/backend/lowering.h"
 
@@ -10,11 +10,11 @@ namespace {
 
 using mlir::Value;
 
-// The operand in a contiguous buffer (a copy when its view is strided).
-Value dense_operand(LowerCtx& c, const Eqn& e) {
-  Value in = c.buffer(e.ins[0]);
+// Operand `i` in a contiguous buffer (a copy when its view is strided).
+Value dense_operand(LowerCtx& c, const Eqn& e, size_t i = 0) {
+  Value in = c.buffer(e.ins[i]);
   if (is_contiguous(in)) return in;
-  const ArrayType t = c.type_of(e.ins[0]).array;
+  const ArrayType t = c.type_of(e.ins[i]).array;
   Value dense = c.alloc(t);
   c.copy(in, dense, t);
   return dense;
@@ -76,11 +76,73 @@ void lower_svd(LowerCtx& c, const Eqn& e) {
   finish(c, r);
 }
 
+const char* by_dtype(DType d, const char* f32, const char* f64) {
+  return d == DType::f32 ? f32 : f64;
+}
+
+void lower_cholesky(LowerCtx& c, const Eqn& e) {
+  require_runtime(c, e, "the factorization (LAPACK)");
+  const ArrayType t = c.type_of(e.ins[0]).array;
+  const Value a = dense_operand(c, e);
+  const std::vector<ResultBuffer> r = {result_buffer(c, e, 0)};
+  c.call_runtime(by_dtype(t.dtype, "refjit_cholesky_f32", "refjit_cholesky_f64"),
+                 {c.index(batch_of(t)), c.index(t.shape.back()), unranked_memref(c, a),
+                  unranked_memref(c, r[0].call)});
+  finish(c, r);
+}
+
+void lower_triangular_solve(LowerCtx& c, const Eqn& e) {
+  require_runtime(c, e, "the triangular solve (BLAS)");
+  const ArrayType at = c.type_of(e.ins[0]).array, bt = c.type_of(e.ins[1]).array;
+  const Value a = dense_operand(c, e, 0), b = dense_operand(c, e, 1);
+  const std::vector<ResultBuffer> r = {result_buffer(c, e, 0)};
+  int64_t flags = 0;
+  if (e.params.get_or<bool>("left_side", false)) flags |= 1;
+  if (e.params.get_or<bool>("lower", false)) flags |= 2;
+  if (e.params.get_or<bool>("transpose_a", false)) flags |= 4;
+  if (e.params.get_or<bool>("unit_diagonal", false)) flags |= 8;
+  c.call_runtime(by_dtype(at.dtype, "refjit_triangular_solve_f32", "refjit_triangular_solve_f64"),
+                 {c.index(batch_of(at)), c.index(at.shape.back()), c.index(bt.shape[bt.rank() - 2]),
+                  c.index(bt.shape.back()), c.index(flags), unranked_memref(c, a),
+                  unranked_memref(c, b), unranked_memref(c, r[0].call)});
+  finish(c, r);
+}
+
+void lower_lu(LowerCtx& c, const Eqn& e) {
+  require_runtime(c, e, "the factorization (LAPACK)");
+  const ArrayType t = c.type_of(e.ins[0]).array;
+  const Value a = dense_operand(c, e);
+  const std::vector<ResultBuffer> r = {result_buffer(c, e, 0), result_buffer(c, e, 1),
+                                       result_buffer(c, e, 2)};
+  c.call_runtime(by_dtype(t.dtype, "refjit_lu_f32", "refjit_lu_f64"),
+                 {c.index(batch_of(t)), c.index(t.shape[t.rank() - 2]), c.index(t.shape.back()),
+                  unranked_memref(c, a), unranked_memref(c, r[0].call),
+                  unranked_memref(c, r[1].call), unranked_memref(c, r[2].call)});
+  finish(c, r);
+}
+
+void lower_qr(LowerCtx& c, const Eqn& e) {
+  require_runtime(c, e, "the factorization (LAPACK)");
+  const ArrayType t = c.type_of(e.ins[0]).array;
+  const Value a = dense_operand(c, e);
+  const std::vector<ResultBuffer> r = {result_buffer(c, e, 0), result_buffer(c, e, 1)};
+  c.call_runtime(
+      by_dtype(t.dtype, "refjit_qr_f32", "refjit_qr_f64"),
+      {c.index(batch_of(t)), c.index(t.shape[t.rank() - 2]), c.index(t.shape.back()),
+       c.index(e.params.get_or<bool>("full_matrices", true) ? 1 : 0), unranked_memref(c, a),
+       unranked_memref(c, r[0].call), unranked_memref(c, r[1].call)});
+  finish(c, r);
+}
+
 }  // namespace
 
 void register_linalg_lowerings(LowerTable& t) {
   t.set(Prim::eigh, &lower_eigh);
   t.set(Prim::svd, &lower_svd);
+  t.set(Prim::cholesky, &lower_cholesky);
+  t.set(Prim::triangular_solve, &lower_triangular_solve);
+  t.set(Prim::lu, &lower_lu);
+  t.set(Prim::qr, &lower_qr);
 }
 
 }  // namespace refjit::backend

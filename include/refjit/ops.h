@@ -116,6 +116,33 @@ struct Svd {
 };
 Svd svd(const Value& a, bool full_matrices = false);
 Value svd_values(const Value& a);
+// The lower Cholesky factor of each symmetric positive definite matrix, reading its lower
+// triangle (jax.lax.linalg.cholesky with symmetrize_input=False); NaN where the matrix is not
+// positive definite.
+Value cholesky(const Value& a);
+// x with op(a) x = b (left_side) or x op(a) = b, op(a) = a or a^T, reading only a's lower
+// (`lower`) or upper triangle, its diagonal taken as 1 with `unit_diagonal`
+// (jax.lax.linalg.triangular_solve; differentiable in both operands).
+struct TriangularSolveOptions {
+  bool left_side = false;
+  bool lower = false;
+  bool transpose_a = false;
+  bool unit_diagonal = false;
+};
+Value triangular_solve(const Value& a, const Value& b, const TriangularSolveOptions& options = {});
+// LU with partial pivoting, as LAPACK's getrf: `factors` packs L (unit diagonal implied) and
+// U, `pivots` (i32, min(m, n)) are the row swaps and `permutation` (i32, m) the rows of a in
+// the order of P^T a = L U (jax.lax.linalg.lu).
+struct Lu {
+  Value factors, pivots, permutation;
+};
+Lu lu(const Value& a);
+// a = q r, q with orthonormal columns ([..., m, m] with full_matrices, else [..., m, k]) and r
+// upper triangular (jax.lax.linalg.qr).
+struct Qr {
+  Value q, r;
+};
+Qr qr(const Value& a, bool full_matrices = false);
 
 // Constructors (concrete, or constants of the trace).
 Value full(const Ints& shape, const Value& fill, DType dtype);

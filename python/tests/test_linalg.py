@@ -211,3 +211,95 @@ def test_second_derivatives_through_a_solve_are_jaxs_or_refused(rng):
     assert_tree_close(refjit.jit(refjit.grad(logdet))(a), jax.grad(logdet)(a), rtol=1e-5)
     assert_tree_close(jax.jit(refjit.grad(logdet))(a), jax.grad(logdet)(a), rtol=1e-5,
                       numpy_result=False)
+
+
+# The factorizations are LAPACK calls with JAX's derivative rules: every rule against JAX's,
+# forward and reverse, on shapes that take each branch of the rules.
+
+def _well_conditioned_triangle(rng, n, lower):
+    a = rng.standard_normal((n, n)) + 4 * np.eye(n)
+    return np.tril(a) if lower else np.triu(a)
+
+
+@pytest.mark.parametrize("left,lower,transpose_a,unit",
+                         list(itertools.product([True, False], repeat=4)))
+@pytest.mark.parametrize("other", [2, 7])  # b's other dim below and above a's order 5
+def test_triangular_solve_derivatives_match_jax(left, lower, transpose_a, unit, other, rng):
+    a = _well_conditioned_triangle(rng, 5, lower)
+    b = rng.standard_normal((5, other) if left else (other, 5))
+    ta, tb = rng.standard_normal(a.shape), rng.standard_normal(b.shape)
+    f = lambda a, b: triangular_solve(a, b, left_side=left, lower=lower,  # noqa: E731
+                                      transpose_a=transpose_a, unit_diagonal=unit)
+    loss = lambda a, b: jnp.sum(jnp.sin(f(a, b)))  # noqa: E731
+    with jax.enable_x64():
+        assert_tree_close(refjit.jvp(f, (a, b), (ta, tb)), jax.jvp(f, (a, b), (ta, tb)),
+                          rtol=1e-10, atol=1e-12)
+        assert_tree_close(refjit.grad(loss, argnums=(0, 1))(a, b),
+                          jax.grad(loss, argnums=(0, 1))(a, b), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (2, 3, 3)])
+def test_cholesky_derivatives_match_jax_and_finite_differences(shape, rng):
+    x = rng.standard_normal(shape)
+    s = x @ np.swapaxes(x, -1, -2) + shape[-1] * np.eye(shape[-1])
+    t = rng.standard_normal(shape)
+    t = t + np.swapaxes(t, -1, -2)
+    loss = lambda s: jnp.sum(jnp.sin(jnp.linalg.cholesky(s)))  # noqa: E731
+    with jax.enable_x64():
+        assert_tree_close(refjit.jvp(jnp.linalg.cholesky, (s,), (t,)),
+                          jax.jvp(jnp.linalg.cholesky, (s,), (t,)), rtol=1e-10, atol=1e-12)
+        g = refjit.grad(loss)(s)
+        assert_tree_close(g, jax.grad(loss)(s), rtol=1e-10, atol=1e-12)
+        eps = 1e-6
+        fd = (loss(s + eps * t) - loss(s - eps * t)) / (2 * eps)
+        np.testing.assert_allclose(np.sum(g * t), fd, rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["native", "interpreter"])
+def test_cholesky_of_a_matrix_that_is_not_positive_definite_is_nan_as_in_jax(backend):
+    s = np.array([[[4.0, 2.0], [2.0, 5.0]], [[1.0, 2.0], [2.0, 1.0]]], np.float32)
+    got = refjit.jit(jnp.linalg.cholesky, backend=backend)(s)
+    want = jnp.linalg.cholesky(s)
+    assert np.isnan(want[1, 1, 1]) and np.all(np.isfinite(want[0]))
+    # NaN for the lower triangle that failed (the upper is masked to zero around the call).
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4), (2, 4, 3)])
+def test_lu_derivatives_match_jax(shape, rng):
+    x = rng.standard_normal(shape) + np.eye(*shape[-2:])
+    t = rng.standard_normal(shape)
+    factors = lambda x: jax.lax.linalg.lu(x)[0]  # noqa: E731
+    loss = lambda x: jnp.sum(jnp.sin(factors(x)))  # noqa: E731
+    with jax.enable_x64():
+        assert_tree_close(refjit.jvp(factors, (x,), (t,)), jax.jvp(factors, (x,), (t,)),
+                          rtol=1e-10, atol=1e-12)
+        assert_tree_close(refjit.grad(loss)(x), jax.grad(loss)(x), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4), (2, 5, 3)])
+@pytest.mark.parametrize("mode", ["reduced", "complete"])
+def test_qr_derivatives_match_jax(shape, mode, rng):
+    # A tall complete QR takes JAX's full-matrices rule (an LU solve of q_nn - I), a wide one
+    # the split [x1 x2] rule.
+    x = rng.standard_normal(shape)
+    t = rng.standard_normal(shape)
+    f = lambda x: jnp.linalg.qr(x, mode=mode)  # noqa: E731
+    loss = lambda x: sum(jnp.sum(jnp.sin(y)) for y in f(x))  # noqa: E731
+    with jax.enable_x64():
+        assert_tree_close(refjit.jvp(f, (x,), (t,)), jax.jvp(f, (x,), (t,)), rtol=1e-9,
+                          atol=1e-11)
+        assert_tree_close(refjit.grad(loss)(x), jax.grad(loss)(x), rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("backend", ["native", "interpreter"])
+def test_factorizations_under_vmap(backend, spd, rng):
+    # One matrix for every right-hand side (an unbatched operand), and a batch of each.
+    b = rng.standard_normal((4, 5, 2)).astype(np.float32)
+    one_matrix = lambda b: jax.scipy.linalg.cho_solve(  # noqa: E731
+        (jnp.linalg.cholesky(spd[0]), True), b)
+    each = lambda s: jnp.linalg.qr(jnp.linalg.cholesky(s))[1]  # noqa: E731
+    assert_tree_close(refjit.jit(jax.vmap(one_matrix), backend=backend)(b),
+                      jax.vmap(one_matrix)(b), rtol=1e-4, atol=1e-5)
+    assert_tree_close(refjit.jit(jax.vmap(each), backend=backend)(spd), jax.vmap(each)(spd),
+                      rtol=1e-4, atol=1e-5)

@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <limits>
-#include <stdexcept>
 #include <vector>
 
-#include "runtime/kernels/gemm.h"  // RefjitMemRefHead
+#include "runtime/kernels/lapack_support.h"
 
 // LAPACK's Fortran entries (liblapack): every argument by address; the trailing size_t
 // arguments are the lengths of the character arguments, which gfortran passes hidden.
@@ -27,6 +25,8 @@ void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int*
 
 namespace refjit::kernels {
 
+using namespace lapack_support;
+
 namespace {
 
 void syevd(const char* jobz, const char* uplo, const int* n, float* a, const int* lda, float* w,
@@ -46,35 +46,6 @@ void gesdd(const char* jobz, const int* m, const int* n, double* a, const int* l
            double* u, const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork,
            int* iwork, int* info) {
   dgesdd_(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, iwork, info, 1);
-}
-
-// LAPACK counts in 32-bit ints.
-int lapack_int(int64_t v) {
-  if (v > std::numeric_limits<int>::max()) throw std::length_error("matrix too large for LAPACK");
-  return static_cast<int>(v);
-}
-
-// Row-major rows x cols `src` into column-major `dst` (its leading dimension `rows`), and back.
-template <class T>
-void to_column_major(const T* src, int64_t rows, int64_t cols, T* dst) {
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) dst[i + j * rows] = src[i * cols + j];
-}
-template <class T>
-void from_column_major(const T* src, int64_t rows, int64_t cols, T* dst) {
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = src[i + j * rows];
-}
-
-template <class T>
-void fill_nan(T* p, int64_t count) {
-  std::fill(p, p + count, std::numeric_limits<T>::quiet_NaN());
-}
-
-// A workspace size LAPACK reported (as a float in work[0]).
-template <class T>
-int workspace_size(T reported) {
-  return std::max(1, static_cast<int>(reported));
 }
 
 }  // namespace
@@ -167,14 +138,7 @@ template void svd<double>(int64_t, int64_t, int64_t, bool, const double*, double
 
 }  // namespace refjit::kernels
 
-namespace {
-
-template <class T>
-T* data_of(const RefjitMemRefHead* m) {
-  return static_cast<T*>(m->aligned) + m->offset;
-}
-
-}  // namespace
+using refjit::kernels::lapack_support::data_of;
 
 extern "C" {
 
