@@ -146,6 +146,12 @@ class StagedProgram:
             _core.transpose(self.program, num_nonlinear, list(kinds)), f"{self.name}_T",
             self.exact_orders))
 
+    def discharged(self):
+        """The program with its ref inputs taken as values: its outputs, then each ref
+        input's final value (JAX discharging the refs of a jax.jit function)."""
+        return self._derive("discharge", lambda: StagedProgram(
+            _core.discharge(self.program), f"{self.name}_discharged", self.exact_orders))
+
     def batched(self, in_batched: tuple, size: int):
         """(program, out_batched): refjit's vmap of the program."""
         def make():
@@ -203,10 +209,40 @@ _CALLS = (refjit_call_p, refjit_linear_call_p)
 
 
 def _abstract_eval(*avals, program: StagedProgram, **_):
-    return program.out_avals
+    # A ref operand is read and written by the call (so JAX neither drops a call whose
+    # results are unused nor reorders it around other accesses of that ref).
+    from jax._src.state.types import ReadEffect, WriteEffect
+
+    effects = set()
+    for i, is_ref in enumerate(program.in_refs):
+        if is_ref:
+            effects |= {ReadEffect(i), WriteEffect(i)}
+    return program.out_avals, effects
+
+
+def _discharge(in_avals, out_avals, *args, program: StagedProgram, **_):
+    """JAX's state discharge of a call taking refs (jax.jit of a function that passes a
+    jax.Ref to a refjit function): the discharged program on the refs' values, whose extra
+    results are the refs' new values."""
+    discharged = program.discharged()
+    results = refjit_call_p.bind(*args, program=discharged)
+    n = len(program.out_avals)
+    finals = iter(results[n:])
+    return [next(finals) if is_ref else None for is_ref in program.in_refs], results[:n]
 
 
 def _impl(*args, program: StagedProgram, **_):
+    if any(program.in_refs):
+        # jax.Refs given to the eqn outside any trace (JAX's eager vmap): the discharged
+        # program on their values, the new values written back.
+        values = [a[...] if is_ref else a for a, is_ref in zip(args, program.in_refs)]
+        results = _impl(*values, program=program.discharged())
+        n = len(program.out_avals)
+        finals = iter(results[n:])
+        for a, is_ref in zip(args, program.in_refs):
+            if is_ref:
+                a[...] = next(finals)
+        return results[:n]
     # Python scalars reach here as themselves (weakly typed): give them the program's dtypes.
     arrays = [np.asarray(a, dtype=d, order="C") for a, d in zip(args, program.in_dtypes)]
     return program.executable()(arrays)
@@ -260,7 +296,12 @@ def _batch(prim):
     def rule(args, dims, *, program: StagedProgram, **params):
         # An unmapped operand's dim is None (JAX's batching.not_mapped).
         size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
-        args = [x if d is None else jax.numpy.moveaxis(x, d, 0) for x, d in zip(args, dims)]
+        for is_ref, d in zip(program.in_refs, dims):
+            if is_ref and d not in (None, 0):
+                raise Error(f"jax.vmap of a refjit function: a jax.Ref argument batched along "
+                            f"dim {d} cannot be passed; batch it along dim 0 (in_axes=0)")
+        args = [x if d in (None, 0) else jax.numpy.moveaxis(x, d, 0)
+                for x, d in zip(args, dims)]
         in_batched = tuple(d is not None for d in dims)
         batched, out_batched = program.batched(in_batched, size)
         outs = prim.bind(*args, program=batched, **params)
@@ -275,10 +316,8 @@ def _lower(ctx, *args, program: StagedProgram, **_):
     headers runs it as a host callback instead."""
     from jax._src.interpreters import mlir
 
-    if any(program.in_refs):
-        raise Error("a refjit function that takes a jax.Ref cannot run inside code XLA "
-                    "compiles (jax.jit, lax loops run outside refjit); apply refjit.jit "
-                    "outermost")
+    if any(program.in_refs):  # JAX discharges refs before lowering; this is a safeguard
+        raise Error("internal: a refjit call still takes a jax.Ref when XLA compiles it")
     shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in program.out_avals]
     if _core.have_xla_ffi() and ctx.module_context.platforms == ("cpu",):
         _register_ffi_target()
@@ -342,17 +381,19 @@ def _print_ref_kinds() -> None:
 def _register() -> None:
     from jax._src import core as jax_core
     from jax._src.interpreters import ad, batching, mlir
+    from jax._src.state import discharge as state_discharge
 
     _print_ref_kinds()
 
     for prim in _CALLS:
-        prim.def_abstract_eval(_abstract_eval)
+        prim.def_effectful_abstract_eval(_abstract_eval)
         prim.def_impl(_impl)
         jax_core.pp_eqn_rules[prim] = _pp_as_jit
         ad.primitive_jvps[prim] = _jvp
         batching.primitive_batchers[prim] = _batch(prim)
         mlir.register_lowering(prim, _lower)
     ad.primitive_transposes[refjit_linear_call_p] = _linear_transpose
+    state_discharge.register_discharge_rule(refjit_call_p)(_discharge)
 
 
 _register()

@@ -8,6 +8,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include "passes/discharge.h"
 #include "passes/jvp.h"
 #include "passes/pipeline.h"
 #include "passes/range_simplify.h"
@@ -250,6 +251,13 @@ NB_MODULE(_core, m) {
       "The transpose of a linear program whose first `num_nonlinear` inputs are residuals: it "
       "takes the residuals, a ref per `ref` accumulator, then one cotangent per output, and "
       "returns one cotangent per `value` linear input.");
+
+  m.def(
+      "discharge",
+      [](const Program& p) { return Program{discharge_state(p.jaxpr)}; },
+      "program"_a,
+      "The program with each ref input taken as the value it holds: it returns its outputs, "
+      "then the final value of each ref input in order (JAX's state discharge).");
 
   m.def(
       "vmap",

@@ -189,3 +189,69 @@ def test_jax_transposes_refjit_linearize_f_jvp():
     xs = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_allclose(jax.vmap(lambda x: outer(refjit.linearize, x))(xs),
                                jax.vmap(lambda x: outer(jax.linearize, x))(xs), rtol=1e-6)
+
+
+def add_twice_into(ref, x):
+    """Writes its ref argument and returns a value."""
+    ref[...] += 2.0 * x
+    return jnp.sum(x * x)
+
+
+def test_a_jax_ref_passed_to_a_refjit_function_inside_jax_jit():
+    # JAX discharges the ref (it becomes a value in and a value out of the custom call): the
+    # write lands in the caller's ref, and a call whose result nobody reads still runs.
+    inner = refjit.jit(add_twice_into)
+    x = np.arange(3, dtype=np.float32)
+
+    def outer(x, use_result):
+        ref = jax.new_ref(jnp.ones(3))
+        total = inner(ref, x)
+        total = total + inner(ref, x[::-1])
+        return (ref[...], total) if use_result else ref[...]
+
+    def outer_jax(x, use_result):
+        ref = jax.new_ref(jnp.ones(3))
+        total = add_twice_into(ref, x) + add_twice_into(ref, x[::-1])
+        return (ref[...], total) if use_result else ref[...]
+
+    for use_result in (True, False):
+        jitted = jax.jit(outer, static_argnums=1)
+        hlo = jitted.lower(x, use_result).as_text()
+        assert hlo.count("custom_call @refjit_call") == 2
+        jax_close(jitted(x, use_result), outer_jax(x, use_result))
+    # A ref of the caller's, passed through a loop XLA compiles.
+    def loop(x):
+        ref = jax.new_ref(jnp.zeros(3))
+        lax.fori_loop(0, 4, lambda i, c: c + inner(ref, x * i), 0.0)
+        return ref[...]
+
+    jax_close(jax.jit(loop)(x), 2.0 * x * (0 + 1 + 2 + 3))
+
+    # Under jax.vmap (refjit's vmap of the program, the ref batched along dim 0), with and
+    # without jax.jit around it.
+    def per_example(x):
+        ref = jax.new_ref(jnp.ones(3))
+        total = inner(ref, x)
+        return ref[...], total
+
+    def per_example_jax(x):
+        ref = jax.new_ref(jnp.ones(3))
+        total = add_twice_into(ref, x)
+        return ref[...], total
+
+    xs = np.stack([x, x + 1, -x])
+    expected = jax.vmap(per_example_jax)(xs)
+    jax_close(jax.jit(jax.vmap(per_example))(xs), expected)
+    assert_tree_close(jax.vmap(per_example)(xs)[0], expected[0], numpy_result=False)
+    np.testing.assert_allclose(jax.vmap(per_example)(xs)[1], expected[1])
+
+
+def test_jax_grad_through_a_refjit_function_taking_a_ref_is_refused_by_name():
+    inner = refjit.jit(add_twice_into)
+
+    def loss(x):
+        ref = jax.new_ref(jnp.zeros(3))
+        return inner(ref, x)
+
+    with pytest.raises(refjit.Error, match="takes a jax.Ref"):
+        jax.grad(loss)(np.arange(3, dtype=np.float32))
