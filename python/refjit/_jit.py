@@ -13,7 +13,7 @@ from jax import tree_util
 from ._common import _check_backend, _executable, _flatten_call, _leaf_ranges, exact_orders
 from ._staging import is_tracer
 from ._tracing import (ClosesOverTracerError, check_distinct_refs, function_name, is_ref,
-                       trace, write_back_refs)
+                       trace, write_back_refs, x64_enabled)
 
 class _Jitted:
     """What ``refjit.jit`` returns: call it like the function."""
@@ -27,6 +27,7 @@ class _Jitted:
         self._interpret = _check_backend(backend)
         self._exact_math = exact_math
         self._entries: dict = {}
+        self._fast_entries: dict = {}  # _fast_key -> entry (see _remember_fast)
         self._tracing = False
         # updated=(): fun's __dict__ would overwrite these fields when fun is itself a
         # refjit function (refjit.grad(refjit.grad(f))).
@@ -53,12 +54,30 @@ class _Jitted:
         functools.update_wrapper(bound, self._fun)
         return bound, dynamic, (static, values)
 
+    def _fast_key(self, args) -> tuple | None:
+        """The key of a call whose arguments are all C-contiguous NumPy arrays, or None."""
+        key = []
+        for a in args:
+            if type(a) is not np.ndarray or not a.flags.c_contiguous:
+                return None
+            key.append((a.shape, a.dtype))
+        key.append(x64_enabled())
+        return tuple(key)
+
     def __call__(self, *args, **kwargs):
         if self._tracing:
             # Called while its own trace runs (a custom_vjp fwd rule calling the jitted
             # function it belongs to; refjit traces the rules with the function): inlined, as
             # jit is the identity on values.
             return self._fun(*args, **kwargs)
+        if not kwargs and self._fast_entries:
+            # The dispatch fast path: NumPy arrays of types called with before, no pytree to
+            # flatten, no refs, nothing to convert (see _remember_fast).
+            fast = self._fast_entries.get(self._fast_key(args))
+            if fast is not None:
+                executable, traced = fast
+                outs = executable(list(args))
+                return tree_util.tree_unflatten(traced.out_tree, traced.wrap_keys(outs))
         fun, dyn_args, static_key = self._split_static(args)
         leaves, arrays, key, in_tree = _flatten_call(fun, dyn_args, kwargs, "refjit.jit")
         cache_key = (in_tree, key, static_key)
@@ -87,7 +106,21 @@ class _Jitted:
         inputs, const_arrays = traced.primal_inputs(arrays)
         outs = executable(inputs)
         write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
+        if not kwargs and not self._static:
+            self._remember_fast(args, leaves, arrays, traced, entry)
         return tree_util.tree_unflatten(traced.out_tree, traced.wrap_keys(outs))
+
+    def _remember_fast(self, args, leaves, arrays, traced, entry) -> None:
+        """Lets later calls with arguments of these types take the fast path when this one
+        needed nothing but the arrays as they are: each argument a leaf that is a C-contiguous
+        NumPy array of a dtype refjit takes unconverted, and no refs closed over."""
+        if traced.ref_consts or len(leaves) != len(args):
+            return
+        if not all(x is a and l is a for x, l, a in zip(args, leaves, arrays)):
+            return
+        key = self._fast_key(args)
+        if key is not None:
+            self._fast_entries[key] = entry
 
     def lower(self, *args, **kwargs) -> "Lowered":
         """The function traced (not yet compiled) at the types of ``args``, as

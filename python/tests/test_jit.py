@@ -240,3 +240,28 @@ def test_lower_takes_a_ref_type():
     x_ref = jax.new_ref(np.arange(4, dtype=np.float32))
     compiled(x_ref)
     np.testing.assert_array_equal(x_ref[...], [6.0, 2.0, 3.0, 4.0])
+
+
+def test_repeated_numpy_calls_take_the_dispatch_fast_path_and_stay_exact():
+    f = lambda x, y: x * 2 + y  # noqa: E731
+    jitted = refjit.jit(f)
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.ones((2, 3), np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(jitted(a, b), f(a, b))
+    assert len(jitted._fast_entries) == 1
+    # Arguments the fast path must not take as they are: a strided view, float64 (converted
+    # to float32 with x64 off), a Python scalar (weakly typed), another shape.
+    np.testing.assert_array_equal(jitted(a.T, b.T), f(a.T, b.T))
+    got = jitted(a.astype(np.float64), b)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, f(a, b))
+    assert jitted(a, 1.5).dtype == np.float32
+    np.testing.assert_array_equal(jitted(a, 1.5), f(a, 1.5))
+    np.testing.assert_array_equal(jitted(a[:1], b[:1]), f(a[:1], b[:1]))
+    with jax.enable_x64():
+        got = jitted(a.astype(np.float64), b.astype(np.float64))
+        assert got.dtype == np.float64
+        got = jitted(a.astype(np.float64), b.astype(np.float64))
+        assert got.dtype == np.float64
+    assert jitted(a.astype(np.float64), b).dtype == np.float32
