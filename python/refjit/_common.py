@@ -14,7 +14,8 @@ from jax import tree_util
 
 from . import _core
 from ._staging import Program, is_tracer
-from ._tracing import LeafError, function_name, leaf_names, specialized_to_values, to_arrays
+from ._tracing import (LeafError, RefViewArgument, function_name, leaf_names,
+                       specialized_to_values, to_arrays)
 
 _BACKENDS = ("native", "interpreter")
 
@@ -130,14 +131,24 @@ def _argnums_tuple(argnums, nargs: int, what: str) -> tuple[int, ...]:
     return tuple(n % nargs for n in nums)
 
 
-def _flatten_call(fun: Callable, args: tuple, kwargs: dict, what: str):
-    """(leaves, arrays, key, in_tree) for a call, with TypeErrors naming bad arguments."""
+def _flatten_call(fun: Callable, args: tuple, kwargs: dict, what: str,
+                  ref_views_ok: bool = False):
+    """(leaves, arrays, key, in_tree) for a call, with TypeErrors naming bad arguments. A
+    view of a ref (``ref.at[1]``) raises RefViewArgument where the caller handles it
+    (``ref_views_ok``: refjit.jit), a TypeError elsewhere."""
     leaves, in_tree = tree_util.tree_flatten((args, kwargs))
     try:
         arrays, key = to_arrays(leaves)
     except LeafError as e:
         name = leaf_names(fun, args, kwargs)[e.index]
         raise TypeError(f"{what}({function_name(fun)}): {name} {e.reason}") from None
+    except RefViewArgument as e:
+        if ref_views_ok:
+            raise
+        name = leaf_names(fun, args, kwargs)[e.index]
+        raise TypeError(f"{what}({function_name(fun)}): {name} is a view of a jax.Ref "
+                        "(ref.at[...]); pass the ref itself, or call the function through "
+                        "refjit.jit, which takes views") from None
     return leaves, arrays, key, in_tree
 
 

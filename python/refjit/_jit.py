@@ -12,8 +12,8 @@ from jax import tree_util
 
 from ._common import _check_backend, _executable, _flatten_call, _leaf_ranges, exact_orders
 from ._staging import is_tracer
-from ._tracing import (ClosesOverTracerError, check_distinct_refs, function_name, is_ref,
-                       trace, write_back_refs, x64_enabled)
+from ._tracing import (ClosesOverTracerError, RefViewArgument, check_distinct_refs,
+                       function_name, is_ref, trace, write_back_refs, x64_enabled)
 
 class _Jitted:
     """What ``refjit.jit`` returns: call it like the function."""
@@ -79,7 +79,11 @@ class _Jitted:
                 outs = executable(list(args))
                 return tree_util.tree_unflatten(traced.out_tree, traced.wrap_keys(outs))
         fun, dyn_args, static_key = self._split_static(args)
-        leaves, arrays, key, in_tree = _flatten_call(fun, dyn_args, kwargs, "refjit.jit")
+        try:
+            leaves, arrays, key, in_tree = _flatten_call(fun, dyn_args, kwargs, "refjit.jit",
+                                                         ref_views_ok=True)
+        except RefViewArgument:
+            return self._call_with_ref_views(args, kwargs)
         cache_key = (in_tree, key, static_key)
         entry = self._entries.get(cache_key)
         if entry is None:
@@ -110,6 +114,11 @@ class _Jitted:
             self._remember_fast(args, leaves, arrays, traced, entry)
         return tree_util.tree_unflatten(traced.out_tree, traced.wrap_keys(outs))
 
+    def _call_with_ref_views(self, args, kwargs):
+        """A call given a view of a ref (``ref.at[1]``, which JAX makes only while tracing):
+        the function is inlined into that trace, as jit is the identity on values."""
+        return self._fun(*args, **kwargs)
+
     def _remember_fast(self, args, leaves, arrays, traced, entry) -> None:
         """Lets later calls with arguments of these types take the fast path when this one
         needed nothing but the arrays as they are: each argument a leaf that is a C-contiguous
@@ -121,6 +130,11 @@ class _Jitted:
         key = self._fast_key(args)
         if key is not None:
             self._fast_entries[key] = entry
+
+    def trace(self, *args, **kwargs) -> "Traced":
+        """As ``jax.jit(f).trace(*args)``: the function traced at those arguments;
+        ``.jaxpr`` is JAX's jaxpr of it, ``.lower()`` refjit's ``Lowered``."""
+        return Traced(self, args, kwargs)
 
     def lower(self, *args, **kwargs) -> "Lowered":
         """The function traced (not yet compiled) at the types of ``args``, as
@@ -165,6 +179,23 @@ class _Jitted:
         executable = _executable(traced.program, traced.consts, self._interpret, donated,
                                  self._exact_math, exact_orders=exact_orders(traced, False))
         return executable, traced
+
+
+class Traced:
+    """``refjit.jit(f).trace(*args)``."""
+
+    def __init__(self, jitted: _Jitted, args: tuple, kwargs: dict):
+        self._jitted = jitted
+        self._args = args
+        self._kwargs = kwargs
+
+    @property
+    def jaxpr(self):
+        """JAX's closed jaxpr of the function at these arguments (what refjit reads)."""
+        return jax.make_jaxpr(self._jitted._fun)(*self._args, **self._kwargs)
+
+    def lower(self) -> "Lowered":
+        return self._jitted.lower(*self._args, **self._kwargs)
 
 
 class Lowered:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 from jax import tree_util
+from jax._src.state.types import TransformedRef
 
 from . import _core
 from ._errors import ParseError, TraceError, TypeCheckError
@@ -48,6 +49,15 @@ def canonical_dtype(dtype: np.dtype) -> np.dtype:
 
 def x64_enabled() -> bool:
     return bool(jax.config.jax_enable_x64)
+
+
+class RefViewArgument(Exception):
+    """Leaf ``index`` is a view of a ref (``ref.at[1]``, a jax TransformedRef): the caller
+    passes the viewed part instead (refjit.jit._call_with_ref_views)."""
+
+    def __init__(self, index: int):
+        super().__init__(index)
+        self.index = index
 
 
 class LeafError(Exception):
@@ -99,6 +109,8 @@ def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
             # A ref's kind (no_grad_no_remat) changes how autodiff treats it: part of the key.
             key.append((a.shape, a.dtype, ("ref", getattr(jax.typeof(x), "kind", None))))
             continue
+        elif isinstance(x, TransformedRef):
+            raise RefViewArgument(i)
         else:
             raise LeafError(
                 i,
