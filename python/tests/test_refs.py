@@ -277,3 +277,33 @@ def test_a_view_of_a_ref_given_to_a_derivative_is_refused_by_name():
 
     with pytest.raises(TypeError, match=r"view \(argument 0\) is a view of a jax.Ref"):
         jax.jit(outer)(np.float32(1))
+
+
+def test_shard_map_on_a_one_device_mesh_runs_its_body_once():
+    # Every shard is the whole operand on one device: the body is a jit, refs and views
+    # included. A mesh axis larger than 1 is refused by name.
+    from jax.sharding import AxisType
+
+    mesh = jax.make_mesh((1,), ("x",), axis_types=(AxisType.Explicit,))
+
+    def add_one_to_a_view(y):
+        ref = jax.new_ref(jnp.ones(10, dtype=jnp.float32) * y)
+
+        def body(v):
+            v[...] += 1.0
+
+        jax.shard_map(body, out_specs=None, mesh=mesh)(ref.at[2:7])
+        return ref[...]
+
+    def mapped(x):
+        return jax.shard_map(lambda a: jnp.sin(a) * 2, out_specs=jax.P(), mesh=mesh)(x)
+
+    x = np.linspace(0, 1, 4, dtype=np.float32)
+    np.testing.assert_array_equal(refjit.jit(add_one_to_a_view)(np.float32(2)),
+                                  jax.jit(add_one_to_a_view)(np.float32(2)))
+    assert_tree_close(refjit.jit(mapped)(x), mapped(x))
+    loss = lambda x: jnp.sum(mapped(x))  # noqa: E731
+    assert_tree_close(refjit.grad(loss)(x), jax.grad(loss)(x))
+    text = str(jax.make_jaxpr(mapped)(x)).replace("Mesh('x': 1", "Mesh('x': 4")
+    with pytest.raises(Exception, match="has an axis of size 4"):
+        refjit._core.parse(text, "mapped")
