@@ -22,13 +22,15 @@ bool flag(const Checker& c, std::string_view key, bool fallback) {
   return *b;
 }
 
-// Operand `i`: f32 or f64, rank 2 or more. (LAPACK has no half floats; complex matrices are
-// not supported yet.)
+// Operand `i`: f32, f64, c64 or c128, rank 2 or more (LAPACK has no half floats).
 const ArrayType& matrix_operand(const Checker& c, int i = 0) {
   const ArrayType& a = c.array(static_cast<size_t>(i));
-  if (a.dtype != DType::f32 && a.dtype != DType::f64)
-    c.fail("operand {} has type {}; refjit decomposes f32 and f64 matrices (convert first{})", i,
-           a.str(), is_complex(a.dtype) ? "; complex matrices are not supported yet" : "");
+  if (a.dtype != DType::f32 && a.dtype != DType::f64 && a.dtype != DType::c64 &&
+      a.dtype != DType::c128)
+    c.fail(
+        "operand {} has type {}; refjit decomposes f32, f64, c64 and c128 matrices (convert "
+        "first)",
+        i, a.str());
   if (a.rank() < 2)
     c.fail("operand {} has type {}; a matrix (rank 2 or more) is needed", i, a.str());
   // LAPACK counts rows and columns in 32-bit ints.
@@ -86,8 +88,9 @@ std::vector<Type> eigh_rule(std::span<const Type> in, const Params& params) {
   (void)flag(c, "lower", true);
   if (!flag(c, "sort_eigenvalues", true))
     c.fail("sort_eigenvalues=False is not supported; the eigenvalues come in ascending order");
+  // The eigenvalues of a symmetric or Hermitian matrix are real.
   Shape w_shape(a.shape.begin(), a.shape.end() - 1);
-  return {Type(a), Type(ArrayType{a.dtype, w_shape})};
+  return {Type(a), Type(ArrayType{real_dtype(a.dtype), w_shape})};
 }
 
 // svd: a:T[..., m, n] -> s:T[..., k] (k = min(m, n)), then with compute_uv
@@ -100,7 +103,7 @@ std::vector<Type> svd_rule(std::span<const Type> in, const Params& params) {
   check_whole_subset(c, k);
   check_algorithm(c, {"SvdAlgorithm.DEFAULT", "SvdAlgorithm.DIVIDE_AND_CONQUER"}, "gesdd");
   const bool full = flag(c, "full_matrices", true);
-  std::vector<Type> out = {with_batch(a, a.dtype, {k})};
+  std::vector<Type> out = {with_batch(a, real_dtype(a.dtype), {k})};
   if (flag(c, "compute_uv", true)) {
     out.push_back(with_batch(a, a.dtype, {m, full ? m : k}));
     out.push_back(with_batch(a, a.dtype, {full ? n : k, n}));

@@ -31,8 +31,18 @@ struct Matrices {
     return d;
   }
 
-  // x @ y, either transposed first.
-  Atom matmul(Atom x, Atom y, bool transpose_x = false, bool transpose_y = false) {
+  bool complex() const { return is_complex(dtype); }
+  Atom conj(Atom x) { return complex() ? e.emit1(Prim::conj, {x}) : x; }
+  // The real part of x (x itself for real matrices).
+  Atom real(Atom x) { return complex() ? e.emit1(Prim::real, {x}) : x; }
+  // A real x as this dtype (complex when the matrices are).
+  Atom complexify(Atom x) { return complex() ? e.convert(x, dtype) : x; }
+
+  // x @ y, either adjoint first (conjugate-transposed: every transpose in JAX's rules is).
+  Atom matmul(Atom x, Atom y, bool adjoint_x = false, bool adjoint_y = false) {
+    if (adjoint_x) x = conj(x);
+    if (adjoint_y) y = conj(y);
+    const bool transpose_x = adjoint_x, transpose_y = adjoint_y;
     const IntList b = batch_dims();
     const int64_t xc = nb() + (transpose_x ? 0 : 1), yc = nb() + (transpose_y ? 1 : 0);
     // dot_general's result is (batch, x's free dim, y's free dim): x @ y as written.
@@ -47,6 +57,8 @@ struct Matrices {
     perm.push_back(nb());
     return e.emit1(Prim::transpose, {x}, Params{{"permutation", perm}});
   }
+  // The adjoint (conjugate transpose).
+  Atom H(Atom x) { return conj(T(x)); }
   // v[..., k] as a row [..., 1, k] or column [..., k, 1], broadcast to [..., rows, cols].
   Atom rows_of(Atom v, int64_t rows, int64_t cols) {
     IntList dims = batch_dims();
@@ -139,9 +151,9 @@ struct Matrices {
   }
   // triangular_solve with JAX's params.
   Atom solve(Atom a, Atom b, bool left, bool lower, bool transpose_a = false,
-             bool unit_diagonal = false) {
+             bool unit_diagonal = false, bool conjugate_a = false) {
     return e.emit1(Prim::triangular_solve, {a, b},
-                   Params{{"conjugate_a", false},
+                   Params{{"conjugate_a", conjugate_a},
                           {"left_side", left},
                           {"lower", lower},
                           {"transpose_a", transpose_a},
@@ -149,21 +161,23 @@ struct Matrices {
   }
 };
 
-// eigh: with a = v diag(w) v^T, M = v^T da v, dw = diag(M) and dv = v (F * M), where
-// F[i][j] = 1 / (w[j] - w[i]) off the diagonal and 0 on it.
+// eigh: with a = v diag(w) v^H, M = v^H da v, dw = re(diag(M)) and dv = v (F * M), where
+// F[i][j] = 1 / (w[j] - w[i]) off the diagonal and 0 on it (w is real).
 Tangents eigh_jvp(JvpCtx& c, JvpArgs& a) {
   if (!a.tangents[0]) return Tangents(2);
   const ArrayType at = c.p.array_type_of(a.primals[0]);
   const int64_t n = at.shape.back();
   Matrices p{c.p, at.dtype, Shape(at.shape.begin(), at.shape.end() - 2)};
   Matrices t{c.t, at.dtype, p.batch};
+  Matrices r{c.p, real_dtype(at.dtype), p.batch};  // the eigenvalues' arithmetic
   const Atom v = a.primal_outs[0], w = a.primal_outs[1];
-  const Atom eye = p.eye(n);
-  const Atom gaps = p.e.sub(p.e.add(eye, p.rows_of(w, n, n)), p.columns_of(w, n, n));
-  const Atom f = p.e.sub(p.e.div(p.e.full(at, 1.0), gaps), eye);
-  const Atom m = t.matmul(t.matmul(v, *a.tangents[0], /*transpose_x=*/true), v);
+  const Atom eye = r.eye(n);
+  const Atom gaps = r.e.sub(r.e.add(eye, r.rows_of(w, n, n)), r.columns_of(w, n, n));
+  const Atom ones = r.e.full(ArrayType{r.dtype, r.shape({n, n})}, 1.0);
+  const Atom f = p.complexify(r.e.sub(r.e.div(ones, gaps), eye));
+  const Atom m = t.matmul(t.matmul(v, *a.tangents[0], /*adjoint_x=*/true), v);
   const Atom dv = t.matmul(v, t.e.mul(f, m));
-  const Atom dw = t.diagonal(m, n);
+  const Atom dw = t.real(t.diagonal(m, n));
   return {dv, dw};
 }
 
@@ -195,42 +209,43 @@ Tangents svd_jvp(JvpCtx& c, JvpArgs& a) {
 
   Matrices p{c.p, at.dtype, Shape(at.shape.begin(), at.shape.end() - 2)};
   Matrices t{c.t, at.dtype, p.batch};
+  Matrices r{c.p, real_dtype(at.dtype), p.batch};  // the singular values' arithmetic
   const Atom da = *a.tangents[0];
-  const Atom ds_mat = t.matmul(t.matmul(u, da, /*transpose_x=*/true), vt, false, true);
-  const Atom ds = t.diagonal(ds_mat, k);
+  const Atom ds_mat = t.matmul(t.matmul(u, da, /*adjoint_x=*/true), vt, false, true);
+  const Atom ds = t.real(t.diagonal(ds_mat, k));
   if (!compute_uv) return {ds};
 
-  const Atom s_row = p.rows_of(s, k, k), s_col = p.columns_of(s, k, k);  // s[j], s[i]
-  const Atom eye = p.eye(k);
-  const ArrayType kk{at.dtype, p.shape({k, k})};
-  const Atom s_diffs = p.e.mul(p.e.add(s_row, s_col), p.e.sub(s_row, s_col));
-  const Atom f = p.e.sub(p.e.div(p.e.full(kk, 1.0), p.e.add(s_diffs, eye)), eye);
+  const Atom s_row = r.rows_of(s, k, k), s_col = r.columns_of(s, k, k);  // s[j], s[i]
+  const Atom eye = r.eye(k);
+  const ArrayType kk{r.dtype, r.shape({k, k})};
+  const Atom s_diffs = r.e.mul(r.e.add(s_row, s_col), r.e.sub(s_row, s_col));
+  const Atom f = p.complexify(r.e.sub(r.e.div(r.e.full(kk, 1.0), r.e.add(s_diffs, eye)), eye));
   // 1/s, and 0 where s is 0.
-  const ArrayType kt{at.dtype, p.shape({k})};
-  const Atom s_zero = p.e.convert(p.e.emit1(Prim::eq, {s, p.e.zeros(kt)}), at.dtype);
-  const Atom s_inv = p.e.sub(p.e.div(p.e.full(kt, 1.0), p.e.add(s, s_zero)), s_zero);
-  const Atom s_inv_mat = p.diagonal_matrix(s_inv, k);
+  const ArrayType kt{r.dtype, r.shape({k})};
+  const Atom s_zero = r.e.convert(r.e.emit1(Prim::eq, {s, r.e.zeros(kt)}), r.dtype);
+  const Atom s_inv = r.e.sub(r.e.div(r.e.full(kt, 1.0), r.e.add(s, s_zero)), s_zero);
+  const Atom s_inv_mat = p.complexify(r.diagonal_matrix(s_inv, k));
 
-  const Atom dss = t.e.mul(s_row, ds_mat);  // dS diag(s)
-  const Atom sds = t.e.mul(s_col, ds_mat);  // diag(s) dS
+  const Atom dss = t.e.mul(p.complexify(s_row), ds_mat);  // dS diag(s)
+  const Atom sds = t.e.mul(p.complexify(s_col), ds_mat);  // diag(s) dS
   const Atom du_dv_diag =
-      t.e.mul(t.e.mul(t.e.sub(ds_mat, t.T(ds_mat)), t.e.scalar(at.dtype, 0.5)), s_inv_mat);
-  Atom du = t.matmul(u, t.e.add(t.e.mul(f, t.e.add(dss, t.T(dss))), du_dv_diag));
-  Atom dv = t.matmul(vt, t.e.mul(f, t.e.add(sds, t.T(sds))), /*transpose_x=*/true);
+      t.e.mul(t.e.mul(t.e.sub(ds_mat, t.H(ds_mat)), t.e.scalar(at.dtype, 0.5)), s_inv_mat);
+  Atom du = t.matmul(u, t.e.add(t.e.mul(f, t.e.add(dss, t.H(dss))), du_dv_diag));
+  Atom dv = t.matmul(vt, t.e.mul(f, t.e.add(sds, t.H(sds))), /*adjoint_x=*/true);
   if (m > n) {
     const Atom dav = t.matmul(da, vt, false, true);
-    const Atom projected = t.matmul(u, t.matmul(u, dav, /*transpose_x=*/true));
-    du = t.e.add(du, t.e.div(t.e.sub(dav, projected), p.rows_of(s, m, k)));
+    const Atom projected = t.matmul(u, t.matmul(u, dav, /*adjoint_x=*/true));
+    du = t.e.add(du, t.e.div(t.e.sub(dav, projected), p.complexify(r.rows_of(s, m, k))));
   }
   if (n > m) {
-    const Atom dau = t.matmul(da, u, /*transpose_x=*/true);
-    const Atom projected = t.matmul(vt, t.matmul(vt, dau), /*transpose_x=*/true);
-    dv = t.e.add(dv, t.e.div(t.e.sub(dau, projected), p.rows_of(s, n, k)));
+    const Atom dau = t.matmul(da, u, /*adjoint_x=*/true);
+    const Atom projected = t.matmul(vt, t.matmul(vt, dau), /*adjoint_x=*/true);
+    dv = t.e.add(dv, t.e.div(t.e.sub(dau, projected), p.complexify(r.rows_of(s, n, k))));
   }
-  return {ds, du, t.T(dv)};
+  return {ds, du, t.H(dv)};
 }
 
-// cholesky: with a = L L^T, dL = L phi(L^-1 da L^-T), phi keeping the lower triangle with its
+// cholesky: with a = L L^H, dL = L phi(L^-1 da L^-H), phi keeping the lower triangle with its
 // diagonal halved.
 Tangents cholesky_jvp(JvpCtx& c, JvpArgs& a) {
   if (!a.tangents[0]) return Tangents(1);
@@ -239,7 +254,8 @@ Tangents cholesky_jvp(JvpCtx& c, JvpArgs& a) {
   Matrices p{c.p, at.dtype, Shape(at.shape.begin(), at.shape.end() - 2)};
   Matrices t{c.t, at.dtype, p.batch};
   const Atom l = a.primal_outs[0];
-  const Atom tmp = t.solve(l, *a.tangents[0], /*left=*/false, /*lower=*/true, /*transpose_a=*/true);
+  const Atom tmp = t.solve(l, *a.tangents[0], /*left=*/false, /*lower=*/true,
+                           /*transpose_a=*/true, /*unit_diagonal=*/false, /*conjugate_a=*/true);
   const Atom inner = t.solve(l, tmp, /*left=*/true, /*lower=*/true);
   const Atom halves = p.e.add(p.e.full(ArrayType{at.dtype, p.shape({n, n})}, 1.0), p.eye(n));
   const Atom phi = t.e.div(t.keep(p.triangle_mask(n, n, true, 0), inner), halves);
@@ -257,8 +273,11 @@ Tangents triangular_solve_jvp(JvpCtx& c, JvpArgs& a) {
   const bool lower = a.eqn.params.get_or<bool>("lower", false);
   const bool transpose_a = a.eqn.params.get_or<bool>("transpose_a", false);
   const bool unit = a.eqn.params.get_or<bool>("unit_diagonal", false);
+  const bool conjugate_a = a.eqn.params.get_or<bool>("conjugate_a", false);
   const Atom a_mat = a.primals[0], x = a.primal_outs[0];
-  auto a_inverse = [&](Atom rhs) { return t.solve(a_mat, rhs, left, lower, transpose_a, unit); };
+  auto a_inverse = [&](Atom rhs) {
+    return t.solve(a_mat, rhs, left, lower, transpose_a, unit, conjugate_a);
+  };
   MaybeAtom out;
   if (a.tangents[1]) out = a_inverse(*a.tangents[1]);
   if (a.tangents[0]) {
@@ -267,6 +286,7 @@ Tangents triangular_solve_jvp(JvpCtx& c, JvpArgs& a) {
     Atom g = t.keep(p.triangle_mask(n, n, lower, lower ? -k : k), *a.tangents[0]);
     g = t.e.neg(g);
     if (transpose_a) g = t.T(g);
+    if (conjugate_a) g = t.conj(g);
     Atom d;
     if (left)
       d = rows > cols ? a_inverse(t.matmul(g, x)) : t.matmul(a_inverse(g), x);
@@ -299,15 +319,19 @@ Tangents lu_jvp(JvpCtx& c, JvpArgs& a) {
 }
 
 // The derivative of x = q r for m >= n and the reduced q [m, n], r [n, n] (JAX's
-// _thin_qr_jvp): with C = q^T dx r^-1 and O = tril(C, -1) - tril(C, -1)^T,
-// dq = q (O - C) + dx r^-1 and dr = (C - O) r.
+// _thin_qr_jvp): with C = q^H dx r^-1 and O = tril(C, -1) - tril(C, -1)^H (plus i im(C) on
+// the diagonal for complex matrices), dq = q (O - C) + dx r^-1 and dr = (C - O) r.
 std::pair<Atom, Atom> thin_qr_jvp(Matrices& p, Matrices& t, Atom q, Atom r, Atom dx) {
   const ArrayType rt = p.e.array_type_of(r);
   const int64_t n = rt.shape.back();
   const Atom dx_rinv = t.solve(r, dx, /*left=*/false, /*lower=*/false);
-  const Atom c = t.matmul(q, dx_rinv, /*transpose_x=*/true);
+  const Atom c = t.matmul(q, dx_rinv, /*adjoint_x=*/true);
   const Atom c_lower = t.keep(p.triangle_mask(n, n, true, -1), c);
-  const Atom o = t.e.sub(c_lower, t.T(c_lower));
+  Atom o = t.e.sub(c_lower, t.H(c_lower));
+  if (p.complex()) {
+    const Atom imaginary = t.e.sub(c, t.complexify(t.real(c)));
+    o = t.e.add(o, t.e.mul(p.eye(n), imaginary));
+  }
   const Atom dq = t.e.add(t.matmul(q, t.e.sub(o, c)), dx_rinv);
   const Atom dr = t.matmul(t.e.sub(c, o), r);
   return {dq, dr};
@@ -330,21 +354,23 @@ Tangents qr_jvp(JvpCtx& c, JvpArgs& a) {
     const Atom x2 = p.block(a.primals[0], 0, m, m, n);
     const Atom r1 = p.block(r, 0, m, 0, m);
     auto [dq, dr1] = thin_qr_jvp(p, t, q, r1, t.block(dx, 0, m, 0, m));
-    const Atom dr2 = t.e.add(t.matmul(dq, x2, /*transpose_x=*/true),
-                             t.matmul(q, t.block(dx, 0, m, m, n), /*transpose_x=*/true));
+    const Atom dr2 = t.e.add(t.matmul(dq, x2, /*adjoint_x=*/true),
+                             t.matmul(q, t.block(dx, 0, m, m, n), /*adjoint_x=*/true));
     return {dq, t.concat(dr1, dr2, /*along_columns=*/true)};
   }
   const Atom q_mn = full ? p.block(q, 0, m, 0, n) : q;
   const Atom r_nn = full ? p.block(r, 0, n, 0, n) : r;
   auto [dq_mn, dr_nn] = thin_qr_jvp(p, t, q_mn, r_nn, dx);
   if (!full || m == n) return {dq_mn, dr_nn};
-  // Z^T solves (q_nn - I)^T Z^T = q_pn^T through the LU of q_nn - I (JAX's lu_solve, trans=1).
+  // Z^H solves (q_nn - I)^H Z^H = q_pn^H through the LU of q_nn - I (JAX's lu_solve, trans=2).
   const Atom q_nn = p.block(q_mn, 0, n, 0, n), q_pn = p.block(q_mn, n, m, 0, n);
   const Atom q_mp = p.block(q, 0, m, n, m);
   const std::vector<Var> factors = p.e.emit(Prim::lu, {p.e.sub(q_nn, p.eye(n))});
   const Atom lu = factors[0], perm = factors[2];
-  Atom z_t = p.solve(lu, p.T(q_pn), /*left=*/true, /*lower=*/false, /*transpose_a=*/true);
-  z_t = p.solve(lu, z_t, /*left=*/true, /*lower=*/true, /*transpose_a=*/true, /*unit=*/true);
+  Atom z_t = p.solve(lu, p.H(q_pn), /*left=*/true, /*lower=*/false, /*transpose_a=*/true,
+                     /*unit_diagonal=*/false, /*conjugate_a=*/true);
+  z_t = p.solve(lu, z_t, /*left=*/true, /*lower=*/true, /*transpose_a=*/true,
+                /*unit_diagonal=*/true, /*conjugate_a=*/true);
   // Undo the row permutation (row perm[i] of the result is row i of z_t): gather through the
   // inverse permutation, which sorting perm with an iota gives.
   const ArrayType perm_t = p.e.array_type_of(perm);
@@ -355,7 +381,7 @@ Tangents qr_jvp(JvpCtx& c, JvpArgs& a) {
       p.e.emit(Prim::sort, {perm, steps},
                Params{{"dimension", p.nb()}, {"is_stable", true}, {"num_keys", int64_t{1}}});
   z_t = p.permute_rows(z_t, sorted[1]);
-  const Atom z = p.T(z_t);
+  const Atom z = p.H(z_t);
   const Atom dq_nn = t.block(dq_mn, 0, n, 0, n), dq_pn = t.block(dq_mn, n, m, 0, n);
   const Atom rhs = t.e.sub(dq_pn, t.matmul(z, dq_nn));
   const Atom dq_mp =

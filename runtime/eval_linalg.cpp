@@ -1,5 +1,7 @@
 // Interpreter rules of the matrix decompositions: the same LAPACK calls as compiled code
-// (runtime/kernels/lapack.h), so both backends give the same bits.
+// (runtime/kernels/lapack.h, factorizations.h), so both backends give the same bits.
+#include <complex>
+
 #include "refjit/ir/params.h"
 #include "runtime/eval_rules.h"
 #include "runtime/kernels/factorizations.h"
@@ -9,57 +11,24 @@ namespace refjit {
 
 namespace {
 
+using kernels::lapack_support::Real;
+
 template <class T>
 T* values_of(Array& a) {
   return a.mutable_values<T>().data();
 }
 
-std::vector<RtValue> eval_eigh(const EvalContext& cx, const Eqn& e, std::span<const RtValue> ins) {
-  expect_operands(e, ins, 1);
-  const Array& a = array_in(e, ins, 0);
-  const int64_t n = a.shape().back();
-  int64_t batch = 1;
-  for (int d = 0; d + 2 < a.rank(); ++d) batch *= a.shape()[d];
-  Array v(cx.out_type(e, 0).array), w(cx.out_type(e, 1).array);
-  const bool lower = e.params.get_or<bool>("lower", true);
-  if (a.dtype() == DType::f32)
-    kernels::eigh<float>(batch, n, lower, a.values<float>().data(), values_of<float>(v),
-                         values_of<float>(w));
-  else if (a.dtype() == DType::f64)
-    kernels::eigh<double>(batch, n, lower, a.values<double>().data(), values_of<double>(v),
-                          values_of<double>(w));
-  else
-    bad_dtype(e, 0, a.dtype(), "f32 or f64");
-  return {v, w};
-}
-
-std::vector<RtValue> eval_svd(const EvalContext& cx, const Eqn& e, std::span<const RtValue> ins) {
-  expect_operands(e, ins, 1);
-  const Array& a = array_in(e, ins, 0);
-  const int64_t m = a.shape()[a.rank() - 2], n = a.shape().back();
-  const bool compute_uv = e.outs.size() == 3, full = e.params.get_or<bool>("full_matrices", true);
-  std::vector<RtValue> out;
-  Array s(cx.out_type(e, 0).array);
-  Array u = compute_uv ? Array(cx.out_type(e, 1).array) : Array();
-  Array vt = compute_uv ? Array(cx.out_type(e, 2).array) : Array();
-  int64_t b = 1;  // from the leading dims, as an empty matrix has no size to divide by
-  for (int d = 0; d + 2 < a.rank(); ++d) b *= a.shape()[d];
-  if (a.dtype() == DType::f32)
-    kernels::svd<float>(b, m, n, full, a.values<float>().data(), values_of<float>(s),
-                        compute_uv ? values_of<float>(u) : nullptr,
-                        compute_uv ? values_of<float>(vt) : nullptr);
-  else if (a.dtype() == DType::f64)
-    kernels::svd<double>(b, m, n, full, a.values<double>().data(), values_of<double>(s),
-                         compute_uv ? values_of<double>(u) : nullptr,
-                         compute_uv ? values_of<double>(vt) : nullptr);
-  else
-    bad_dtype(e, 0, a.dtype(), "f32 or f64");
-  out.push_back(s);
-  if (compute_uv) {
-    out.push_back(u);
-    out.push_back(vt);
+// Calls f(T{}) for operand 0's element type (f32, f64, c64 or c128; the type rules allow no
+// other).
+template <class F>
+void with_matrix_type(const Eqn& e, DType d, F&& f) {
+  switch (d) {
+    case DType::f32: return f(float{});
+    case DType::f64: return f(double{});
+    case DType::c64: return f(std::complex<float>{});
+    case DType::c128: return f(std::complex<double>{});
+    default: bad_dtype(e, 0, d, "f32, f64, c64 or c128");
   }
-  return out;
 }
 
 int64_t batch_of(const Array& a) {
@@ -68,18 +37,50 @@ int64_t batch_of(const Array& a) {
   return b;
 }
 
+std::vector<RtValue> eval_eigh(const EvalContext& cx, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& a = array_in(e, ins, 0);
+  Array v(cx.out_type(e, 0).array), w(cx.out_type(e, 1).array);
+  const bool lower = e.params.get_or<bool>("lower", true);
+  with_matrix_type(e, a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kernels::eigh<T>(batch_of(a), a.shape().back(), lower, a.values<T>().data(), values_of<T>(v),
+                     values_of<Real<T>>(w));
+  });
+  return {v, w};
+}
+
+std::vector<RtValue> eval_svd(const EvalContext& cx, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& a = array_in(e, ins, 0);
+  const int64_t m = a.shape()[a.rank() - 2], n = a.shape().back();
+  const bool compute_uv = e.outs.size() == 3, full = e.params.get_or<bool>("full_matrices", true);
+  Array s(cx.out_type(e, 0).array);
+  Array u = compute_uv ? Array(cx.out_type(e, 1).array) : Array();
+  Array vt = compute_uv ? Array(cx.out_type(e, 2).array) : Array();
+  with_matrix_type(e, a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kernels::svd<T>(batch_of(a), m, n, full, a.values<T>().data(), values_of<Real<T>>(s),
+                    compute_uv ? values_of<T>(u) : nullptr,
+                    compute_uv ? values_of<T>(vt) : nullptr);
+  });
+  std::vector<RtValue> out{s};
+  if (compute_uv) {
+    out.push_back(u);
+    out.push_back(vt);
+  }
+  return out;
+}
+
 std::vector<RtValue> eval_cholesky(const EvalContext& cx, const Eqn& e,
                                    std::span<const RtValue> ins) {
   expect_operands(e, ins, 1);
   const Array& a = array_in(e, ins, 0);
-  const int64_t n = a.shape().back();
   Array l(cx.out_type(e, 0).array);
-  if (a.dtype() == DType::f32)
-    kernels::cholesky<float>(batch_of(a), n, a.values<float>().data(), values_of<float>(l));
-  else if (a.dtype() == DType::f64)
-    kernels::cholesky<double>(batch_of(a), n, a.values<double>().data(), values_of<double>(l));
-  else
-    bad_dtype(e, 0, a.dtype(), "f32 or f64");
+  with_matrix_type(e, a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kernels::cholesky<T>(batch_of(a), a.shape().back(), a.values<T>().data(), values_of<T>(l));
+  });
   return {l};
 }
 
@@ -89,21 +90,18 @@ std::vector<RtValue> eval_triangular_solve(const EvalContext& cx, const Eqn& e,
   const Array& a = array_in(e, ins, 0);
   const Array& b = array_in(e, ins, 1);
   const int64_t n = a.shape().back(), rows = b.shape()[b.rank() - 2], cols = b.shape().back();
-  const bool left = e.params.get_or<bool>("left_side", false);
-  const bool lower = e.params.get_or<bool>("lower", false);
-  const bool transpose_a = e.params.get_or<bool>("transpose_a", false);
-  const bool unit = e.params.get_or<bool>("unit_diagonal", false);
+  kernels::SolveForm form;
+  form.left = e.params.get_or<bool>("left_side", false);
+  form.lower = e.params.get_or<bool>("lower", false);
+  form.transpose_a = e.params.get_or<bool>("transpose_a", false);
+  form.conjugate_a = e.params.get_or<bool>("conjugate_a", false);
+  form.unit_diagonal = e.params.get_or<bool>("unit_diagonal", false);
   Array x(cx.out_type(e, 0).array);
-  if (a.dtype() == DType::f32)
-    kernels::triangular_solve<float>(batch_of(a), n, rows, cols, left, lower, transpose_a, unit,
-                                     a.values<float>().data(), b.values<float>().data(),
-                                     values_of<float>(x));
-  else if (a.dtype() == DType::f64)
-    kernels::triangular_solve<double>(batch_of(a), n, rows, cols, left, lower, transpose_a, unit,
-                                      a.values<double>().data(), b.values<double>().data(),
-                                      values_of<double>(x));
-  else
-    bad_dtype(e, 0, a.dtype(), "f32 or f64");
+  with_matrix_type(e, a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kernels::triangular_solve<T>(batch_of(a), n, rows, cols, form, a.values<T>().data(),
+                                 b.values<T>().data(), values_of<T>(x));
+  });
   return {x};
 }
 
@@ -113,14 +111,11 @@ std::vector<RtValue> eval_lu(const EvalContext& cx, const Eqn& e, std::span<cons
   const int64_t m = a.shape()[a.rank() - 2], n = a.shape().back();
   Array lu(cx.out_type(e, 0).array), pivots(cx.out_type(e, 1).array),
       permutation(cx.out_type(e, 2).array);
-  if (a.dtype() == DType::f32)
-    kernels::lu<float>(batch_of(a), m, n, a.values<float>().data(), values_of<float>(lu),
-                       values_of<int32_t>(pivots), values_of<int32_t>(permutation));
-  else if (a.dtype() == DType::f64)
-    kernels::lu<double>(batch_of(a), m, n, a.values<double>().data(), values_of<double>(lu),
-                        values_of<int32_t>(pivots), values_of<int32_t>(permutation));
-  else
-    bad_dtype(e, 0, a.dtype(), "f32 or f64");
+  with_matrix_type(e, a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kernels::lu<T>(batch_of(a), m, n, a.values<T>().data(), values_of<T>(lu),
+                   values_of<int32_t>(pivots), values_of<int32_t>(permutation));
+  });
   return {lu, pivots, permutation};
 }
 
@@ -130,14 +125,10 @@ std::vector<RtValue> eval_qr(const EvalContext& cx, const Eqn& e, std::span<cons
   const int64_t m = a.shape()[a.rank() - 2], n = a.shape().back();
   const bool full = e.params.get_or<bool>("full_matrices", true);
   Array q(cx.out_type(e, 0).array), r(cx.out_type(e, 1).array);
-  if (a.dtype() == DType::f32)
-    kernels::qr<float>(batch_of(a), m, n, full, a.values<float>().data(), values_of<float>(q),
-                       values_of<float>(r));
-  else if (a.dtype() == DType::f64)
-    kernels::qr<double>(batch_of(a), m, n, full, a.values<double>().data(), values_of<double>(q),
-                        values_of<double>(r));
-  else
-    bad_dtype(e, 0, a.dtype(), "f32 or f64");
+  with_matrix_type(e, a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kernels::qr<T>(batch_of(a), m, n, full, a.values<T>().data(), values_of<T>(q), values_of<T>(r));
+  });
   return {q, r};
 }
 

@@ -54,18 +54,12 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
   add("refjit_all_gather", &refjit_all_gather);
   add("refjit_broadcast_from", &refjit_broadcast_from);
   add("refjit_axis_index", &refjit_axis_index);
-  add("refjit_eigh_f32", &refjit_eigh_f32);
-  add("refjit_eigh_f64", &refjit_eigh_f64);
-  add("refjit_svd_f32", &refjit_svd_f32);
-  add("refjit_svd_f64", &refjit_svd_f64);
-  add("refjit_cholesky_f32", &refjit_cholesky_f32);
-  add("refjit_cholesky_f64", &refjit_cholesky_f64);
-  add("refjit_triangular_solve_f32", &refjit_triangular_solve_f32);
-  add("refjit_triangular_solve_f64", &refjit_triangular_solve_f64);
-  add("refjit_lu_f32", &refjit_lu_f32);
-  add("refjit_lu_f64", &refjit_lu_f64);
-  add("refjit_qr_f32", &refjit_qr_f32);
-  add("refjit_qr_f64", &refjit_qr_f64);
+  add("refjit_eigh", &refjit_eigh);
+  add("refjit_svd", &refjit_svd);
+  add("refjit_cholesky", &refjit_cholesky);
+  add("refjit_triangular_solve", &refjit_triangular_solve);
+  add("refjit_lu", &refjit_lu);
+  add("refjit_qr", &refjit_qr);
 #if defined(__x86_64__)
   add("__truncsfbf2", &refjit_truncsfbf2);
 #endif

@@ -3,6 +3,7 @@
 // copied to and from fresh ones when their views are strided.
 
 #include "compiler/backend/lowering.h"
+#include "runtime/kernels/lapack_support.h"
 
 namespace refjit::backend {
 
@@ -44,13 +45,23 @@ int64_t batch_of(const ArrayType& t) {
   return b;
 }
 
+// The element type code the runtime entries take (runtime/kernels/lapack_support.h).
+Value type_code(LowerCtx& c, DType d) {
+  using kernels::LapackType;
+  const LapackType t = d == DType::f32   ? LapackType::f32
+                       : d == DType::f64 ? LapackType::f64
+                       : d == DType::c64 ? LapackType::c64
+                                         : LapackType::c128;
+  return c.index(static_cast<int64_t>(t));
+}
+
 void lower_eigh(LowerCtx& c, const Eqn& e) {
   require_runtime(c, e, "the decomposition (LAPACK)");
   const ArrayType t = c.type_of(e.ins[0]).array;
   const Value a = dense_operand(c, e);
   const std::vector<ResultBuffer> r = {result_buffer(c, e, 0), result_buffer(c, e, 1)};
-  c.call_runtime(t.dtype == DType::f32 ? "refjit_eigh_f32" : "refjit_eigh_f64",
-                 {c.index(batch_of(t)), c.index(t.shape.back()),
+  c.call_runtime("refjit_eigh",
+                 {type_code(c, t.dtype), c.index(batch_of(t)), c.index(t.shape.back()),
                   c.index(e.params.get_or<bool>("lower", true) ? 1 : 0), unranked_memref(c, a),
                   unranked_memref(c, r[0].call), unranked_memref(c, r[1].call)});
   finish(c, r);
@@ -68,16 +79,13 @@ void lower_svd(LowerCtx& c, const Eqn& e) {
   }
   // Without singular vectors the kernel reads neither u nor vt: s stands in for both.
   const Value u = compute_uv ? r[1].call : r[0].call, vt = compute_uv ? r[2].call : r[0].call;
-  c.call_runtime(t.dtype == DType::f32 ? "refjit_svd_f32" : "refjit_svd_f64",
-                 {c.index(batch_of(t)), c.index(t.shape[t.rank() - 2]), c.index(t.shape.back()),
-                  c.index(e.params.get_or<bool>("full_matrices", true) ? 1 : 0),
-                  c.index(compute_uv ? 1 : 0), unranked_memref(c, a), unranked_memref(c, r[0].call),
-                  unranked_memref(c, u), unranked_memref(c, vt)});
+  c.call_runtime(
+      "refjit_svd",
+      {type_code(c, t.dtype), c.index(batch_of(t)), c.index(t.shape[t.rank() - 2]),
+       c.index(t.shape.back()), c.index(e.params.get_or<bool>("full_matrices", true) ? 1 : 0),
+       c.index(compute_uv ? 1 : 0), unranked_memref(c, a), unranked_memref(c, r[0].call),
+       unranked_memref(c, u), unranked_memref(c, vt)});
   finish(c, r);
-}
-
-const char* by_dtype(DType d, const char* f32, const char* f64) {
-  return d == DType::f32 ? f32 : f64;
 }
 
 void lower_cholesky(LowerCtx& c, const Eqn& e) {
@@ -85,9 +93,9 @@ void lower_cholesky(LowerCtx& c, const Eqn& e) {
   const ArrayType t = c.type_of(e.ins[0]).array;
   const Value a = dense_operand(c, e);
   const std::vector<ResultBuffer> r = {result_buffer(c, e, 0)};
-  c.call_runtime(by_dtype(t.dtype, "refjit_cholesky_f32", "refjit_cholesky_f64"),
-                 {c.index(batch_of(t)), c.index(t.shape.back()), unranked_memref(c, a),
-                  unranked_memref(c, r[0].call)});
+  c.call_runtime("refjit_cholesky",
+                 {type_code(c, t.dtype), c.index(batch_of(t)), c.index(t.shape.back()),
+                  unranked_memref(c, a), unranked_memref(c, r[0].call)});
   finish(c, r);
 }
 
@@ -96,15 +104,17 @@ void lower_triangular_solve(LowerCtx& c, const Eqn& e) {
   const ArrayType at = c.type_of(e.ins[0]).array, bt = c.type_of(e.ins[1]).array;
   const Value a = dense_operand(c, e, 0), b = dense_operand(c, e, 1);
   const std::vector<ResultBuffer> r = {result_buffer(c, e, 0)};
+  // kernels::SolveForm::from_flags.
   int64_t flags = 0;
   if (e.params.get_or<bool>("left_side", false)) flags |= 1;
   if (e.params.get_or<bool>("lower", false)) flags |= 2;
   if (e.params.get_or<bool>("transpose_a", false)) flags |= 4;
   if (e.params.get_or<bool>("unit_diagonal", false)) flags |= 8;
-  c.call_runtime(by_dtype(at.dtype, "refjit_triangular_solve_f32", "refjit_triangular_solve_f64"),
-                 {c.index(batch_of(at)), c.index(at.shape.back()), c.index(bt.shape[bt.rank() - 2]),
-                  c.index(bt.shape.back()), c.index(flags), unranked_memref(c, a),
-                  unranked_memref(c, b), unranked_memref(c, r[0].call)});
+  if (e.params.get_or<bool>("conjugate_a", false)) flags |= 16;
+  c.call_runtime("refjit_triangular_solve",
+                 {type_code(c, at.dtype), c.index(batch_of(at)), c.index(at.shape.back()),
+                  c.index(bt.shape[bt.rank() - 2]), c.index(bt.shape.back()), c.index(flags),
+                  unranked_memref(c, a), unranked_memref(c, b), unranked_memref(c, r[0].call)});
   finish(c, r);
 }
 
@@ -114,9 +124,9 @@ void lower_lu(LowerCtx& c, const Eqn& e) {
   const Value a = dense_operand(c, e);
   const std::vector<ResultBuffer> r = {result_buffer(c, e, 0), result_buffer(c, e, 1),
                                        result_buffer(c, e, 2)};
-  c.call_runtime(by_dtype(t.dtype, "refjit_lu_f32", "refjit_lu_f64"),
-                 {c.index(batch_of(t)), c.index(t.shape[t.rank() - 2]), c.index(t.shape.back()),
-                  unranked_memref(c, a), unranked_memref(c, r[0].call),
+  c.call_runtime("refjit_lu",
+                 {type_code(c, t.dtype), c.index(batch_of(t)), c.index(t.shape[t.rank() - 2]),
+                  c.index(t.shape.back()), unranked_memref(c, a), unranked_memref(c, r[0].call),
                   unranked_memref(c, r[1].call), unranked_memref(c, r[2].call)});
   finish(c, r);
 }
@@ -127,10 +137,10 @@ void lower_qr(LowerCtx& c, const Eqn& e) {
   const Value a = dense_operand(c, e);
   const std::vector<ResultBuffer> r = {result_buffer(c, e, 0), result_buffer(c, e, 1)};
   c.call_runtime(
-      by_dtype(t.dtype, "refjit_qr_f32", "refjit_qr_f64"),
-      {c.index(batch_of(t)), c.index(t.shape[t.rank() - 2]), c.index(t.shape.back()),
-       c.index(e.params.get_or<bool>("full_matrices", true) ? 1 : 0), unranked_memref(c, a),
-       unranked_memref(c, r[0].call), unranked_memref(c, r[1].call)});
+      "refjit_qr",
+      {type_code(c, t.dtype), c.index(batch_of(t)), c.index(t.shape[t.rank() - 2]),
+       c.index(t.shape.back()), c.index(e.params.get_or<bool>("full_matrices", true) ? 1 : 0),
+       unranked_memref(c, a), unranked_memref(c, r[0].call), unranked_memref(c, r[1].call)});
   finish(c, r);
 }
 

@@ -1,32 +1,51 @@
 #include "runtime/kernels/factorizations.h"
 
 #include <algorithm>
+#include <complex>
 #include <cstddef>
 #include <vector>
 
 #include "runtime/kernels/lapack_support.h"
 
 // LAPACK's and BLAS's Fortran entries: every argument by address, then the hidden lengths of
-// the character arguments.
+// the character arguments. std::complex<T> has the layout of Fortran's COMPLEX.
 extern "C" {
+using c64 = std::complex<float>;
+using c128 = std::complex<double>;
 void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info, size_t);
 void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info, size_t);
-void strsm_(const char* side, const char* uplo, const char* transa, const char* diag, const int* m,
-            const int* n, const float* alpha, const float* a, const int* lda, float* b,
+void cpotrf_(const char* uplo, const int* n, c64* a, const int* lda, int* info, size_t);
+void zpotrf_(const char* uplo, const int* n, c128* a, const int* lda, int* info, size_t);
+#define REFJIT_TRSM(name, T)                                                              \
+  void name(const char* side, const char* uplo, const char* transa, const char* diag,     \
+            const int* m, const int* n, const T* alpha, const T* a, const int* lda, T* b, \
             const int* ldb, size_t, size_t, size_t, size_t);
-void dtrsm_(const char* side, const char* uplo, const char* transa, const char* diag, const int* m,
-            const int* n, const double* alpha, const double* a, const int* lda, double* b,
-            const int* ldb, size_t, size_t, size_t, size_t);
+REFJIT_TRSM(strsm_, float)
+REFJIT_TRSM(dtrsm_, double)
+REFJIT_TRSM(ctrsm_, c64)
+REFJIT_TRSM(ztrsm_, c128)
+#undef REFJIT_TRSM
 void sgetrf_(const int* m, const int* n, float* a, const int* lda, int* ipiv, int* info);
 void dgetrf_(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info);
-void sgeqrf_(const int* m, const int* n, float* a, const int* lda, float* tau, float* work,
-             const int* lwork, int* info);
-void dgeqrf_(const int* m, const int* n, double* a, const int* lda, double* tau, double* work,
-             const int* lwork, int* info);
-void sorgqr_(const int* m, const int* n, const int* k, float* a, const int* lda, const float* tau,
-             float* work, const int* lwork, int* info);
-void dorgqr_(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau,
-             double* work, const int* lwork, int* info);
+void cgetrf_(const int* m, const int* n, c64* a, const int* lda, int* ipiv, int* info);
+void zgetrf_(const int* m, const int* n, c128* a, const int* lda, int* ipiv, int* info);
+#define REFJIT_GEQRF(name, T)                                                                    \
+  void name(const int* m, const int* n, T* a, const int* lda, T* tau, T* work, const int* lwork, \
+            int* info);
+REFJIT_GEQRF(sgeqrf_, float)
+REFJIT_GEQRF(dgeqrf_, double)
+REFJIT_GEQRF(cgeqrf_, c64)
+REFJIT_GEQRF(zgeqrf_, c128)
+#undef REFJIT_GEQRF
+// orgqr (real) and ungqr (complex): Q from the reflectors.
+#define REFJIT_ORGQR(name, T)                                                                      \
+  void name(const int* m, const int* n, const int* k, T* a, const int* lda, const T* tau, T* work, \
+            const int* lwork, int* info);
+REFJIT_ORGQR(sorgqr_, float)
+REFJIT_ORGQR(dorgqr_, double)
+REFJIT_ORGQR(cungqr_, c64)
+REFJIT_ORGQR(zungqr_, c128)
+#undef REFJIT_ORGQR
 }
 
 namespace refjit::kernels {
@@ -35,44 +54,65 @@ using namespace lapack_support;
 
 namespace {
 
-// Overloads on the element type.
-void potrf(const char* uplo, const int* n, float* a, const int* lda, int* info) {
-  spotrf_(uplo, n, a, lda, info, 1);
+// One overload set per routine, by element type.
+template <class T>
+void potrf(const char* uplo, const int* n, T* a, const int* lda, int* info) {
+  if constexpr (std::is_same_v<T, float>)
+    spotrf_(uplo, n, a, lda, info, 1);
+  else if constexpr (std::is_same_v<T, double>)
+    dpotrf_(uplo, n, a, lda, info, 1);
+  else if constexpr (std::is_same_v<T, c64>)
+    cpotrf_(uplo, n, a, lda, info, 1);
+  else
+    zpotrf_(uplo, n, a, lda, info, 1);
 }
-void potrf(const char* uplo, const int* n, double* a, const int* lda, int* info) {
-  dpotrf_(uplo, n, a, lda, info, 1);
-}
+template <class T>
 void trsm(const char* side, const char* uplo, const char* transa, const char* diag, const int* m,
-          const int* n, const float* a, const int* lda, float* b, const int* ldb) {
-  const float one = 1;
-  strsm_(side, uplo, transa, diag, m, n, &one, a, lda, b, ldb, 1, 1, 1, 1);
+          const int* n, const T* a, const int* lda, T* b, const int* ldb) {
+  const T one = 1;
+  if constexpr (std::is_same_v<T, float>)
+    strsm_(side, uplo, transa, diag, m, n, &one, a, lda, b, ldb, 1, 1, 1, 1);
+  else if constexpr (std::is_same_v<T, double>)
+    dtrsm_(side, uplo, transa, diag, m, n, &one, a, lda, b, ldb, 1, 1, 1, 1);
+  else if constexpr (std::is_same_v<T, c64>)
+    ctrsm_(side, uplo, transa, diag, m, n, &one, a, lda, b, ldb, 1, 1, 1, 1);
+  else
+    ztrsm_(side, uplo, transa, diag, m, n, &one, a, lda, b, ldb, 1, 1, 1, 1);
 }
-void trsm(const char* side, const char* uplo, const char* transa, const char* diag, const int* m,
-          const int* n, const double* a, const int* lda, double* b, const int* ldb) {
-  const double one = 1;
-  dtrsm_(side, uplo, transa, diag, m, n, &one, a, lda, b, ldb, 1, 1, 1, 1);
+template <class T>
+void getrf(const int* m, const int* n, T* a, const int* lda, int* ipiv, int* info) {
+  if constexpr (std::is_same_v<T, float>)
+    sgetrf_(m, n, a, lda, ipiv, info);
+  else if constexpr (std::is_same_v<T, double>)
+    dgetrf_(m, n, a, lda, ipiv, info);
+  else if constexpr (std::is_same_v<T, c64>)
+    cgetrf_(m, n, a, lda, ipiv, info);
+  else
+    zgetrf_(m, n, a, lda, ipiv, info);
 }
-void getrf(const int* m, const int* n, float* a, const int* lda, int* ipiv, int* info) {
-  sgetrf_(m, n, a, lda, ipiv, info);
+template <class T>
+void geqrf(const int* m, const int* n, T* a, const int* lda, T* tau, T* work, const int* lwork,
+           int* info) {
+  if constexpr (std::is_same_v<T, float>)
+    sgeqrf_(m, n, a, lda, tau, work, lwork, info);
+  else if constexpr (std::is_same_v<T, double>)
+    dgeqrf_(m, n, a, lda, tau, work, lwork, info);
+  else if constexpr (std::is_same_v<T, c64>)
+    cgeqrf_(m, n, a, lda, tau, work, lwork, info);
+  else
+    zgeqrf_(m, n, a, lda, tau, work, lwork, info);
 }
-void getrf(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info) {
-  dgetrf_(m, n, a, lda, ipiv, info);
-}
-void geqrf(const int* m, const int* n, float* a, const int* lda, float* tau, float* work,
+template <class T>
+void orgqr(const int* m, const int* n, const int* k, T* a, const int* lda, const T* tau, T* work,
            const int* lwork, int* info) {
-  sgeqrf_(m, n, a, lda, tau, work, lwork, info);
-}
-void geqrf(const int* m, const int* n, double* a, const int* lda, double* tau, double* work,
-           const int* lwork, int* info) {
-  dgeqrf_(m, n, a, lda, tau, work, lwork, info);
-}
-void orgqr(const int* m, const int* n, const int* k, float* a, const int* lda, const float* tau,
-           float* work, const int* lwork, int* info) {
-  sorgqr_(m, n, k, a, lda, tau, work, lwork, info);
-}
-void orgqr(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau,
-           double* work, const int* lwork, int* info) {
-  dorgqr_(m, n, k, a, lda, tau, work, lwork, info);
+  if constexpr (std::is_same_v<T, float>)
+    sorgqr_(m, n, k, a, lda, tau, work, lwork, info);
+  else if constexpr (std::is_same_v<T, double>)
+    dorgqr_(m, n, k, a, lda, tau, work, lwork, info);
+  else if constexpr (std::is_same_v<T, c64>)
+    cungqr_(m, n, k, a, lda, tau, work, lwork, info);
+  else
+    zungqr_(m, n, k, a, lda, tau, work, lwork, info);
 }
 
 }  // namespace
@@ -98,15 +138,21 @@ void cholesky(int64_t batch, int64_t n, const T* a, T* l) {
 }
 
 template <class T>
-void triangular_solve(int64_t batch, int64_t n, int64_t rows, int64_t cols, bool left, bool lower,
-                      bool transpose_a, bool unit_diagonal, const T* a, const T* b, T* x) {
+void triangular_solve(int64_t batch, int64_t n, int64_t rows, int64_t cols, const SolveForm& form,
+                      const T* a, const T* b, T* x) {
   if (rows == 0 || cols == 0) return;
   const int ni = lapack_int(n), ri = lapack_int(rows), ci = lapack_int(cols);
-  const char side = left ? 'L' : 'R', uplo = lower ? 'L' : 'U', trans = transpose_a ? 'T' : 'N';
-  const char diag = unit_diagonal ? 'U' : 'N';
+  const char side = form.left ? 'L' : 'R', uplo = form.lower ? 'L' : 'U';
+  // op(a) = a^H is trans 'C'; a conjugated but not transposed is conjugated before the call.
+  const bool conjugate = is_complex_v<T> && form.conjugate_a;
+  const char trans = !form.transpose_a ? 'N' : conjugate ? 'C' : 'T';
+  const char diag = form.unit_diagonal ? 'U' : 'N';
   std::vector<T> ac(static_cast<size_t>(n * n)), xc(static_cast<size_t>(rows * cols));
   for (int64_t k = 0; k < batch; ++k) {
     to_column_major(a + k * n * n, n, n, ac.data());
+    if constexpr (is_complex_v<T>)
+      if (conjugate && !form.transpose_a)
+        for (T& v : ac) v = std::conj(v);
     to_column_major(b + k * rows * cols, rows, cols, xc.data());
     trsm(&side, &uplo, &trans, &diag, &ri, &ci, ac.data(), &ni, xc.data(), &ri);
     from_column_major(xc.data(), rows, cols, x + k * rows * cols);
@@ -177,76 +223,57 @@ void qr(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T* 
   }
 }
 
-template void cholesky<float>(int64_t, int64_t, const float*, float*);
-template void cholesky<double>(int64_t, int64_t, const double*, double*);
-template void triangular_solve<float>(int64_t, int64_t, int64_t, int64_t, bool, bool, bool, bool,
-                                      const float*, const float*, float*);
-template void triangular_solve<double>(int64_t, int64_t, int64_t, int64_t, bool, bool, bool, bool,
-                                       const double*, const double*, double*);
-template void lu<float>(int64_t, int64_t, int64_t, const float*, float*, int32_t*, int32_t*);
-template void lu<double>(int64_t, int64_t, int64_t, const double*, double*, int32_t*, int32_t*);
-template void qr<float>(int64_t, int64_t, int64_t, bool, const float*, float*, float*);
-template void qr<double>(int64_t, int64_t, int64_t, bool, const double*, double*, double*);
+#define REFJIT_FACTORIZATIONS_INSTANTIATE(T)                                              \
+  template void cholesky<T>(int64_t, int64_t, const T*, T*);                              \
+  template void triangular_solve<T>(int64_t, int64_t, int64_t, int64_t, const SolveForm&, \
+                                    const T*, const T*, T*);                              \
+  template void lu<T>(int64_t, int64_t, int64_t, const T*, T*, int32_t*, int32_t*);       \
+  template void qr<T>(int64_t, int64_t, int64_t, bool, const T*, T*, T*);
+REFJIT_FACTORIZATIONS_INSTANTIATE(float)
+REFJIT_FACTORIZATIONS_INSTANTIATE(double)
+REFJIT_FACTORIZATIONS_INSTANTIATE(std::complex<float>)
+REFJIT_FACTORIZATIONS_INSTANTIATE(std::complex<double>)
+#undef REFJIT_FACTORIZATIONS_INSTANTIATE
 
 }  // namespace refjit::kernels
 
-using refjit::kernels::lapack_support::data_of;
-
-namespace {
-
-template <class T>
-void triangular_solve_entry(int64_t batch, int64_t n, int64_t rows, int64_t cols, int64_t flags,
-                            const RefjitMemRefHead* a, const RefjitMemRefHead* b,
-                            const RefjitMemRefHead* x) {
-  refjit::kernels::triangular_solve<T>(batch, n, rows, cols, (flags & 1) != 0, (flags & 2) != 0,
-                                       (flags & 4) != 0, (flags & 8) != 0, data_of<T>(a),
-                                       data_of<T>(b), data_of<T>(x));
-}
-
-}  // namespace
+using namespace refjit::kernels::lapack_support;
 
 extern "C" {
 
-void refjit_cholesky_f32(int64_t batch, int64_t n, int64_t, const RefjitMemRefHead* a, int64_t,
-                         const RefjitMemRefHead* l) {
-  refjit::kernels::cholesky<float>(batch, n, data_of<float>(a), data_of<float>(l));
+void refjit_cholesky(int64_t type, int64_t batch, int64_t n, int64_t, const RefjitMemRefHead* a,
+                     int64_t, const RefjitMemRefHead* l) {
+  with_lapack_type(type, [&](auto zero) {
+    using T = decltype(zero);
+    refjit::kernels::cholesky<T>(batch, n, data_of<T>(a), data_of<T>(l));
+  });
 }
-void refjit_cholesky_f64(int64_t batch, int64_t n, int64_t, const RefjitMemRefHead* a, int64_t,
-                         const RefjitMemRefHead* l) {
-  refjit::kernels::cholesky<double>(batch, n, data_of<double>(a), data_of<double>(l));
+void refjit_triangular_solve(int64_t type, int64_t batch, int64_t n, int64_t rows, int64_t cols,
+                             int64_t flags, int64_t, const RefjitMemRefHead* a, int64_t,
+                             const RefjitMemRefHead* b, int64_t, const RefjitMemRefHead* x) {
+  const refjit::kernels::SolveForm form = refjit::kernels::SolveForm::from_flags(flags);
+  with_lapack_type(type, [&](auto zero) {
+    using T = decltype(zero);
+    refjit::kernels::triangular_solve<T>(batch, n, rows, cols, form, data_of<T>(a), data_of<T>(b),
+                                         data_of<T>(x));
+  });
 }
-void refjit_triangular_solve_f32(int64_t batch, int64_t n, int64_t rows, int64_t cols,
-                                 int64_t flags, int64_t, const RefjitMemRefHead* a, int64_t,
-                                 const RefjitMemRefHead* b, int64_t, const RefjitMemRefHead* x) {
-  triangular_solve_entry<float>(batch, n, rows, cols, flags, a, b, x);
+void refjit_lu(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t,
+               const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* lu, int64_t,
+               const RefjitMemRefHead* pivots, int64_t, const RefjitMemRefHead* permutation) {
+  with_lapack_type(type, [&](auto zero) {
+    using T = decltype(zero);
+    refjit::kernels::lu<T>(batch, m, n, data_of<T>(a), data_of<T>(lu), data_of<int32_t>(pivots),
+                           data_of<int32_t>(permutation));
+  });
 }
-void refjit_triangular_solve_f64(int64_t batch, int64_t n, int64_t rows, int64_t cols,
-                                 int64_t flags, int64_t, const RefjitMemRefHead* a, int64_t,
-                                 const RefjitMemRefHead* b, int64_t, const RefjitMemRefHead* x) {
-  triangular_solve_entry<double>(batch, n, rows, cols, flags, a, b, x);
-}
-void refjit_lu_f32(int64_t batch, int64_t m, int64_t n, int64_t, const RefjitMemRefHead* a, int64_t,
-                   const RefjitMemRefHead* lu, int64_t, const RefjitMemRefHead* pivots, int64_t,
-                   const RefjitMemRefHead* permutation) {
-  refjit::kernels::lu<float>(batch, m, n, data_of<float>(a), data_of<float>(lu),
-                             data_of<int32_t>(pivots), data_of<int32_t>(permutation));
-}
-void refjit_lu_f64(int64_t batch, int64_t m, int64_t n, int64_t, const RefjitMemRefHead* a, int64_t,
-                   const RefjitMemRefHead* lu, int64_t, const RefjitMemRefHead* pivots, int64_t,
-                   const RefjitMemRefHead* permutation) {
-  refjit::kernels::lu<double>(batch, m, n, data_of<double>(a), data_of<double>(lu),
-                              data_of<int32_t>(pivots), data_of<int32_t>(permutation));
-}
-void refjit_qr_f32(int64_t batch, int64_t m, int64_t n, int64_t full_matrices, int64_t,
-                   const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* q, int64_t,
-                   const RefjitMemRefHead* r) {
-  refjit::kernels::qr<float>(batch, m, n, full_matrices != 0, data_of<float>(a), data_of<float>(q),
-                             data_of<float>(r));
-}
-void refjit_qr_f64(int64_t batch, int64_t m, int64_t n, int64_t full_matrices, int64_t,
-                   const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* q, int64_t,
-                   const RefjitMemRefHead* r) {
-  refjit::kernels::qr<double>(batch, m, n, full_matrices != 0, data_of<double>(a),
-                              data_of<double>(q), data_of<double>(r));
+void refjit_qr(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t full_matrices, int64_t,
+               const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* q, int64_t,
+               const RefjitMemRefHead* r) {
+  with_lapack_type(type, [&](auto zero) {
+    using T = decltype(zero);
+    refjit::kernels::qr<T>(batch, m, n, full_matrices != 0, data_of<T>(a), data_of<T>(q),
+                           data_of<T>(r));
+  });
 }
 }

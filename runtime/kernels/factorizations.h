@@ -1,6 +1,6 @@
 // The factorizations refjit takes from LAPACK (and BLAS's triangular solve), the routines
 // JAX's CPU backend calls: `cholesky` (potrf), `triangular_solve` (trsm), `lu` (getrf) and
-// `qr` (geqrf, then orgqr for Q).
+// `qr` (geqrf, then orgqr / ungqr for Q), for f32, f64, c64 and c128.
 //
 // Arrays are row-major and contiguous with leading batch dims, as in lapack.h; each matrix is
 // copied to column-major for the call, so LAPACK sees what it sees under JAX.
@@ -8,20 +8,32 @@
 
 #include <cstdint>
 
+#include "runtime/kernels/lapack_support.h"
+
 namespace refjit::kernels {
 
-// The lower Cholesky factor `l` of each n x n matrix of `a`, reading its lower triangle; the
-// strict upper triangle of `l` is zero. A matrix that is not positive definite gets NaN
-// everywhere, as in JAX.
+// The lower Cholesky factor `l` of each n x n symmetric (Hermitian) positive definite matrix
+// of `a`, reading its lower triangle; the strict upper triangle of `l` is zero. A matrix that
+// is not positive definite gets NaN everywhere, as in JAX.
 template <class T>
 void cholesky(int64_t batch, int64_t n, const T* a, T* l);
 
-// x with op(a) x = b (`left`) or x op(a) = b, op(a) = a or a^T, for each n x n triangular
-// matrix of `a` (lower or upper; with `unit_diagonal`, its diagonal is taken to be 1 and not
-// read) and each rows x cols matrix of `b` and `x`.
+// Which triangular system a solve is: op(a) x = b (`left`) or x op(a) = b, op(a) = a, a^T or
+// (`conjugate_a`) their conjugates, a lower or upper, its diagonal taken to be 1 and not read
+// with `unit_diagonal`.
+struct SolveForm {
+  bool left = false, lower = false, transpose_a = false, conjugate_a = false, unit_diagonal = false;
+  // The flags generated code passes: bit 0 left, 1 lower, 2 transpose_a, 3 unit_diagonal,
+  // 4 conjugate_a.
+  static SolveForm from_flags(int64_t f) {
+    return {(f & 1) != 0, (f & 2) != 0, (f & 4) != 0, (f & 16) != 0, (f & 8) != 0};
+  }
+};
+
+// x for each n x n triangular matrix of `a` and each rows x cols matrix of `b` and `x`.
 template <class T>
-void triangular_solve(int64_t batch, int64_t n, int64_t rows, int64_t cols, bool left, bool lower,
-                      bool transpose_a, bool unit_diagonal, const T* a, const T* b, T* x);
+void triangular_solve(int64_t batch, int64_t n, int64_t rows, int64_t cols, const SolveForm& form,
+                      const T* a, const T* b, T* x);
 
 // LU with partial pivoting of each m x n matrix of `a`: `lu` holds L (unit diagonal implied)
 // and U packed, `pivots` (min(m, n) per matrix) says row j was swapped with row pivots[j],
@@ -38,31 +50,19 @@ void qr(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T* 
 
 }  // namespace refjit::kernels
 
-// The entries generated code calls (compiler/backend/lower_linalg.cpp), on contiguous buffers
-// passed as unranked memrefs (rank, descriptor).
+// The entries generated code calls (compiler/backend/lower_linalg.cpp): the element type
+// (LapackType), sizes, then contiguous buffers as unranked memrefs (rank, descriptor).
 extern "C" {
-struct RefjitMemRefHead;
-void refjit_cholesky_f32(int64_t batch, int64_t n, int64_t, const RefjitMemRefHead* a, int64_t,
-                         const RefjitMemRefHead* l);
-void refjit_cholesky_f64(int64_t batch, int64_t n, int64_t, const RefjitMemRefHead* a, int64_t,
-                         const RefjitMemRefHead* l);
-// flags: bit 0 left, bit 1 lower, bit 2 transpose_a, bit 3 unit_diagonal.
-void refjit_triangular_solve_f32(int64_t batch, int64_t n, int64_t rows, int64_t cols,
-                                 int64_t flags, int64_t, const RefjitMemRefHead* a, int64_t,
-                                 const RefjitMemRefHead* b, int64_t, const RefjitMemRefHead* x);
-void refjit_triangular_solve_f64(int64_t batch, int64_t n, int64_t rows, int64_t cols,
-                                 int64_t flags, int64_t, const RefjitMemRefHead* a, int64_t,
-                                 const RefjitMemRefHead* b, int64_t, const RefjitMemRefHead* x);
-void refjit_lu_f32(int64_t batch, int64_t m, int64_t n, int64_t, const RefjitMemRefHead* a, int64_t,
-                   const RefjitMemRefHead* lu, int64_t, const RefjitMemRefHead* pivots, int64_t,
-                   const RefjitMemRefHead* permutation);
-void refjit_lu_f64(int64_t batch, int64_t m, int64_t n, int64_t, const RefjitMemRefHead* a, int64_t,
-                   const RefjitMemRefHead* lu, int64_t, const RefjitMemRefHead* pivots, int64_t,
-                   const RefjitMemRefHead* permutation);
-void refjit_qr_f32(int64_t batch, int64_t m, int64_t n, int64_t full_matrices, int64_t,
-                   const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* q, int64_t,
-                   const RefjitMemRefHead* r);
-void refjit_qr_f64(int64_t batch, int64_t m, int64_t n, int64_t full_matrices, int64_t,
-                   const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* q, int64_t,
-                   const RefjitMemRefHead* r);
+void refjit_cholesky(int64_t type, int64_t batch, int64_t n, int64_t, const RefjitMemRefHead* a,
+                     int64_t, const RefjitMemRefHead* l);
+// flags: SolveForm::from_flags.
+void refjit_triangular_solve(int64_t type, int64_t batch, int64_t n, int64_t rows, int64_t cols,
+                             int64_t flags, int64_t, const RefjitMemRefHead* a, int64_t,
+                             const RefjitMemRefHead* b, int64_t, const RefjitMemRefHead* x);
+void refjit_lu(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t,
+               const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* lu, int64_t,
+               const RefjitMemRefHead* pivots, int64_t, const RefjitMemRefHead* permutation);
+void refjit_qr(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t full_matrices, int64_t,
+               const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* q, int64_t,
+               const RefjitMemRefHead* r);
 }

@@ -1,6 +1,7 @@
 #include "runtime/kernels/lapack.h"
 
 #include <algorithm>
+#include <complex>
 #include <cstddef>
 #include <vector>
 
@@ -8,19 +9,34 @@
 
 // LAPACK's Fortran entries (liblapack): every argument by address; the trailing size_t
 // arguments are the lengths of the character arguments, which gfortran passes hidden.
+// std::complex<T> has the layout of Fortran's COMPLEX.
 extern "C" {
+using c64 = std::complex<float>;
+using c128 = std::complex<double>;
 void ssyevd_(const char* jobz, const char* uplo, const int* n, float* a, const int* lda, float* w,
              float* work, const int* lwork, int* iwork, const int* liwork, int* info, size_t,
              size_t);
 void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
              double* work, const int* lwork, int* iwork, const int* liwork, int* info, size_t,
              size_t);
+void cheevd_(const char* jobz, const char* uplo, const int* n, c64* a, const int* lda, float* w,
+             c64* work, const int* lwork, float* rwork, const int* lrwork, int* iwork,
+             const int* liwork, int* info, size_t, size_t);
+void zheevd_(const char* jobz, const char* uplo, const int* n, c128* a, const int* lda, double* w,
+             c128* work, const int* lwork, double* rwork, const int* lrwork, int* iwork,
+             const int* liwork, int* info, size_t, size_t);
 void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s,
              float* u, const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork,
              int* iwork, int* info, size_t);
 void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s,
              double* u, const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork,
              int* iwork, int* info, size_t);
+void cgesdd_(const char* jobz, const int* m, const int* n, c64* a, const int* lda, float* s, c64* u,
+             const int* ldu, c64* vt, const int* ldvt, c64* work, const int* lwork, float* rwork,
+             int* iwork, int* info, size_t);
+void zgesdd_(const char* jobz, const int* m, const int* n, c128* a, const int* lda, double* s,
+             c128* u, const int* ldu, c128* vt, const int* ldvt, c128* work, const int* lwork,
+             double* rwork, int* iwork, int* info, size_t);
 }
 
 namespace refjit::kernels {
@@ -29,47 +45,61 @@ using namespace lapack_support;
 
 namespace {
 
-void syevd(const char* jobz, const char* uplo, const int* n, float* a, const int* lda, float* w,
-           float* work, const int* lwork, int* iwork, const int* liwork, int* info) {
-  ssyevd_(jobz, uplo, n, a, lda, w, work, lwork, iwork, liwork, info, 1, 1);
+// syevd / heevd (the complex form also takes a real workspace, rwork).
+template <class T>
+void syevd(const char* jobz, const char* uplo, const int* n, T* a, const int* lda, Real<T>* w,
+           T* work, const int* lwork, Real<T>* rwork, const int* lrwork, int* iwork,
+           const int* liwork, int* info) {
+  if constexpr (std::is_same_v<T, float>)
+    ssyevd_(jobz, uplo, n, a, lda, w, work, lwork, iwork, liwork, info, 1, 1);
+  else if constexpr (std::is_same_v<T, double>)
+    dsyevd_(jobz, uplo, n, a, lda, w, work, lwork, iwork, liwork, info, 1, 1);
+  else if constexpr (std::is_same_v<T, c64>)
+    cheevd_(jobz, uplo, n, a, lda, w, work, lwork, rwork, lrwork, iwork, liwork, info, 1, 1);
+  else
+    zheevd_(jobz, uplo, n, a, lda, w, work, lwork, rwork, lrwork, iwork, liwork, info, 1, 1);
 }
-void syevd(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
-           double* work, const int* lwork, int* iwork, const int* liwork, int* info) {
-  dsyevd_(jobz, uplo, n, a, lda, w, work, lwork, iwork, liwork, info, 1, 1);
-}
-void gesdd(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s,
-           float* u, const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork,
+
+template <class T>
+void gesdd(const char* jobz, const int* m, const int* n, T* a, const int* lda, Real<T>* s, T* u,
+           const int* ldu, T* vt, const int* ldvt, T* work, const int* lwork, Real<T>* rwork,
            int* iwork, int* info) {
-  sgesdd_(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, iwork, info, 1);
-}
-void gesdd(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s,
-           double* u, const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork,
-           int* iwork, int* info) {
-  dgesdd_(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, iwork, info, 1);
+  if constexpr (std::is_same_v<T, float>)
+    sgesdd_(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, iwork, info, 1);
+  else if constexpr (std::is_same_v<T, double>)
+    dgesdd_(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, iwork, info, 1);
+  else if constexpr (std::is_same_v<T, c64>)
+    cgesdd_(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, iwork, info, 1);
+  else
+    zgesdd_(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, iwork, info, 1);
 }
 
 }  // namespace
 
 template <class T>
-void eigh(int64_t batch, int64_t n, bool lower, const T* a, T* v, T* w) {
+void eigh(int64_t batch, int64_t n, bool lower, const T* a, T* v, Real<T>* w) {
   if (n == 0) return;
   const int ni = lapack_int(n);
   const char jobz = 'V', uplo = lower ? 'L' : 'U';
   std::vector<T> m(static_cast<size_t>(n * n));
   // Workspace sizes, asked once (they depend on n only).
   T work_query = 0;
+  Real<T> rwork_query = 0;
   int iwork_query = 0, info = 0;
   const int query = -1;
-  syevd(&jobz, &uplo, &ni, m.data(), &ni, w, &work_query, &query, &iwork_query, &query, &info);
+  syevd(&jobz, &uplo, &ni, m.data(), &ni, w, &work_query, &query, &rwork_query, &query,
+        &iwork_query, &query, &info);
   const int lwork = workspace_size(work_query), liwork = std::max(1, iwork_query);
+  const int lrwork = workspace_size(rwork_query);
   std::vector<T> work(static_cast<size_t>(lwork));
+  std::vector<Real<T>> rwork(static_cast<size_t>(lrwork));
   std::vector<int> iwork(static_cast<size_t>(liwork));
   for (int64_t b = 0; b < batch; ++b) {
-    const T* ab = a + b * n * n;
     T* vb = v + b * n * n;
-    T* wb = w + b * n;
-    to_column_major(ab, n, n, m.data());
-    syevd(&jobz, &uplo, &ni, m.data(), &ni, wb, work.data(), &lwork, iwork.data(), &liwork, &info);
+    Real<T>* wb = w + b * n;
+    to_column_major(a + b * n * n, n, n, m.data());
+    syevd(&jobz, &uplo, &ni, m.data(), &ni, wb, work.data(), &lwork, rwork.data(), &lrwork,
+          iwork.data(), &liwork, &info);
     if (info != 0) {
       fill_nan(vb, n * n);
       fill_nan(wb, n);
@@ -80,7 +110,8 @@ void eigh(int64_t batch, int64_t n, bool lower, const T* a, T* v, T* w) {
 }
 
 template <class T>
-void svd(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T* s, T* u, T* vt) {
+void svd(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, Real<T>* s, T* u,
+         T* vt) {
   const bool vectors = u != nullptr && vt != nullptr;
   const int64_t k = std::min(m, n);
   const int64_t u_cols = full_matrices ? m : k, vt_rows = full_matrices ? n : k;
@@ -101,18 +132,23 @@ void svd(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T*
   std::vector<T> uc(vectors ? static_cast<size_t>(m * u_cols) : 1);
   std::vector<T> vtc(vectors ? static_cast<size_t>(vt_rows * n) : 1);
   std::vector<int> iwork(static_cast<size_t>(8 * k));
+  // The complex routine's real workspace (its documented minimum, for either job).
+  const int64_t mx = std::max(m, n);
+  std::vector<Real<T>> rwork(
+      is_complex_v<T> ? static_cast<size_t>(std::max(5 * k * k + 7 * k, 2 * mx * k + 2 * k * k + k))
+                      : 1);
   T work_query = 0;
   int info = 0;
   const int query = -1;
   gesdd(&jobz, &mi, &ni, mat.data(), &mi, s, uc.data(), &ldu, vtc.data(), &ldvt, &work_query,
-        &query, iwork.data(), &info);
+        &query, rwork.data(), iwork.data(), &info);
   const int lwork = workspace_size(work_query);
   std::vector<T> work(static_cast<size_t>(lwork));
   for (int64_t b = 0; b < batch; ++b) {
-    T* sb = s + b * k;
+    Real<T>* sb = s + b * k;
     to_column_major(a + b * m * n, m, n, mat.data());
     gesdd(&jobz, &mi, &ni, mat.data(), &mi, sb, uc.data(), &ldu, vtc.data(), &ldvt, work.data(),
-          &lwork, iwork.data(), &info);
+          &lwork, rwork.data(), iwork.data(), &info);
     T* ub = vectors ? u + b * m * u_cols : nullptr;
     T* vtb = vectors ? vt + b * vt_rows * n : nullptr;
     if (info != 0) {
@@ -130,40 +166,39 @@ void svd(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T*
   }
 }
 
-template void eigh<float>(int64_t, int64_t, bool, const float*, float*, float*);
-template void eigh<double>(int64_t, int64_t, bool, const double*, double*, double*);
-template void svd<float>(int64_t, int64_t, int64_t, bool, const float*, float*, float*, float*);
-template void svd<double>(int64_t, int64_t, int64_t, bool, const double*, double*, double*,
-                          double*);
+#define REFJIT_LAPACK_INSTANTIATE(T)                                     \
+  template void eigh<T>(int64_t, int64_t, bool, const T*, T*, Real<T>*); \
+  template void svd<T>(int64_t, int64_t, int64_t, bool, const T*, Real<T>*, T*, T*);
+REFJIT_LAPACK_INSTANTIATE(float)
+REFJIT_LAPACK_INSTANTIATE(double)
+REFJIT_LAPACK_INSTANTIATE(std::complex<float>)
+REFJIT_LAPACK_INSTANTIATE(std::complex<double>)
+#undef REFJIT_LAPACK_INSTANTIATE
 
 }  // namespace refjit::kernels
 
-using refjit::kernels::lapack_support::data_of;
+using namespace refjit::kernels::lapack_support;
 
 extern "C" {
 
-void refjit_eigh_f32(int64_t batch, int64_t n, int64_t lower, int64_t, const RefjitMemRefHead* a,
-                     int64_t, const RefjitMemRefHead* v, int64_t, const RefjitMemRefHead* w) {
-  refjit::kernels::eigh<float>(batch, n, lower != 0, data_of<float>(a), data_of<float>(v),
-                               data_of<float>(w));
+void refjit_eigh(int64_t type, int64_t batch, int64_t n, int64_t lower, int64_t,
+                 const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* v, int64_t,
+                 const RefjitMemRefHead* w) {
+  with_lapack_type(type, [&](auto zero) {
+    using T = decltype(zero);
+    refjit::kernels::eigh<T>(batch, n, lower != 0, data_of<T>(a), data_of<T>(v),
+                             data_of<Real<T>>(w));
+  });
 }
-void refjit_eigh_f64(int64_t batch, int64_t n, int64_t lower, int64_t, const RefjitMemRefHead* a,
-                     int64_t, const RefjitMemRefHead* v, int64_t, const RefjitMemRefHead* w) {
-  refjit::kernels::eigh<double>(batch, n, lower != 0, data_of<double>(a), data_of<double>(v),
-                                data_of<double>(w));
-}
-void refjit_svd_f32(int64_t batch, int64_t m, int64_t n, int64_t full_matrices, int64_t compute_uv,
-                    int64_t, const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* s, int64_t,
-                    const RefjitMemRefHead* u, int64_t, const RefjitMemRefHead* vt) {
-  refjit::kernels::svd<float>(batch, m, n, full_matrices != 0, data_of<float>(a), data_of<float>(s),
-                              compute_uv ? data_of<float>(u) : nullptr,
-                              compute_uv ? data_of<float>(vt) : nullptr);
-}
-void refjit_svd_f64(int64_t batch, int64_t m, int64_t n, int64_t full_matrices, int64_t compute_uv,
-                    int64_t, const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* s, int64_t,
-                    const RefjitMemRefHead* u, int64_t, const RefjitMemRefHead* vt) {
-  refjit::kernels::svd<double>(batch, m, n, full_matrices != 0, data_of<double>(a),
-                               data_of<double>(s), compute_uv ? data_of<double>(u) : nullptr,
-                               compute_uv ? data_of<double>(vt) : nullptr);
+void refjit_svd(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t full_matrices,
+                int64_t compute_uv, int64_t, const RefjitMemRefHead* a, int64_t,
+                const RefjitMemRefHead* s, int64_t, const RefjitMemRefHead* u, int64_t,
+                const RefjitMemRefHead* vt) {
+  with_lapack_type(type, [&](auto zero) {
+    using T = decltype(zero);
+    refjit::kernels::svd<T>(batch, m, n, full_matrices != 0, data_of<T>(a), data_of<Real<T>>(s),
+                            compute_uv ? data_of<T>(u) : nullptr,
+                            compute_uv ? data_of<T>(vt) : nullptr);
+  });
 }
 }

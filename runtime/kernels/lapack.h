@@ -1,6 +1,6 @@
-// The decompositions refjit takes from LAPACK, as JAX's CPU backend does: `eigh` (symmetric
-// eigendecomposition, LAPACK's syevd) and `svd` (singular value decomposition, gesdd). The same
-// routine gives the same eigenvector signs and the same order as JAX's results.
+// The decompositions refjit takes from LAPACK, as JAX's CPU backend does: `eigh` (symmetric or
+// Hermitian eigendecomposition, LAPACK's syevd / heevd) and `svd` (singular value decomposition,
+// gesdd). The same routine gives the same eigenvector signs and the same order as JAX's results.
 //
 // Arrays here are row-major and contiguous, with leading batch dims: a batch of `batch`
 // matrices, each `rows` x `cols`. LAPACK works on column-major copies; results are written
@@ -10,39 +10,35 @@
 
 #include <cstdint>
 
+#include "runtime/kernels/lapack_support.h"
+
 namespace refjit::kernels {
 
 // Eigenvectors `v` (n x n per matrix: column j is the eigenvector of w[j]) and eigenvalues `w`
 // (n per matrix, ascending) of each n x n matrix of `a`, reading its lower triangle when
 // `lower`, else its upper one.
 template <class T>
-void eigh(int64_t batch, int64_t n, bool lower, const T* a, T* v, T* w);
+void eigh(int64_t batch, int64_t n, bool lower, const T* a, T* v, lapack_support::Real<T>* w);
 
 // Singular values `s` (k = min(m, n) per matrix, descending) of each m x n matrix of `a`, and,
 // when `u` and `vt` are not null, the singular vectors: `u` is m x m (full) or m x k, `vt` is
 // n x n (full) or k x n.
 template <class T>
-void svd(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T* s, T* u, T* vt);
+void svd(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a,
+         lapack_support::Real<T>* s, T* u, T* vt);
 
 }  // namespace refjit::kernels
 
-// The entries generated code calls (compiler/backend/lower_linalg.cpp): operands and results
-// as unranked memrefs of contiguous buffers. Without `compute_uv`, `u` and `vt` are not read
-// or written (any memref may be passed).
+// The entries generated code calls (compiler/backend/lower_linalg.cpp): the element type
+// (LapackType), sizes, then operands and results as unranked memrefs (rank, descriptor) of
+// contiguous buffers. Without `compute_uv`, `u` and `vt` are not read or written (any memref
+// may be passed).
 extern "C" {
-struct RefjitMemRefHead;
-void refjit_eigh_f32(int64_t batch, int64_t n, int64_t lower, int64_t a_rank,
-                     const RefjitMemRefHead* a, int64_t v_rank, const RefjitMemRefHead* v,
-                     int64_t w_rank, const RefjitMemRefHead* w);
-void refjit_eigh_f64(int64_t batch, int64_t n, int64_t lower, int64_t a_rank,
-                     const RefjitMemRefHead* a, int64_t v_rank, const RefjitMemRefHead* v,
-                     int64_t w_rank, const RefjitMemRefHead* w);
-void refjit_svd_f32(int64_t batch, int64_t m, int64_t n, int64_t full_matrices, int64_t compute_uv,
-                    int64_t a_rank, const RefjitMemRefHead* a, int64_t s_rank,
-                    const RefjitMemRefHead* s, int64_t u_rank, const RefjitMemRefHead* u,
-                    int64_t vt_rank, const RefjitMemRefHead* vt);
-void refjit_svd_f64(int64_t batch, int64_t m, int64_t n, int64_t full_matrices, int64_t compute_uv,
-                    int64_t a_rank, const RefjitMemRefHead* a, int64_t s_rank,
-                    const RefjitMemRefHead* s, int64_t u_rank, const RefjitMemRefHead* u,
-                    int64_t vt_rank, const RefjitMemRefHead* vt);
+void refjit_eigh(int64_t type, int64_t batch, int64_t n, int64_t lower, int64_t,
+                 const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* v, int64_t,
+                 const RefjitMemRefHead* w);
+void refjit_svd(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t full_matrices,
+                int64_t compute_uv, int64_t, const RefjitMemRefHead* a, int64_t,
+                const RefjitMemRefHead* s, int64_t, const RefjitMemRefHead* u, int64_t,
+                const RefjitMemRefHead* vt);
 }
