@@ -81,6 +81,10 @@ Value convert(const Value& x, DType new_dtype) {
 }
 Value stop_gradient(const Value& x) { return unary(Prim::stop_gradient, x); }
 Value copy(const Value& x) { return unary(Prim::copy, x); }
+Value real(const Value& x) { return unary(Prim::real, x); }
+Value imag(const Value& x) { return unary(Prim::imag, x); }
+Value conj(const Value& x) { return unary(Prim::conj, x, {{"input_dtype", x.dtype()}}); }
+Value complex(const Value& re, const Value& im) { return bind(Prim::complex, {re, im}); }
 
 Value add(const Value& a, const Value& b) { return binary(Prim::add, a, b); }
 Value add_any(const Value& a, const Value& b) { return binary(Prim::add_any, a, b); }
@@ -252,6 +256,18 @@ Svd svd(const Value& a, bool full_matrices) {
   return {std::get<Value>(out[1]), std::get<Value>(out[0]), std::get<Value>(out[2])};
 }
 Value svd_values(const Value& a) { return std::get<Value>(bind_svd(a, true, false)[0]); }
+Eig eig(const Value& a, bool left, bool right, bool eigenvector_derivatives) {
+  const Operand in[] = {a};
+  std::vector<Operand> out = bind_prim(Prim::eig, in,
+                                       {{"compute_left_eigenvectors", left},
+                                        {"compute_right_eigenvectors", right},
+                                        {"enable_eigvec_derivs", eigenvector_derivatives},
+                                        {"implementation", NoneParam{}}});
+  Eig r{std::get<Value>(out[0]), Value(), Value()};
+  if (left) r.left = std::get<Value>(out[1]);
+  if (right) r.right = std::get<Value>(out.back());
+  return r;
+}
 Value cholesky(const Value& a) { return bind(Prim::cholesky, {a}, {}); }
 Value triangular_solve(const Value& a, const Value& b, const TriangularSolveOptions& options) {
   return bind(Prim::triangular_solve, {a, b},

@@ -60,6 +60,10 @@ RuleTable<SpecList> make_specs() {
                   {"compute_uv", K::boolean},
                   {"full_matrices", K::boolean},
                   {"subset_by_index", K::ints_or_none}});
+  set(Prim::eig, {{"compute_left_eigenvectors", K::boolean},
+                  {"compute_right_eigenvectors", K::boolean},
+                  {"enable_eigvec_derivs", K::boolean},
+                  {"implementation", K::word_or_none}});
   set(Prim::triangular_solve, {{"conjugate_a", K::boolean},
                                {"left_side", K::boolean},
                                {"lower", K::boolean},

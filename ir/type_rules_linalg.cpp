@@ -65,16 +65,22 @@ void check_whole_subset(const Checker& c, int64_t count) {
         count);
 }
 
-// algorithm: None, or one of `accepted` (the spellings that pick the LAPACK routine refjit
-// calls).
-void check_algorithm(const Checker& c, std::initializer_list<std::string_view> accepted,
-                     std::string_view routine) {
-  const std::string* algorithm = c.optional_param<std::string>("algorithm");
+// Param `key` (the algorithm): None, or one of `accepted` (the spellings that pick the LAPACK
+// routine refjit calls).
+void check_algorithm_param(const Checker& c, std::string_view key,
+                           std::initializer_list<std::string_view> accepted,
+                           std::string_view routine) {
+  const std::string* algorithm = c.optional_param<std::string>(key);
   if (!algorithm) return;
   for (std::string_view a : accepted)
     if (*algorithm == a) return;
-  c.fail("algorithm={} is not supported; refjit computes it with LAPACK's {} (algorithm=None)",
-         *algorithm, routine);
+  c.fail("{}={} is not supported; refjit computes it with LAPACK's {} ({}=None)", key, *algorithm,
+         routine, key);
+}
+
+void check_algorithm(const Checker& c, std::initializer_list<std::string_view> accepted,
+                     std::string_view routine) {
+  check_algorithm_param(c, "algorithm", accepted, routine);
 }
 
 // eigh: a:T[..., n, n] -> (eigenvectors T[..., n, n], eigenvalues T[..., n]).
@@ -108,6 +114,22 @@ std::vector<Type> svd_rule(std::span<const Type> in, const Params& params) {
     out.push_back(with_batch(a, a.dtype, {m, full ? m : k}));
     out.push_back(with_batch(a, a.dtype, {full ? n : k, n}));
   }
+  return out;
+}
+
+// eig[compute_left_eigenvectors compute_right_eigenvectors ...] a:T[..., n, n] -> (w C[..., n],
+// then vl C[..., n, n] and vr C[..., n, n] as asked), C the complex dtype of T's precision.
+std::vector<Type> eig_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::eig, in, params);
+  c.expect_count(1);
+  const ArrayType& a = square_operand(c);
+  check_algorithm_param(c, "implementation", {"EigImplementation.LAPACK"}, "geev");
+  (void)flag(c, "enable_eigvec_derivs", false);
+  const DType complex = complex_dtype(a.dtype);
+  const int64_t n = a.shape.back();
+  std::vector<Type> out = {with_batch(a, complex, {n})};
+  if (flag(c, "compute_left_eigenvectors", false)) out.push_back(with_batch(a, complex, {n, n}));
+  if (flag(c, "compute_right_eigenvectors", true)) out.push_back(with_batch(a, complex, {n, n}));
   return out;
 }
 
@@ -168,6 +190,7 @@ std::vector<Type> qr_rule(std::span<const Type> in, const Params& params) {
 void register_linalg_type_rules(TypeRuleTable& t) {
   t[static_cast<int>(Prim::eigh)] = eigh_rule;
   t[static_cast<int>(Prim::svd)] = svd_rule;
+  t[static_cast<int>(Prim::eig)] = eig_rule;
   t[static_cast<int>(Prim::cholesky)] = cholesky_rule;
   t[static_cast<int>(Prim::triangular_solve)] = triangular_solve_rule;
   t[static_cast<int>(Prim::lu)] = lu_rule;

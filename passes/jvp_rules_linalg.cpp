@@ -32,7 +32,9 @@ struct Matrices {
   }
 
   bool complex() const { return is_complex(dtype); }
-  Atom conj(Atom x) { return complex() ? e.emit1(Prim::conj, {x}) : x; }
+  Atom conj(Atom x) {
+    return complex() ? e.emit1(Prim::conj, {x}, Params{{"input_dtype", dtype}}) : x;
+  }
   // The real part of x (x itself for real matrices).
   Atom real(Atom x) { return complex() ? e.emit1(Prim::real, {x}) : x; }
   // A real x as this dtype (complex when the matrices are).
@@ -245,6 +247,84 @@ Tangents svd_jvp(JvpCtx& c, JvpArgs& a) {
   return {ds, du, t.H(dv)};
 }
 
+// V^-1 rhs: the LU of V on the primal side, the permutation and two triangular solves of rhs on
+// the tangent side (JAX's rule solves with jnp.linalg.solve, the same LU).
+Atom solve_general(Matrices& p, Matrices& t, Atom v, Atom rhs) {
+  const std::vector<Var> factors = p.e.emit(Prim::lu, {v});
+  Atom x = t.permute_rows(rhs, factors[2]);
+  x = t.solve(factors[0], x, /*left=*/true, /*lower=*/true, false, /*unit_diagonal=*/true);
+  return t.solve(factors[0], x, /*left=*/true, /*lower=*/false);
+}
+
+// The eigenvalue and eigenvector tangents of a v = v diag(w) (JAX's _eig_vec_jvp):
+// P = v^-1 da v, dw = diag(P), U = v (F * P) with F[i][j] = 1 / (w[j] - w[i]) off the diagonal;
+// dv = U + v diag(c), c fixed by LAPACK's normalization (unit norm, the largest-magnitude
+// component real): c_j = -re(v_j^H u_j) - i im(u_kj) / re(v_kj), k = argmax_i |v_ij|.
+std::pair<Atom, Atom> eig_vector_jvp(Matrices& p, Matrices& t, Atom w, Atom v, Atom da, int64_t n) {
+  const Atom eye = p.eye(n);
+  const Atom gaps = p.e.sub(p.e.add(eye, p.rows_of(w, n, n)), p.columns_of(w, n, n));
+  const Atom f = p.e.sub(p.e.div(p.e.full(ArrayType{p.dtype, p.shape({n, n})}, 1.0), gaps), eye);
+  const Atom pm = t.matmul(solve_general(p, t, v, da), v);
+  const Atom dw = t.diagonal(pm, n);
+  const Atom u = t.matmul(v, t.e.mul(f, pm));
+  const Atom largest = p.e.emit1(Prim::argmax, {p.e.unary(Prim::abs, v)},
+                                 Params{{"axes", IntList{p.nb()}}, {"index_dtype", DType::i32}});
+  const Atom rows = p.e.emit1(
+      Prim::iota, {},
+      Params{{"dimension", p.nb()}, {"dtype", DType::i32}, {"shape", IntList(p.shape({n, n}))}});
+  const Atom mask = p.e.convert(p.e.emit1(Prim::eq, {rows, p.rows_of(largest, n, n)}), p.dtype);
+  auto column_sums = [&](Emitter& e, Atom x) { return e.reduce_sum(x, {p.nb()}); };
+  const Atom c_re = t.e.neg(t.real(column_sums(t.e, t.e.mul(p.conj(v), u))));
+  const Atom pivots = p.real(column_sums(p.e, p.e.mul(mask, v)));
+  const Atom c_im =
+      t.e.div(t.e.neg(t.e.emit1(Prim::imag, {column_sums(t.e, t.e.mul(mask, u))})), pivots);
+  const Atom c = t.e.emit1(Prim::complex, {c_re, c_im});
+  return {dw, t.e.add(u, t.e.mul(v, p.rows_of(c, n, n)))};
+}
+
+// eig: JAX's rule. The eigenvalues' tangent is diag(v^-1 da v); the eigenvectors' tangents
+// hold only under assumptions on the matrix no one checks, so, as in JAX, they need
+// enable_eigvec_derivs=True. The primal is computed with right eigenvectors, which the rule
+// needs.
+Tangents eig_jvp(JvpCtx& c, JvpArgs& a) {
+  const bool left = a.eqn.params.get_or<bool>("compute_left_eigenvectors", false);
+  const bool right = a.eqn.params.get_or<bool>("compute_right_eigenvectors", true);
+  if (!a.tangents[0]) {
+    std::vector<Type> types;
+    for (const Var& o : a.eqn.outs) types.push_back(c.src->type_of(o));
+    a.primal_outs = c.p.copy_eqn(a.eqn, a.primals, types);
+    return Tangents(a.eqn.outs.size());
+  }
+  if ((left || right) && !a.eqn.params.get_or<bool>("enable_eigvec_derivs", false))
+    throw Error(fmt::format(
+        "{}: the derivatives of eig's eigenvectors hold only under assumptions on the matrix "
+        "that cannot be checked (JAX refuses them too); pass enable_eigvec_derivs=True to "
+        "jax.lax.linalg.eig to accept them, or differentiate the eigenvalues alone "
+        "(jnp.linalg.eigvals)",
+        c.where));
+  const ArrayType at = c.p.array_type_of(a.primals[0]);
+  const int64_t n = at.shape.back();
+  Params with_vectors = a.eqn.params;
+  with_vectors.set("compute_right_eigenvectors", true);
+  const std::vector<Var> outs = c.p.emit(Prim::eig, {a.primals[0]}, with_vectors);
+  const Atom w = outs[0], vr = outs.back();
+  a.primal_outs.assign(outs.begin(), outs.end() - (right ? 0 : 1));
+
+  const DType complex = complex_dtype(at.dtype);
+  Matrices p{c.p, complex, Shape(at.shape.begin(), at.shape.end() - 2)};
+  Matrices t{c.t, complex, p.batch};
+  const Atom da = at.dtype == complex ? *a.tangents[0] : t.e.convert(*a.tangents[0], complex);
+  if (!left && !right) {
+    const Atom x = solve_general(p, t, vr, da);
+    return {t.e.reduce_sum(t.e.mul(x, p.T(vr)), {p.nb() + 1})};
+  }
+  auto [dw, dvr] = eig_vector_jvp(p, t, w, vr, da, n);
+  Tangents out{dw};
+  if (left) out.push_back(eig_vector_jvp(p, t, p.conj(w), outs[1], t.H(da), n).second);
+  if (right) out.push_back(dvr);
+  return out;
+}
+
 // cholesky: with a = L L^H, dL = L phi(L^-1 da L^-H), phi keeping the lower triangle with its
 // diagonal halved.
 Tangents cholesky_jvp(JvpCtx& c, JvpArgs& a) {
@@ -396,6 +476,7 @@ Tangents qr_jvp(JvpCtx& c, JvpArgs& a) {
 void register_linalg_jvp_rules(JvpRuleTable& t) {
   t.set(Prim::eigh, {eigh_jvp});
   t.set(Prim::svd, {svd_jvp, /*emits_primal=*/true});
+  t.set(Prim::eig, {eig_jvp, /*emits_primal=*/true});
   t.set(Prim::cholesky, {cholesky_jvp});
   t.set(Prim::triangular_solve, {triangular_solve_jvp});
   t.set(Prim::lu, {lu_jvp});

@@ -72,6 +72,23 @@ std::vector<RtValue> eval_svd(const EvalContext& cx, const Eqn& e, std::span<con
   return out;
 }
 
+std::vector<RtValue> eval_eig(const EvalContext& cx, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& a = array_in(e, ins, 0);
+  const bool left = e.params.get_or<bool>("compute_left_eigenvectors", false);
+  const bool right = e.params.get_or<bool>("compute_right_eigenvectors", true);
+  std::vector<Array> out;
+  for (size_t i = 0; i < e.outs.size(); ++i) out.emplace_back(cx.out_type(e, i).array);
+  with_matrix_type(e, a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    using C = kernels::lapack_support::Complex<T>;
+    kernels::eig<T>(batch_of(a), a.shape().back(), left, right, a.values<T>().data(),
+                    values_of<C>(out[0]), left ? values_of<C>(out[1]) : nullptr,
+                    right ? values_of<C>(out.back()) : nullptr);
+  });
+  return std::vector<RtValue>(out.begin(), out.end());
+}
+
 std::vector<RtValue> eval_cholesky(const EvalContext& cx, const Eqn& e,
                                    std::span<const RtValue> ins) {
   expect_operands(e, ins, 1);
@@ -137,6 +154,7 @@ std::vector<RtValue> eval_qr(const EvalContext& cx, const Eqn& e, std::span<cons
 void register_linalg_eval_rules(EvalRuleTable& t) {
   t.set(Prim::eigh, &eval_eigh);
   t.set(Prim::svd, &eval_svd);
+  t.set(Prim::eig, &eval_eig);
   t.set(Prim::cholesky, &eval_cholesky);
   t.set(Prim::triangular_solve, &eval_triangular_solve);
   t.set(Prim::lu, &eval_lu);

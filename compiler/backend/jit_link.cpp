@@ -56,6 +56,7 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
   add("refjit_axis_index", &refjit_axis_index);
   add("refjit_eigh", &refjit_eigh);
   add("refjit_svd", &refjit_svd);
+  add("refjit_eig", &refjit_eig);
   add("refjit_cholesky", &refjit_cholesky);
   add("refjit_triangular_solve", &refjit_triangular_solve);
   add("refjit_lu", &refjit_lu);

@@ -88,6 +88,23 @@ void lower_svd(LowerCtx& c, const Eqn& e) {
   finish(c, r);
 }
 
+void lower_eig(LowerCtx& c, const Eqn& e) {
+  require_runtime(c, e, "the decomposition (LAPACK)");
+  const ArrayType t = c.type_of(e.ins[0]).array;
+  const bool left = e.params.get_or<bool>("compute_left_eigenvectors", false);
+  const bool right = e.params.get_or<bool>("compute_right_eigenvectors", true);
+  const Value a = dense_operand(c, e);
+  std::vector<ResultBuffer> r;
+  for (size_t i = 0; i < e.outs.size(); ++i) r.push_back(result_buffer(c, e, i));
+  // Vectors not asked for are neither read nor written: w stands in for them.
+  const Value vl = left ? r[1].call : r[0].call, vr = right ? r.back().call : r[0].call;
+  c.call_runtime("refjit_eig",
+                 {type_code(c, t.dtype), c.index(batch_of(t)), c.index(t.shape.back()),
+                  c.index(left ? 1 : 0), c.index(right ? 1 : 0), unranked_memref(c, a),
+                  unranked_memref(c, r[0].call), unranked_memref(c, vl), unranked_memref(c, vr)});
+  finish(c, r);
+}
+
 void lower_cholesky(LowerCtx& c, const Eqn& e) {
   require_runtime(c, e, "the factorization (LAPACK)");
   const ArrayType t = c.type_of(e.ins[0]).array;
@@ -149,6 +166,7 @@ void lower_qr(LowerCtx& c, const Eqn& e) {
 void register_linalg_lowerings(LowerTable& t) {
   t.set(Prim::eigh, &lower_eigh);
   t.set(Prim::svd, &lower_svd);
+  t.set(Prim::eig, &lower_eig);
   t.set(Prim::cholesky, &lower_cholesky);
   t.set(Prim::triangular_solve, &lower_triangular_solve);
   t.set(Prim::lu, &lower_lu);

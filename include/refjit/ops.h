@@ -37,6 +37,12 @@ Value integer_pow(const Value& x, int64_t y);
 Value convert(const Value& x, DType new_dtype);
 Value stop_gradient(const Value& x);
 Value copy(const Value& x);
+// Complex numbers (lax.real, imag, conj, complex): the parts, the conjugate (of a real float:
+// that value as complex), and the complex number re + i im.
+Value real(const Value& x);
+Value imag(const Value& x);
+Value conj(const Value& x);
+Value complex(const Value& re, const Value& im);
 
 // Elementwise binary (same shapes, or one side a scalar; C++ scalars take the other side's
 // dtype).
@@ -116,6 +122,13 @@ struct Svd {
 };
 Svd svd(const Value& a, bool full_matrices = false);
 Value svd_values(const Value& a);
+// Eigenvalues (complex, LAPACK's order) and, as asked, left and right eigenvectors (complex
+// columns of unit norm) of a general matrix, as LAPACK's geev and jax.lax.linalg.eig give
+// them. Eigenvector derivatives need `eigenvector_derivatives` (JAX's enable_eigvec_derivs).
+struct Eig {
+  Value values, left, right;  // left / right: empty Values when not asked for
+};
+Eig eig(const Value& a, bool left = false, bool right = true, bool eigenvector_derivatives = false);
 // The lower Cholesky factor of each symmetric positive definite matrix, reading its lower
 // triangle (jax.lax.linalg.cholesky with symmetrize_input=False); NaN where the matrix is not
 // positive definite.

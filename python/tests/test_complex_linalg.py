@@ -111,3 +111,47 @@ def test_solve_inv_and_slogdet_in_complex64(rng):
     loss = real_loss(f)
     assert_tree_close(refjit.grad(loss, argnums=(0, 1))(a, b),
                       jax.grad(loss, argnums=(0, 1))(a, b), rtol=1e-4, atol=1e-4)
+
+
+def sorted_by_value(w):
+    return np.sort_complex(np.asarray(w))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_eig_values_and_vectors_are_lapacks(dtype, rng):
+    # A real matrix with complex conjugate pairs: geev's packed vectors unpacked as JAX does.
+    a = (rng.standard_normal((5, 5)) if dtype == np.float64
+         else complex_matrix(rng, (5, 5))).astype(dtype)
+    f = lambda a: jax.lax.linalg.eig(a, compute_left_eigenvectors=True)  # noqa: E731
+    with jax.enable_x64():
+        want = f(a)
+        assert np.any(np.abs(np.imag(want[0])) > 1e-3)
+        for backend in ("native", "interpreter"):
+            assert_tree_close(refjit.jit(f, backend=backend)(a), want, rtol=1e-10, atol=1e-12)
+        assert_tree_close(refjit.jit(jnp.linalg.eigvals)(a), jnp.linalg.eigvals(a),
+                          rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_eig_derivatives_match_jax(dtype, rng):
+    a = (rng.standard_normal((4, 4)) if dtype == np.float64
+         else complex_matrix(rng, (4, 4))).astype(dtype)
+    t = (rng.standard_normal((4, 4)) if dtype == np.float64
+         else complex_matrix(rng, (4, 4))).astype(dtype)
+    with jax.enable_x64():
+        assert_tree_close(refjit.jvp(jnp.linalg.eigvals, (a,), (t,)),
+                          jax.jvp(jnp.linalg.eigvals, (a,), (t,)), rtol=1e-9, atol=1e-11)
+        loss = real_loss(jnp.linalg.eigvals)
+        assert_tree_close(refjit.grad(loss)(a), jax.grad(loss)(a), rtol=1e-9, atol=1e-11)
+        # Eigenvector derivatives, accepted with enable_eigvec_derivs as in JAX (v * v is free
+        # of the sign a real matrix's pair leaves open).
+        def vectors(a):
+            w, vl, vr = jax.lax.linalg.eig(a, compute_left_eigenvectors=True,
+                                           enable_eigvec_derivs=True)
+            return w, vl * vl, vr * vr
+        assert_tree_close(refjit.jvp(vectors, (a,), (t,)), jax.jvp(vectors, (a,), (t,)),
+                          rtol=1e-8, atol=1e-10)
+        loss = real_loss(vectors)
+        assert_tree_close(refjit.grad(loss)(a), jax.grad(loss)(a), rtol=1e-8, atol=1e-10)
+        with pytest.raises(refjit.Error, match="enable_eigvec_derivs=True"):
+            refjit.grad(real_loss(jnp.linalg.eig))(a)

@@ -1,6 +1,7 @@
 #include "runtime/kernels/lapack.h"
 
 #include <algorithm>
+#include <cmath>
 #include <complex>
 #include <cstddef>
 #include <vector>
@@ -25,6 +26,20 @@ void cheevd_(const char* jobz, const char* uplo, const int* n, c64* a, const int
 void zheevd_(const char* jobz, const char* uplo, const int* n, c128* a, const int* lda, double* w,
              c128* work, const int* lwork, double* rwork, const int* lrwork, int* iwork,
              const int* liwork, int* info, size_t, size_t);
+#define REFJIT_REAL_GEEV(name, T)                                                             \
+  void name(const char* jobvl, const char* jobvr, const int* n, T* a, const int* lda, T* wr,  \
+            T* wi, T* vl, const int* ldvl, T* vr, const int* ldvr, T* work, const int* lwork, \
+            int* info, size_t, size_t);
+REFJIT_REAL_GEEV(sgeev_, float)
+REFJIT_REAL_GEEV(dgeev_, double)
+#undef REFJIT_REAL_GEEV
+#define REFJIT_COMPLEX_GEEV(name, T, R)                                                            \
+  void name(const char* jobvl, const char* jobvr, const int* n, T* a, const int* lda, T* w, T* vl, \
+            const int* ldvl, T* vr, const int* ldvr, T* work, const int* lwork, R* rwork,          \
+            int* info, size_t, size_t);
+REFJIT_COMPLEX_GEEV(cgeev_, c64, float)
+REFJIT_COMPLEX_GEEV(zgeev_, c128, double)
+#undef REFJIT_COMPLEX_GEEV
 void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s,
              float* u, const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork,
              int* iwork, int* info, size_t);
@@ -74,7 +89,95 @@ void gesdd(const char* jobz, const int* m, const int* n, T* a, const int* lda, R
     zgesdd_(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, iwork, info, 1);
 }
 
+// LAPACK's real geev gives a complex conjugate pair's eigenvectors packed in two columns (the
+// real part in column j, the imaginary part in j + 1); JAX unpacks them into two complex
+// columns, conjugates of each other. `packed` and `out` are column-major n x n.
+template <class R>
+void unpack_eigenvectors(int64_t n, const R* wi, const R* packed, std::complex<R>* out) {
+  for (int64_t j = 0; j < n;) {
+    if (wi[j] == R(0) || std::isnan(wi[j]) || j + 1 == n) {
+      for (int64_t k = 0; k < n; ++k) out[k + j * n] = {packed[k + j * n], R(0)};
+      ++j;
+      continue;
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      const R re = packed[k + j * n], im = packed[k + (j + 1) * n];
+      out[k + j * n] = {re, im};
+      out[k + (j + 1) * n] = {re, -im};
+    }
+    j += 2;
+  }
+}
+
 }  // namespace
+
+template <class T>
+void eig(int64_t batch, int64_t n, bool left, bool right, const T* a, Complex<T>* w, Complex<T>* vl,
+         Complex<T>* vr) {
+  using R = Real<T>;
+  using C = Complex<T>;
+  if (n == 0) return;
+  const int ni = lapack_int(n);
+  const char jobvl = left ? 'V' : 'N', jobvr = right ? 'V' : 'N';
+  const int ldvl = left ? ni : 1, ldvr = right ? ni : 1;
+  std::vector<T> m(static_cast<size_t>(n * n));
+  std::vector<T> vlc(left ? static_cast<size_t>(n * n) : 1),
+      vrc(right ? static_cast<size_t>(n * n) : 1);
+  std::vector<R> wr(static_cast<size_t>(n)), wi(static_cast<size_t>(n));
+  std::vector<C> wc(static_cast<size_t>(n)), unpacked(static_cast<size_t>(n * n));
+  std::vector<R> rwork(static_cast<size_t>(2 * n));
+  auto call = [&](T* work, const int* lwork, int* info) {
+    if constexpr (is_complex_v<T>) {
+      if constexpr (std::is_same_v<T, c64>)
+        cgeev_(&jobvl, &jobvr, &ni, m.data(), &ni, wc.data(), vlc.data(), &ldvl, vrc.data(), &ldvr,
+               work, lwork, rwork.data(), info, 1, 1);
+      else
+        zgeev_(&jobvl, &jobvr, &ni, m.data(), &ni, wc.data(), vlc.data(), &ldvl, vrc.data(), &ldvr,
+               work, lwork, rwork.data(), info, 1, 1);
+    } else if constexpr (std::is_same_v<T, float>) {
+      sgeev_(&jobvl, &jobvr, &ni, m.data(), &ni, wr.data(), wi.data(), vlc.data(), &ldvl,
+             vrc.data(), &ldvr, work, lwork, info, 1, 1);
+    } else {
+      dgeev_(&jobvl, &jobvr, &ni, m.data(), &ni, wr.data(), wi.data(), vlc.data(), &ldvl,
+             vrc.data(), &ldvr, work, lwork, info, 1, 1);
+    }
+  };
+  T work_query = 0;
+  int info = 0;
+  const int query = -1;
+  call(&work_query, &query, &info);
+  const int lwork = workspace_size(work_query);
+  std::vector<T> work(static_cast<size_t>(lwork));
+  for (int64_t b = 0; b < batch; ++b) {
+    C* wb = w + b * n;
+    C* vlb = left ? vl + b * n * n : nullptr;
+    C* vrb = right ? vr + b * n * n : nullptr;
+    to_column_major(a + b * n * n, n, n, m.data());
+    call(work.data(), &lwork, &info);
+    if (info != 0) {
+      fill_nan(wb, n);
+      if (left) fill_nan(vlb, n * n);
+      if (right) fill_nan(vrb, n * n);
+      continue;
+    }
+    if constexpr (is_complex_v<T>) {
+      std::copy(wc.begin(), wc.end(), wb);
+      if (left) from_column_major(vlc.data(), n, n, vlb);
+      if (right) from_column_major(vrc.data(), n, n, vrb);
+    } else {
+      for (int64_t j = 0; j < n; ++j)
+        wb[j] = {wr[static_cast<size_t>(j)], wi[static_cast<size_t>(j)]};
+      if (left) {
+        unpack_eigenvectors(n, wi.data(), vlc.data(), unpacked.data());
+        from_column_major(unpacked.data(), n, n, vlb);
+      }
+      if (right) {
+        unpack_eigenvectors(n, wi.data(), vrc.data(), unpacked.data());
+        from_column_major(unpacked.data(), n, n, vrb);
+      }
+    }
+  }
+}
 
 template <class T>
 void eigh(int64_t batch, int64_t n, bool lower, const T* a, T* v, Real<T>* w) {
@@ -166,9 +269,11 @@ void svd(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, Re
   }
 }
 
-#define REFJIT_LAPACK_INSTANTIATE(T)                                     \
-  template void eigh<T>(int64_t, int64_t, bool, const T*, T*, Real<T>*); \
-  template void svd<T>(int64_t, int64_t, int64_t, bool, const T*, Real<T>*, T*, T*);
+#define REFJIT_LAPACK_INSTANTIATE(T)                                                     \
+  template void eigh<T>(int64_t, int64_t, bool, const T*, T*, Real<T>*);                 \
+  template void svd<T>(int64_t, int64_t, int64_t, bool, const T*, Real<T>*, T*, T*);     \
+  template void eig<T>(int64_t, int64_t, bool, bool, const T*, Complex<T>*, Complex<T>*, \
+                       Complex<T>*);
 REFJIT_LAPACK_INSTANTIATE(float)
 REFJIT_LAPACK_INSTANTIATE(double)
 REFJIT_LAPACK_INSTANTIATE(std::complex<float>)
@@ -188,6 +293,16 @@ void refjit_eigh(int64_t type, int64_t batch, int64_t n, int64_t lower, int64_t,
     using T = decltype(zero);
     refjit::kernels::eigh<T>(batch, n, lower != 0, data_of<T>(a), data_of<T>(v),
                              data_of<Real<T>>(w));
+  });
+}
+void refjit_eig(int64_t type, int64_t batch, int64_t n, int64_t left, int64_t right, int64_t,
+                const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* w, int64_t,
+                const RefjitMemRefHead* vl, int64_t, const RefjitMemRefHead* vr) {
+  with_lapack_type(type, [&](auto zero) {
+    using T = decltype(zero);
+    using C = Complex<T>;
+    refjit::kernels::eig<T>(batch, n, left != 0, right != 0, data_of<T>(a), data_of<C>(w),
+                            left ? data_of<C>(vl) : nullptr, right ? data_of<C>(vr) : nullptr);
   });
 }
 void refjit_svd(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t full_matrices,

@@ -37,6 +37,10 @@ using Real = typename RealOf<T>::type;
 template <class T>
 inline constexpr bool is_complex_v = !std::is_same_v<T, Real<T>>;
 
+// The complex type with T's precision (std::complex<float> for float): eig's results.
+template <class T>
+using Complex = std::complex<Real<T>>;
+
 // Calls f(T{}) for the element type `code` names.
 template <class F>
 void with_lapack_type(int64_t code, F&& f) {

@@ -196,6 +196,27 @@ TEST(Factorizations, VmapEqualsThePerExampleCalls) {
   }
 }
 
+TEST(Factorizations, EigSatisfiesItsEquationsAndBothBackendsAgree) {
+  Value a = ramp({4, 4}, 0.9);  // a general real matrix
+  auto f = [](const Value& a) {
+    auto [w, vl, vr] = eig(a, /*left=*/true);
+    return std::tuple{w, vl, vr};
+  };
+  auto [w, vl, vr] = jit(f, {.backend = Backend::native})(a);
+  auto interpreted = jit(f, {.backend = Backend::interpreter})(a);
+  expect_same_bits(w, std::get<0>(interpreted));
+  expect_same_bits(vr, std::get<2>(interpreted));
+  EXPECT_EQ(w.dtype(), DType::c128);
+  // a v = v diag(w) and u^H a = diag(w) u^H, in complex arithmetic.
+  Value ac = convert(a, DType::c128);
+  Value diag_w = broadcast_in_dim(w, {4, 4}, {1});
+  Value residual = abs(matmul(ac, vr) - vr * diag_w);
+  Value u_h = conj(transpose(vl, {1, 0}));
+  Value left_residual = abs(matmul(u_h, ac) - transpose(diag_w, {1, 0}) * u_h);
+  EXPECT_LT(reduce_max(residual).array().as_double(0), 1e-12);
+  EXPECT_LT(reduce_max(left_residual).array().as_double(0), 1e-12);
+}
+
 TEST(Factorizations, ErrorsNameTheOperandAndWhatIsNeeded) {
   try {
     triangular_solve(identity(3), ramp({4, 2}, 0.5), {.left_side = true});
@@ -203,6 +224,13 @@ TEST(Factorizations, ErrorsNameTheOperandAndWhatIsNeeded) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("rows (4) must match operand 0's order 3"),
               std::string::npos)
+        << e.what();
+  }
+  try {
+    grad([](const Value& a) { return reduce_sum(real(eig(a).right)); })(ramp({3, 3}, 0.5));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("enable_eigvec_derivs=True"), std::string::npos)
         << e.what();
   }
   try {
