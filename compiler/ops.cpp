@@ -277,6 +277,9 @@ Value triangular_solve(const Value& a, const Value& b, const TriangularSolveOpti
                {"transpose_a", options.transpose_a},
                {"unit_diagonal", options.unit_diagonal}});
 }
+Value tridiagonal_solve(const Value& dl, const Value& d, const Value& du, const Value& b) {
+  return bind(Prim::tridiagonal_solve, {dl, d, du, b}, {{"perturb_singular", false}});
+}
 Lu lu(const Value& a) {
   const Operand in[] = {a};
   std::vector<Operand> out = bind_prim(Prim::lu, in, {});

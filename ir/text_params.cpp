@@ -64,6 +64,7 @@ RuleTable<SpecList> make_specs() {
                   {"compute_right_eigenvectors", K::boolean},
                   {"enable_eigvec_derivs", K::boolean},
                   {"implementation", K::word_or_none}});
+  set(Prim::tridiagonal_solve, {{"perturb_singular", K::boolean}});
   set(Prim::triangular_solve, {{"conjugate_a", K::boolean},
                                {"left_side", K::boolean},
                                {"lower", K::boolean},

@@ -1,6 +1,8 @@
 // Type rules of the matrix decompositions (docs/primitives.md "Matrix decompositions"): eigh,
 // svd, cholesky, triangular_solve, lu and qr, on the last two dims of a float array, any
 // leading dims a batch.
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -163,6 +165,29 @@ std::vector<Type> triangular_solve_rule(std::span<const Type> in, const Params& 
   return {Type(b)};
 }
 
+// tridiagonal_solve[perturb_singular] dl:T[..., m] d:T[..., m] du:T[..., m] b:T[..., m, n]
+// -> x with b's type.
+std::vector<Type> tridiagonal_solve_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::tridiagonal_solve, in, params);
+  c.expect_count(4);
+  const ArrayType& b = matrix_operand(c, 3);
+  for (int i = 0; i < 3; ++i) {
+    const ArrayType& diagonal = c.array(static_cast<size_t>(i));
+    if (diagonal.dtype != b.dtype || diagonal.rank() != b.rank() - 1 ||
+        !std::equal(diagonal.shape.begin(), diagonal.shape.end(), b.shape.begin()))
+      c.fail(
+          "operand {} has type {}; the three diagonals must be {}[{}] for the right-hand "
+          "side {} (its leading dims)",
+          i, diagonal.str(), short_name(b.dtype),
+          fmt::join(b.shape.begin(), b.shape.end() - 1, ", "), b.str());
+  }
+  if (flag(c, "perturb_singular", false))
+    c.fail(
+        "perturb_singular=True is not supported (refjit solves with LAPACK's gtsv, which "
+        "gives NaN for a singular matrix)");
+  return {Type(b)};
+}
+
 // lu: a:T[..., m, n] -> (lu T[..., m, n], pivots i32[..., min(m, n)], permutation i32[..., m]).
 std::vector<Type> lu_rule(std::span<const Type> in, const Params& params) {
   Checker c(Prim::lu, in, params);
@@ -194,6 +219,7 @@ void register_linalg_type_rules(TypeRuleTable& t) {
   t[static_cast<int>(Prim::cholesky)] = cholesky_rule;
   t[static_cast<int>(Prim::triangular_solve)] = triangular_solve_rule;
   t[static_cast<int>(Prim::lu)] = lu_rule;
+  t[static_cast<int>(Prim::tridiagonal_solve)] = tridiagonal_solve_rule;
   t[static_cast<int>(Prim::qr)] = qr_rule;
 }
 

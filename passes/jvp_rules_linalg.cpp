@@ -4,6 +4,8 @@
 // transposes those products and nothing else.
 #include <fmt/format.h>
 
+#include <numeric>
+
 #include "passes/jvp_rules.h"
 #include "refjit/ir/error.h"
 
@@ -325,6 +327,59 @@ Tangents eig_jvp(JvpCtx& c, JvpArgs& a) {
   return out;
 }
 
+// A x for the tridiagonal A of diagonals dl, d, du ([..., m]) and x [..., m, n] (JAX's
+// _tridiagonal_product): d x, plus dl[i] x[i - 1] in rows 1.., plus du[i] x[i + 1] in rows
+// ..m-2. Linear in the diagonals.
+Atom tridiagonal_product(Emitter& e, int64_t nb, Atom dl, Atom d, Atom du, Atom x) {
+  const ArrayType xt = e.array_type_of(x);
+  const int64_t m = xt.shape[xt.rank() - 2];
+  IntList dims(static_cast<size_t>(nb) + 1);
+  std::iota(dims.begin(), dims.end(), 0);
+  auto over_columns = [&](Atom v) { return e.broadcast_in_dim(v, xt.shape, dims); };
+  auto rows = [&](Atom v, int64_t from, int64_t to) {  // v[..., from:to, :] (or of a diagonal)
+    const ArrayType t = e.array_type_of(v);
+    IntList start(static_cast<size_t>(t.rank()), 0), limit(t.shape.begin(), t.shape.end());
+    start[static_cast<size_t>(nb)] = from;
+    limit[static_cast<size_t>(nb)] = to;
+    return e.emit1(
+        Prim::slice, {v},
+        Params{{"start_indices", start}, {"limit_indices", limit}, {"strides", NoneParam{}}});
+  };
+  auto pad_rows = [&](Atom v, int64_t before, int64_t after) {
+    IntListList cfg(static_cast<size_t>(xt.rank()), IntList{0, 0, 0});
+    cfg[static_cast<size_t>(nb)] = {before, after, 0};
+    return e.emit1(Prim::pad, {v, e.scalar(xt.dtype, 0.0)}, Params{{"padding_config", cfg}});
+  };
+  Atom y = e.mul(over_columns(d), x);
+  if (m > 1) {
+    Shape part = xt.shape;
+    part[static_cast<size_t>(nb)] = m - 1;
+    IntList part_dims = dims;
+    auto over = [&](Atom v) { return e.broadcast_in_dim(v, part, part_dims); };
+    y = e.add(y, pad_rows(e.mul(over(rows(dl, 1, m)), rows(x, 0, m - 1)), 1, 0));
+    y = e.add(y, pad_rows(e.mul(over(rows(du, 0, m - 1)), rows(x, 1, m)), 0, 1));
+  }
+  return y;
+}
+
+// tridiagonal_solve: JAX's rule, dx = A^-1 (db - dA x), dA x the tridiagonal product of the
+// diagonals' tangents.
+Tangents tridiagonal_solve_jvp(JvpCtx& c, JvpArgs& a) {
+  const ArrayType bt = c.p.array_type_of(a.primals[3]);
+  const int64_t nb = bt.rank() - 2;
+  MaybeAtom rhs = a.tangents[3];
+  if (a.tangents[0] || a.tangents[1] || a.tangents[2]) {
+    const ArrayType dt = c.p.array_type_of(a.primals[1]);
+    auto tangent = [&](size_t i) { return instantiate(c.t, a.tangents[i], dt); };
+    const Atom product =
+        tridiagonal_product(c.t, nb, tangent(0), tangent(1), tangent(2), a.primal_outs[0]);
+    rhs = rhs ? c.t.sub(*rhs, product) : c.t.neg(product);
+  }
+  if (!rhs) return Tangents(1);
+  return {c.t.emit1(Prim::tridiagonal_solve, {a.primals[0], a.primals[1], a.primals[2], *rhs},
+                    a.eqn.params)};
+}
+
 // cholesky: with a = L L^H, dL = L phi(L^-1 da L^-H), phi keeping the lower triangle with its
 // diagonal halved.
 Tangents cholesky_jvp(JvpCtx& c, JvpArgs& a) {
@@ -478,6 +533,7 @@ void register_linalg_jvp_rules(JvpRuleTable& t) {
   t.set(Prim::svd, {svd_jvp, /*emits_primal=*/true});
   t.set(Prim::eig, {eig_jvp, /*emits_primal=*/true});
   t.set(Prim::cholesky, {cholesky_jvp});
+  t.set(Prim::tridiagonal_solve, {tridiagonal_solve_jvp});
   t.set(Prim::triangular_solve, {triangular_solve_jvp});
   t.set(Prim::lu, {lu_jvp});
   t.set(Prim::qr, {qr_jvp});

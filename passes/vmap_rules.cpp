@@ -328,7 +328,8 @@ BatchRuleTable make_rules() {
   t.set(Prim::sort, sort);
   // The decompositions take leading dims as a batch already (both operands of a triangular
   // solve carry the same batch dims).
-  for (Prim p : {Prim::eigh, Prim::svd, Prim::eig, Prim::cholesky, Prim::lu, Prim::qr, Prim::triangular_solve})
+  for (Prim p : {Prim::eigh, Prim::svd, Prim::eig, Prim::cholesky, Prim::lu, Prim::qr,
+                 Prim::triangular_solve, Prim::tridiagonal_solve})
     t.set(p, [](BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) -> Outs {
       std::vector<Atom> batched;
       for (const BVal& v : ins) batched.push_back(c.batched(v));

@@ -122,6 +122,22 @@ std::vector<RtValue> eval_triangular_solve(const EvalContext& cx, const Eqn& e,
   return {x};
 }
 
+std::vector<RtValue> eval_tridiagonal_solve(const EvalContext& cx, const Eqn& e,
+                                            std::span<const RtValue> ins) {
+  expect_operands(e, ins, 4);
+  const Array& b = array_in(e, ins, 3);
+  const int64_t m = b.shape()[b.rank() - 2], n = b.shape().back();
+  Array x(cx.out_type(e, 0).array);
+  with_matrix_type(e, b.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kernels::tridiagonal_solve<T>(batch_of(b), m, n, array_in(e, ins, 0).values<T>().data(),
+                                  array_in(e, ins, 1).values<T>().data(),
+                                  array_in(e, ins, 2).values<T>().data(), b.values<T>().data(),
+                                  values_of<T>(x));
+  });
+  return {x};
+}
+
 std::vector<RtValue> eval_lu(const EvalContext& cx, const Eqn& e, std::span<const RtValue> ins) {
   expect_operands(e, ins, 1);
   const Array& a = array_in(e, ins, 0);
@@ -158,6 +174,7 @@ void register_linalg_eval_rules(EvalRuleTable& t) {
   t.set(Prim::cholesky, &eval_cholesky);
   t.set(Prim::triangular_solve, &eval_triangular_solve);
   t.set(Prim::lu, &eval_lu);
+  t.set(Prim::tridiagonal_solve, &eval_tridiagonal_solve);
   t.set(Prim::qr, &eval_qr);
 }
 

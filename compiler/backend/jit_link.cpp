@@ -60,6 +60,7 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
   add("refjit_cholesky", &refjit_cholesky);
   add("refjit_triangular_solve", &refjit_triangular_solve);
   add("refjit_lu", &refjit_lu);
+  add("refjit_tridiagonal_solve", &refjit_tridiagonal_solve);
   add("refjit_qr", &refjit_qr);
 #if defined(__x86_64__)
   add("__truncsfbf2", &refjit_truncsfbf2);

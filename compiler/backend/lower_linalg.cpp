@@ -135,6 +135,20 @@ void lower_triangular_solve(LowerCtx& c, const Eqn& e) {
   finish(c, r);
 }
 
+void lower_tridiagonal_solve(LowerCtx& c, const Eqn& e) {
+  require_runtime(c, e, "the tridiagonal solve (LAPACK)");
+  const ArrayType bt = c.type_of(e.ins[3]).array;
+  std::vector<Value> operands;
+  for (size_t i = 0; i < 4; ++i) operands.push_back(dense_operand(c, e, i));
+  const std::vector<ResultBuffer> r = {result_buffer(c, e, 0)};
+  c.call_runtime("refjit_tridiagonal_solve",
+                 {type_code(c, bt.dtype), c.index(batch_of(bt)), c.index(bt.shape[bt.rank() - 2]),
+                  c.index(bt.shape.back()), unranked_memref(c, operands[0]),
+                  unranked_memref(c, operands[1]), unranked_memref(c, operands[2]),
+                  unranked_memref(c, operands[3]), unranked_memref(c, r[0].call)});
+  finish(c, r);
+}
+
 void lower_lu(LowerCtx& c, const Eqn& e) {
   require_runtime(c, e, "the factorization (LAPACK)");
   const ArrayType t = c.type_of(e.ins[0]).array;
@@ -170,6 +184,7 @@ void register_linalg_lowerings(LowerTable& t) {
   t.set(Prim::cholesky, &lower_cholesky);
   t.set(Prim::triangular_solve, &lower_triangular_solve);
   t.set(Prim::lu, &lower_lu);
+  t.set(Prim::tridiagonal_solve, &lower_tridiagonal_solve);
   t.set(Prim::qr, &lower_qr);
 }
 

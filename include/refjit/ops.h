@@ -143,6 +143,9 @@ struct TriangularSolveOptions {
   bool unit_diagonal = false;
 };
 Value triangular_solve(const Value& a, const Value& b, const TriangularSolveOptions& options = {});
+// x with A x = b for the tridiagonal A of diagonals dl, d, du ([..., m]; dl[0] and du[m - 1]
+// are not read) and b [..., m, n] (jax.lax.linalg.tridiagonal_solve, LAPACK's gtsv).
+Value tridiagonal_solve(const Value& dl, const Value& d, const Value& du, const Value& b);
 // LU with partial pivoting, as LAPACK's getrf: `factors` packs L (unit diagonal implied) and
 // U, `pivots` (i32, min(m, n)) are the row swaps and `permutation` (i32, m) the rows of a in
 // the order of P^T a = L U (jax.lax.linalg.lu).

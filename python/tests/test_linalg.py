@@ -303,3 +303,37 @@ def test_factorizations_under_vmap(backend, spd, rng):
                       jax.vmap(one_matrix)(b), rtol=1e-4, atol=1e-5)
     assert_tree_close(refjit.jit(jax.vmap(each), backend=backend)(spd), jax.vmap(each)(spd),
                       rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(5, 2), (3, 4, 1), (1, 3)])
+def test_tridiagonal_solve_values_and_derivatives_match_jax(shape, rng):
+    # jax.lax.linalg.tridiagonal_solve: LAPACK's gtsv, JAX's JVP (dx = A^-1 (db - dA x)) and
+    # transpose (the solve with the transposed matrix), with respect to every operand.
+    m = shape[-2]
+    diag_shape = shape[:-1]
+    dl, du = rng.standard_normal(diag_shape), rng.standard_normal(diag_shape)
+    d = rng.standard_normal(diag_shape) + 4.0
+    b = rng.standard_normal(shape)
+    args = (dl, d, du, b)
+    tangents = tuple(rng.standard_normal(x.shape) for x in args)
+    f = jax.lax.linalg.tridiagonal_solve
+    loss = lambda *a: jnp.sum(jnp.sin(f(*a)))  # noqa: E731
+    with jax.enable_x64():
+        for backend in ("native", "interpreter"):
+            assert_tree_close(refjit.jit(f, backend=backend)(*args), f(*args), rtol=1e-12,
+                              atol=1e-12)
+        assert_tree_close(refjit.jvp(f, args, tangents), jax.jvp(f, args, tangents),
+                          rtol=1e-10, atol=1e-12)
+        assert_tree_close(refjit.grad(loss, argnums=(0, 1, 2, 3))(*args),
+                          jax.grad(loss, argnums=(0, 1, 2, 3))(*args), rtol=1e-10, atol=1e-12)
+    assert m == shape[-2]
+
+
+@pytest.mark.parametrize("backend", ["native", "interpreter"])
+def test_tridiagonal_solve_of_a_singular_matrix_is_nan_as_in_jax(backend):
+    zeros = np.zeros(3, np.float32)
+    b = np.ones((3, 1), np.float32)
+    f = jax.lax.linalg.tridiagonal_solve
+    want = f(zeros, zeros, zeros, b)
+    assert np.all(np.isnan(want))
+    np.testing.assert_array_equal(refjit.jit(f, backend=backend)(zeros, zeros, zeros, b), want)

@@ -37,6 +37,13 @@ REFJIT_GEQRF(dgeqrf_, double)
 REFJIT_GEQRF(cgeqrf_, c64)
 REFJIT_GEQRF(zgeqrf_, c128)
 #undef REFJIT_GEQRF
+#define REFJIT_GTSV(name, T) \
+  void name(const int* n, const int* nrhs, T* dl, T* d, T* du, T* b, const int* ldb, int* info);
+REFJIT_GTSV(sgtsv_, float)
+REFJIT_GTSV(dgtsv_, double)
+REFJIT_GTSV(cgtsv_, c64)
+REFJIT_GTSV(zgtsv_, c128)
+#undef REFJIT_GTSV
 // orgqr (real) and ungqr (complex): Q from the reflectors.
 #define REFJIT_ORGQR(name, T)                                                                      \
   void name(const int* m, const int* n, const int* k, T* a, const int* lda, const T* tau, T* work, \
@@ -115,7 +122,42 @@ void orgqr(const int* m, const int* n, const int* k, T* a, const int* lda, const
     zungqr_(m, n, k, a, lda, tau, work, lwork, info);
 }
 
+template <class T>
+void gtsv(const int* n, const int* nrhs, T* dl, T* d, T* du, T* b, const int* ldb, int* info) {
+  if constexpr (std::is_same_v<T, float>)
+    sgtsv_(n, nrhs, dl, d, du, b, ldb, info);
+  else if constexpr (std::is_same_v<T, double>)
+    dgtsv_(n, nrhs, dl, d, du, b, ldb, info);
+  else if constexpr (std::is_same_v<T, c64>)
+    cgtsv_(n, nrhs, dl, d, du, b, ldb, info);
+  else
+    zgtsv_(n, nrhs, dl, d, du, b, ldb, info);
+}
+
 }  // namespace
+
+template <class T>
+void tridiagonal_solve(int64_t batch, int64_t m, int64_t n, const T* dl, const T* d, const T* du,
+                       const T* b, T* x) {
+  if (m == 0 || n == 0) return;
+  const int mi = lapack_int(m), ni = lapack_int(n);
+  // LAPACK's sub- and superdiagonals have m - 1 entries: dl[1:] and du[:-1] of JAX's.
+  std::vector<T> sub(static_cast<size_t>(m)), diag(static_cast<size_t>(m)),
+      super(static_cast<size_t>(m)), xc(static_cast<size_t>(m * n));
+  for (int64_t k = 0; k < batch; ++k) {
+    std::copy(dl + k * m + 1, dl + (k + 1) * m, sub.begin());
+    std::copy(d + k * m, d + (k + 1) * m, diag.begin());
+    std::copy(du + k * m, du + (k + 1) * m - 1, super.begin());
+    to_column_major(b + k * m * n, m, n, xc.data());
+    int info = 0;
+    gtsv(&mi, &ni, sub.data(), diag.data(), super.data(), xc.data(), &mi, &info);
+    if (info != 0) {  // a zero pivot: the matrix is singular
+      fill_nan(x + k * m * n, m * n);
+      continue;
+    }
+    from_column_major(xc.data(), m, n, x + k * m * n);
+  }
+}
 
 template <class T>
 void cholesky(int64_t batch, int64_t n, const T* a, T* l) {
@@ -223,12 +265,14 @@ void qr(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T* 
   }
 }
 
-#define REFJIT_FACTORIZATIONS_INSTANTIATE(T)                                              \
-  template void cholesky<T>(int64_t, int64_t, const T*, T*);                              \
-  template void triangular_solve<T>(int64_t, int64_t, int64_t, int64_t, const SolveForm&, \
-                                    const T*, const T*, T*);                              \
-  template void lu<T>(int64_t, int64_t, int64_t, const T*, T*, int32_t*, int32_t*);       \
-  template void qr<T>(int64_t, int64_t, int64_t, bool, const T*, T*, T*);
+#define REFJIT_FACTORIZATIONS_INSTANTIATE(T)                                                  \
+  template void cholesky<T>(int64_t, int64_t, const T*, T*);                                  \
+  template void triangular_solve<T>(int64_t, int64_t, int64_t, int64_t, const SolveForm&,     \
+                                    const T*, const T*, T*);                                  \
+  template void lu<T>(int64_t, int64_t, int64_t, const T*, T*, int32_t*, int32_t*);           \
+  template void qr<T>(int64_t, int64_t, int64_t, bool, const T*, T*, T*);                     \
+  template void tridiagonal_solve<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, \
+                                     const T*, T*);
 REFJIT_FACTORIZATIONS_INSTANTIATE(float)
 REFJIT_FACTORIZATIONS_INSTANTIATE(double)
 REFJIT_FACTORIZATIONS_INSTANTIATE(std::complex<float>)
@@ -256,6 +300,16 @@ void refjit_triangular_solve(int64_t type, int64_t batch, int64_t n, int64_t row
     using T = decltype(zero);
     refjit::kernels::triangular_solve<T>(batch, n, rows, cols, form, data_of<T>(a), data_of<T>(b),
                                          data_of<T>(x));
+  });
+}
+void refjit_tridiagonal_solve(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t,
+                              const RefjitMemRefHead* dl, int64_t, const RefjitMemRefHead* d,
+                              int64_t, const RefjitMemRefHead* du, int64_t,
+                              const RefjitMemRefHead* b, int64_t, const RefjitMemRefHead* x) {
+  with_lapack_type(type, [&](auto zero) {
+    using T = decltype(zero);
+    refjit::kernels::tridiagonal_solve<T>(batch, m, n, data_of<T>(dl), data_of<T>(d),
+                                          data_of<T>(du), data_of<T>(b), data_of<T>(x));
   });
 }
 void refjit_lu(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t,

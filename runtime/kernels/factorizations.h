@@ -1,5 +1,6 @@
 // The factorizations refjit takes from LAPACK (and BLAS's triangular solve), the routines
-// JAX's CPU backend calls: `cholesky` (potrf), `triangular_solve` (trsm), `lu` (getrf) and
+// JAX's CPU backend calls: `cholesky` (potrf), `triangular_solve` (trsm), `tridiagonal_solve`
+// (gtsv), `lu` (getrf) and
 // `qr` (geqrf, then orgqr / ungqr for Q), for f32, f64, c64 and c128.
 //
 // Arrays are row-major and contiguous with leading batch dims, as in lapack.h; each matrix is
@@ -35,6 +36,14 @@ template <class T>
 void triangular_solve(int64_t batch, int64_t n, int64_t rows, int64_t cols, const SolveForm& form,
                       const T* a, const T* b, T* x);
 
+// x with A x = b for each tridiagonal m x m matrix A (sub-, main and superdiagonal `dl`, `d`,
+// `du`, m entries each as JAX takes them: dl[0] and du[m - 1] are not read) and each m x n
+// matrix of `b` and `x`, by LAPACK's gtsv (Gaussian elimination with partial pivoting). A
+// singular matrix gets NaN everywhere, as in JAX.
+template <class T>
+void tridiagonal_solve(int64_t batch, int64_t m, int64_t n, const T* dl, const T* d, const T* du,
+                       const T* b, T* x);
+
 // LU with partial pivoting of each m x n matrix of `a`: `lu` holds L (unit diagonal implied)
 // and U packed, `pivots` (min(m, n) per matrix) says row j was swapped with row pivots[j],
 // and `permutation` (m per matrix) that row i of P^T a is row permutation[i] of a. A singular
@@ -59,6 +68,10 @@ void refjit_cholesky(int64_t type, int64_t batch, int64_t n, int64_t, const Refj
 void refjit_triangular_solve(int64_t type, int64_t batch, int64_t n, int64_t rows, int64_t cols,
                              int64_t flags, int64_t, const RefjitMemRefHead* a, int64_t,
                              const RefjitMemRefHead* b, int64_t, const RefjitMemRefHead* x);
+void refjit_tridiagonal_solve(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t,
+                              const RefjitMemRefHead* dl, int64_t, const RefjitMemRefHead* d,
+                              int64_t, const RefjitMemRefHead* du, int64_t,
+                              const RefjitMemRefHead* b, int64_t, const RefjitMemRefHead* x);
 void refjit_lu(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t,
                const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* lu, int64_t,
                const RefjitMemRefHead* pivots, int64_t, const RefjitMemRefHead* permutation);

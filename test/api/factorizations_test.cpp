@@ -217,6 +217,26 @@ TEST(Factorizations, EigSatisfiesItsEquationsAndBothBackendsAgree) {
   EXPECT_LT(reduce_max(left_residual).array().as_double(0), 1e-12);
 }
 
+TEST(Factorizations, TridiagonalSolveSolvesItsSystemAndItsGradientMatchesCentralDifferences) {
+  Value dl = ramp({5}, 0.3), d = ramp({5}, 0.7) + 3.0, du = ramp({5}, 1.1);
+  Value b = ramp({5, 2}, 0.5);
+  Value x = tridiagonal_solve(dl, d, du, b);
+  // The dense matrix: d on the diagonal, dl[i] at (i, i - 1), du[i] at (i, i + 1).
+  Value rows = broadcast_in_dim(arange(5), {5, 5}, {0}),
+        cols = broadcast_in_dim(arange(5), {5, 5}, {1});
+  auto at = [&](const Value& v, int64_t offset) {
+    return where(eq(cols, rows + offset), broadcast_in_dim(v, {5, 5}, {0}),
+                 zeros({5, 5}, DType::f64));
+  };
+  expect_near(matmul(at(dl, -1) + at(d, 0) + at(du, 1), x), b, 1e-12);
+  expect_gradient_matches_central_difference(
+      [&](const Value& d) { return reduce_sum(sin(tridiagonal_solve(dl, d, du, b))); }, d,
+      ramp({5}, 1.9), "tridiagonal_solve, diagonal");
+  expect_gradient_matches_central_difference(
+      [&](const Value& b) { return reduce_sum(sin(tridiagonal_solve(dl, d, du, b))); }, b,
+      ramp({5, 2}, 1.3), "tridiagonal_solve, right-hand side");
+}
+
 TEST(Factorizations, ErrorsNameTheOperandAndWhatIsNeeded) {
   try {
     triangular_solve(identity(3), ramp({4, 2}, 0.5), {.left_side = true});
