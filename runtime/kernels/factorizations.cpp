@@ -61,77 +61,17 @@ using namespace lapack_support;
 
 namespace {
 
-// One overload set per routine, by element type.
-template <class T>
-void potrf(const char* uplo, const int* n, T* a, const int* lda, int* info) {
+// The routine of the four (s, d, c, z) for element type T.
+template <class T, class S, class D, class C, class Z>
+constexpr auto routine(S s, D d, C c, Z z) {
   if constexpr (std::is_same_v<T, float>)
-    spotrf_(uplo, n, a, lda, info, 1);
+    return s;
   else if constexpr (std::is_same_v<T, double>)
-    dpotrf_(uplo, n, a, lda, info, 1);
+    return d;
   else if constexpr (std::is_same_v<T, c64>)
-    cpotrf_(uplo, n, a, lda, info, 1);
+    return c;
   else
-    zpotrf_(uplo, n, a, lda, info, 1);
-}
-template <class T>
-void trsm(const char* side, const char* uplo, const char* transa, const char* diag, const int* m,
-          const int* n, const T* a, const int* lda, T* b, const int* ldb) {
-  const T one = 1;
-  if constexpr (std::is_same_v<T, float>)
-    strsm_(side, uplo, transa, diag, m, n, &one, a, lda, b, ldb, 1, 1, 1, 1);
-  else if constexpr (std::is_same_v<T, double>)
-    dtrsm_(side, uplo, transa, diag, m, n, &one, a, lda, b, ldb, 1, 1, 1, 1);
-  else if constexpr (std::is_same_v<T, c64>)
-    ctrsm_(side, uplo, transa, diag, m, n, &one, a, lda, b, ldb, 1, 1, 1, 1);
-  else
-    ztrsm_(side, uplo, transa, diag, m, n, &one, a, lda, b, ldb, 1, 1, 1, 1);
-}
-template <class T>
-void getrf(const int* m, const int* n, T* a, const int* lda, int* ipiv, int* info) {
-  if constexpr (std::is_same_v<T, float>)
-    sgetrf_(m, n, a, lda, ipiv, info);
-  else if constexpr (std::is_same_v<T, double>)
-    dgetrf_(m, n, a, lda, ipiv, info);
-  else if constexpr (std::is_same_v<T, c64>)
-    cgetrf_(m, n, a, lda, ipiv, info);
-  else
-    zgetrf_(m, n, a, lda, ipiv, info);
-}
-template <class T>
-void geqrf(const int* m, const int* n, T* a, const int* lda, T* tau, T* work, const int* lwork,
-           int* info) {
-  if constexpr (std::is_same_v<T, float>)
-    sgeqrf_(m, n, a, lda, tau, work, lwork, info);
-  else if constexpr (std::is_same_v<T, double>)
-    dgeqrf_(m, n, a, lda, tau, work, lwork, info);
-  else if constexpr (std::is_same_v<T, c64>)
-    cgeqrf_(m, n, a, lda, tau, work, lwork, info);
-  else
-    zgeqrf_(m, n, a, lda, tau, work, lwork, info);
-}
-template <class T>
-void orgqr(const int* m, const int* n, const int* k, T* a, const int* lda, const T* tau, T* work,
-           const int* lwork, int* info) {
-  if constexpr (std::is_same_v<T, float>)
-    sorgqr_(m, n, k, a, lda, tau, work, lwork, info);
-  else if constexpr (std::is_same_v<T, double>)
-    dorgqr_(m, n, k, a, lda, tau, work, lwork, info);
-  else if constexpr (std::is_same_v<T, c64>)
-    cungqr_(m, n, k, a, lda, tau, work, lwork, info);
-  else
-    zungqr_(m, n, k, a, lda, tau, work, lwork, info);
-}
-
-template <class T>
-void gtsv(const int* n, const int* nrhs, T* dl, T* d, T* du, T* b, const int* ldb, int* info) {
-  if constexpr (std::is_same_v<T, float>)
-    sgtsv_(n, nrhs, dl, d, du, b, ldb, info);
-  else if constexpr (std::is_same_v<T, double>)
-    dgtsv_(n, nrhs, dl, d, du, b, ldb, info);
-  else if constexpr (std::is_same_v<T, c64>)
-    cgtsv_(n, nrhs, dl, d, du, b, ldb, info);
-  else
-    zgtsv_(n, nrhs, dl, d, du, b, ldb, info);
+    return z;
 }
 
 }  // namespace
@@ -150,7 +90,8 @@ void tridiagonal_solve(int64_t batch, int64_t m, int64_t n, const T* dl, const T
     std::copy(du + k * m, du + (k + 1) * m - 1, super.begin());
     to_column_major(b + k * m * n, m, n, xc.data());
     int info = 0;
-    gtsv(&mi, &ni, sub.data(), diag.data(), super.data(), xc.data(), &mi, &info);
+    routine<T>(sgtsv_, dgtsv_, cgtsv_, zgtsv_)(&mi, &ni, sub.data(), diag.data(), super.data(),
+                                               xc.data(), &mi, &info);
     if (info != 0) {  // a zero pivot: the matrix is singular
       fill_nan(x + k * m * n, m * n);
       continue;
@@ -169,7 +110,7 @@ void cholesky(int64_t batch, int64_t n, const T* a, T* l) {
     T* lb = l + b * n * n;
     to_column_major(a + b * n * n, n, n, m.data());
     int info = 0;
-    potrf(&uplo, &ni, m.data(), &ni, &info);
+    routine<T>(spotrf_, dpotrf_, cpotrf_, zpotrf_)(&uplo, &ni, m.data(), &ni, &info, 1);
     if (info != 0) {
       fill_nan(lb, n * n);
       continue;
@@ -196,7 +137,9 @@ void triangular_solve(int64_t batch, int64_t n, int64_t rows, int64_t cols, cons
       if (conjugate && !form.transpose_a)
         for (T& v : ac) v = std::conj(v);
     to_column_major(b + k * rows * cols, rows, cols, xc.data());
-    trsm(&side, &uplo, &trans, &diag, &ri, &ci, ac.data(), &ni, xc.data(), &ri);
+    const T one = 1;
+    routine<T>(strsm_, dtrsm_, ctrsm_, ztrsm_)(&side, &uplo, &trans, &diag, &ri, &ci, &one,
+                                               ac.data(), &ni, xc.data(), &ri, 1, 1, 1, 1);
     from_column_major(xc.data(), rows, cols, x + k * rows * cols);
   }
 }
@@ -216,7 +159,7 @@ void lu(int64_t batch, int64_t m, int64_t n, const T* a, T* lu, int32_t* pivots,
     if (k == 0) continue;
     to_column_major(a + b * m * n, m, n, mat.data());
     int info = 0;  // > 0 only for a singular U, which is a result, not a failure
-    getrf(&mi, &ni, mat.data(), &ld, ipiv.data(), &info);
+    routine<T>(sgetrf_, dgetrf_, cgetrf_, zgetrf_)(&mi, &ni, mat.data(), &ld, ipiv.data(), &info);
     from_column_major(mat.data(), m, n, lu + b * m * n);
     for (int64_t j = 0; j < k; ++j) {
       pb[j] = ipiv[static_cast<size_t>(j)] - 1;  // LAPACK's pivots count from 1
@@ -237,6 +180,8 @@ void qr(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T* 
   T query_geqrf = 0, query_orgqr = 0;
   int info = 0;
   const int query = -1;
+  const auto geqrf = routine<T>(sgeqrf_, dgeqrf_, cgeqrf_, zgeqrf_);
+  const auto orgqr = routine<T>(sorgqr_, dorgqr_, cungqr_, zungqr_);
   if (k > 0) {
     geqrf(&mi, &ni, mat.data(), &ld, tau.data(), &query_geqrf, &query, &info);
     orgqr(&mi, &qi, &ki, qc.data(), &ld, tau.data(), &query_orgqr, &query, &info);

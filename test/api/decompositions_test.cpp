@@ -6,37 +6,17 @@
 #include <cmath>
 
 #include "refjit/refjit.h"
+#include "test/api/matrix_test_support.h"
 
 namespace refjit {
 namespace {
 
-// A full-rank matrix (sin of a linear ramp would have rank 2): sin(scale * k^2 + 0.3).
-Value ramp(const Ints& shape, double scale) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  Value k = convert(arange(n), DType::f64);
-  return reshape(sin(k * k * scale + 0.3), shape);
-}
+using namespace matrix_test;
 
 Value symmetric(int64_t n, double scale) {
   Value a = ramp({n, n}, scale);
   return (a + transpose(a, {1, 0})) * 0.5;
 }
-
-void expect_near(const Value& got, const Value& want, double tol) {
-  ASSERT_EQ(got.shape(), want.shape());
-  Array g = got.array(), w = want.array();
-  for (int64_t i = 0; i < g.size(); ++i)
-    EXPECT_NEAR(g.as_double(i), w.as_double(i), tol) << "element " << i;
-}
-
-Value identity(int64_t n) {
-  Value i = arange(n);
-  return convert(eq(broadcast_in_dim(i, {n, n}, {0}), broadcast_in_dim(i, {n, n}, {1})),
-                 DType::f64);
-}
-
-void expect_same_bits(const Value& a, const Value& b) { EXPECT_EQ(a.array(), b.array()); }
 
 TEST(Decompositions, EighReconstructsItsMatrixAndSortsEigenvalues) {
   Value a = symmetric(5, 0.7);

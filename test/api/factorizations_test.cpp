@@ -7,23 +7,12 @@
 #include <cmath>
 
 #include "refjit/refjit.h"
+#include "test/api/matrix_test_support.h"
 
 namespace refjit {
 namespace {
 
-// A full-rank matrix: sin(scale * k^2 + 0.3) over the elements k.
-Value ramp(const Ints& shape, double scale) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  Value k = convert(arange(n), DType::f64);
-  return reshape(sin(k * k * scale + 0.3), shape);
-}
-
-Value identity(int64_t n) {
-  Value i = arange(n);
-  return convert(eq(broadcast_in_dim(i, {n, n}, {0}), broadcast_in_dim(i, {n, n}, {1})),
-                 DType::f64);
-}
+using namespace matrix_test;
 
 // A symmetric positive definite n x n matrix.
 Value spd(int64_t n, double scale) {
@@ -39,15 +28,6 @@ Value part(const Value& a, bool lower, int64_t k) {
   Value keep = lower ? le(cols, rows + k) : ge(cols, rows + k);
   return where(keep, a, zeros_like(a));
 }
-
-void expect_near(const Value& got, const Value& want, double tol) {
-  ASSERT_EQ(got.shape(), want.shape());
-  Array g = got.array(), w = want.array();
-  for (int64_t i = 0; i < g.size(); ++i)
-    EXPECT_NEAR(g.as_double(i), w.as_double(i), tol) << "element " << i;
-}
-
-void expect_same_bits(const Value& a, const Value& b) { EXPECT_EQ(a.array(), b.array()); }
 
 Value T(const Value& a) { return transpose(a, {1, 0}); }
 
