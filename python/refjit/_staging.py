@@ -236,13 +236,11 @@ def _impl(*args, program: StagedProgram, **_):
         # jax.Refs given to the eqn outside any trace (JAX's eager vmap): the discharged
         # program on their values, the new values written back.
         values = [a[...] if is_ref else a for a, is_ref in zip(args, program.in_refs)]
-        results = _impl(*values, program=program.discharged())
-        n = len(program.out_avals)
-        finals = iter(results[n:])
-        for a, is_ref in zip(args, program.in_refs):
-            if is_ref:
-                a[...] = next(finals)
-        return results[:n]
+        new_values, outs = _discharge(None, None, *values, program=program)
+        for a, value in zip(args, new_values):
+            if value is not None:
+                a[...] = value
+        return outs
     # Python scalars reach here as themselves (weakly typed): give them the program's dtypes.
     arrays = [np.asarray(a, dtype=d, order="C") for a, d in zip(args, program.in_dtypes)]
     return program.executable()(arrays)
