@@ -1,9 +1,10 @@
 // JAX's `lu_pivots_to_permutation`, read as a scan over the pivots, and `custom_linear_solve`
-// as calls of its solve (jax_rewrites.h). (cholesky, triangular_solve, lu and qr are
+// read as refjit's `linear_solve` (jax_rewrites.h). (cholesky, triangular_solve, lu and qr are
 // primitives on LAPACK: ir/type_rules_linalg.cpp.)
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <functional>
 #include <numeric>
 
@@ -107,29 +108,12 @@ std::vector<Atom> lu_pivots_to_permutation(RewriteArgs& a) {
   return {e.reshape(perm, out_shape)};
 }
 
-// Whether `j` (or a jaxpr inside it) has a while loop.
-bool loops_at_run_time(const Jaxpr& j) {
-  for (const Eqn& e : j.eqns) {
-    if (e.prim == Prim::while_) return true;
-    for (const auto& [name, value] : e.params.entries()) {
-      if (const auto* sub = std::get_if<JaxprPtr>(&value); sub && *sub && loops_at_run_time(**sub))
-        return true;
-      if (const auto* list = std::get_if<JaxprList>(&value))
-        for (const JaxprPtr& sub : *list)
-          if (sub && loops_at_run_time(*sub)) return true;
-    }
-  }
-  return false;
-}
-
-// custom_linear_solve[const_lengths jaxprs] consts... b...: x = solve(b), with the derivative
-// of the implicit function: dx = solve(db - dM x), M the matvec (JAX's rule; jnp.linalg.solve
-// computes the factors under stop_gradient, so all of dM comes through here). Read as
-//   x = solve(b);  r = b - matvec(x);  x + solve(r - stop_gradient(r)).
-// The correction is exactly zero in value (r - r, then a solve of zeros), and its tangent is
-// solve(db - dM x - M dx) with dx = solve(db), which is the rule's. The transpose of that
-// tangent program is the one of the rule, so grad needs no rule of its own. Costs one more
-// matvec and solve than JAX's primal (small next to the factorization for a vector b).
+// custom_linear_solve[const_lengths jaxprs] consts... b...: refjit's `linear_solve`, whose
+// derivative rules are JAX's (passes/jvp_rules_control.cpp, transpose_rules_control.cpp): the
+// tangent and the cotangent are linear solves again, so derivatives of every order are JAX's,
+// and an iterative solver (jax.scipy.sparse.linalg.cg: a while loop) is never differentiated
+// through. JAX gives each of matvec, vecmat, solve and transpose_solve its own consts; here
+// each takes them all (then the vector), so transposing swaps jaxprs and leaves operands be.
 std::vector<Atom> custom_linear_solve(RewriteArgs& a) {
   constexpr std::string_view prim = "custom_linear_solve";
   const IntList& counts = a.params.get<IntList>("const_lengths");
@@ -139,51 +123,51 @@ std::vector<Atom> custom_linear_solve(RewriteArgs& a) {
     fail(prim, "jaxprs has no matvec or no solve; refjit needs both");
   size_t offsets[5] = {0};
   for (size_t k = 0; k < 4; ++k) offsets[k + 1] = offsets[k] + static_cast<size_t>(counts[k]);
-  if (offsets[4] > a.ins.size())
+  if (offsets[4] >= a.ins.size())
     fail(prim, fmt::format("const_lengths add up to {} but the eqn has {} operand(s)", offsets[4],
                            a.ins.size()));
-  const Atoms bs(a.ins.begin() + static_cast<ptrdiff_t>(offsets[4]), a.ins.end());
-  auto consts_of = [&](int which) {
-    return Atoms(a.ins.begin() + static_cast<ptrdiff_t>(offsets[which]),
-                 a.ins.begin() + static_cast<ptrdiff_t>(offsets[which + 1]));
-  };
-  auto call = [&](int which, const Atoms& args, std::string_view name) {
-    Atoms ins = consts_of(which);
-    ins.insert(ins.end(), args.begin(), args.end());
-    const Jaxpr& j = *jaxprs[which];
-    if (j.invars.size() != ins.size() || j.outvars.size() != bs.size())
+  // The operands: each distinct const once (JAX passes the matrix to both matvec and vecmat,
+  // the factors to both solves), then the right-hand sides.
+  const size_t n_rhs = a.ins.size() - offsets[4];
+  std::vector<Atom> operands;
+  std::vector<size_t> operand_of(offsets[4]);
+  for (size_t k = 0; k < offsets[4]; ++k) {
+    auto it = std::find(operands.begin(), operands.end(), a.ins[k]);
+    operand_of[k] = static_cast<size_t>(it - operands.begin());
+    if (it == operands.end()) operands.push_back(a.ins[k]);
+  }
+  const size_t n_consts = operands.size();
+  operands.insert(operands.end(), a.ins.end() - static_cast<ptrdiff_t>(n_rhs), a.ins.end());
+  std::vector<Type> types;
+  for (const Atom& x : operands) types.push_back(a.b.type_of(x));
+  // The jaxpr of field `which` over (all consts, vector...): one call of JAX's own.
+  auto over_all_consts = [&](int which, std::string_view name) -> JaxprPtr {
+    const JaxprPtr& own = jaxprs[which];
+    if (!own) return nullptr;
+    const size_t n_own = static_cast<size_t>(counts[which]) + n_rhs;
+    if (own->invars.size() != n_own || own->outvars.size() != n_rhs)
       fail(prim, fmt::format("its {} jaxpr takes {} input(s) and returns {}, but is given {} "
                              "and must return {}",
-                             name, j.invars.size(), j.outvars.size(), ins.size(), bs.size()));
-    std::vector<Var> outs = a.b.add_eqn(
-        Prim::jit, std::move(ins), Params{{"jaxpr", jaxprs[which]}, {"name", std::string(name)}});
-    return Atoms(outs.begin(), outs.end());
+                             name, own->invars.size(), own->outvars.size(), n_own, n_rhs));
+    JaxprBuilder b;
+    std::vector<Atom> all;
+    for (const Type& t : types) all.push_back(b.add_invar(t));
+    std::vector<Atom> args;
+    for (size_t k = offsets[which]; k < offsets[which + 1]; ++k) args.push_back(all[operand_of[k]]);
+    args.insert(args.end(), all.end() - static_cast<ptrdiff_t>(n_rhs), all.end());
+    std::vector<Var> outs =
+        b.add_eqn(Prim::jit, std::move(args), Params{{"jaxpr", own}, {"name", std::string(name)}});
+    b.set_outvars(std::vector<Atom>(outs.begin(), outs.end()));
+    return std::make_shared<const Jaxpr>(b.finish());
   };
-  if (loops_at_run_time(*jaxprs[solve])) {
-    // An iterative solve (jax.scipy.sparse.linalg.cg, gmres, bicgstab: a while loop) is not
-    // linear in its right-hand side, so the correction below would carry the derivative of
-    // its iterations, not JAX's (the solver run again on the tangent). Its value is computed;
-    // autodiff refuses it (passes/jaxpr_util.h, refuse_missing_custom_rule).
-    Atoms ins = consts_of(solve);
-    ins.insert(ins.end(), bs.begin(), bs.end());
-    std::vector<Var> outs = a.b.add_eqn(Prim::jit, std::move(ins),
-                                        Params{{"jaxpr", jaxprs[solve]},
-                                               {"name", std::string(prim)},
-                                               {"custom_rule_missing", std::string("solve")}});
-    return Atoms(outs.begin(), outs.end());
-  }
-  Emit e{a.b};
-  const Atoms x = call(solve, bs, "solve");
-  const Atoms mx = call(matvec, x, "matvec");
-  Atoms zero_residual;
-  for (size_t k = 0; k < bs.size(); ++k) {
-    const Atom r = e.op(Prim::sub, {bs[k], mx[k]});
-    zero_residual.push_back(e.op(Prim::sub, {r, e.op(Prim::stop_gradient, {r})}));
-  }
-  const Atoms correction = call(solve, zero_residual, "solve");
-  Atoms out;
-  for (size_t k = 0; k < bs.size(); ++k) out.push_back(e.op(Prim::add, {x[k], correction[k]}));
-  return out;
+  Params params{{"num_consts", static_cast<int64_t>(n_consts)},
+                {"solve_jaxpr", over_all_consts(solve, "solve")},
+                {"matvec_jaxpr", over_all_consts(matvec, "matvec")}};
+  if (JaxprPtr j = over_all_consts(vecmat, "vecmat")) params.set("vecmat_jaxpr", j);
+  if (JaxprPtr j = over_all_consts(transpose_solve, "transpose_solve"))
+    params.set("transpose_solve_jaxpr", j);
+  std::vector<Var> outs = a.b.add_eqn(Prim::linear_solve, std::move(operands), std::move(params));
+  return std::vector<Atom>(outs.begin(), outs.end());
 }
 
 }  // namespace

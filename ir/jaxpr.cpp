@@ -41,6 +41,7 @@ std::vector<std::pair<size_t, const Jaxpr*>> subjaxpr_bindings(const Eqn& e) {
       // cond's branches take the operands after the index; custom_vjp's fwd/bwd and a jit's
       // custom_jvp rule take different binders and are not walked for the caller's effects.
       if (e.prim == Prim::custom_vjp_call && name != "call_jaxpr") continue;
+      if (e.prim == Prim::linear_solve && name != "solve_jaxpr") continue;
       if (e.prim == Prim::jit && name != "jaxpr") continue;  // a custom_jvp rule
       out.push_back({0, j->get()});
     } else if (const auto* js = std::get_if<JaxprList>(&v)) {

@@ -35,7 +35,7 @@ RefEffect effect_of(Prim p) {
 
 bool has_subjaxprs(Prim p) {
   return p == Prim::jit || p == Prim::scan || p == Prim::cond || p == Prim::while_ ||
-         p == Prim::custom_vjp_call;
+         p == Prim::custom_vjp_call || p == Prim::linear_solve;
 }
 
 // Collectives: every rank must run each of them, in the same order.

@@ -117,6 +117,11 @@ RuleTable<SpecList> make_specs() {
                               {"call_jaxpr", K::jaxpr},
                               {"fwd_jaxpr", K::jaxpr},
                               {"num_res", K::integer}});
+  set(Prim::linear_solve, {{"matvec_jaxpr", K::jaxpr},
+                           {"num_consts", K::integer},
+                           {"solve_jaxpr", K::jaxpr},
+                           {"transpose_solve_jaxpr", K::jaxpr},
+                           {"vecmat_jaxpr", K::jaxpr}});
   return t;
 }
 

@@ -301,6 +301,39 @@ std::vector<Type> custom_vjp_call_rule(std::span<const Type> in, const Params& p
   return outs;
 }
 
+// linear_solve: operands are num_consts consts, then the right-hand sides b. Each of its jaxprs
+// (solve, and when given matvec, vecmat and transpose_solve) takes every operand and
+// returns values of b's types; none takes or gives a ref.
+std::vector<Type> linear_solve_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::linear_solve, in, params);
+  const int64_t num_consts = c.int_param("num_consts");
+  if (num_consts < 0 || num_consts >= static_cast<int64_t>(in.size()))
+    c.fail("num_consts={} leaves no right-hand side among its {} operand(s)", num_consts,
+           in.size());
+  for (size_t k = 0; k < in.size(); ++k)
+    if (in[k].is_ref)
+      c.fail("operand {} is a ref ({}); a linear solve takes arrays only", k, in[k].str());
+  const std::vector<Type> rhs(in.begin() + num_consts, in.end());
+  auto check = [&](std::string_view name, bool required) {
+    const JaxprPtr* j = c.optional_param<JaxprPtr>(name);
+    if (!j || !*j) {
+      if (required) c.fail("has no {}", name);
+      return;
+    }
+    check_no_constvars(c, **j, name);
+    check_operands_match(c, **j, 0, name);
+    const std::vector<Type> outs = (*j)->out_types();
+    if (outs != rhs)
+      c.fail("{} returns ({}) but the right-hand sides are ({})", name, types_text(outs),
+             types_text(rhs));
+  };
+  check("solve_jaxpr", true);
+  check("matvec_jaxpr", false);
+  check("vecmat_jaxpr", false);
+  check("transpose_solve_jaxpr", false);
+  return rhs;
+}
+
 }  // namespace
 
 void register_structured_type_rules(TypeRuleTable& t) {
@@ -310,6 +343,7 @@ void register_structured_type_rules(TypeRuleTable& t) {
   set(Prim::while_, while_rule);
   set(Prim::cond, cond_rule);
   set(Prim::custom_vjp_call, custom_vjp_call_rule);
+  set(Prim::linear_solve, linear_solve_rule);
 }
 
 }  // namespace refjit

@@ -55,6 +55,7 @@ void JaxprAssigner::structured(const Eqn& e, size_t i) {
     case Prim::cond: return cond(e, i);
     case Prim::jit: return call(e, i, "jaxpr");
     case Prim::custom_vjp_call: return call(e, i, "call_jaxpr");
+    case Prim::linear_solve: return call(e, i, "solve_jaxpr");
     case Prim::while_: return while_loop(e, i);
     default: return all_fresh(e, i);
   }

@@ -41,6 +41,7 @@ bool executed(const Eqn& e, const std::string& param) {
     case Prim::jit: return param == "jaxpr";
     case Prim::cond: return param == "branches";
     case Prim::custom_vjp_call: return param == "call_jaxpr";
+    case Prim::linear_solve: return param == "solve_jaxpr";
     default: return false;
   }
 }

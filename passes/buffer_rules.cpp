@@ -29,7 +29,8 @@ Table make_table() {
     t.set(p, B::update);
   for (Prim p : {Prim::new_ref, Prim::get, Prim::swap, Prim::addupdate, Prim::freeze})
     t.set(p, B::ref_op);
-  for (Prim p : {Prim::jit, Prim::scan, Prim::cond, Prim::while_, Prim::custom_vjp_call})
+  for (Prim p :
+       {Prim::jit, Prim::scan, Prim::cond, Prim::while_, Prim::custom_vjp_call, Prim::linear_solve})
     t.set(p, B::structured);
   return t;
 }

@@ -144,25 +144,14 @@ void refuse_missing_custom_rule(const Eqn& eqn, const std::string& where) {
   const auto* param = eqn.params.find(kCustomRuleMissing);
   if (!param) return;
   const auto* fn = std::get_if<std::string>(param);
-  const auto* name = std::get_if<std::string>(eqn.params.find("name"));
   // A refjit derivative program staged by the Python package (python/refjit/_staging.py)
   // that is JAX's derivative only to the order taken so far.
   if (fn && *fn == "derivative_not_exact")
     throw NotDifferentiableError(fmt::format(
         "{}: cannot differentiate this refjit derivative program again: it is JAX's "
-        "derivative to the order taken so far only (the function solves a linear system, "
-        "jnp.linalg.solve / inv / det / slogdet, whose derivative refjit carries to first "
-        "order; or a custom rule inside calls custom functions nested deeper than refjit "
-        "traces their rules). Take the inner derivative with JAX (jax.grad, jax.jvp) and let "
-        "refjit compile the outer one",
-        where));
-  if (name && *name == "custom_linear_solve")
-    throw NotDifferentiableError(fmt::format(
-        "{}: cannot differentiate this custom_linear_solve: its solve is iterative (a while "
-        "loop, as in jax.scipy.sparse.linalg.cg, gmres or bicgstab), and JAX differentiates it "
-        "by running the solver again on the tangents, which refjit does not do yet. refjit "
-        "computes its value only; `refjit --primal-derivatives` differentiates through the "
-        "solver's iterations instead (not JAX's derivative)",
+        "derivative to the order taken so far only (a custom rule inside calls custom "
+        "functions nested deeper than refjit traces their rules). Take the inner derivative "
+        "with JAX (jax.grad, jax.jvp) and let refjit compile the outer one",
         where));
   throw NotDifferentiableError(fmt::format(
       "{}: cannot differentiate the custom_vjp function `{}`: JAX's printout names its fwd and "

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "passes/inline.h"
 #include "passes/jaxpr_util.h"
 #include "passes/jvp.h"
 #include "passes/jvp_rules.h"
@@ -464,6 +465,72 @@ Tangents custom_vjp_rule(JvpCtx& c, JvpArgs& a) {
   return ts;
 }
 
+// The eqns of a JVP (jvp_jaxpr_general's result) on `args` (primals, present tangents), each
+// on the side it belongs to: tangent work to c.t, the rest to c.p. Returns its outputs.
+std::vector<Atom> inline_split(JvpCtx& c, const JvpResult& r, const std::vector<Atom>& args) {
+  const Jaxpr& j = r.jaxpr;
+  std::unordered_map<uint32_t, Atom> env;
+  for (size_t k = 0; k < j.invars.size(); ++k) env[j.invars[k].id] = args.at(k);
+  auto read = [&](const Atom& x) { return is_var(x) ? env.at(as_var(x).id) : x; };
+  for (size_t i = 0; i < j.eqns.size(); ++i) {
+    const Eqn& e = j.eqns[i];
+    std::vector<Atom> ins;
+    for (const Atom& x : e.ins) ins.push_back(read(x));
+    std::vector<Type> types;
+    for (Var o : e.outs) types.push_back(j.type_of(o));
+    Emitter& side = r.tangent_eqn.at(i) ? c.t : c.p;
+    std::vector<Var> outs = side.copy_eqn(e, ins, types);
+    for (size_t k = 0; k < e.outs.size(); ++k) env[e.outs[k].id] = outs.at(k);
+  }
+  std::vector<Atom> result;
+  for (const Atom& x : j.outvars) result.push_back(read(x));
+  return result;
+}
+
+// linear_solve, by JAX's rule for custom_linear_solve: x = solve(b) and, M the matvec in its
+// consts, dx = solve(db - dM x), dM x being matvec's tangent in the consts at x. The tangent
+// is a linear_solve on the primal consts (linear in its right-hand side), so differentiating
+// it again or transposing it gives solves too.
+Tangents linear_solve_rule(JvpCtx& c, JvpArgs& a) {
+  const auto nc = static_cast<size_t>(a.eqn.params.get<int64_t>("num_consts"));
+  std::vector<Var> xs = c.p.emit(Prim::linear_solve, a.primals, a.eqn.params);
+  a.primal_outs = xs;
+  const size_t n = xs.size();
+  std::vector<MaybeAtom> rhs(a.tangents.begin() + static_cast<ptrdiff_t>(nc), a.tangents.end());
+  const std::vector<bool> nonzero = present(a.tangents);
+  if (std::any_of(nonzero.begin(), nonzero.begin() + static_cast<ptrdiff_t>(nc),
+                  [](bool b) { return b; })) {
+    const JaxprPtr* matvec_param = std::get_if<JaxprPtr>(a.eqn.params.find("matvec_jaxpr"));
+    if (!matvec_param || !*matvec_param)
+      throw NotDifferentiableError(fmt::format(
+          "{}: cannot differentiate this linear solve in its matrix: it carries no matvec (a "
+          "transposed solve made from a custom_linear_solve without vecmat)",
+          c.where));
+    // Linearize differentiates jit-free programs (it inlines them first); so is this one.
+    const Jaxpr matvec = inline_jit(**matvec_param);
+    std::vector<bool> flags(nonzero.begin(), nonzero.begin() + static_cast<ptrdiff_t>(nc));
+    flags.resize(nc + n, false);  // x is held fixed
+    JvpResult r = jvp_jaxpr_general(matvec, flags, std::vector<bool>(n, false), c.for_linearize);
+    std::vector<Atom> args(a.primals.begin(), a.primals.begin() + static_cast<ptrdiff_t>(nc));
+    args.insert(args.end(), xs.begin(), xs.end());
+    for (size_t k = 0; k < nc; ++k)
+      if (a.tangents[k]) args.push_back(*a.tangents[k]);
+    const std::vector<Atom> outs = inline_split(c, r, args);
+    size_t next = n;
+    for (size_t k = 0; k < n; ++k) {
+      if (!r.nonzero_out[k]) continue;
+      const Atom dmx = outs.at(next++);
+      rhs[k] = rhs[k] ? c.t.emit1(Prim::sub, {*rhs[k], dmx}) : c.t.emit1(Prim::neg, {dmx});
+    }
+  }
+  if (std::none_of(rhs.begin(), rhs.end(), [](const MaybeAtom& t) { return t.has_value(); }))
+    return Tangents(n);
+  std::vector<Atom> ins(a.primals.begin(), a.primals.begin() + static_cast<ptrdiff_t>(nc));
+  for (size_t k = 0; k < n; ++k) ins.push_back(instantiate(c.t, rhs[k], c.p.array_type_of(xs[k])));
+  std::vector<Var> dxs = c.t.emit(Prim::linear_solve, std::move(ins), a.eqn.params);
+  return Tangents(dxs.begin(), dxs.end());
+}
+
 }  // namespace
 
 void register_control_jvp_rules(JvpRuleTable& t) {
@@ -472,6 +539,7 @@ void register_control_jvp_rules(JvpRuleTable& t) {
   t.set(Prim::scan, {scan_rule, true});
   t.set(Prim::while_, {while_rule, true});
   t.set(Prim::custom_vjp_call, {custom_vjp_rule, true});
+  t.set(Prim::linear_solve, {linear_solve_rule, true});
 }
 
 }  // namespace refjit

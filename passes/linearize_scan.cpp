@@ -39,7 +39,7 @@ namespace {
 
 bool structured(Prim p) {
   return p == Prim::scan || p == Prim::cond || p == Prim::while_ || p == Prim::jit ||
-         p == Prim::custom_vjp_call;
+         p == Prim::custom_vjp_call || p == Prim::linear_solve;
 }
 
 bool any_unknown(const Eqn& q, const std::function<bool(const Atom&)>& is_unk) {

@@ -450,7 +450,8 @@ class Simplifier {
         case Prim::cond:
         case Prim::while_:
         case Prim::jit:
-        case Prim::custom_vjp_call: continue;
+        case Prim::custom_vjp_call:
+        case Prim::linear_solve: continue;
         default: break;
       }
       bool unused = true;

@@ -8,7 +8,7 @@ namespace {
 
 bool structured(Prim p) {
   return p == Prim::scan || p == Prim::cond || p == Prim::while_ || p == Prim::jit ||
-         p == Prim::custom_vjp_call;
+         p == Prim::custom_vjp_call || p == Prim::linear_solve;
 }
 
 // Whether `name` is in the comma-separated `list`.

@@ -66,6 +66,7 @@ bool writes_operand(const Eqn& e, size_t k) {
       return false;
     }
     case Prim::custom_vjp_call: return written(*e.params.get<JaxprPtr>("call_jaxpr"), k);
+    case Prim::linear_solve: return false;  // its jaxprs take no refs (its type rule)
     default: return false;
   }
 }
@@ -261,9 +262,29 @@ std::optional<std::vector<BVal>> while_loop(BatchCtx& c, const Eqn& e,
   return r;
 }
 
+// linear_solve: the right-hand sides and the solutions batched; each of its jaxprs batched
+// alike (consts as they come), so that its derivatives stay linear solves.
+std::optional<std::vector<BVal>> linear_solve(BatchCtx& c, const Eqn& e,
+                                              const std::vector<BVal>& ins) {
+  const auto nc = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
+  std::vector<bool> flags = batched_flags(ins, 0, nc);
+  flags.resize(ins.size(), true);
+  const std::vector<bool> force(ins.size() - nc, true);
+  Params p = e.params;
+  for (const char* name : {"solve_jaxpr", "matvec_jaxpr", "vecmat_jaxpr", "transpose_solve_jaxpr"})
+    if (const JaxprPtr* j = std::get_if<JaxprPtr>(e.params.find(name)); j && *j)
+      p.set(name, std::make_shared<const Jaxpr>(vmap_jaxpr(**j, flags, c.size, force).jaxpr));
+  std::vector<Atom> args;
+  for (size_t k = 0; k < ins.size(); ++k) args.push_back(k < nc ? ins[k].atom : c.batched(ins[k]));
+  std::vector<BVal> r;
+  for (Var v : c.e.emit(Prim::linear_solve, std::move(args), std::move(p))) r.push_back({v, true});
+  return r;
+}
+
 }  // namespace
 
 void register_control_batch_rules(BatchRuleTable& t) {
+  t.set(Prim::linear_solve, linear_solve);
   t.set(Prim::jit, jit);
   t.set(Prim::scan, scan);
   t.set(Prim::cond, cond);

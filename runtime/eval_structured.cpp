@@ -1,5 +1,5 @@
-// Eval rules of jit, scan, cond and custom_vjp_call. Ref operands are passed to the sub-jaxpr
-// by reference (the same RefBuffer), so writes inside are visible to the caller.
+// Eval rules of jit, scan, cond, custom_vjp_call and linear_solve. Ref operands are passed to the
+// sub-jaxpr by reference (the same RefBuffer), so writes inside are visible to the caller.
 #include <fmt/format.h>
 
 #include <memory>
@@ -30,6 +30,12 @@ std::vector<RtValue> eval_jit(const EvalContext& cx, const Eqn& e, std::span<con
 std::vector<RtValue> eval_custom_vjp_call(const EvalContext& cx, const Eqn& e,
                                           std::span<const RtValue> ins) {
   return eval_call(cx, e, ins, "call_jaxpr", "custom_vjp primal");
+}
+
+// linear_solve: the solve, on every operand (consts, then the right-hand sides).
+std::vector<RtValue> eval_linear_solve(const EvalContext& cx, const Eqn& e,
+                                       std::span<const RtValue> ins) {
+  return eval_call(cx, e, ins, "solve_jaxpr", "linear_solve's solve");
 }
 
 std::vector<RtValue> eval_cond(const EvalContext& cx, const Eqn& e, std::span<const RtValue> ins) {
@@ -162,6 +168,7 @@ void register_structured_eval_rules(EvalRuleTable& t) {
   t.set(Prim::cond, &eval_cond);
   t.set(Prim::while_, &eval_while);
   t.set(Prim::custom_vjp_call, &eval_custom_vjp_call);
+  t.set(Prim::linear_solve, &eval_linear_solve);
 }
 
 }  // namespace refjit

@@ -110,12 +110,8 @@ def exact_orders(traced, derivative: bool) -> float:
     """How many more times refjit may differentiate a program made from ``traced`` (itself,
     or with ``derivative`` its derivative) and still give JAX's derivatives; staged and
     differentiated beyond that, it refuses. A custom rule whose own custom calls were inlined
-    limits it (_retrace._RULE_DEPTH_LIMIT), and so does custom_linear_solve (jnp.linalg.solve,
-    inv, det, slogdet), read as solves with a correction that carries the first derivative
-    only: the transposed solve in a derivative program carries none."""
+    limits it (_retrace._RULE_DEPTH_LIMIT)."""
     orders = traced.exact_orders
-    if "custom_linear_solve" in traced.jax_text:
-        orders = min(orders, 1)
     return orders - 1 if derivative else orders
 
 

@@ -32,9 +32,8 @@ from ._errors import Error
 
 NOT_DIFFERENTIABLE_AGAIN = (
     "cannot differentiate this refjit derivative program again: it is JAX's derivative to "
-    "the order taken so far only (the function solves a linear system, jnp.linalg.solve / inv "
-    "/ det / slogdet, whose derivative refjit carries to first order; or a custom rule inside "
-    "calls custom functions nested deeper than refjit traces their rules). Take the inner "
+    "the order taken so far only (a custom rule inside calls custom functions nested deeper "
+    "than refjit traces their rules). Take the inner "
     "derivative with JAX (jax.grad, jax.jvp) and let refjit compile the outer one")
 
 _names = itertools.count()

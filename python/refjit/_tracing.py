@@ -229,7 +229,7 @@ class Traced:
                  key_outputs=(), exact_orders=float("inf")):
         self.program = program
         # How many orders of derivatives refjit computes as JAX would (_retrace's rule
-        # depth; _common.exact_orders adds custom_linear_solve's limit).
+        # depth, _common.exact_orders).
         self.exact_orders = exact_orders
         # Per output leaf: the PRNG implementation of a key result (refjit returns its words,
         # which wrap_keys makes a key array again), else None.

@@ -739,6 +739,41 @@ TEST(StructuredTypes, CustomVjpCallGivesThePrimalOutputs) {
                         "residuals are expected"));
 }
 
+TEST(StructuredTypes, LinearSolveGivesTheRightHandSidesTypesAndChecksEachJaxpr) {
+  // consts (d:f32[3]), b:f32[3]; solve: b / d; matvec: d * x.
+  auto binary = [](Prim p) {
+    JaxprBuilder b;
+    Var d = b.add_invar(f32({3}));
+    Var x = b.add_invar(f32({3}));
+    b.set_outvars({b.add_eqn1(p, {x, d})});
+    return std::make_shared<Jaxpr>(b.finish());
+  };
+  Params p{{"num_consts", int64_t{1}},
+           {"solve_jaxpr", binary(Prim::div)},
+           {"matvec_jaxpr", binary(Prim::mul)}};
+  EXPECT_EQ(infer(Prim::linear_solve, {f32({3}), f32({3})}, p), Types{f32({3})});
+  EXPECT_THAT(type_error([&] {
+                infer(Prim::linear_solve, {f32({3}), f32({4})}, p);
+              }),
+              HasSubstr("linear_solve: operand 1 has type f32[4] but solve_jaxpr input 1 has "
+                        "type f32[3]"));
+  Params no_rhs = p;
+  no_rhs.set("num_consts", int64_t{2});
+  EXPECT_THAT(type_error([&] {
+                infer(Prim::linear_solve, {f32({3}), f32({3})}, no_rhs);
+              }),
+              HasSubstr("num_consts=2 leaves no right-hand side among its 2 operand(s)"));
+  Params no_solve{{"num_consts", int64_t{1}}, {"matvec_jaxpr", binary(Prim::mul)}};
+  EXPECT_THAT(type_error([&] {
+                infer(Prim::linear_solve, {f32({3}), f32({3})}, no_solve);
+              }),
+              HasSubstr("linear_solve: has no solve_jaxpr"));
+  EXPECT_THAT(type_error([&] {
+                infer(Prim::linear_solve, {ref_f32({3}), f32({3})}, p);
+              }),
+              HasSubstr("operand 0 is a ref (Ref{f32[3]}); a linear solve takes arrays only"));
+}
+
 TEST(StructuredTypes, CustomVjpPrimalMayNotReturnARef) {
   JaxprBuilder b;
   Var r = b.add_invar(ref_f32({}));

@@ -201,5 +201,48 @@ TEST(ControlAd, CustomVjpReverseModeUsesTheBwdRule) {
   EXPECT_DOUBLE_EQ(arr(jo[1]).as_double(0), std::cos(0.5));
 }
 
+// linear_solve with a diagonal matrix d: x = b / d. The solve divides by stop_gradient(d), so
+// only JAX's rule (dx = solve(db - dd x)) gives the derivative in d that finite differences
+// see. The JVP program, whose tangent is a linear_solve again, is checked the same way: that
+// is the second derivative.
+TEST(ControlAd, LinearSolveIsDifferentiatedByItsRuleToSecondOrder) {
+  const JaxprPtr divide = body(R"({ lambda ; d:f64[2] b:f64[2]. let
+      e:f64[2] = stop_gradient d
+      x:f64[2] = div b e
+    in (x,) })");
+  const JaxprPtr multiply = body(R"({ lambda ; d:f64[2] x:f64[2]. let
+      b:f64[2] = mul d x
+    in (b,) })");
+  Jaxpr f = wrap(Prim::linear_solve, {f64v(2), f64v(2)},
+                 Params{{"num_consts", int64_t{1}},
+                        {"solve_jaxpr", divide},
+                        {"transpose_solve_jaxpr", divide},
+                        {"matvec_jaxpr", multiply},
+                        {"vecmat_jaxpr", multiply}});
+  AdCase first{f};
+  first.lo = 1.0;
+  first.hi = 2.0;
+  check_ad(first);
+  Jaxpr jvp = jvp_jaxpr(f, {true, true});
+  AdCase second{jvp};
+  second.lo = 1.0;
+  second.hi = 2.0;
+  check_ad(second);
+}
+
+TEST(ControlAd, LinearSolveWithoutTransposeSolveRefusesReverseMode) {
+  const JaxprPtr divide = body(R"({ lambda ; d:f64[2] b:f64[2]. let
+      x:f64[2] = div b d
+    in (x,) })");
+  Jaxpr f = wrap(Prim::linear_solve, {f64v(2), f64v(2)},
+                 Params{{"num_consts", int64_t{1}}, {"solve_jaxpr", divide}});
+  try {
+    (void)vjp_jaxpr(f, {false, true}, {AccumKind::value});
+    FAIL() << "expected an error";
+  } catch (const NotDifferentiableError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs its transpose"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace refjit
