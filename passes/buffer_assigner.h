@@ -174,6 +174,8 @@ class JaxprAssigner {
   void call(const Eqn& e, size_t i, const char* param);
 
   void while_loop(const Eqn& e, size_t i);
+  // A loop's carries: operands first..first+nk-1 become result buffers 0..nk-1.
+  void loop_carries(const Eqn& e, int ii, size_t first, size_t nk);
 
   // ------------------------------------------------------------ outputs
 

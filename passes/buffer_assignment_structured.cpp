@@ -61,29 +61,51 @@ void JaxprAssigner::structured(const Eqn& e, size_t i) {
   }
 }
 
-// A while's results get fresh buffers. The refs its cond or body write (operands: the cond's
-// consts, then the body's) are written while every operand is live: a value read from such
-// a ref before the loop, and read by the loop, gets a copy of its own.
+// A while loop's carries live in its result buffers (as a scan's, loop_carries); its body is
+// planned like a scan body without rows (its consts, then the carries), so it runs in place
+// and fused. The condition, a small function of the carries, is lowered as it is. The refs
+// its cond or body write (operands: the cond's consts, then the body's) are written while
+// every operand is live: a value read from such a ref before the loop, and read by the loop,
+// gets a copy of its own.
 void JaxprAssigner::while_loop(const Eqn& e, size_t i) {
   const int ii = static_cast<int>(i);
-  const size_t cond_consts = static_cast<size_t>(e.params.get<int64_t>("cond_nconsts"));
+  const Jaxpr& body = *e.params.get<JaxprPtr>("body_jaxpr");
+  const auto cond_consts = static_cast<size_t>(e.params.get<int64_t>("cond_nconsts"));
+  const auto body_consts = static_cast<size_t>(e.params.get<int64_t>("body_nconsts"));
   if (!sub_ref_writes(e, ii, *e.params.get<JaxprPtr>("cond_jaxpr"), 0)) return;
-  if (!sub_ref_writes(e, ii, *e.params.get<JaxprPtr>("body_jaxpr"), cond_consts)) return;
-  all_fresh(e, i);
+  if (!sub_ref_writes(e, ii, body, cond_consts)) return;
+  const size_t first_carry = cond_consts + body_consts;
+  loop_carries(e, ii, first_carry, e.outs.size());
+  Entry sub;
+  sub.kind = JaxprKind::scan_body;
+  sub.parent = self_;
+  sub.parent_eqn = ii;
+  sub.where = sub_where(e, i, "body");
+  sub.in_loop = true;
+  sub.num_consts = static_cast<int>(body_consts);
+  sub.num_carry = static_cast<int>(e.outs.size());
+  for (size_t k = cond_consts; k < e.ins.size(); ++k) {
+    if (k < first_carry) {
+      sub.binders.push_back(binder(BufferOrigin::scan_const, static_cast<int>(k), e.ins[k], false));
+    } else {
+      Buffer c = binder(BufferOrigin::carry, static_cast<int>(k - first_carry), e.ins[k], true);
+      c.outer = buf(e.outs[k - first_carry]);
+      sub.binders.push_back(c);
+    }
+  }
+  p_.eqns[i].sub_plans.push_back(a_.assign(body, std::move(sub)));
 }
 
-void JaxprAssigner::scan(const Eqn& e, size_t i) {
-  const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
-  size_t nc = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
-  size_t nk = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
-  int ii = static_cast<int>(i);
-  EqnBuffers& E = p_.eqns[i];
-  if (!sub_ref_writes(e, ii, body, 0)) return;
+// The carries of a loop (scan or while): carry k, operand `first + k`, lives in result buffer
+// k for the whole loop. That is the operand's own buffer when it can be handed over (nothing
+// reads it after the loop), else a fresh one filled before the loop (the eqn's copies).
+void JaxprAssigner::loop_carries(const Eqn& e, int ii, size_t first, size_t nk) {
+  EqnBuffers& E = p_.eqns[static_cast<size_t>(ii)];
   std::set<int> taken;
   for (size_t k = 0; k < nk && k < e.outs.size(); ++k) {
     Var res = e.outs[k];
     const ArrayType& t = j_.type_of(res).array;
-    size_t op = nc + k;
+    size_t op = first + k;
     int b = buf(e.ins.at(op));
     if (can_hand_over(e, op, ii) && !taken.count(b)) {
       taken.insert(b);
@@ -103,10 +125,21 @@ void JaxprAssigner::scan(const Eqn& e, size_t i) {
           CopyKind::whole, b, d, t.byte_size(), ii, x,
           fmt::format("initial carry {} `{}` cannot become the loop's carry buffer: {}", k, name(x),
                       p_.buffers[b].writable && !live_after(b, ii)
-                          ? std::string("another operand of the scan shares its buffer")
+                          ? fmt::format("another operand of the {} shares its buffer",
+                                        prim_name(e.prim))
                           : why_not_writable(b, ii))));
     }
   }
+}
+
+void JaxprAssigner::scan(const Eqn& e, size_t i) {
+  const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
+  size_t nc = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
+  size_t nk = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
+  int ii = static_cast<int>(i);
+  EqnBuffers& E = p_.eqns[i];
+  if (!sub_ref_writes(e, ii, body, 0)) return;
+  loop_carries(e, ii, nc, nk);
   for (size_t k = nk; k < e.outs.size(); ++k)
     set(e.outs[k], fresh(j_.type_of(e.outs[k]).array, BufferOrigin::internal, ii));
 

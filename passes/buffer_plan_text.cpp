@@ -40,6 +40,7 @@ bool executed(const Eqn& e, const std::string& param) {
     case Prim::scan:
     case Prim::jit: return param == "jaxpr";
     case Prim::cond: return param == "branches";
+    case Prim::while_: return param == "body_jaxpr";
     case Prim::custom_vjp_call: return param == "call_jaxpr";
     case Prim::linear_solve: return param == "solve_jaxpr";
     default: return false;

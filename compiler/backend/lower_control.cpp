@@ -128,8 +128,10 @@ void lower_scan(LowerCtx& c, const Eqn& e) {
   });
 }
 
-// while: an scf.while whose carries live in the result buffers; the condition and the body
-// are lowered inline (the buffer plan keeps the loop's results fresh and plans no sub-jaxpr).
+// Following the plan, carry k of a while lives in result buffer k (filled before the loop as the
+// eqn's copies list, unless the operand was handed over) and the body, planned like a scan
+// body, updates the carries in place. Without a plan, the carries are copied in and the body
+// is lowered inline, its new carries copied back.
 void lower_while(LowerCtx& c, const Eqn& e) {
   const Jaxpr& cond = *e.params.get<JaxprPtr>("cond_jaxpr");
   const Jaxpr& body = *e.params.get<JaxprPtr>("body_jaxpr");
@@ -139,11 +141,20 @@ void lower_while(LowerCtx& c, const Eqn& e) {
     fail_eqn(e, "operand counts do not match");
   std::vector<Value> cond_args = operand_buffers(c, e, 0, nc);
   std::vector<Value> body_args = operand_buffers(c, e, nc, nb);
+  const bool planned = c.buffers() && !c.eqn_buffers()->sub_plans.empty();
   std::vector<Value> carry;
   for (size_t k = 0; k < e.outs.size(); ++k) {
     Value buf = c.result_buffer(e.outs[k]);
-    c.copy(c.buffer(e.ins[nc + nb + k]), buf, c.type_of(e.outs[k]).array);
+    if (!planned) c.copy(c.buffer(e.ins[nc + nb + k]), buf, c.type_of(e.outs[k]).array);
     carry.push_back(buf);
+  }
+  if (planned) {
+    for (const Copy& cp : c.eqn_buffers()->copies) {
+      size_t k = 0;
+      while (k < carry.size() && c.buffers()->buffer_of_var.at(e.outs[k].id) != cp.dst) ++k;
+      if (k == carry.size()) fail_eqn(e, "the buffer plan lists a copy into no carry");
+      c.perform_copy(cp, &e.ins.at(nc + nb + k));
+    }
   }
   cond_args.insert(cond_args.end(), carry.begin(), carry.end());
   body_args.insert(body_args.end(), carry.begin(), carry.end());
@@ -163,6 +174,10 @@ void lower_while(LowerCtx& c, const Eqn& e) {
   c.b.create<mlir::scf::ConditionOp>(c.loc, go, mlir::ValueRange{});
   c.b.createBlock(&loop.getAfter());
   c.with_scope([&] {
+    if (planned) {
+      c.lower_planned(body, 0, body_args);  // its end copies put the new carries in place
+      return;
+    }
     std::vector<Value> outs = c.lower_inline(body, body_args);
     if (outs.size() != carry.size()) fail_eqn(e, "the body's outputs do not match");
     store_carries(c, e, outs, carry);
