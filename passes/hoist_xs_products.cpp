@@ -12,7 +12,7 @@ namespace {
 
 // Bounds of the rewrite (see the header).
 constexpr int64_t kMaxStackedElements = int64_t{1} << 22;
-constexpr int64_t kMaxGrowth = 4;
+constexpr int64_t kMaxGrowth = 16;
 
 class Hoister {
  public:

@@ -6,10 +6,14 @@ it has a forward row (`jax.jit(fn)`) and a gradient row
 sizes; `programs(small=True)` lists the same programs at sizes small enough to pass their
 values to `refjit run` on the command line, for the correctness check.
 
-The programs are written so that `jax.make_jaxpr` prints what the benchmark means to measure:
-matmuls are single `dot_general`s with the transposed layout in their dimension numbers (no
-separate `transpose`), loops are `scan`s, row updates are `dynamic_update_slice`s, and nothing
-closes over a constant array (so the jaxprs have no constvars).
+The first rows are written so that `jax.make_jaxpr` prints what they mean to measure: matmuls
+are single `dot_general`s with the transposed layout in their dimension numbers (no separate
+`transpose`), loops are `scan`s, row updates are `dynamic_update_slice`s, and nothing closes
+over a constant array (so the jaxprs have no constvars). The rows named `plain_*` are written
+the way users write them (`x @ w.T`, `jnp.pad`, `jax.nn.softmax`, `lax.while_loop`,
+`reduce_window` pooling, indexing a table), and refjit must be as fast on those. A program
+with no `wrt` (a while loop, which JAX cannot differentiate in reverse mode) has a forward
+row only.
 """
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -198,6 +202,150 @@ def conv2d(batch, size, c_in, c_out, kernel):
     return fn, (f32(batch, size, size, c_in), f32(kernel, kernel, c_in, c_out)), (0, 1)
 
 
+# --- written the way users write them --------------------------------------------------------
+
+
+def plain_newton_while(n):
+    """sqrt(a) by 30 Newton steps in a lax.while_loop (forward only)."""
+
+    def fn(a):
+        a = 2.0 + a  # in [1, 3)
+
+        def body(state):
+            i, x = state
+            return i + 1, x - (x * x - a) / (2 * x)
+
+        _, x = lax.while_loop(lambda s: s[0] < 30, body, (0, a))
+        return jnp.sum(x)
+
+    return fn, (f32(n),), ()
+
+
+def plain_heat_scan(n, steps):
+    """The explicit 1-D heat equation: each step pads the rod and takes shifted slices."""
+
+    def fn(u0):
+        def step(u, _):
+            p = jnp.pad(u, 1)
+            return u + 0.1 * (p[2:] - 2 * u + p[:-2]), None
+
+        u, _ = lax.scan(step, u0, None, length=steps)
+        return jnp.sum(u ** 2)
+
+    return fn, (f32(n),), (0,)
+
+
+def plain_nbody_scan(bodies, steps):
+    """Softened gravity between every pair of bodies, by broadcasting, in a scan over time."""
+
+    def fn(x, v):
+        def step(state, _):
+            x, v = state
+            d = x[:, None, :] - x[None, :, :]
+            r2 = jnp.sum(d * d, axis=-1) + 0.1
+            v = v - 0.01 * jnp.sum(d / r2[..., None] ** 1.5, axis=1)
+            return (x + 0.01 * v, v), None
+
+        (x, _), _ = lax.scan(step, (x, v), None, length=steps)
+        return jnp.sum(x ** 2)
+
+    return fn, (f32(bodies, 3), f32(bodies, 3)), (0, 1)
+
+
+def plain_mlp(batch, n_in, n_hidden, n_out):
+    """x @ w + b, relu, and optax's softmax cross-entropy against one-hot labels."""
+
+    def fn(params, x, labels):
+        w1, b1, w2, b2 = params
+        h = jax.nn.relu(x @ w1 + b1)
+        logits = h @ w2 + b2
+        return -jnp.mean(jnp.sum(labels * jax.nn.log_softmax(logits), axis=-1))
+
+    params = (f32(n_in, n_hidden), f32(n_hidden), f32(n_hidden, n_out), f32(n_out))
+    return fn, (params, f32(batch, n_in), f32(batch, n_out)), (0,)
+
+
+def plain_softmax_xent(batch, classes):
+    def fn(logits, labels):
+        return -jnp.mean(jnp.sum(labels * jax.nn.log_softmax(logits), axis=-1))
+
+    return fn, (f32(batch, classes), f32(batch, classes)), (0,)
+
+
+def plain_attention(seq, dim):
+    def fn(q, k, v):
+        return jnp.sum(jax.nn.softmax(q @ k.T / jnp.sqrt(dim), axis=-1) @ v)
+
+    return fn, (f32(seq, dim), f32(seq, dim), f32(seq, dim)), (0, 1, 2)
+
+
+def plain_transformer_block(seq, dim, hidden):
+    """Pre-norm self-attention and a gelu MLP, each with a residual; weights used as x @ w.T."""
+
+    def layer_norm(x, g):
+        mean = x.mean(-1, keepdims=True)
+        return (x - mean) / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5) * g
+
+    def fn(params, x):
+        g1, wq, wk, wv, wo, g2, w1, w2 = params
+        h = layer_norm(x, g1)
+        q, k, v = h @ wq.T, h @ wk.T, h @ wv.T
+        x = x + (jax.nn.softmax(q @ k.T / jnp.sqrt(dim), axis=-1) @ v) @ wo.T
+        x = x + jax.nn.gelu(layer_norm(x, g2) @ w1.T) @ w2.T
+        return jnp.sum(x ** 2)
+
+    params = (f32(dim), f32(dim, dim), f32(dim, dim), f32(dim, dim), f32(dim, dim), f32(dim),
+              f32(hidden, dim), f32(dim, hidden))
+    return fn, (params, f32(seq, dim)), (0,)
+
+
+def plain_lstm(steps, batch, n_in, hidden):
+    """An LSTM over a sequence (lax.scan), gates from x @ wx + h @ wh + b."""
+
+    def fn(params, xs):
+        wx, wh, b = params
+
+        def cell(state, x):
+            h, c = state
+            i, f, g, o = jnp.split(x @ wx + h @ wh + b, 4, axis=-1)
+            c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+            h = jax.nn.sigmoid(o) * jnp.tanh(c)
+            return (h, c), h
+
+        zeros = jnp.zeros((batch, hidden), xs.dtype)
+        _, hs = lax.scan(cell, (zeros, zeros), xs)
+        return jnp.sum(hs ** 2)
+
+    params = (f32(n_in, 4 * hidden), f32(hidden, 4 * hidden), f32(4 * hidden))
+    return fn, (params, f32(steps, batch, n_in)), (0,)
+
+
+def plain_cnn_pool(batch, size, c_in, c_out):
+    """conv (SAME, NHWC), relu, 2x2 max-pool with lax.reduce_window (flax's max_pool), dense."""
+
+    def fn(params, x):
+        k, w = params
+        y = jax.nn.relu(lax.conv_general_dilated(x, k, (1, 1), "SAME",
+                                                 dimension_numbers=("NHWC", "HWIO", "NHWC")))
+        y = lax.reduce_window(y, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+        return jnp.sum(jnp.tanh(y.reshape(batch, -1) @ w))
+
+    half = size // 2
+    params = (f32(3, 3, c_in, c_out), f32(half * half * c_out, 10))
+    return fn, (params, f32(batch, size, size, c_in)), (0,)
+
+
+def plain_embedding(vocab, dim, batch, context):
+    """Rows of an embedding table picked by integer ids (table[ids]); the gradient is a
+    scatter-add into the table. The ids are made from the f32 input, as arguments are f32."""
+
+    def fn(table, u):
+        ids = (jnp.abs(u) * (vocab - 1)).astype(jnp.int32)
+        return jnp.sum(jnp.tanh(table[ids].mean(axis=1)))
+
+    return fn, (f32(vocab, dim), f32(batch, context)), (0,)
+
+
 # --- the list ---------------------------------------------------------------------------------
 
 
@@ -225,5 +373,20 @@ def programs(small=False):
         ("attention_256x64", attention(pick(256, 6), pick(64, 4))),
         ("scan_row_updates_1000", scan_row_updates(pick(1000, 6))),
         ("conv2d_nhwc_32x32x16x32", conv2d(pick(8, 2), pick(32, 5), pick(16, 3), pick(32, 4), 3)),
+        ("plain_newton_while_1m", plain_newton_while(pick(1 << 20, 8))),
+        ("plain_heat_scan_100k_x500", plain_heat_scan(pick(100_000, 9), pick(500, 4))),
+        ("plain_nbody_scan_256_x50", plain_nbody_scan(pick(256, 5), pick(50, 3))),
+        ("plain_mlp_784_512_10_b256",
+         plain_mlp(pick(256, 4), pick(784, 9), pick(512, 8), pick(10, 5))),
+        ("plain_softmax_xent_2048x1000", plain_softmax_xent(pick(2048, 4), pick(1000, 7))),
+        ("plain_attention_256x64", plain_attention(pick(256, 6), pick(64, 4))),
+        ("plain_transformer_block_128x128",
+         plain_transformer_block(pick(128, 5), pick(128, 4), pick(512, 8))),
+        ("plain_lstm_100x16x64x128", plain_lstm(pick(100, 4), pick(16, 2), pick(64, 3),
+                                                pick(128, 4))),
+        ("plain_cnn_pool_16x28x8x16", plain_cnn_pool(pick(16, 2), pick(28, 6), pick(8, 2),
+                                                     pick(16, 3))),
+        ("plain_embedding_10k_x128_b256x8",
+         plain_embedding(pick(10_000, 12), pick(128, 4), pick(256, 3), pick(8, 2))),
     ]
     return [Program(name, fn, shapes, wrt) for name, (fn, shapes, wrt) in specs]

@@ -112,6 +112,11 @@ def invar_positions(args, argnums):
     return [int(starts[i]) + k for i in argnums for k in range(counts[i])]
 
 
+def modes_of(program, options):
+    """The modes measured for `program`: no grad row for a program without `wrt`."""
+    return [m for m in options.modes if m == "forward" or program.wrt]
+
+
 def grad_options(program, args, mode):
     if mode == "forward":
         return []
@@ -186,7 +191,7 @@ def measure(options, out_dir):
     for program in select(programs(), options.only):
         args = jax.device_put(program.make_args(options.seed))
         path, consts = write_jaxpr(program, args, out_dir)
-        for mode in options.modes:
+        for mode in modes_of(program, options):
             # refjit first: JAX's worker threads spin for a while after its calls and would
             # take the second core from refjit's threads (the machine has two).
             refjit_row, error = time_refjit(options, program, args, mode, path, consts)
@@ -253,7 +258,7 @@ def check(options, out_dir):
         args = program.make_args(options.seed)
         path, consts = write_jaxpr(program, args, out_dir)
         values = [value_text(leaf) for leaf in jax.tree_util.tree_leaves(args)]
-        for mode in options.modes:
+        for mode in modes_of(program, options):
             command = [options.refjit, "run", *grad_options(program, args, mode), path,
                        *consts, *values]
             stdout, reason = run_refjit(command, options.timeout)
