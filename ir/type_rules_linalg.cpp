@@ -109,7 +109,8 @@ std::vector<Type> svd_rule(std::span<const Type> in, const Params& params) {
   const ArrayType& a = matrix_operand(c);
   const int64_t m = a.shape[a.rank() - 2], n = a.shape[a.rank() - 1], k = std::min(m, n);
   check_whole_subset(c, k);
-  check_algorithm(c, {"SvdAlgorithm.DEFAULT", "SvdAlgorithm.DIVIDE_AND_CONQUER"}, "gesdd");
+  check_algorithm(c, {"SvdAlgorithm.DEFAULT", "SvdAlgorithm.DIVIDE_AND_CONQUER", "SvdAlgorithm.QR"},
+                  "gesdd, or gesvd for SvdAlgorithm.QR");
   const bool full = flag(c, "full_matrices", true);
   std::vector<Type> out = {with_batch(a, real_dtype(a.dtype), {k})};
   if (flag(c, "compute_uv", true)) {

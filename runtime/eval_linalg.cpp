@@ -2,6 +2,7 @@
 // (runtime/kernels/lapack.h, factorizations.h), so both backends give the same bits.
 #include <complex>
 
+#include "ir/svd_algorithm.h"
 #include "refjit/ir/params.h"
 #include "runtime/eval_rules.h"
 #include "runtime/kernels/factorizations.h"
@@ -60,8 +61,8 @@ std::vector<RtValue> eval_svd(const EvalContext& cx, const Eqn& e, std::span<con
   Array vt = compute_uv ? Array(cx.out_type(e, 2).array) : Array();
   with_matrix_type(e, a.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    kernels::svd<T>(batch_of(a), m, n, full, a.values<T>().data(), values_of<Real<T>>(s),
-                    compute_uv ? values_of<T>(u) : nullptr,
+    kernels::svd<T>(batch_of(a), m, n, full, svd_uses_gesvd(e.params), a.values<T>().data(),
+                    values_of<Real<T>>(s), compute_uv ? values_of<T>(u) : nullptr,
                     compute_uv ? values_of<T>(vt) : nullptr);
   });
   std::vector<RtValue> out{s};

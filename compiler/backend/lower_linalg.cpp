@@ -3,6 +3,7 @@
 // copied to and from fresh ones when their views are strided.
 
 #include "compiler/backend/lowering.h"
+#include "ir/svd_algorithm.h"
 #include "runtime/kernels/lapack_support.h"
 
 namespace refjit::backend {
@@ -83,8 +84,9 @@ void lower_svd(LowerCtx& c, const Eqn& e) {
       "refjit_svd",
       {type_code(c, t.dtype), c.index(batch_of(t)), c.index(t.shape[t.rank() - 2]),
        c.index(t.shape.back()), c.index(e.params.get_or<bool>("full_matrices", true) ? 1 : 0),
-       c.index(compute_uv ? 1 : 0), unranked_memref(c, a), unranked_memref(c, r[0].call),
-       unranked_memref(c, u), unranked_memref(c, vt)});
+       c.index(compute_uv ? 1 : 0), c.index(svd_uses_gesvd(e.params) ? 1 : 0),
+       unranked_memref(c, a), unranked_memref(c, r[0].call), unranked_memref(c, u),
+       unranked_memref(c, vt)});
   finish(c, r);
 }
 

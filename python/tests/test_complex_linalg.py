@@ -101,6 +101,18 @@ def test_svd(shape, rng):
     check(product, (x,), (t,), values_rtol=1e-10)
 
 
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5)])
+def test_svd_by_gesvd_gives_jaxs_vectors(shape, rng):
+    # SvdAlgorithm.QR is LAPACK's zgesvd on both sides: the vectors themselves agree.
+    x = complex_matrix(rng, shape)
+    f = lambda x: jax.lax.linalg.svd(  # noqa: E731
+        x, full_matrices=False, algorithm=jax.lax.linalg.SvdAlgorithm.QR)
+    with jax.enable_x64():
+        for backend in ("native", "interpreter"):
+            assert_tree_close(tuple(refjit.jit(f, backend=backend)(x)), tuple(f(x)),
+                              rtol=1e-10, atol=1e-12)
+
+
 def test_solve_inv_and_slogdet_in_complex64(rng):
     a = (complex_matrix(rng, (4, 4), np.complex64) + 4 * np.eye(4)).astype(np.complex64)
     b = complex_matrix(rng, (4,), np.complex64)

@@ -45,10 +45,13 @@ def test_eigh_reads_only_the_named_triangle(lower, rng):
 @pytest.mark.parametrize("shape", [(7, 4), (4, 7), (5, 5), (2, 6, 3)])
 @pytest.mark.parametrize("full_matrices", [False, True])
 @pytest.mark.parametrize("compute_uv", [True, False])
-def test_svd_every_form(backend, shape, full_matrices, compute_uv, rng):
+@pytest.mark.parametrize("algorithm", [None, jax.lax.linalg.SvdAlgorithm.QR])
+def test_svd_every_form(backend, shape, full_matrices, compute_uv, algorithm, rng):
+    # SvdAlgorithm.QR is LAPACK's gesvd, as on JAX's CPU backend (gesdd otherwise): the same
+    # routine gives the vectors the same signs.
     a = rng.standard_normal(shape).astype(np.float32)
-    f = lambda x: jnp.linalg.svd(x, full_matrices=full_matrices,  # noqa: E731
-                                 compute_uv=compute_uv)
+    f = lambda x: jax.lax.linalg.svd(x, full_matrices=full_matrices,  # noqa: E731
+                                     compute_uv=compute_uv, algorithm=algorithm)
     expected, actual = f(a), refjit.jit(f, backend=backend)(a)
     if compute_uv:
         expected, actual = tuple(expected), tuple(actual)
@@ -171,6 +174,7 @@ def test_refusals_name_what_to_do(rng):
     half = rng.standard_normal((3, 3)).astype(np.float16)
     with pytest.raises(Exception, match="f32, f64, c64 and c128 matrices"):
         refjit.jit(lambda x: jax.lax.linalg.eigh(x))(half)
-    qr_svd = lambda x: jax.lax.linalg.svd(x, algorithm=jax.lax.linalg.SvdAlgorithm.QR)  # noqa
-    with pytest.raises(Exception, match="algorithm=SvdAlgorithm.QR is not supported"):
-        refjit.jit(qr_svd)(wide)
+    jacobi = lambda x: jax.lax.linalg.svd(  # noqa: E731
+        x, algorithm=jax.lax.linalg.SvdAlgorithm.JACOBI)
+    with pytest.raises(Exception, match="algorithm=SvdAlgorithm.JACOBI is not supported"):
+        refjit.jit(jacobi)(wide)

@@ -52,6 +52,20 @@ void cgesdd_(const char* jobz, const int* m, const int* n, c64* a, const int* ld
 void zgesdd_(const char* jobz, const int* m, const int* n, c128* a, const int* lda, double* s,
              c128* u, const int* ldu, c128* vt, const int* ldvt, c128* work, const int* lwork,
              double* rwork, int* iwork, int* info, size_t);
+#define REFJIT_REAL_GESVD(name, T)                                                                 \
+  void name(const char* jobu, const char* jobvt, const int* m, const int* n, T* a, const int* lda, \
+            T* s, T* u, const int* ldu, T* vt, const int* ldvt, T* work, const int* lwork,         \
+            int* info, size_t, size_t);
+REFJIT_REAL_GESVD(sgesvd_, float)
+REFJIT_REAL_GESVD(dgesvd_, double)
+#undef REFJIT_REAL_GESVD
+#define REFJIT_COMPLEX_GESVD(name, T, R)                                                           \
+  void name(const char* jobu, const char* jobvt, const int* m, const int* n, T* a, const int* lda, \
+            R* s, T* u, const int* ldu, T* vt, const int* ldvt, T* work, const int* lwork,         \
+            R* rwork, int* info, size_t, size_t);
+REFJIT_COMPLEX_GESVD(cgesvd_, c64, float)
+REFJIT_COMPLEX_GESVD(zgesvd_, c128, double)
+#undef REFJIT_COMPLEX_GESVD
 }
 
 namespace refjit::kernels {
@@ -87,6 +101,21 @@ void gesdd(const char* jobz, const int* m, const int* n, T* a, const int* lda, R
     cgesdd_(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, iwork, info, 1);
   else
     zgesdd_(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, iwork, info, 1);
+}
+
+// gesvd (JAX's SvdAlgorithm.QR): the same job for u and vt.
+template <class T>
+void gesvd(const char* job, const int* m, const int* n, T* a, const int* lda, Real<T>* s, T* u,
+           const int* ldu, T* vt, const int* ldvt, T* work, const int* lwork, Real<T>* rwork,
+           int* info) {
+  if constexpr (std::is_same_v<T, float>)
+    sgesvd_(job, job, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, info, 1, 1);
+  else if constexpr (std::is_same_v<T, double>)
+    dgesvd_(job, job, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, info, 1, 1);
+  else if constexpr (std::is_same_v<T, c64>)
+    cgesvd_(job, job, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info, 1, 1);
+  else
+    zgesvd_(job, job, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info, 1, 1);
 }
 
 // LAPACK's real geev gives a complex conjugate pair's eigenvectors packed in two columns (the
@@ -213,8 +242,8 @@ void eigh(int64_t batch, int64_t n, bool lower, const T* a, T* v, Real<T>* w) {
 }
 
 template <class T>
-void svd(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, Real<T>* s, T* u,
-         T* vt) {
+void svd(int64_t batch, int64_t m, int64_t n, bool full_matrices, bool qr, const T* a, Real<T>* s,
+         T* u, T* vt) {
   const bool vectors = u != nullptr && vt != nullptr;
   const int64_t k = std::min(m, n);
   const int64_t u_cols = full_matrices ? m : k, vt_rows = full_matrices ? n : k;
@@ -240,18 +269,26 @@ void svd(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, Re
   std::vector<Real<T>> rwork(
       is_complex_v<T> ? static_cast<size_t>(std::max(5 * k * k + 7 * k, 2 * mx * k + 2 * k * k + k))
                       : 1);
+  // gesdd, or gesvd for SvdAlgorithm.QR (whose complex form needs 5k reals of rwork, fewer
+  // than gesdd's).
+  auto decompose = [&](Real<T>* sb, T* work, const int* lwork, int* info) {
+    if (qr)
+      gesvd(&jobz, &mi, &ni, mat.data(), &mi, sb, uc.data(), &ldu, vtc.data(), &ldvt, work, lwork,
+            rwork.data(), info);
+    else
+      gesdd(&jobz, &mi, &ni, mat.data(), &mi, sb, uc.data(), &ldu, vtc.data(), &ldvt, work, lwork,
+            rwork.data(), iwork.data(), info);
+  };
   T work_query = 0;
   int info = 0;
   const int query = -1;
-  gesdd(&jobz, &mi, &ni, mat.data(), &mi, s, uc.data(), &ldu, vtc.data(), &ldvt, &work_query,
-        &query, rwork.data(), iwork.data(), &info);
+  decompose(s, &work_query, &query, &info);
   const int lwork = workspace_size(work_query);
   std::vector<T> work(static_cast<size_t>(lwork));
   for (int64_t b = 0; b < batch; ++b) {
     Real<T>* sb = s + b * k;
     to_column_major(a + b * m * n, m, n, mat.data());
-    gesdd(&jobz, &mi, &ni, mat.data(), &mi, sb, uc.data(), &ldu, vtc.data(), &ldvt, work.data(),
-          &lwork, rwork.data(), iwork.data(), &info);
+    decompose(sb, work.data(), &lwork, &info);
     T* ub = vectors ? u + b * m * u_cols : nullptr;
     T* vtb = vectors ? vt + b * vt_rows * n : nullptr;
     if (info != 0) {
@@ -269,10 +306,10 @@ void svd(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, Re
   }
 }
 
-#define REFJIT_LAPACK_INSTANTIATE(T)                                                     \
-  template void eigh<T>(int64_t, int64_t, bool, const T*, T*, Real<T>*);                 \
-  template void svd<T>(int64_t, int64_t, int64_t, bool, const T*, Real<T>*, T*, T*);     \
-  template void eig<T>(int64_t, int64_t, bool, bool, const T*, Complex<T>*, Complex<T>*, \
+#define REFJIT_LAPACK_INSTANTIATE(T)                                                       \
+  template void eigh<T>(int64_t, int64_t, bool, const T*, T*, Real<T>*);                   \
+  template void svd<T>(int64_t, int64_t, int64_t, bool, bool, const T*, Real<T>*, T*, T*); \
+  template void eig<T>(int64_t, int64_t, bool, bool, const T*, Complex<T>*, Complex<T>*,   \
                        Complex<T>*);
 REFJIT_LAPACK_INSTANTIATE(float)
 REFJIT_LAPACK_INSTANTIATE(double)
@@ -306,13 +343,13 @@ void refjit_eig(int64_t type, int64_t batch, int64_t n, int64_t left, int64_t ri
   });
 }
 void refjit_svd(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t full_matrices,
-                int64_t compute_uv, int64_t, const RefjitMemRefHead* a, int64_t,
+                int64_t compute_uv, int64_t qr, int64_t, const RefjitMemRefHead* a, int64_t,
                 const RefjitMemRefHead* s, int64_t, const RefjitMemRefHead* u, int64_t,
                 const RefjitMemRefHead* vt) {
   with_lapack_type(type, [&](auto zero) {
     using T = decltype(zero);
-    refjit::kernels::svd<T>(batch, m, n, full_matrices != 0, data_of<T>(a), data_of<Real<T>>(s),
-                            compute_uv ? data_of<T>(u) : nullptr,
+    refjit::kernels::svd<T>(batch, m, n, full_matrices != 0, qr != 0, data_of<T>(a),
+                            data_of<Real<T>>(s), compute_uv ? data_of<T>(u) : nullptr,
                             compute_uv ? data_of<T>(vt) : nullptr);
   });
 }

@@ -31,9 +31,10 @@ void eig(int64_t batch, int64_t n, bool left, bool right, const T* a, lapack_sup
 
 // Singular values `s` (k = min(m, n) per matrix, descending) of each m x n matrix of `a`, and,
 // when `u` and `vt` are not null, the singular vectors: `u` is m x m (full) or m x k, `vt` is
-// n x n (full) or k x n.
+// n x n (full) or k x n. LAPACK's gesdd computes them, or with `qr` its gesvd (JAX's
+// SvdAlgorithm.QR, whose vectors may differ from gesdd's in sign).
 template <class T>
-void svd(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a,
+void svd(int64_t batch, int64_t m, int64_t n, bool full_matrices, bool qr, const T* a,
          lapack_support::Real<T>* s, T* u, T* vt);
 
 }  // namespace refjit::kernels
@@ -51,7 +52,7 @@ void refjit_eig(int64_t type, int64_t batch, int64_t n, int64_t left, int64_t ri
                 const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* w, int64_t,
                 const RefjitMemRefHead* vl, int64_t, const RefjitMemRefHead* vr);
 void refjit_svd(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t full_matrices,
-                int64_t compute_uv, int64_t, const RefjitMemRefHead* a, int64_t,
+                int64_t compute_uv, int64_t qr, int64_t, const RefjitMemRefHead* a, int64_t,
                 const RefjitMemRefHead* s, int64_t, const RefjitMemRefHead* u, int64_t,
                 const RefjitMemRefHead* vt);
 }
