@@ -199,16 +199,17 @@ std::vector<Type> lu_rule(std::span<const Type> in, const Params& params) {
 }
 
 // qr[full_matrices pivoting use_magma] a:T[..., m, n] -> (q T[..., m, m or k],
-// r T[..., m or k, n]), k = min(m, n).
+// r T[..., m or k, n]), k = min(m, n), and with pivoting the column permutation p i32[..., n].
 std::vector<Type> qr_rule(std::span<const Type> in, const Params& params) {
   Checker c(Prim::qr, in, params);
   c.expect_count(1);
   const ArrayType& a = matrix_operand(c);
-  if (flag(c, "pivoting", false))
-    c.fail("pivoting=True (a column-pivoted QR, geqp3) is not supported");
   const int64_t m = a.shape[a.rank() - 2], n = a.shape.back(), k = std::min(m, n);
   const bool full = flag(c, "full_matrices", true);
-  return {with_batch(a, a.dtype, {m, full ? m : k}), with_batch(a, a.dtype, {full ? m : k, n})};
+  std::vector<Type> out = {with_batch(a, a.dtype, {m, full ? m : k}),
+                           with_batch(a, a.dtype, {full ? m : k, n})};
+  if (flag(c, "pivoting", false)) out.push_back(with_batch(a, DType::i32, {n}));
+  return out;
 }
 
 }  // namespace

@@ -472,18 +472,28 @@ std::pair<Atom, Atom> thin_qr_jvp(Matrices& p, Matrices& t, Atom q, Atom r, Atom
   return {dq, dr};
 }
 
-// qr: JAX's rule. Wide matrices (m < n) split x = [x1 x2] with x1 square; full q of a tall
-// matrix extends the thin derivative with Z = q_pn (q_nn - I)^-1 (arXiv 2409.13374).
-Tangents qr_jvp(JvpCtx& c, JvpArgs& a) {
-  if (!a.tangents[0]) return Tangents(2);
+// qr's tangents (dq, dr).
+Tangents qr_jvp_of(JvpCtx& c, JvpArgs& a, bool pivoting) {
   const ArrayType at = c.p.array_type_of(a.primals[0]);
   const int64_t m = at.shape[at.rank() - 2], n = at.shape.back();
   const bool full = a.eqn.params.get_or<bool>("full_matrices", true);
   Matrices p{c.p, at.dtype, Shape(at.shape.begin(), at.shape.end() - 2)};
   Matrices t{c.t, at.dtype, p.batch};
-  const Atom q = a.primal_outs[0], r = a.primal_outs[1], dx = *a.tangents[0];
+  const Atom q = a.primal_outs[0], r = a.primal_outs[1];
   if (m == 0 || n == 0) {
     return {c.t.zeros(c.p.array_type_of(q)), c.t.zeros(c.p.array_type_of(r))};
+  }
+  Atom dx = *a.tangents[0];
+  if (pivoting) {
+    // JAX's wide rule uses the unpivoted x's last columns for x2, which is not the derivative
+    // of a pivoted factorization: refjit refuses rather than differ from JAX or copy that.
+    if (m < n)
+      throw NotDifferentiableError(fmt::format(
+          "{}: the derivative of a column-pivoted QR of a wide matrix (m={} < n={}) is not "
+          "supported: JAX's rule for it does not permute x, and refjit will not give another "
+          "derivative than JAX's",
+          c.where, m, n));
+    dx = t.H(t.permute_rows(t.H(dx), a.primal_outs[2]));  // dx[..., :, p]
   }
   if (m < n) {
     const Atom x2 = p.block(a.primals[0], 0, m, m, n);
@@ -524,6 +534,17 @@ Tangents qr_jvp(JvpCtx& c, JvpArgs& a) {
   const Atom dq = t.concat(dq_mn, dq_mp, /*along_columns=*/true);
   const Atom dr = t.pad(dr_nn, 0, m - n, 0, 0);
   return {dq, dr};
+}
+
+// qr: JAX's rule. Wide matrices (m < n) split x = [x1 x2] with x1 square; full q of a tall
+// matrix extends the thin derivative with Z = q_pn (q_nn - I)^-1 (arXiv 2409.13374). With
+// pivoting (x[:, p] = q r) the rule applies to dx[:, p], and p's tangent is zero.
+Tangents qr_jvp(JvpCtx& c, JvpArgs& a) {
+  const bool pivoting = a.eqn.outs.size() == 3;
+  if (!a.tangents[0]) return Tangents(a.eqn.outs.size());
+  Tangents ts = qr_jvp_of(c, a, pivoting);
+  if (pivoting) ts.push_back(std::nullopt);
+  return ts;
 }
 
 }  // namespace

@@ -158,11 +158,15 @@ std::vector<RtValue> eval_qr(const EvalContext& cx, const Eqn& e, std::span<cons
   const Array& a = array_in(e, ins, 0);
   const int64_t m = a.shape()[a.rank() - 2], n = a.shape().back();
   const bool full = e.params.get_or<bool>("full_matrices", true);
+  const bool pivoting = e.outs.size() == 3;
   Array q(cx.out_type(e, 0).array), r(cx.out_type(e, 1).array);
+  Array p = pivoting ? Array(cx.out_type(e, 2).array) : Array();
   with_matrix_type(e, a.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    kernels::qr<T>(batch_of(a), m, n, full, a.values<T>().data(), values_of<T>(q), values_of<T>(r));
+    kernels::qr<T>(batch_of(a), m, n, full, a.values<T>().data(), values_of<T>(q), values_of<T>(r),
+                   pivoting ? values_of<int32_t>(p) : nullptr);
   });
+  if (pivoting) return {q, r, p};
   return {q, r};
 }
 

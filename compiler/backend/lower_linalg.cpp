@@ -168,12 +168,17 @@ void lower_qr(LowerCtx& c, const Eqn& e) {
   require_runtime(c, e, "the factorization (LAPACK)");
   const ArrayType t = c.type_of(e.ins[0]).array;
   const Value a = dense_operand(c, e);
-  const std::vector<ResultBuffer> r = {result_buffer(c, e, 0), result_buffer(c, e, 1)};
+  const bool pivoting = e.outs.size() == 3;
+  std::vector<ResultBuffer> r = {result_buffer(c, e, 0), result_buffer(c, e, 1)};
+  if (pivoting) r.push_back(result_buffer(c, e, 2));
+  // Without pivoting the kernel does not touch p: r stands in for it.
+  const Value p = pivoting ? r[2].call : r[1].call;
   c.call_runtime(
       "refjit_qr",
       {type_code(c, t.dtype), c.index(batch_of(t)), c.index(t.shape[t.rank() - 2]),
        c.index(t.shape.back()), c.index(e.params.get_or<bool>("full_matrices", true) ? 1 : 0),
-       unranked_memref(c, a), unranked_memref(c, r[0].call), unranked_memref(c, r[1].call)});
+       c.index(pivoting ? 1 : 0), unranked_memref(c, a), unranked_memref(c, r[0].call),
+       unranked_memref(c, r[1].call), unranked_memref(c, p)});
   finish(c, r);
 }
 

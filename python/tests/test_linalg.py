@@ -167,6 +167,41 @@ def test_qr_has_lapacks_signs(backend, shape, mode, rng):
         assert_tree_close(refjit.jit(f, backend=backend)(x), f(x), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4), (2, 5, 3)])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("full_matrices", [True, False])
+def test_column_pivoted_qr_is_lapacks_geqp3(shape, dtype, full_matrices, rng):
+    x = rng.standard_normal(shape).astype(dtype)
+    if dtype == np.complex128:
+        x = x + 1j * rng.standard_normal(shape)
+    f = lambda x: jax.lax.linalg.qr(x, pivoting=True,  # noqa: E731
+                                    full_matrices=full_matrices)
+    with jax.enable_x64():
+        for backend in ("native", "interpreter"):
+            assert_tree_close(tuple(refjit.jit(f, backend=backend)(x)), tuple(f(x)), rtol=1e-10,
+                              atol=1e-12)
+        scipy_qr = lambda x: jax.scipy.linalg.qr(x, pivoting=True)  # noqa: E731
+        if len(shape) == 2:
+            assert_tree_close(tuple(refjit.jit(scipy_qr)(x)), tuple(scipy_qr(x)), rtol=1e-10,
+                              atol=1e-12)
+
+
+@pytest.mark.parametrize("full_matrices", [True, False])
+def test_column_pivoted_qr_derivatives_are_jaxs_where_jaxs_rule_holds(full_matrices, rng):
+    x, t = rng.standard_normal((5, 3)), rng.standard_normal((5, 3))
+    f = lambda x: jax.lax.linalg.qr(x, pivoting=True,  # noqa: E731
+                                    full_matrices=full_matrices)[:2]
+    loss = lambda x: jnp.sum(jnp.sin(f(x)[0])) + jnp.sum(f(x)[1] ** 2)  # noqa: E731
+    with jax.enable_x64():
+        assert_tree_close(refjit.jvp(f, (x,), (t,)), jax.jvp(f, (x,), (t,)), rtol=1e-9,
+                          atol=1e-11)
+        assert_tree_close(refjit.grad(loss)(x), jax.grad(loss)(x), rtol=1e-9, atol=1e-11)
+        # JAX's rule for a wide matrix does not permute x: refjit refuses it.
+        wide = rng.standard_normal((3, 5))
+        with pytest.raises(refjit.Error, match="column-pivoted QR of a wide matrix"):
+            refjit.grad(loss)(wide)
+
+
 def test_qr_of_a_rank_deficient_matrix_reflects_as_lapack_does():
     # Column 1's part below the diagonal is zero at its step: no reflection there (tau = 0).
     x = np.zeros((3, 3))

@@ -44,6 +44,15 @@ REFJIT_GTSV(dgtsv_, double)
 REFJIT_GTSV(cgtsv_, c64)
 REFJIT_GTSV(zgtsv_, c128)
 #undef REFJIT_GTSV
+// geqp3: QR with column pivoting (the complex form takes a real workspace of 2n).
+void sgeqp3_(const int* m, const int* n, float* a, const int* lda, int* jpvt, float* tau,
+             float* work, const int* lwork, int* info);
+void dgeqp3_(const int* m, const int* n, double* a, const int* lda, int* jpvt, double* tau,
+             double* work, const int* lwork, int* info);
+void cgeqp3_(const int* m, const int* n, c64* a, const int* lda, int* jpvt, c64* tau, c64* work,
+             const int* lwork, float* rwork, int* info);
+void zgeqp3_(const int* m, const int* n, c128* a, const int* lda, int* jpvt, c128* tau, c128* work,
+             const int* lwork, double* rwork, int* info);
 // orgqr (real) and ungqr (complex): Q from the reflectors.
 #define REFJIT_ORGQR(name, T)                                                                      \
   void name(const int* m, const int* n, const int* k, T* a, const int* lda, const T* tau, T* work, \
@@ -168,8 +177,23 @@ void lu(int64_t batch, int64_t m, int64_t n, const T* a, T* lu, int32_t* pivots,
   }
 }
 
+// geqp3 for T; `rwork` (2n reals) is read by the complex routines only.
 template <class T>
-void qr(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T* q, T* r) {
+void geqp3(const int* m, const int* n, T* a, const int* lda, int* jpvt, T* tau, T* work,
+           const int* lwork, Real<T>* rwork, int* info) {
+  if constexpr (std::is_same_v<T, float>)
+    sgeqp3_(m, n, a, lda, jpvt, tau, work, lwork, info);
+  else if constexpr (std::is_same_v<T, double>)
+    dgeqp3_(m, n, a, lda, jpvt, tau, work, lwork, info);
+  else if constexpr (std::is_same_v<T, c64>)
+    cgeqp3_(m, n, a, lda, jpvt, tau, work, lwork, rwork, info);
+  else
+    zgeqp3_(m, n, a, lda, jpvt, tau, work, lwork, rwork, info);
+}
+
+template <class T>
+void qr(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T* q, T* r,
+        int32_t* p) {
   const int64_t k = std::min(m, n);
   const int64_t q_cols = full_matrices ? m : k, r_rows = full_matrices ? m : k;
   const int mi = lapack_int(m), ni = lapack_int(n), ki = lapack_int(k), qi = lapack_int(q_cols);
@@ -182,8 +206,17 @@ void qr(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T* 
   const int query = -1;
   const auto geqrf = routine<T>(sgeqrf_, dgeqrf_, cgeqrf_, zgeqrf_);
   const auto orgqr = routine<T>(sorgqr_, dorgqr_, cungqr_, zungqr_);
+  // With pivoting (p not null): geqp3, whose jpvt starts at zeros (every column free).
+  std::vector<int> jpvt(p ? static_cast<size_t>(n) : 0);
+  std::vector<Real<T>> rwork(p && is_complex_v<T> ? static_cast<size_t>(2 * n) : 0);
+  auto factor = [&](T* work, const int* lwork) {
+    if (p)
+      geqp3(&mi, &ni, mat.data(), &ld, jpvt.data(), tau.data(), work, lwork, rwork.data(), &info);
+    else
+      geqrf(&mi, &ni, mat.data(), &ld, tau.data(), work, lwork, &info);
+  };
   if (k > 0) {
-    geqrf(&mi, &ni, mat.data(), &ld, tau.data(), &query_geqrf, &query, &info);
+    factor(&query_geqrf, &query);
     orgqr(&mi, &qi, &ki, qc.data(), &ld, tau.data(), &query_orgqr, &query, &info);
   }
   const int lwork = std::max(workspace_size(query_geqrf), workspace_size(query_orgqr));
@@ -192,13 +225,16 @@ void qr(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T* 
     T* qb = q + b * m * q_cols;
     T* rb = r + b * r_rows * n;
     std::fill(rb, rb + r_rows * n, T(0));
-    if (k == 0) {  // no reflections: Q is the identity's first columns
+    if (k == 0) {  // no reflections: Q is the identity's first columns (and p zeros, as JAX's)
       std::fill(qb, qb + m * q_cols, T(0));
       for (int64_t i = 0; i < std::min(m, q_cols); ++i) qb[i * q_cols + i] = 1;
+      if (p) std::fill(p + b * n, p + (b + 1) * n, 0);
       continue;
     }
     to_column_major(a + b * m * n, m, n, mat.data());
-    geqrf(&mi, &ni, mat.data(), &ld, tau.data(), work.data(), &lwork, &info);
+    std::fill(jpvt.begin(), jpvt.end(), 0);
+    factor(work.data(), &lwork);
+    for (int64_t j = 0; p && j < n; ++j) p[b * n + j] = jpvt[static_cast<size_t>(j)] - 1;
     // R: the upper triangle (trapezoid) of the factored matrix.
     for (int64_t i = 0; i < std::min(r_rows, m); ++i)
       for (int64_t j = i; j < n; ++j) rb[i * n + j] = mat[static_cast<size_t>(i + j * m)];
@@ -215,7 +251,7 @@ void qr(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T* 
   template void triangular_solve<T>(int64_t, int64_t, int64_t, int64_t, const SolveForm&,     \
                                     const T*, const T*, T*);                                  \
   template void lu<T>(int64_t, int64_t, int64_t, const T*, T*, int32_t*, int32_t*);           \
-  template void qr<T>(int64_t, int64_t, int64_t, bool, const T*, T*, T*);                     \
+  template void qr<T>(int64_t, int64_t, int64_t, bool, const T*, T*, T*, int32_t*);           \
   template void tridiagonal_solve<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, \
                                      const T*, T*);
 REFJIT_FACTORIZATIONS_INSTANTIATE(float)
@@ -266,13 +302,14 @@ void refjit_lu(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t,
                            data_of<int32_t>(permutation));
   });
 }
-void refjit_qr(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t full_matrices, int64_t,
-               const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* q, int64_t,
-               const RefjitMemRefHead* r) {
+void refjit_qr(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t full_matrices,
+               int64_t pivoting, int64_t, const RefjitMemRefHead* a, int64_t,
+               const RefjitMemRefHead* q, int64_t, const RefjitMemRefHead* r, int64_t,
+               const RefjitMemRefHead* p) {
   with_lapack_type(type, [&](auto zero) {
     using T = decltype(zero);
     refjit::kernels::qr<T>(batch, m, n, full_matrices != 0, data_of<T>(a), data_of<T>(q),
-                           data_of<T>(r));
+                           data_of<T>(r), pivoting ? data_of<int32_t>(p) : nullptr);
   });
 }
 }

@@ -1,7 +1,7 @@
 // The factorizations refjit takes from LAPACK (and BLAS's triangular solve), the routines
 // JAX's CPU backend calls: `cholesky` (potrf), `triangular_solve` (trsm), `tridiagonal_solve`
 // (gtsv), `lu` (getrf) and
-// `qr` (geqrf, then orgqr / ungqr for Q), for f32, f64, c64 and c128.
+// `qr` (geqrf, or geqp3 with pivoting, then orgqr / ungqr for Q), for f32, f64, c64 and c128.
 //
 // Arrays are row-major and contiguous with leading batch dims, as in lapack.h; each matrix is
 // copied to column-major for the call, so LAPACK sees what it sees under JAX.
@@ -53,9 +53,11 @@ void lu(int64_t batch, int64_t m, int64_t n, const T* a, T* lu, int32_t* pivots,
         int32_t* permutation);
 
 // QR of each m x n matrix of `a` (k = min(m, n)): `q` is m x m (full) or m x k with
-// orthonormal columns, `r` m x n (full) or k x n, upper triangular.
+// orthonormal columns, `r` m x n (full) or k x n, upper triangular. With `p` (n per matrix)
+// the columns are pivoted (LAPACK's geqp3): a[:, p] = q r, p counting from 0.
 template <class T>
-void qr(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T* q, T* r);
+void qr(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T* q, T* r,
+        int32_t* p = nullptr);
 
 }  // namespace refjit::kernels
 
@@ -75,7 +77,9 @@ void refjit_tridiagonal_solve(int64_t type, int64_t batch, int64_t m, int64_t n,
 void refjit_lu(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t,
                const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* lu, int64_t,
                const RefjitMemRefHead* pivots, int64_t, const RefjitMemRefHead* permutation);
-void refjit_qr(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t full_matrices, int64_t,
-               const RefjitMemRefHead* a, int64_t, const RefjitMemRefHead* q, int64_t,
-               const RefjitMemRefHead* r);
+// Without `pivoting`, `p` is not read or written.
+void refjit_qr(int64_t type, int64_t batch, int64_t m, int64_t n, int64_t full_matrices,
+               int64_t pivoting, int64_t, const RefjitMemRefHead* a, int64_t,
+               const RefjitMemRefHead* q, int64_t, const RefjitMemRefHead* r, int64_t,
+               const RefjitMemRefHead* p);
 }
