@@ -338,6 +338,10 @@ void move_runs(LowerCtx& c, const Shape& shape, int64_t axis, int64_t n, Value d
   });
 }
 
+// Gathered rows of at least this many elements are copied whole (one index load and clamp per
+// row, then a memmove) instead of element by element.
+constexpr int64_t kMinGatherRowElements = 16;
+
 // gather x idx (axis a): out[pre, k, post] = x[pre, clamp(idx[k]), post].
 void lower_gather(LowerCtx& c, const Eqn& e) {
   expect_ins(e, 2);
@@ -347,7 +351,25 @@ void lower_gather(LowerCtx& c, const Eqn& e) {
   int64_t axis = e.params.get<int64_t>("axis");
   size_t k = it.shape.size();
   Value dst = c.result_buffer(e.outs[0]);
+  int64_t row = 1;  // the elements of x after the gathered axis: one contiguous row
+  for (size_t d = static_cast<size_t>(axis) + 1; d < xt.shape.size(); ++d) row *= xt.shape[d];
+  const Value src = c.buffer(e.ins[0]);
   auto general = [&] {
+    if (row >= kMinGatherRowElements && is_contiguous(src) && is_contiguous(dst)) {
+      // An embedding lookup: per index, its clamped row of x, copied whole.
+      const Shape outer(rt.shape.begin(), rt.shape.begin() + axis + static_cast<int64_t>(k));
+      c.loop_nest(outer, [&](Ivs ivs) {
+        std::vector<Value> ii(ivs.begin() + axis, ivs.end());
+        Value raw = c.index_to_i64(c.load(e.ins[1], ii), it.dtype);
+        std::vector<Value> from(ivs.begin(), ivs.begin() + axis);
+        from.push_back(c.clamp_to_index(raw, 0, xt.shape.at(axis) - 1));
+        std::vector<Value> to(ivs.begin(), ivs.end());
+        from.resize(xt.shape.size(), c.index(0));
+        to.resize(rt.shape.size(), c.index(0));
+        c.move_elements(dst, to, src, from, row, rt.dtype);
+      });
+      return;
+    }
     c.loop_nest(rt.shape, [&](Ivs ivs) {
       std::vector<Value> ii(ivs.begin() + axis, ivs.begin() + axis + k);
       Value raw = c.load(e.ins[1], ii);
