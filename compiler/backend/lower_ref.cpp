@@ -46,6 +46,31 @@ class IndexMap {
 
   const Shape& shape() const { return layout_.shape; }
 
+  // Where the index arrays' block of the indexed shape ends, when every dim after it addresses
+  // a ref dim one to one (a unit-stride slice, or a dim the indexer leaves whole): then, for a
+  // fixed index before that point, element v of the rest is at the ref index of its first
+  // element plus v in those ref dims (`row_dims`). nullopt without index arrays or otherwise.
+  std::optional<size_t> rows_after_arrays(std::vector<size_t>& row_dims) const {
+    if (layout_.array_position < 0) return std::nullopt;
+    const size_t split = static_cast<size_t>(layout_.array_position) + layout_.array_shape.size();
+    if (split >= layout_.shape.size()) return std::nullopt;
+    std::vector<size_t> basic;  // the ref dims that take a dim of v outside the array block
+    for (size_t d = 0; d < ref_.shape.size(); ++d) {
+      if (d >= idx_.dims.size()) {
+        basic.push_back(d);
+        continue;
+      }
+      const IndexerDim& id = idx_.dims[d];
+      if (id.kind != IndexerDim::Kind::slice) continue;
+      if (id.stride != 1) return std::nullopt;  // only rows of consecutive elements
+      basic.push_back(d);
+    }
+    const size_t n = layout_.shape.size() - split;
+    if (basic.size() < n) return std::nullopt;
+    row_dims.assign(basic.end() - static_cast<ptrdiff_t>(n), basic.end());
+    return split;
+  }
+
   // The ref index addressed by element `v` of the indexed shape.
   std::vector<Value> operator()(Ivs v) {
     int apos = layout_.array_position;
@@ -196,13 +221,34 @@ void lower_addupdate(LowerCtx& c, const Eqn& e) {
   ArrayType rt = ref_type(c, e);
   IndexMap map(c, e, rt, std::span<const Atom>(e.ins).subspan(2));
   Value ref = c.buffer(e.ins[0]);
-  c.loop_nest(map.shape(), [&](Ivs ivs) {
-    std::vector<Value> at = map(ivs);
+  auto add_at = [&](Ivs ivs, const std::vector<Value>& at) {
     Value old = c.load_mem(ref, rt.dtype, at);
     Value x = c.load(e.ins[1], ivs);
-    Value sum = c.add(rt.dtype, old, x);
-    c.store(sum, ref, rt.dtype, at);
-  });
+    c.store(c.add(rt.dtype, old, x), ref, rt.dtype, at);
+  };
+  std::vector<size_t> row_dims;
+  if (const std::optional<size_t> split = map.rows_after_arrays(row_dims)) {
+    // A scatter-add of rows (an embedding's gradient): the index arrays are read once per row,
+    // outside the loop over the row, which then vectorises.
+    const Shape& v = map.shape();
+    const Shape outer(v.begin(), v.begin() + static_cast<ptrdiff_t>(*split));
+    const Shape inner(v.begin() + static_cast<ptrdiff_t>(*split), v.end());
+    c.loop_nest(outer, [&](Ivs o) {
+      std::vector<Value> first(o.begin(), o.end());
+      first.resize(v.size(), c.index(0));
+      const std::vector<Value> base = map(first);
+      c.loop_nest(inner, [&](Ivs in) {
+        std::vector<Value> ivs(o.begin(), o.end());
+        ivs.insert(ivs.end(), in.begin(), in.end());
+        std::vector<Value> at = base;
+        for (size_t k = 0; k < row_dims.size(); ++k)
+          at[row_dims[k]] = c.b.create<arith::AddIOp>(c.loc, base[row_dims[k]], in[k]);
+        add_at(ivs, at);
+      });
+    });
+    return;
+  }
+  c.loop_nest(map.shape(), [&](Ivs ivs) { add_at(ivs, map(ivs)); });
 }
 
 // The flat row-major position of the first element of `idx`'s window (a contiguous run,
