@@ -28,8 +28,14 @@ void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& grou
   const std::vector<bool> member = group_members(j, group);
   load_outside_scalars(j, group, member, rt);
   if (rt.rank() < 2) {
-    parallel_loop_nest(rt.shape,
-                       [&](Ivs ivs) { store(fused_element(j, group, ivs), dst, rt.dtype, ivs); });
+    const auto interior = rt.rank() == 1 ? pad_interior(j, group, rt.shape[0]) : std::nullopt;
+    if (!interior) {
+      parallel_loop_nest(rt.shape,
+                         [&](Ivs ivs) { store(fused_element(j, group, ivs), dst, rt.dtype, ivs); });
+    } else {
+      split_at_interior(rt.shape[0], interior, /*parallel=*/true,
+                        [&](Value i) { store(fused_element(j, group, {i}), dst, rt.dtype, {i}); });
+    }
     outside_scalar_.clear();
     return;
   }
@@ -81,12 +87,87 @@ void LowerCtx::lower_fused_row(const Jaxpr& j, const std::vector<size_t>& group,
     ivs.push_back(index(0));  // not read: no operand dim maps to the last one
     row_invariant_[e.outs[0].id] = load(e.ins[0], broadcast_operand_index(e, ivs));
   }
-  loop_nest({rt.shape.back()}, [&](Ivs inner) {
-    std::vector<Value> ivs(outer_ivs.begin(), outer_ivs.end());
-    ivs.push_back(inner[0]);
-    store(fused_element(j, group, ivs), dst, rt.dtype, ivs);
-  });
+  split_at_interior(rt.shape.back(), pad_interior(j, group, rt.shape.back()),
+                    /*parallel=*/false, [&](Value i) {
+                      std::vector<Value> ivs(outer_ivs.begin(), outer_ivs.end());
+                      ivs.push_back(i);
+                      store(fused_element(j, group, ivs), dst, rt.dtype, ivs);
+                    });
   row_invariant_.clear();
+}
+
+std::optional<std::pair<int64_t, int64_t>> LowerCtx::pad_interior(const Jaxpr& j,
+                                                                  const std::vector<size_t>& group,
+                                                                  int64_t extent) const {
+  std::vector<const Eqn*> views(j.vars.size(), nullptr);
+  for (size_t k : group)
+    if (const Eqn& e = j.eqns[k]; e.prim == Prim::slice || e.prim == Prim::pad)
+      views[e.outs[0].id] = &e;
+  // Along the last dim a view is read at index off + scale * i of group element i; a pad
+  // padded on a side reads its operand only for lo <= index < lo + n, which bounds i.
+  int64_t first = 0, end = extent;
+  bool any = false, ok = true;
+  std::function<void(const Eqn&, int64_t, int64_t)> walk = [&](const Eqn& e, int64_t off,
+                                                               int64_t scale) {
+    const ArrayType xt = type_of(e.ins[0]).array;
+    if (xt.rank() != type_of(e.outs[0]).array.rank() || xt.rank() == 0) {
+      ok = false;
+      return;
+    }
+    const size_t last = static_cast<size_t>(xt.rank() - 1);
+    if (e.prim == Prim::slice) {
+      const int64_t start = e.params.get<IntList>("start_indices").at(last);
+      const IntList strides = e.params.get_or<IntList>("strides", {});
+      const int64_t stride = last < strides.size() ? strides[last] : 1;
+      off = start + stride * off;
+      scale *= stride;
+    } else {
+      const IntList& cfg = e.params.get<IntListList>("padding_config").at(last);
+      const int64_t lo = cfg.at(0), hi = cfg.at(1), n = xt.shape[last];
+      if (lo > 0 || hi > 0) {
+        any = true;
+        // lo <= off + scale * i < lo + n, with scale >= 1.
+        auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); };
+        first = std::max(first, ceil_div(lo - off, scale));
+        end = std::min(end, ceil_div(lo + n - off, scale));
+      }
+      off -= lo;
+    }
+    if (is_var(e.ins[0]) && views[as_var(e.ins[0]).id])
+      walk(*views[as_var(e.ins[0]).id], off, scale);
+  };
+  for (size_t k : group) {
+    const Eqn& e = j.eqns[k];
+    if (views[e.outs[0].id]) {
+      if (k == group.back()) walk(e, 0, 1);
+      continue;
+    }
+    for (const Atom& a : e.ins)
+      if (is_var(a) && views[as_var(a).id]) {
+        if (e.prim == Prim::broadcast_in_dim) ok = false;  // read at other indices
+        walk(*views[as_var(a).id], 0, 1);
+      }
+  }
+  if (!ok || !any || first >= end) return std::nullopt;
+  return std::make_pair(first, end);
+}
+
+void LowerCtx::split_at_interior(int64_t n, std::optional<std::pair<int64_t, int64_t>> interior,
+                                 bool parallel, const std::function<void(Value)>& body) {
+  auto range = [&](int64_t from, int64_t to, bool inside) {
+    if (from >= to) return;
+    const bool saved = pad_interior_;
+    pad_interior_ = inside;
+    mlir::Operation* loop = loop_nest({to - from}, [&](Ivs iv) {
+      body(from == 0 ? iv[0] : b.create<mlir::arith::AddIOp>(loc, iv[0], index(from)).getResult());
+    });
+    if (parallel && inside) mark_parallel(loop, to - from, 1);
+    pad_interior_ = saved;
+  };
+  if (!interior) return range(0, n, false);
+  range(0, interior->first, false);
+  range(interior->first, interior->second, true);
+  range(interior->second, n, false);
 }
 
 void LowerCtx::lower_epilogue(const Jaxpr& j, size_t root, const std::vector<size_t>& members) {
@@ -174,10 +255,12 @@ Value LowerCtx::view_element(const std::vector<const Eqn*>& views, const Eqn& e,
         Value ok = b.create<mlir::arith::CmpIOp>(loc, p, i, index(bound));
         inside = inside ? b.create<mlir::arith::AndIOp>(loc, inside, ok).getResult() : ok;
       };
-      if (lo > 0) test(mlir::arith::CmpIPredicate::sge, 0);
-      if (hi > 0) test(mlir::arith::CmpIPredicate::slt, xt.shape[d]);
-      if (lo > 0) i = b.create<mlir::arith::MaxSIOp>(loc, i, index(0));
-      if (hi > 0) i = b.create<mlir::arith::MinSIOp>(loc, i, index(xt.shape[d] - 1));
+      // In a group's interior (split_at_interior) the last dim is inside by construction.
+      const bool checked = !(pad_interior_ && d + 1 == ivs.size());
+      if (checked && lo > 0) test(mlir::arith::CmpIPredicate::sge, 0);
+      if (checked && hi > 0) test(mlir::arith::CmpIPredicate::slt, xt.shape[d]);
+      if (checked && lo > 0) i = b.create<mlir::arith::MaxSIOp>(loc, i, index(0));
+      if (checked && hi > 0) i = b.create<mlir::arith::MinSIOp>(loc, i, index(xt.shape[d] - 1));
       at.push_back(i);
     }
     Value v = view_operand(views, e.ins[0], at);

@@ -258,6 +258,16 @@ class LowerCtx {
   void lower_fused_row(const Jaxpr& j, const std::vector<size_t>& group,
                        const std::vector<bool>& member, Ivs outer_ivs, mlir::Value dst,
                        const ArrayType& root_type);
+  // The range [first, end) of the group's last dim where no member pad reads its padding along
+  // that dim (a stencil's interior), when some pad could; nullopt otherwise.
+  std::optional<std::pair<int64_t, int64_t>> pad_interior(const Jaxpr& j,
+                                                          const std::vector<size_t>& group,
+                                                          int64_t extent) const;
+  // Emits `body(i)` for i in [0, n) of the group's last dim: with `interior`, as three loops,
+  // the middle one (the interior) without the pads' bounds checks along that dim, so that it
+  // vectorises. `parallel` marks the middle loop parallel.
+  void split_at_interior(int64_t n, std::optional<std::pair<int64_t, int64_t>> interior,
+                         bool parallel, const std::function<void(mlir::Value)>& body);
   void count_copy(const ArrayType& t);
   int loop_depth_ = 0;  // scan bodies being lowered
   // While a reduction rooting a fusion group is lowered: its operand, which load() computes
@@ -272,6 +282,8 @@ class LowerCtx {
   // and broadcast members loaded once per row (by var id).
   std::vector<mlir::Value> outside_scalar_;
   std::vector<mlir::Value> row_invariant_;
+  // While a fused group's interior is lowered: pads skip their bounds check along the last dim.
+  bool pad_interior_ = false;
   mlir::ModuleOp module_;
   const BufferPlan& plan_;
   LoweringOptions options_;
