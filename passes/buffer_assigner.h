@@ -176,6 +176,9 @@ class JaxprAssigner {
   void while_loop(const Eqn& e, size_t i);
   // A loop's carries: operands first..first+nk-1 become result buffers 0..nk-1.
   void loop_carries(const Eqn& e, int ii, size_t first, size_t nk);
+  // The entry of a loop's body: nc consts from operand `first` on, then nk carries living in
+  // the eqn's result buffers (a scan adds its rows).
+  Entry loop_body_entry(const Eqn& e, size_t i, size_t first, size_t nc, size_t nk) const;
 
   // ------------------------------------------------------------ outputs
 

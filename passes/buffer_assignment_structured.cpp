@@ -74,26 +74,30 @@ void JaxprAssigner::while_loop(const Eqn& e, size_t i) {
   const auto body_consts = static_cast<size_t>(e.params.get<int64_t>("body_nconsts"));
   if (!sub_ref_writes(e, ii, *e.params.get<JaxprPtr>("cond_jaxpr"), 0)) return;
   if (!sub_ref_writes(e, ii, body, cond_consts)) return;
-  const size_t first_carry = cond_consts + body_consts;
-  loop_carries(e, ii, first_carry, e.outs.size());
+  loop_carries(e, ii, cond_consts + body_consts, e.outs.size());
+  Entry sub = loop_body_entry(e, i, cond_consts, body_consts, e.outs.size());
+  p_.eqns[i].sub_plans.push_back(a_.assign(body, std::move(sub)));
+}
+
+Entry JaxprAssigner::loop_body_entry(const Eqn& e, size_t i, size_t first, size_t nc,
+                                     size_t nk) const {
   Entry sub;
   sub.kind = JaxprKind::scan_body;
   sub.parent = self_;
-  sub.parent_eqn = ii;
+  sub.parent_eqn = static_cast<int>(i);
   sub.where = sub_where(e, i, "body");
   sub.in_loop = true;
-  sub.num_consts = static_cast<int>(body_consts);
-  sub.num_carry = static_cast<int>(e.outs.size());
-  for (size_t k = cond_consts; k < e.ins.size(); ++k) {
-    if (k < first_carry) {
-      sub.binders.push_back(binder(BufferOrigin::scan_const, static_cast<int>(k), e.ins[k], false));
-    } else {
-      Buffer c = binder(BufferOrigin::carry, static_cast<int>(k - first_carry), e.ins[k], true);
-      c.outer = buf(e.outs[k - first_carry]);
-      sub.binders.push_back(c);
-    }
+  sub.num_consts = static_cast<int>(nc);
+  sub.num_carry = static_cast<int>(nk);
+  for (size_t k = 0; k < nc; ++k)
+    sub.binders.push_back(
+        binder(BufferOrigin::scan_const, static_cast<int>(k), e.ins.at(first + k), false));
+  for (size_t k = 0; k < nk; ++k) {
+    Buffer c = binder(BufferOrigin::carry, static_cast<int>(k), e.ins.at(first + nc + k), true);
+    c.outer = buf(e.outs[k]);
+    sub.binders.push_back(c);
   }
-  p_.eqns[i].sub_plans.push_back(a_.assign(body, std::move(sub)));
+  return sub;
 }
 
 // The carries of a loop (scan or while): carry k, operand `first + k`, lives in result buffer
@@ -123,11 +127,11 @@ void JaxprAssigner::loop_carries(const Eqn& e, int ii, size_t first, size_t nk) 
       Var x = as_var(e.ins[op]);
       E.copies.push_back(make_copy(
           CopyKind::whole, b, d, t.byte_size(), ii, x,
-          fmt::format("initial carry {} `{}` cannot become the loop's carry buffer: {}", k, name(x),
-                      p_.buffers[b].writable && !live_after(b, ii)
-                          ? fmt::format("another operand of the {} shares its buffer",
-                                        prim_name(e.prim))
-                          : why_not_writable(b, ii))));
+          fmt::format(
+              "initial carry {} `{}` cannot become the loop's carry buffer: {}", k, name(x),
+              p_.buffers[b].writable && !live_after(b, ii)
+                  ? fmt::format("another operand of the {} shares its buffer", prim_name(e.prim))
+                  : why_not_writable(b, ii))));
     }
   }
 }
@@ -143,29 +147,13 @@ void JaxprAssigner::scan(const Eqn& e, size_t i) {
   for (size_t k = nk; k < e.outs.size(); ++k)
     set(e.outs[k], fresh(j_.type_of(e.outs[k]).array, BufferOrigin::internal, ii));
 
-  Entry sub;
-  sub.kind = JaxprKind::scan_body;
-  sub.parent = self_;
-  sub.parent_eqn = ii;
-  sub.where = sub_where(e, i, "body");
-  sub.in_loop = true;
-  sub.num_consts = static_cast<int>(nc);
-  sub.num_carry = static_cast<int>(nk);
-  for (size_t k = 0; k < e.ins.size(); ++k) {
-    if (k < nc) {
-      sub.binders.push_back(binder(BufferOrigin::scan_const, k, e.ins[k], false));
-    } else if (k < nc + nk) {
-      Buffer c = binder(BufferOrigin::carry, k - nc, e.ins[k], true);
-      c.outer = buf(e.outs[k - nc]);
-      sub.binders.push_back(c);
-    } else {
-      size_t x = k - nc - nk;
-      Type bt = body.type_of(body_binders(body).at(k));
-      Buffer row = binder(BufferOrigin::x_row, x, e.ins[k], false);
-      row.type = bt.array;
-      row.bytes = bt.array.byte_size();
-      sub.binders.push_back(row);
-    }
+  Entry sub = loop_body_entry(e, i, 0, nc, nk);
+  for (size_t k = nc + nk; k < e.ins.size(); ++k) {
+    Type bt = body.type_of(body_binders(body).at(k));
+    Buffer row = binder(BufferOrigin::x_row, static_cast<int>(k - nc - nk), e.ins[k], false);
+    row.type = bt.array;
+    row.bytes = bt.array.byte_size();
+    sub.binders.push_back(row);
   }
   for (size_t k = nk; k < e.outs.size(); ++k) sub.out_outer.push_back(buf(e.outs[k]));
   E.sub_plans.push_back(a_.assign(body, std::move(sub)));
