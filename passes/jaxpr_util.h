@@ -57,9 +57,9 @@ bool touches_refs(const Jaxpr& j, const Eqn& eqn);
 const Jaxpr& jit_body(const Eqn& eqn);
 
 // A jit that stands for a custom-derivative call read from JAX's text, whose rules the text
-// names but does not hold (`fwd=f bwd=g`, ir/jax_rewrites.cpp), or a custom_linear_solve with
-// an iterative solve (ir/jax_rewrites_linalg.cpp): refjit runs it but cannot differentiate it
-// as JAX would. Throws an error naming `where` and the function when `eqn` is
+// names but does not hold (`fwd=f bwd=g`, ir/jax_rewrites.cpp), or a refjit derivative program
+// staged by the Python package beyond its exact orders: refjit runs it but cannot
+// differentiate it as JAX would. Throws an error naming `where` and the function when `eqn` is
 // such a call; autodiff calls it before differentiating a jit.
 inline constexpr const char* kCustomRuleMissing = "custom_rule_missing";
 void refuse_missing_custom_rule(const Eqn& eqn, const std::string& where);

@@ -70,7 +70,7 @@ void register_elementwise_transpose_rules(TransposeRuleTable& t) {
       a.acc[1]->add(e, e.sum_to(e.neg(e.unary(Prim::imag, ct)), operand_shape(e, a, 1)));
   });
   // stop_gradient's value is its operand's, so in a linear program (a custom rule's tangent
-  // part, custom_linear_solve's correction) it is the identity map; its JVP is zero instead.
+  // part) it is the identity map; its JVP is zero instead.
   for (Prim p : {Prim::copy, Prim::checkpoint_name, Prim::stop_gradient})
     t.set(p, [](Emitter& e, TransposeArgs& a) {
       if (a.wants(0)) a.acc[0]->add(e, ct0(e, a));
