@@ -131,8 +131,13 @@ namespace backend {
 std::optional<std::string> code_cache_key(const std::string& module_text, int opt_level) {
   if (current_dir().empty()) return std::nullopt;
   llvm::SHA256 hash;
-  const std::string header = fmt::format("refjit {}; LLVM {}; O{}; {}\n", REFJIT_VERSION_STRING,
-                                         LLVM_VERSION_STRING, opt_level, host_description());
+  // The revision of the LLVM pass pipeline (native.cpp's optimizing_transformer): bumped when
+  // a change there compiles the same module to other code, so that code cached before the
+  // change is not used after it.
+  constexpr int kPipelineRevision = 2;
+  const std::string header =
+      fmt::format("refjit {}; pipeline {}; LLVM {}; O{}; {}\n", REFJIT_VERSION_STRING,
+                  kPipelineRevision, LLVM_VERSION_STRING, opt_level, host_description());
   hash.update(header);
   hash.update(module_text);
   std::string hex;

@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "compiler/backend/code_cache.h"
+#include "compiler/backend/disjoint_or_as_add.h"
 #include "compiler/backend/jit_link.h"
 #include "compiler/backend/lowering.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
@@ -326,6 +327,9 @@ std::function<llvm::Error(llvm::Module*)> optimizing_transformer(int opt_level,
     llvm::CGSCCAnalysisManager cgam;
     llvm::ModuleAnalysisManager mam;
     llvm::PassBuilder pb(tm, tuning);
+    pb.registerPeepholeEPCallback([](llvm::FunctionPassManager& fpm, llvm::OptimizationLevel) {
+      fpm.addPass(DisjointOrAsAdd());
+    });
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);

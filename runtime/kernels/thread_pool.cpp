@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/kernels/float_mode.h"
+#include "runtime/kernels/pool_schedule.h"
 
 namespace refjit::kernels {
 
@@ -123,21 +124,12 @@ class Pool {
       std::unique_lock<std::mutex> lock(mutex_);
       finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == n; });
     }
-    record(own_done - start, std::chrono::steady_clock::now() - own_done, own_tasks == n, probing);
+    schedule_.record({own_done - start, std::chrono::steady_clock::now() - own_done, own_tasks == n,
+                      probing, started_.load(std::memory_order_acquire) == size() - 1});
   }
 
-  // How to run the next job, from whether the workers have been keeping up. On a machine
-  // whose other work takes the workers' cores, a worker that has claimed a task runs it at a
-  // fraction of a core while the caller, done with its own share, waits for it, and a worker
-  // polling for jobs takes the caller's core: running jobs alone is faster then. Jobs run
-  // serially, except every kProbeEvery-th, a probe that tells when the workers keep up
-  // again. (Every task runs once either way: the results do not change.)
-  enum class Mode { parallel, probe, serial };
-  Mode mode() {
-    if (straggling_.load(std::memory_order_relaxed) < kStraggling) return Mode::parallel;
-    return serial_jobs_.fetch_add(1, std::memory_order_relaxed) % kProbeEvery == 0 ? Mode::probe
-                                                                                   : Mode::serial;
-  }
+  // Whether the next job runs in parallel, as a probe or serially (pool_schedule.h).
+  PoolSchedule::Mode mode() { return schedule_.next(); }
 
   static void serial(int64_t n, const std::function<void(int64_t)>& task) {
     for (int64_t i = 0; i < n; ++i) task(i);
@@ -145,26 +137,6 @@ class Pool {
 
  private:
   static constexpr uint64_t kJobMask = 0xffffffffu;
-  static constexpr int kStraggling = 8, kMaxStraggling = 16;
-  static constexpr uint64_t kProbeEvery = 32;
-
-  // A job counts as straggling when its caller waited for the workers longer than half its
-  // own share, plus 50 us (a slow wake-up is not a busy machine; a descheduled worker costs a
-  // time slice, milliseconds), or when the caller ran every task of a job long enough for a
-  // polling worker to join (the workers' cores are taken, and their polling only takes the
-  // caller's time). Other jobs of 100 us or more count as keeping up, more strongly: one good
-  // probe is evidence.
-  void record(std::chrono::nanoseconds own_share, std::chrono::nanoseconds waited,
-              bool caller_ran_all, bool probing) {
-    // A short job tells nothing: it is over before a worker could join. Nor does a probe the
-    // caller ran alone: the workers were asleep (as they are after serial jobs).
-    if (own_share + waited < std::chrono::microseconds(100) || (caller_ran_all && probing)) return;
-    const bool straggled = waited > own_share / 2 + std::chrono::microseconds(50) ||
-                           (caller_ran_all && own_share > std::chrono::microseconds(200));
-    int s = straggling_.load(std::memory_order_relaxed);
-    s = straggled ? std::min(s + 2, kMaxStraggling) : std::max(s - 4, 0);
-    straggling_.store(s, std::memory_order_relaxed);
-  }
   static constexpr int64_t kIndexLimit = int64_t{1} << 31;
 
   // Claims and runs tasks of `job` until none are left (or another job has begun); returns
@@ -199,6 +171,7 @@ class Pool {
 
   void work() {
     t_inside_task = true;
+    started_.fetch_add(1, std::memory_order_release);
     uint64_t seen = 0;
     while (true) {
       auto published = [&] { return generation_.load(std::memory_order_acquire) != seen; };
@@ -223,9 +196,9 @@ class Pool {
   std::atomic<const std::function<void(int64_t)>*> task_{nullptr};
   std::atomic<int64_t> count_{0};
   std::atomic<uint32_t> float_mode_{0};
-  std::atomic<int64_t> done_{0};    // tasks of the current job finished
-  std::atomic<int> straggling_{0};  // record(): high while workers fall behind
-  std::atomic<uint64_t> serial_jobs_{0};
+  std::atomic<int64_t> done_{0};  // tasks of the current job finished
+  PoolSchedule schedule_;
+  std::atomic<int> started_{0};  // worker threads that have begun work()
 };
 
 std::atomic<Pool*> g_pool{nullptr};
@@ -257,9 +230,9 @@ int thread_count() {
 void parallel_for(int64_t n, const std::function<void(int64_t)>& task) {
   if (n <= 1 || thread_count() == 1 || t_inside_task) return Pool::serial(n, task);
   Pool& p = pool();
-  const Pool::Mode mode = p.mode();
-  if (mode == Pool::Mode::serial) return Pool::serial(n, task);
-  p.run(n, task, mode == Pool::Mode::probe);
+  const PoolSchedule::Mode mode = p.mode();
+  if (mode == PoolSchedule::Mode::serial) return Pool::serial(n, task);
+  p.run(n, task, mode == PoolSchedule::Mode::probe);
 }
 
 }  // namespace refjit::kernels
