@@ -1,9 +1,11 @@
 // Lowering of the windowed reductions (docs/primitives.md "Windows"; geometry:
-// refjit/ir/window.h): one loop over each window's positions (flattened), inside a loop nest
-// over the windows. A position on padding or a dilation hole reads as the reduction's
-// identity; the selecting ops keep a window's first element that is not beaten, as the
-// interpreter (runtime/eval_window.cpp) does.
+// refjit/ir/window.h): one loop over each window's positions (flattened; straight-line code
+// for small windows), inside a loop nest over the windows. A position on padding or a dilation hole
+// reads as the reduction's identity; the selecting ops keep a window's first element that is not
+// beaten, as the interpreter (runtime/eval_window.cpp) does.
+#include <functional>
 #include <limits>
+#include <optional>
 
 #include "compiler/backend/lowering.h"
 #include "refjit/ir/window.h"
@@ -21,8 +23,12 @@ struct Position {
   Value valid;  // i1
 };
 
-// Position `k` (an index in [0, prod(w.dims))) of the window at output index `o`.
-Position position(LowerCtx& c, const Window& w, const Shape& in, LowerCtx::Ivs o, Value k) {
+// Position `k` (an index in [0, prod(w.dims))) of the window at output index `o`. With
+// `known_k` (k as a number: the window's loop unrolled), a dim along which this position lies
+// inside the operand for every window (no padding or dilation reaches it) is indexed without a
+// check or a clamp, so a loop along it reads memory in a straight line and vectorises.
+Position position(LowerCtx& c, const Window& w, const Shape& in, const Shape& out, LowerCtx::Ivs o,
+                  Value k, std::optional<int64_t> known_k = std::nullopt) {
   auto& b = c.b;
   Position p;
   p.valid = b.create<arith::ConstantIntOp>(c.loc, 1, 1);
@@ -33,6 +39,16 @@ Position position(LowerCtx& c, const Window& w, const Shape& in, LowerCtx::Ivs o
     inner *= w.dims[d];
   }
   for (int d = 0; d < w.rank(); ++d) {
+    if (known_k && w.base_dilation[d] == 1) {
+      const int64_t off = *known_k / inner_of[d] % w.dims[d];
+      const int64_t first = off * w.window_dilation[d] - w.padding[d].first;
+      const int64_t last = (out[d] - 1) * w.strides[d] + first;
+      if (out[d] > 0 && first >= 0 && last < in[d]) {
+        Value q = b.create<arith::MulIOp>(c.loc, o[d], c.index(w.strides[d]));
+        p.at.push_back(first == 0 ? q : b.create<arith::AddIOp>(c.loc, q, c.index(first)));
+        continue;
+      }
+    }
     // Offset within the window along d, then the coordinate in the dilated, padded operand.
     Value off = b.create<arith::RemUIOp>(
         c.loc, b.create<arith::DivUIOp>(c.loc, k, c.index(inner_of[d])), c.index(w.dims[d]));
@@ -58,10 +74,35 @@ Position position(LowerCtx& c, const Window& w, const Shape& in, LowerCtx::Ivs o
   return p;
 }
 
+// Windows of at most this many positions are reduced by straight-line code.
+constexpr int64_t kUnrolledWindow = 16;
+
+// Whether v is the constant true (the position needs no check).
+bool is_constant_true(Value v) {
+  auto k = v.getDefiningOp<arith::ConstantIntOp>();
+  return k && k.value() == 1;
+}
+
 int64_t window_size(const Window& w) {
   int64_t n = 1;
   for (int64_t d : w.dims) n *= d;
   return n;
+}
+
+using Carried = std::vector<Value>;
+using PositionStep = std::function<Carried(const Carried&, Value, std::optional<int64_t>)>;
+
+// Folds a window's positions into `init`, in order: step(carried, k, known_k) for every k.
+// Windows of at most kUnrolledWindow positions become straight-line code (known_k is then k
+// as a number): the innermost loop is the output's last dim, which the vectoriser takes (a
+// 2x2 max-pool over NHWC ran a 4-trip loop per element, one float at a time).
+Carried over_positions(LowerCtx& c, const Window& w, Carried init, const PositionStep& step) {
+  if (window_size(w) > kUnrolledWindow)
+    return c.loop_with_carry(window_size(w), init, [&](Value k, const Carried& cur) {
+      return step(cur, k, std::nullopt);
+    });
+  for (int64_t k = 0; k < window_size(w); ++k) init = step(init, c.index(k), k);
+  return init;
 }
 
 // The identity of max (ge) or min (le) in dtype d: -inf / +inf, or the integer extremes.
@@ -99,21 +140,20 @@ void lower_reduce_window(LowerCtx& c, const Eqn& e, Reduce how) {
   Value dst = c.result_buffer(e.outs[0]);
   c.parallel_loop_nest(rt.shape, [&](LowerCtx::Ivs o) {
     Value init = how == Reduce::sum ? c.constant(d, 0) : select_identity(c, d, is_max);
-    Value acc =
-        c.loop_with_carry(window_size(w), {init}, [&](Value k, const std::vector<Value>& cur) {
-          Position p = position(c, w, xt.shape, o, k);
-          Value v = c.b.create<arith::SelectOp>(c.loc, p.valid, c.load(e.ins[0], p.at), init);
-          if (how == Reduce::sum) return std::vector<Value>{c.add(d, cur[0], v)};
+    const Value acc = over_positions(
+        c, w, {init}, [&](const Carried& cur, Value k, std::optional<int64_t> known_k) -> Carried {
+          Position p = position(c, w, xt.shape, rt.shape, o, k, known_k);
+          Value v = c.load(e.ins[0], p.at);
+          if (!is_constant_true(p.valid)) v = c.b.create<arith::SelectOp>(c.loc, p.valid, v, init);
+          if (how == Reduce::sum) return {c.add(d, cur[0], v)};
           if (is_float(d))  // NaN propagates, as in the interpreter
-            return std::vector<Value>{is_max
-                                          ? Value(c.b.create<arith::MaximumFOp>(c.loc, cur[0], v))
-                                          : Value(c.b.create<arith::MinimumFOp>(c.loc, cur[0], v))};
+            return {is_max ? Value(c.b.create<arith::MaximumFOp>(c.loc, cur[0], v))
+                           : Value(c.b.create<arith::MinimumFOp>(c.loc, cur[0], v))};
           const bool u = is_unsigned(d);
-          Value r = is_max ? (u ? Value(c.b.create<arith::MaxUIOp>(c.loc, cur[0], v))
-                                : Value(c.b.create<arith::MaxSIOp>(c.loc, cur[0], v)))
-                           : (u ? Value(c.b.create<arith::MinUIOp>(c.loc, cur[0], v))
-                                : Value(c.b.create<arith::MinSIOp>(c.loc, cur[0], v)));
-          return std::vector<Value>{r};
+          return {is_max ? (u ? Value(c.b.create<arith::MaxUIOp>(c.loc, cur[0], v))
+                              : Value(c.b.create<arith::MaxSIOp>(c.loc, cur[0], v)))
+                         : (u ? Value(c.b.create<arith::MinUIOp>(c.loc, cur[0], v))
+                              : Value(c.b.create<arith::MinSIOp>(c.loc, cur[0], v)))};
         })[0];
     c.store(acc, dst, d, o);
   });
@@ -131,14 +171,17 @@ void lower_select_and_gather_add(LowerCtx& c, const Eqn& e) {
   c.parallel_loop_nest(rt.shape, [&](LowerCtx::Ivs o) {
     Value none = select_identity(c, xt.dtype, ge);
     std::vector<Value> init{none, c.constant(rt.dtype, 0)};
-    auto best =
-        c.loop_with_carry(window_size(w), init, [&](Value k, const std::vector<Value>& cur) {
-          Position p = position(c, w, xt.shape, o, k);
-          Value v = c.b.create<arith::SelectOp>(c.loc, p.valid, c.load(e.ins[1], p.at), none);
-          Value t = c.b.create<arith::SelectOp>(c.loc, p.valid, c.load(e.ins[0], p.at), init[1]);
+    auto best = over_positions(
+        c, w, init, [&](const Carried& cur, Value k, std::optional<int64_t> known_k) -> Carried {
+          Position p = position(c, w, xt.shape, rt.shape, o, k, known_k);
+          Value v = c.load(e.ins[1], p.at), t = c.load(e.ins[0], p.at);
+          if (!is_constant_true(p.valid)) {
+            v = c.b.create<arith::SelectOp>(c.loc, p.valid, v, none);
+            t = c.b.create<arith::SelectOp>(c.loc, p.valid, t, init[1]);
+          }
           Value take = replaces(c, xt.dtype, ge, cur[0], v);
-          return std::vector<Value>{c.b.create<arith::SelectOp>(c.loc, take, v, cur[0]),
-                                    c.b.create<arith::SelectOp>(c.loc, take, t, cur[1])};
+          return {c.b.create<arith::SelectOp>(c.loc, take, v, cur[0]),
+                  c.b.create<arith::SelectOp>(c.loc, take, t, cur[1])};
         });
     c.store(best[1], dst, rt.dtype, o);
   });
@@ -161,12 +204,12 @@ void lower_select_and_scatter_add(LowerCtx& c, const Eqn& e) {
     auto read = [&](const Position& p) {
       return Value(b.create<arith::SelectOp>(c.loc, p.valid, c.load(e.ins[1], p.at), none));
     };
-    Position first = position(c, w, xt.shape, o, c.index(0));
+    Position first = position(c, w, xt.shape, st.shape, o, c.index(0));
     std::vector<Value> init{read(first), first.valid};
     init.insert(init.end(), first.at.begin(), first.at.end());
     auto best =
         c.loop_with_carry(window_size(w), init, [&](Value k, const std::vector<Value>& cur) {
-          Position p = position(c, w, xt.shape, o, k);
+          Position p = position(c, w, xt.shape, st.shape, o, k);
           Value take = replaces(c, xt.dtype, ge, cur[0], read(p));
           std::vector<Value> next{b.create<arith::SelectOp>(c.loc, take, read(p), cur[0]),
                                   b.create<arith::SelectOp>(c.loc, take, p.valid, cur[1])};

@@ -541,15 +541,24 @@ struct Isa {
   const char* name;
   int mr, nr;
   void (*block)(const Product<T>&, int64_t, int64_t, int64_t, int64_t);
+  // For products at most one vector wide (a convolution's 16 output channels): a micro-tile of
+  // one vector's columns and twice the rows. The usual tile is two vectors wide, so such a
+  // product left half of every multiply-add on padding.
+  int narrow_mr, narrow_nr;
+  void (*narrow_block)(const Product<T>&, int64_t, int64_t, int64_t, int64_t);
   void (*matvec)(const T*, int64_t, int64_t, const T*, int64_t, T*, int64_t, int64_t, int64_t,
                  bool);
   void (*shallow)(const Product<T>&, int64_t, int64_t);
 };
 
-#define REFJIT_ISA_ENTRIES(TARGET, SUFFIX, T, W, MR, NV)                                           \
+#define REFJIT_ISA_ENTRIES(TARGET, SUFFIX, T, W, MR, NV, NARROW_MR)                                \
   TARGET void block_##SUFFIX(const Product<T>& x, int64_t i0, int64_t i1, int64_t j0,              \
                              int64_t j1) {                                                         \
     Blocked<T, W, MR, NV>::run(x, i0, i1, j0, j1);                                                 \
+  }                                                                                                \
+  TARGET void narrow_block_##SUFFIX(const Product<T>& x, int64_t i0, int64_t i1, int64_t j0,       \
+                                    int64_t j1) {                                                  \
+    Blocked<T, W, NARROW_MR, 1>::run(x, i0, i1, j0, j1);                                           \
   }                                                                                                \
   TARGET void matvec_##SUFFIX(const T* a, int64_t a_rs, int64_t a_cs, const T* x, int64_t k, T* y, \
                               int64_t ys, int64_t i0, int64_t i1, bool accumulate) {               \
@@ -563,12 +572,15 @@ struct Isa {
 #define REFJIT_AVX2 __attribute__((target("avx2,fma")))
 #define REFJIT_SSE2
 
-REFJIT_ISA_ENTRIES(REFJIT_AVX512, avx512_f32, float, 16, 14, 2)
-REFJIT_ISA_ENTRIES(REFJIT_AVX512, avx512_f64, double, 8, 14, 2)
-REFJIT_ISA_ENTRIES(REFJIT_AVX2, avx2_f32, float, 8, 6, 2)
-REFJIT_ISA_ENTRIES(REFJIT_AVX2, avx2_f64, double, 4, 6, 2)
-REFJIT_ISA_ENTRIES(REFJIT_SSE2, sse2_f32, float, 4, 4, 2)
-REFJIT_ISA_ENTRIES(REFJIT_SSE2, sse2_f64, double, 2, 4, 2)
+// The narrow tiles keep MR accumulators plus a vector of B and a broadcast of A in the
+// registers: 28 + 2 of AVX-512's 32, 12 + 2 of AVX2's and SSE2's 16. (kMC, 168, is a multiple
+// of every MR here.)
+REFJIT_ISA_ENTRIES(REFJIT_AVX512, avx512_f32, float, 16, 14, 2, 28)
+REFJIT_ISA_ENTRIES(REFJIT_AVX512, avx512_f64, double, 8, 14, 2, 28)
+REFJIT_ISA_ENTRIES(REFJIT_AVX2, avx2_f32, float, 8, 6, 2, 12)
+REFJIT_ISA_ENTRIES(REFJIT_AVX2, avx2_f64, double, 4, 6, 2, 12)
+REFJIT_ISA_ENTRIES(REFJIT_SSE2, sse2_f32, float, 4, 4, 2, 12)
+REFJIT_ISA_ENTRIES(REFJIT_SSE2, sse2_f64, double, 2, 4, 2, 12)
 
 enum class Cpu { avx512, avx2, sse2 };
 
@@ -589,17 +601,23 @@ const Isa<T>& isa();
 template <>
 const Isa<float>& isa<float>() {
   static const Isa<float> table[] = {
-      {"avx512", 14, 32, block_avx512_f32, matvec_avx512_f32, shallow_avx512_f32},
-      {"avx2", 6, 16, block_avx2_f32, matvec_avx2_f32, shallow_avx2_f32},
-      {"sse2", 4, 8, block_sse2_f32, matvec_sse2_f32, shallow_sse2_f32}};
+      {"avx512", 14, 32, block_avx512_f32, 28, 16, narrow_block_avx512_f32, matvec_avx512_f32,
+       shallow_avx512_f32},
+      {"avx2", 6, 16, block_avx2_f32, 12, 8, narrow_block_avx2_f32, matvec_avx2_f32,
+       shallow_avx2_f32},
+      {"sse2", 4, 8, block_sse2_f32, 12, 4, narrow_block_sse2_f32, matvec_sse2_f32,
+       shallow_sse2_f32}};
   return table[static_cast<int>(cpu())];
 }
 template <>
 const Isa<double>& isa<double>() {
   static const Isa<double> table[] = {
-      {"avx512", 14, 16, block_avx512_f64, matvec_avx512_f64, shallow_avx512_f64},
-      {"avx2", 6, 8, block_avx2_f64, matvec_avx2_f64, shallow_avx2_f64},
-      {"sse2", 4, 4, block_sse2_f64, matvec_sse2_f64, shallow_sse2_f64}};
+      {"avx512", 14, 16, block_avx512_f64, 28, 8, narrow_block_avx512_f64, matvec_avx512_f64,
+       shallow_avx512_f64},
+      {"avx2", 6, 8, block_avx2_f64, 12, 4, narrow_block_avx2_f64, matvec_avx2_f64,
+       shallow_avx2_f64},
+      {"sse2", 4, 4, block_sse2_f64, 12, 2, narrow_block_sse2_f64, matvec_sse2_f64,
+       shallow_sse2_f64}};
   return table[static_cast<int>(cpu())];
 }
 
@@ -701,18 +719,22 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
   // square product splits its columns when A is transposed (packing A is a copy, and each
   // thread's half of B stays in L2), its rows otherwise (packing a row-major A is a transpose,
   // which both threads would do). Measured at n = 512 and 1024 (docs/backend.md).
+  const bool narrow = s.n <= kernels.narrow_nr;
+  const int64_t mr = narrow ? kernels.narrow_mr : kernels.mr;
+  const int64_t nr = narrow ? kernels.narrow_nr : kernels.nr;
+  const auto block = narrow ? kernels.narrow_block : kernels.block;
   const bool longer_columns = s.n > s.m || (s.n == s.m && a.row_stride == 1);
   const bool split_columns =
-      (s.n >= per_matrix * kernels.nr * 2 && longer_columns) || s.m < per_matrix * kernels.mr;
+      (s.n >= per_matrix * nr * 2 && longer_columns) || s.m < per_matrix * mr;
   parallel_for(s.batch * per_matrix, [&](int64_t task) {
     const int64_t t = task % per_matrix;
     const Product<T> x = product(task / per_matrix);
     int64_t i0 = 0, i1 = s.m, j0 = 0, j1 = s.n;
     if (split_columns)
-      std::tie(j0, j1) = part_of(s.n, per_matrix, t, kernels.nr);
+      std::tie(j0, j1) = part_of(s.n, per_matrix, t, nr);
     else
-      std::tie(i0, i1) = part_of(s.m, per_matrix, t, kernels.mr);
-    if (i0 < i1 && j0 < j1) kernels.block(x, i0, i1, j0, j1);
+      std::tie(i0, i1) = part_of(s.m, per_matrix, t, mr);
+    if (i0 < i1 && j0 < j1) block(x, i0, i1, j0, j1);
   });
   // Threads that each computed some columns of every row: the rows are final only now.
   if (epilogue.fn && per_matrix > 1 && split_columns)

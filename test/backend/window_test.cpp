@@ -37,6 +37,12 @@ const WindowCase kCases[] = {
     {{2, 3, 6, 4},
      window({1, 1, 3, 2}, {1, 1, 2, 2}, {{0, 0}, {0, 0}, {1, 0}, {0, 1}}, {1, 1, 1, 1},
             {1, 1, 1, 1})},
+    // A 2x2 max pool over NHWC: every position inside the operand, read without checks.
+    {{2, 6, 6, 16},
+     window({1, 2, 2, 1}, {1, 2, 2, 1}, {{0, 0}, {0, 0}, {0, 0}, {0, 0}}, {1, 1, 1, 1},
+            {1, 1, 1, 1})},
+    // 18 positions: more than the lowering writes out as straight-line code, so a loop.
+    {{6, 9}, window({3, 6}, {2, 1}, {{1, 1}, {2, 0}}, {1, 1}, {1, 1})},
 };
 
 // The window's params as JAX prints them (for windows of rank 2 or more).

@@ -92,6 +92,23 @@ TEST(Gemm, TransposingPacksAtEveryEdge) {
       }
 }
 
+// Products at most one vector wide (a convolution's 16 output channels) run on a narrow
+// micro-tile of one vector's columns and 28 (AVX-512) or 12 rows: panels of rows whole, ragged
+// at every size the ragged-panel kernels take, past the row block (168), threaded, and in
+// both precisions.
+TEST(Gemm, NarrowProductsAtEveryRowEdge) {
+  uint32_t seed = 200;
+  for (int64_t m : {int64_t{11}, int64_t{12}, int64_t{13}, int64_t{27}, int64_t{28},
+                    int64_t{29}, int64_t{57}, int64_t{169}, int64_t{1500}})
+    for (int64_t n : {int64_t{2}, int64_t{5}, int64_t{8}, int64_t{16}})
+      for (int64_t k : {int64_t{9}, int64_t{72}, int64_t{300}})
+        for (int layout = 0; layout < 4; ++layout) {
+          check<float>({1, m, n, k}, layout & 1, layout & 2, seed++);
+          if (n <= 8) check<double>({2, m, n, k}, layout & 1, layout & 2, seed++);
+          if (HasFatalFailure()) return;
+        }
+}
+
 TEST(Gemm, DoublePrecision) {
   for (int layout = 0; layout < 4; ++layout) {
     check<double>({1, 37, 29, 270}, layout & 1, layout & 2, 7);
