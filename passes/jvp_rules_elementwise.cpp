@@ -275,7 +275,16 @@ void register_elementwise_jvp_rules(JvpRuleTable& t) {
           const DType dt = ot.dtype;
           auto is_zero = [&](Atom v) { return c.p.emit1(Prim::eq, {v, c.p.scalar(dt, 0.0)}); };
           MaybeAtom r;
-          if (a.tangents[0]) {
+          const Literal* y_literal = std::get_if<Literal>(&y);
+          if (a.tangents[0] && y_literal && is_float(y_literal->dtype)) {
+            // A literal exponent (x ** 1.5): y - 1 as a literal too, so the slope's power has
+            // a constant exponent that the lowering can compute without a general pow.
+            const double yv = y_literal->as_double();
+            Atom slope = c.p.mul(
+                c.p.scalar(dt, yv),
+                c.p.emit1(Prim::pow, {c.p.broadcast_to(x, ot.shape), c.p.scalar(dt, yv - 1.0)}));
+            r = c.t.mul(to_out_shape(c.t, *a.tangents[0], a), slope);
+          } else if (a.tangents[0]) {
             Atom yx = c.p.broadcast_to(c.p.convert(y, dt), ot.shape);
             Atom slope = c.p.mul(yx, c.p.emit1(Prim::pow, {c.p.broadcast_to(x, ot.shape),
                                                            c.p.sub(yx, c.p.scalar(dt, 1.0))}));

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <limits>
 #include <numbers>
+#include <optional>
 
 #include "compiler/backend/fusion.h"
 #include "compiler/backend/lowering.h"
@@ -143,6 +144,49 @@ Value lower_log(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) {
 Value pow_exponent(LowerCtx& c, const Eqn& e, DType d, Value y) {
   const DType yd = c.type_of(e.ins.at(1)).dtype();
   return is_int(yd) ? convert_element(c, y, yd, d) : y;
+}
+
+// x ** y for a constant float exponent y that square roots and products compute (the slope
+// of x ** 1.5 is x ** 0.5), else nullopt. A general pow is exp(y log x) through a libm call
+// per element (LLVM has no vector pow), so an n-body step's r2 ** 1.5 was the one scalar loop
+// of its gradient. pow's special values are kept: pow(-0, y) and pow(-inf, y) for these y are
+// +0 or +inf whatever the sign (sqrt(-0) is -0, sqrt(-inf) NaN), which `+ 0.0` and a select
+// give. Each form rounds at most three times, against pow's once (libm powf is within 1 ulp).
+std::optional<Value> pow_by_roots(LowerCtx& c, DType d, Value x, double y) {
+  auto& b = c.b;
+  auto plus_zero = [&](Value v) {
+    return Value(b.create<arith::AddFOp>(c.loc, v, c.constant(d, 0.0)));
+  };
+  auto inv = [&](Value v) { return Value(b.create<arith::DivFOp>(c.loc, c.constant(d, 1.0), v)); };
+  auto mul = [&](Value p, Value q) { return Value(b.create<arith::MulFOp>(c.loc, p, q)); };
+  const double inf = std::numeric_limits<double>::infinity();
+  // pow(-inf, y) is +inf for y > 0 and +0 for y < 0, for every y handled here but the
+  // integers, whose forms are exact already.
+  auto at_minus_inf = [&](Value v) {
+    Value minus_inf =
+        b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::OEQ, x, c.constant(d, -inf));
+    return Value(b.create<arith::SelectOp>(c.loc, minus_inf, c.constant(d, y > 0 ? inf : 0.0), v));
+  };
+  if (y == 0.0) return c.constant(d, 1.0);  // even for NaN
+  if (y == 1.0) return x;
+  if (y == 2.0) return mul(x, x);
+  if (y == -1.0) return inv(x);
+  Value root = b.create<math::SqrtOp>(c.loc, x);
+  if (y == 0.5) return at_minus_inf(plus_zero(root));
+  if (y == -0.5) return at_minus_inf(inv(plus_zero(root)));
+  if (y == 1.5) return at_minus_inf(mul(x, root));  // -0 * -0 is +0
+  if (y == -1.5)  // 1 / sqrt(x) / x: no overflow where the result is representable
+    return at_minus_inf(b.create<arith::DivFOp>(c.loc, inv(plus_zero(root)), plus_zero(x)));
+  return std::nullopt;
+}
+
+// The value of a constant splat float operand (a literal exponent, or one broadcast in a
+// fused loop), if it is one.
+std::optional<double> constant_float(Value v) {
+  auto k = v.getDefiningOp<arith::ConstantOp>();
+  if (!k) return std::nullopt;
+  if (auto f = mlir::dyn_cast<mlir::FloatAttr>(k.getValue())) return f.getValueAsDouble();
+  return std::nullopt;
 }
 
 // XLA integer division: x/0 = -1 (all bits set), INT_MIN/-1 = INT_MIN, else truncating.
@@ -813,6 +857,9 @@ void register_elementwise_lowerings(LowerTable& t) {
   });
   set_ew(t, Prim::pow,
          [](LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& x) -> Value {
+           if (is_float(d) && c.options().approximate_math)
+             if (std::optional<double> y = constant_float(x[1]))
+               if (std::optional<Value> r = pow_by_roots(c, d, x[0], *y)) return *r;
            return c.b.create<math::PowFOp>(c.loc, x[0], pow_exponent(c, e, d, x[1]));
          });
   set_ew(t, Prim::atan2, libm_unary("atan2"));
