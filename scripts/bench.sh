@@ -13,6 +13,9 @@
 #       then what crossing between JAX and refjit costs: dispatch, refjit code inside jax.jit as
 #       XLA's custom call, the seed's scan inside a JAX gradient (bench/python/interop_bench.py)
 #       and inside a flax/optax train step (examples/python/flax_step_with_refjit.py)
+#   scripts/bench.sh real [--runs N] [--background-load N] [--only NAME,...] [--json OUT]
+#       one training step of each real program (python/tests/real_programs/) under jax.jit and
+#       under refjit.jit, unchanged, with refjit's defaults (bench/python/real_programs_bench.py)
 #
 # Environment: JOBS (build parallelism, default nproc); REFJIT_BENCH_BUILD_DIR to use an
 # already configured build directory instead of the release preset's build/release.
@@ -23,6 +26,7 @@ usage() {
   echo "usage: scripts/bench.sh seed [--json OUT] [--runs N] [--repeats 1,10] [...]" >&2
   echo "       scripts/bench.sh peers [--json OUT] [--svg OUT] [--runs N] [--only NAME,...] [...]" >&2
   echo "       scripts/bench.sh python [--runs N] [--repeats 1,10] [--json OUT]" >&2
+  echo "       scripts/bench.sh real [--runs N] [--background-load N] [--only NAME,...]" >&2
   exit 2
 }
 [ $# -ge 1 ] || usage
@@ -62,6 +66,10 @@ case "$what" in
     .venv/bin/python bench/python/interop_bench.py
     echo
     exec .venv/bin/python examples/python/flax_step_with_refjit.py
+    ;;
+  real)
+    install_refjit_package
+    exec .venv/bin/python bench/python/real_programs_bench.py "$@"
     ;;
   *)
     usage
