@@ -129,6 +129,20 @@ bool is_index_math(const Jaxpr& body, const Eqn& q) {
   return true;
 }
 
+// A broadcast or reshape of one array operand, no larger than its result: its result, if the
+// linear body reads it, is remade there from the operand rather than stacked per step. An
+// n-body step's 1 / r2 ** 1.5 broadcast over xyz had been stacked three times over.
+bool is_reshaping(const Jaxpr& body, const Eqn& q) {
+  if (q.prim != Prim::broadcast_in_dim && q.prim != Prim::reshape && q.prim != Prim::expand_dims &&
+      q.prim != Prim::squeeze)
+    return false;
+  if (q.ins.empty() || !is_var(q.ins[0]) || q.outs.size() != 1) return false;
+  for (size_t i = 1; i < q.ins.size(); ++i)  // (a reshape's dynamic sizes, if any)
+    if (is_var(q.ins[i])) return false;
+  const Type in = body.type_of(as_var(q.ins[0])), out = body.type_of(q.outs[0]);
+  return !in.is_ref && !out.is_ref && in.array.num_elements() <= out.array.num_elements();
+}
+
 }  // namespace
 
 // `e` is a JVP scan eqn of `j`; `outer_unknown` says which of its operands depend on the
@@ -169,6 +183,10 @@ ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
       passed_binders.insert(body.invars[i].id);
   std::vector<std::optional<Eqn>> known_part(ne), staged_part(ne);
   std::unordered_set<uint32_t> replicable;
+  // Known results of a broadcast or reshape (is_reshaping): the linear body redoes the op on
+  // its operand, which is saved instead. Unlike `replicable`, these do not make the eqns that
+  // use them replicable: only the reshaping itself is redone, never arithmetic.
+  std::unordered_set<uint32_t> reshaped;
   std::unordered_map<uint32_t, size_t> producer;
   for (size_t k = 0; k < ne; ++k) {
     const Eqn q = body.eqns[k];
@@ -201,6 +219,8 @@ ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
     rep |= recomputed_by_remat(body, q, policies[k]);
     if (rep)
       for (Var o : q.outs) replicable.insert(o.id);
+    else if (is_reshaping(body, q))
+      for (Var o : q.outs) reshaped.insert(o.id);
   }
 
   // What the linear body reads from the known side.
@@ -210,7 +230,7 @@ ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
   std::function<void(const Atom&)> need = [&](const Atom& a) {
     if (!is_var(a) || is_unk(a) || !seen.insert(as_var(a).id).second) return;
     Var v = as_var(a);
-    if (replicable.count(v.id)) {
+    if (replicable.count(v.id) || reshaped.count(v.id)) {
       size_t k = producer.at(v.id);
       copy_to_linear[k] = true;
       for (const Atom& x : body.eqns[k].ins) need(x);
