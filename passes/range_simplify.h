@@ -21,8 +21,9 @@
 // The rewrites into windows also run before autodiff (`windows_before_autodiff`: in the
 // pipeline's `autodiff` pass, the C++ API's grad / vjp / jvp / linearize and the Python
 // package's, from the ranges of the traced function's constants), so a gather or scatter proven to
-// touch one window is differentiated as the window it is: the seed's scatter insert mode
-// differentiates into the same per-step work as its slice modes (docs/backend.md).
+// touch one window is differentiated as the window it is: a row written with `x.at[idx].set`
+// through a constant index vector differentiates into the same per-step work as the same row
+// written with `dynamic_update_slice` (docs/backend.md).
 #pragma once
 
 #include <optional>

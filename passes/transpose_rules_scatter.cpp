@@ -1,8 +1,8 @@
 // The aliasing transposes: `dynamic_update_slice`, `scatter`, `scatter-add` and the reshapes
 // (reshape, squeeze, expand_dims) alias their operand's accumulator to their result's. Inside a
 // transposed scan the carry's cotangent lives in one ref R; a body that writes the carry with
-// `x.at[idx].set(u)` on a flattened view of it (reshape -> scatter -> reshape,
-// bench/seed_programs.h) then costs O(|idx|) per step:
+// `x.at[idx].set(u)` on a flattened view of it (reshape -> scatter -> reshape) then costs
+// O(|idx|) per step:
 //
 //   * reshape: the operand's accumulator becomes a reshaped view of the result's buffer
 //     (Accum::alias_of), no read;

@@ -1,11 +1,11 @@
 // Row trimming: a scan carry or a ref whose trailing rows (along dim 0) no eqn ever reads or
 // writes, and that is not returned, is given only the rows that are touched.
 //
-// The seed's loss with N_ROW_REPEATS = 10 scans over a [1000, 1000] state of which only rows
-// [0, 100) are ever indexed (the row indices are closed-over constants in [0, 100)) and only
-// state[:100, :500] is read afterwards; its gradient accumulates into a state-sized
-// cotangent ref indexed by the same rows. Trimmed, neither the state nor the cotangent costs
-// more than its 100 touched rows per call (a fill of 4 MB each, otherwise).
+// For example, a scan over a [1000, 1000] state of which only rows [0, 100) are ever indexed
+// (the row indices are closed-over constants in [0, 100)), with only state[:100, :500] read
+// afterwards: its gradient accumulates into a state-sized cotangent ref indexed by the same
+// rows. Trimmed, neither the state nor the cotangent costs more than its 100 touched rows per
+// call (a fill of 4 MB each, otherwise).
 //
 // Which rows an access touches comes from integer value ranges: the ranges given for the
 // constvars (the jit path passes each integer constant's min and max) propagated through
