@@ -98,8 +98,9 @@ class _Jitted:
                 return tree_util.tree_unflatten(e.out_tree, outs)
             self._entries[cache_key] = entry
         executable, traced = entry
-        if traced.ref_consts or any(isinstance(k[-1], tuple) and k[-1][:1] == ("ref",)
-                                    for k in key[:-1]):
+        has_refs = bool(traced.ref_consts) or any(
+            isinstance(k[-1], tuple) and k[-1][:1] == ("ref",) for k in key[:-1])
+        if has_refs:
             check_distinct_refs(leaves, traced.ref_consts, "refjit.jit")
         if any(is_tracer(a) for a in arrays):
             # Staged into an enclosing trace (refjit's or JAX's): the refs the function
@@ -109,7 +110,8 @@ class _Jitted:
             return tree_util.tree_unflatten(traced.out_tree, traced.wrap_keys(outs))
         inputs, const_arrays = traced.primal_inputs(arrays)
         outs = executable(inputs)
-        write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
+        if has_refs:
+            write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
         if not kwargs and not self._static:
             self._remember_fast(args, leaves, arrays, traced, entry)
         return tree_util.tree_unflatten(traced.out_tree, traced.wrap_keys(outs))

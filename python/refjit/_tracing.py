@@ -69,14 +69,60 @@ class LeafError(Exception):
         self.reason = reason
 
 
+# JAX's concrete array class, and its typed PRNG key arrays' (jax.random.key).
+_JAX_ARRAY = type(jax.numpy.zeros(()))
+_KEY_ARRAY = type(jax.random.key(0))
+# (dtype, x64) -> whether a concrete JAX array of that dtype is passed as it is: a dtype refjit
+# computes in, that JAX traces at itself (no x64 narrowing), and not a PRNG key.
+_passed_as_is: dict[tuple[np.dtype, bool], bool] = {}
+# The PRNG implementations refjit computes with (threefry), by JAX's impl object.
+_threefry_impls: dict[Any, bool] = {}
+
+
+def _is_passed_as_is(dtype, x64: bool) -> bool:
+    known = _passed_as_is.get((dtype, x64))
+    if known is None:
+        known = (not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) and dtype in _SUPPORTED
+                 and canonical_dtype(dtype) == dtype)
+        _passed_as_is[(dtype, x64)] = known
+    return known
+
+
+def _key_words(x) -> np.ndarray | None:
+    """A threefry key array's words (u32[..., 2]); None for another implementation."""
+    impl = x._impl
+    threefry = _threefry_impls.get(impl)
+    if threefry is None:
+        threefry = _threefry_impls[impl] = "threefry" in str(jax.random.key_impl(x))
+    if not threefry:
+        return None
+    return np.array(x._base_array, order="C")
+
+
 def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
     """The leaves as C-contiguous NumPy arrays of the dtypes JAX traces them at, and the
     compile-cache key of their types. Python scalars are weakly typed, as in JAX."""
     arrays = []
     key = []
+    x64 = x64_enabled()
     for i, x in enumerate(leaves):
         weak = False
-        if type(x) is np.ndarray:
+        t = type(x)
+        # The common leaves first, without the checks below (a training step's state is tens
+        # of JAX arrays: those checks took a third of a small step's dispatch).
+        if t is _JAX_ARRAY and _is_passed_as_is(x.dtype, x64):
+            a = np.asarray(x)
+            if a.flags.c_contiguous:
+                arrays.append(a)
+                key.append((a.shape, a.dtype, False))
+                continue
+        if t is _KEY_ARRAY:
+            a = _key_words(x)
+            if a is not None:
+                arrays.append(a)
+                key.append((a.shape, a.dtype, "key"))
+                continue
+        if t is np.ndarray:
             a = x
         elif is_tracer(x):  # refjit called inside a trace: the program is staged
             aval = x.aval
@@ -130,7 +176,7 @@ def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
         arrays.append(a)
         key.append((a.shape, want, weak))
     # JAX traces differently with x64 on (default integer and float widths): part of the key.
-    key.append(("x64", x64_enabled()))
+    key.append(("x64", x64))
     return arrays, tuple(key)
 
 

@@ -41,6 +41,29 @@ def test_python_scalars_and_jax_arrays_are_arguments():
     assert out.dtype == np.float32 and out.shape == () and float(out) == 4.0
 
 
+def test_jax_arrays_of_every_dtype_give_what_numpy_arrays_give():
+    # JAX arrays take a dispatch fast path (_tracing.to_arrays); the program and its results
+    # are the ones NumPy arrays of the same values get.
+    f = refjit.jit(lambda x: x * 2)
+    for dtype in (np.float32, np.int32, np.uint8, np.int8, np.float16, jnp.bfloat16, np.bool_,
+                  np.complex64):
+        x = np.arange(6).reshape(2, 3).astype(dtype)
+        got, want = f(jnp.asarray(x)), f(x)
+        assert got.dtype == want.dtype == jax.jit(lambda x: x * 2)(x).dtype, dtype
+        np.testing.assert_array_equal(got, want)
+    assert len(f._entries) == 8  # one program per dtype, shared by both kinds of array
+
+
+def test_a_jax_array_made_with_x64_on_is_narrowed_once_it_is_off():
+    f = refjit.jit(lambda x: x + 1)
+    with jax.enable_x64(True):
+        wide = jnp.arange(3, dtype=jnp.int64)
+        assert f(wide).dtype == np.int64
+    out = f(wide)
+    assert out.dtype == jax.jit(lambda x: x + 1)(wide).dtype == np.int32
+    np.testing.assert_array_equal(out, [1, 2, 3])
+
+
 def test_float64_inputs_are_traced_as_jax_would():
     # Without jax_enable_x64, JAX computes float64 inputs in float32; so does refjit.
     out = refjit.jit(lambda x: x * 2)(np.arange(3, dtype=np.float64))
