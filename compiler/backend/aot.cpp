@@ -88,7 +88,7 @@ AotArtifact compile_to_object(const Jaxpr& jaxpr, const AotOptions& options) {
   llvm::LLVMContext lctx;
   CompileOptions co;
   co.opt_level = options.opt_level;
-  co.exact_math = options.exact_math;
+  co.exact_math = options.exact_math || exact_math_by_default();
   co.runtime_kernels = false;  // the object needs only libc and libm
   std::unique_ptr<llvm::Module> linked;
   const aot::ResidualStruct* rs = plan.residuals ? &*plan.residuals : nullptr;

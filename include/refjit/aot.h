@@ -35,8 +35,10 @@ struct AotOptions {
   // "host" (this machine's CPU and all its features), "generic" (the baseline of the
   // architecture, runs on any x86-64), or an LLVM CPU name ("x86-64-v3", "skylake", ...).
   std::string cpu = "host";
-  int opt_level = 3;        // LLVM -O<n>, 0..3
-  bool exact_math = false;  // libm for every transcendental (CompileOptions::exact_math)
+  int opt_level = 3;  // LLVM -O<n>, 0..3
+  // libm for every transcendental (CompileOptions::exact_math); REFJIT_EXACT_MATH=1 in the
+  // environment turns it on for every compile, as for the other doors.
+  bool exact_math = false;
   AotMode mode = AotMode::function;
   // AotMode::grad: invar positions to differentiate; empty = every float, non-ref invar.
   std::vector<int> wrt;

@@ -79,7 +79,7 @@ Executable::Executable(const Jaxpr& program, const nb::list& consts, ExecutableO
     PipelineOptions p;
     p.consts = KnownConsts::of(values);
     p.buffers.donated = donated_;
-    p.exact_math = options.exact_math;
+    p.exact_math = p.exact_math || options.exact_math;  // REFJIT_EXACT_MATH=1 turns it on too
     p.opt_level = options.opt_level;
     nb::gil_scoped_release unlocked;
     PlannedProgram planned = plan_program(program, p);

@@ -110,3 +110,28 @@ def test_compiles_are_logged_when_asked(capfd):
     assert "refjit: compiled (f32[3,4]) -> (f32[3,4])" in err and " ms " in err
     refjit.jit(lambda x: jnp.sin(x) - 1.5)(np.ones(2, np.float32))
     assert "refjit: compiled" not in capfd.readouterr().err
+
+
+def test_refjit_exact_math_in_the_environment_reaches_jit_and_compile(tmp_path):
+    # REFJIT_EXACT_MATH=1 makes every compile call libm (docs/backend.md, "Transcendental
+    # functions"), refjit.jit's and refjit.compile's too: the same bits as exact_math=True.
+    import os
+    import subprocess
+    import sys
+    x = np.linspace(-3, 3, 4001, dtype=np.float32)
+    exact = refjit.jit(jnp.exp, exact_math=True)(x)
+    approximate = refjit.jit(jnp.exp)(x)
+    assert not np.array_equal(exact, approximate)  # else this test could not tell them apart
+    script = (
+        "import sys, numpy as np, jax.numpy as jnp, refjit\n"
+        "x = np.linspace(-3, 3, 4001, dtype=np.float32)\n"
+        "np.save(sys.argv[1], refjit.jit(jnp.exp)(x))\n"
+        "refjit.compile(jnp.exp, x, path=sys.argv[2], name='f')\n")
+    env = dict(os.environ, REFJIT_EXACT_MATH="1", REFJIT_CACHE="0")
+    subprocess.run([sys.executable, "-c", script, str(tmp_path / "y.npy"),
+                    str(tmp_path / "f.o")], env=env, check=True, capture_output=True)
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), exact)
+    # The object file calls libm's expf for each element instead of a vectorised polynomial.
+    symbols = subprocess.run(["nm", str(tmp_path / "f.o")], check=True, capture_output=True,
+                             text=True).stdout
+    assert "expf" in symbols
