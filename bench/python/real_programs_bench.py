@@ -1,12 +1,13 @@
-"""One training step of each real program (python/tests/real_programs/: flax linen and NNX with
+"""Training steps of each real program (python/tests/real_programs/: flax linen and NNX with
 optax, and plain JAX, written as their communities write them), timed under `jax.jit` and
-under `refjit.jit` of the same step, unchanged, with refjit's defaults.
+under `refjit.jit` of the same step, unchanged, with refjit's defaults. Each trains as a
+user's loop does, the state a step returns going into the next.
 
     .venv/bin/python bench/python/real_programs_bench.py [--runs N] [--background-load N]
                                                           [--only NAME,...] [--json OUT]
 
-Each step is compiled and run twice first, then timed `--runs` times, JAX and refjit
-alternating call by call so that both see the same moments of a busy machine; the table gives
+Each step is compiled and run three times first, then timed `--runs` times, JAX and refjit
+alternating step by step so that both see the same moments of a busy machine; the table gives
 the median and the ratio refjit / JAX per program. `--background-load N` keeps N cores busy
 with spinning processes while timing (a shared machine). Needs the refjit package importable
 (scripts/bench.sh python installs it; PYTHONPATH=build/release/python works for a build).
@@ -47,25 +48,30 @@ def background_load(n: int):
             p.wait()
 
 
-def timed_call(step, state, batch) -> float:
+def timed_step(step, state, batch):
+    """One training step: (seconds, the new state)."""
     start = time.perf_counter()
-    out = step(state, batch)
-    jax.block_until_ready(out)
-    return time.perf_counter() - start
+    state, metrics = step(state, batch)
+    jax.block_until_ready((state, metrics))
+    return time.perf_counter() - start, state
 
 
 def measure(name: str, runs: int) -> dict:
     module = importlib.import_module(f"real_programs.{name}")
     program = module.make(jax.value_and_grad)
     steps = {"jax": jax.jit(program.step), "refjit": refjit.jit(program.step)}
-    batch = program.batches[0]
-    for step in steps.values():  # compile, then once more warm
-        for _ in range(2):
-            timed_call(step, program.state, batch)
+    # Each trains as a user's loop does: a step's state is the next step's input (JAX's
+    # arrays for jax.jit, refjit's NumPy arrays for refjit.jit), over the program's batches.
+    states = {k: program.state for k in steps}
+    batches = program.batches
+    for k, step in steps.items():  # compile, then warm up on the state's own types
+        for i in range(3):
+            _, states[k] = timed_step(step, states[k], batches[i % len(batches)])
     times: dict = {k: [] for k in steps}
-    for _ in range(runs):
+    for r in range(runs):
         for k, step in steps.items():
-            times[k].append(timed_call(step, program.state, batch))
+            seconds, states[k] = timed_step(step, states[k], batches[r % len(batches)])
+            times[k].append(seconds)
     jax_ms = statistics.median(times["jax"]) * 1e3
     refjit_ms = statistics.median(times["refjit"]) * 1e3
     return {"program": name, "jax_median_ms": jax_ms, "refjit_median_ms": refjit_ms,
