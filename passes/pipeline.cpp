@@ -15,6 +15,7 @@
 #include "passes/dead_regions.h"
 #include "passes/hoist_accumulations.h"
 #include "passes/hoist_xs_products.h"
+#include "passes/inline.h"
 #include "passes/inline_consts.h"
 #include "passes/jvp.h"
 #include "passes/range_simplify.h"
@@ -33,6 +34,9 @@ constexpr PassInfo kPasses[] = {
     {"autodiff",
      "--grad/--jvp: in-range index runs become windows, then the gradient or forward-mode "
      "program is derived (otherwise no change)"},
+    {"inline-jits",
+     "nested jit calls (custom_jvp functions such as jax.nn.relu, checkpointed bodies) "
+     "become their eqns, so that later passes and fusion see across them"},
     {"inline-consts",
      "constants known to be all zeros or integer runs become broadcasts of 0 or iotas"},
     {"canonicalize",
@@ -141,6 +145,11 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
     return derive_program(windows_before_autodiff(j, options.consts.int_range), options.derivative,
                           options.wrt);
   });
+
+  // After autodiff a jit's rules (custom_jvp, remat policy) have done their work; its body is
+  // ordinary code, which fusion and the simplifications below can then see across (a ReLU
+  // from jax.nn.relu had stayed a call of its own, fused with nothing).
+  run.jaxpr_pass("inline-jits", [&](const Jaxpr& j) { return has_jit_eqn(j) ? inline_jit(j) : j; });
 
   // Specialisation to what is known of the constants.
   const KnownConsts& known = options.consts;
