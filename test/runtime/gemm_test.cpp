@@ -98,8 +98,8 @@ TEST(Gemm, TransposingPacksAtEveryEdge) {
 // both precisions.
 TEST(Gemm, NarrowProductsAtEveryRowEdge) {
   uint32_t seed = 200;
-  for (int64_t m : {int64_t{11}, int64_t{12}, int64_t{13}, int64_t{27}, int64_t{28},
-                    int64_t{29}, int64_t{57}, int64_t{169}, int64_t{1500}})
+  for (int64_t m : {int64_t{11}, int64_t{12}, int64_t{13}, int64_t{27}, int64_t{28}, int64_t{29},
+                    int64_t{57}, int64_t{169}, int64_t{1500}})
     for (int64_t n : {int64_t{2}, int64_t{5}, int64_t{8}, int64_t{16}})
       for (int64_t k : {int64_t{9}, int64_t{72}, int64_t{300}})
         for (int layout = 0; layout < 4; ++layout) {
