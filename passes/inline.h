@@ -14,6 +14,11 @@ Jaxpr inline_jit(const Jaxpr& jaxpr);
 // param of the innermost checkpointed jit around it; "" outside any). passes/remat.h.
 Jaxpr inline_jit(const Jaxpr& jaxpr, std::vector<std::string>& eqn_policies);
 
+// Each top-level jit that stands for a custom_jvp function (jax.nn.relu, softplus, ...) replaced
+// by the eqns of its body (and of the jits in it); other jits stay calls. After autodiff the
+// rule has done its work (the pipeline's inline-jits pass).
+Jaxpr inline_custom_jvp_calls(const Jaxpr& jaxpr);
+
 // Whether some top-level eqn of `jaxpr` is a jit.
 bool has_jit_eqn(const Jaxpr& jaxpr);
 
