@@ -16,36 +16,23 @@ with spinning processes while timing (a shared machine). Needs the refjit packag
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import json
 import os
 import pkgutil
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "tests"))
+sys.path.insert(0, os.path.join(HERE, "..", "peers"))
 
 import jax  # noqa: E402
 
 import real_programs  # noqa: E402
 import refjit  # noqa: E402
-
-
-@contextlib.contextmanager
-def background_load(n: int):
-    """N processes that each keep a core busy (at this process's priority) while inside."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-    try:
-        yield
-    finally:
-        for p in spinners:
-            p.kill()
-        for p in spinners:
-            p.wait()
+from run_peers import background_load  # noqa: E402  (the peer benchmark's spinning processes)
 
 
 def timed_step(step, state, batch):
