@@ -307,3 +307,32 @@ def test_shard_map_on_a_one_device_mesh_runs_its_body_once():
     text = str(jax.make_jaxpr(mapped)(x)).replace("Mesh('x': 1", "Mesh('x': 4")
     with pytest.raises(Exception, match="has an axis of size 4"):
         refjit._core.parse(text, "mapped")
+
+
+def test_grad_through_a_ref_made_in_a_loop_body_matches_finite_differences():
+    # A ref made inside a fori_loop body, subtracted into and read back, then scaled by a
+    # function of its value: one iteration is the same function as the loop-free body, and
+    # refjit's gradient is that function's (and finite differences'). JAX 0.10.2's grad of the
+    # loop drops the scaling's derivative (-1.3-1.1j here; random program 11134).
+    def step(c):
+        r = jax.new_ref(jnp.zeros((2,), dtype=jnp.complex64))
+        r[1:2] -= c[:1]
+        v = r[0:2]
+        return v * lax.rsqrt(1.0 + jnp.real(v * jnp.conj(v)))
+
+    def out(v):
+        return jnp.sum(jnp.real(v) + 0.5 * jnp.imag(v))
+
+    def looped(z):
+        return out(lax.fori_loop(0, 1, lambda i, c: step(c), jnp.stack([z, z]) ** 2))
+
+    def unrolled(z):
+        return out(step(jnp.stack([z, z]) ** 2))
+
+    z = np.complex64(0.3 + 0.7j)
+    got = complex(refjit.grad(looped)(z))
+    np.testing.assert_allclose(got, complex(jax.grad(unrolled)(z)), rtol=1e-5)
+    h = 1e-3
+    f = lambda w: float(looped(np.complex64(w)))  # noqa: E731
+    fd = complex((f(z + h) - f(z - h)) / (2 * h), -(f(z + 1j * h) - f(z - 1j * h)) / (2 * h))
+    np.testing.assert_allclose(got, fd, rtol=1e-3)
