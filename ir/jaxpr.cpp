@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "refjit/ir/error.h"
+
 namespace refjit {
 
 Var Jaxpr::new_var(Type type, bool dropped, std::string name) {
@@ -89,6 +91,35 @@ std::vector<RefEffects> compute_effects(const Jaxpr& jaxpr) {
   for (Var v : jaxpr.constvars) out.push_back(fx.count(v.id) ? fx[v.id] : RefEffects{});
   for (Var v : jaxpr.invars) out.push_back(fx.count(v.id) ? fx[v.id] : RefEffects{});
   return out;
+}
+
+void refuse_unknown_forward_map(const Eqn& e) {
+  const bool* marked = std::get_if<bool>(e.params.find(kForwardUnknown));
+  if (!marked || !*marked) return;
+  throw Error(
+      "custom_vjp_call: this is the linear map of a custom_vjp function, run forward (the "
+      "tangents of linearize, or a jvp of it), but the function's rule is for reverse mode "
+      "only and its bwd is not a linear map refjit can transpose into a forward one; JAX "
+      "refuses forward mode of custom_vjp functions too: use grad or vjp, or give the "
+      "function a custom_jvp rule");
+}
+
+bool has_host_effect(const Eqn& e) {
+  if (prim_info(e.prim).host_effect) return true;
+  if (!prim_info(e.prim).has_subjaxprs) return false;
+  auto contains = [](const JaxprPtr& j) {
+    if (!j) return false;
+    for (const Eqn& inner : j->eqns)
+      if (has_host_effect(inner)) return true;
+    return false;
+  };
+  for (const auto& [name, v] : e.params.entries()) {
+    if (const auto* j = std::get_if<JaxprPtr>(&v); j && contains(*j)) return true;
+    if (const auto* js = std::get_if<JaxprList>(&v))
+      for (const JaxprPtr& j : *js)
+        if (contains(j)) return true;
+  }
+  return false;
 }
 
 bool bwd_accumulates(const Jaxpr& bwd, size_t n_res, size_t n_outs, size_t n_operands) {

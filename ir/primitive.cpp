@@ -44,6 +44,9 @@ bool communicates(Prim p) {
          p == Prim::axis_index;
 }
 
+// Calls a host function: what it does is invisible to the program, so it is never dropped.
+bool host_effect(Prim p) { return p == Prim::debug_callback; }
+
 // primitives.def lists the elementwise primitives first, from neg to select_n.
 bool elementwise(Prim p) {
   return static_cast<int>(p) >= static_cast<int>(Prim::neg) &&
@@ -62,6 +65,7 @@ std::array<PrimInfo, kNumPrims> make_registry() {
                         effect_of(p),
                         has_subjaxprs(p),
                         communicates(p),
+                        host_effect(p),
                         elementwise(p),
                         kAdRules[i]};
   }

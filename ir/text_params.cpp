@@ -24,6 +24,7 @@ RuleTable<SpecList> make_specs() {
   set(Prim::all_gather, {{"axis_name", K::name}, {"axis_size", K::integer}});
   set(Prim::broadcast_from, {{"axis_name", K::name}, {"root", K::integer}});
   set(Prim::axis_index, {{"axis_name", K::name}});
+  set(Prim::debug_callback, {{"callback", K::integer}});
   set(Prim::integer_pow, {{"y", K::integer}});
   set(Prim::convert_element_type, {{"new_dtype", K::dtype}, {"weak_type", K::boolean}});
   set(Prim::bitcast_convert_type, {{"new_dtype", K::dtype}});
@@ -115,6 +116,7 @@ RuleTable<SpecList> make_specs() {
                      {"cond_nconsts", K::integer}});
   set(Prim::custom_vjp_call, {{"bwd_jaxpr", K::jaxpr},
                               {"call_jaxpr", K::jaxpr},
+                              {"forward_unknown", K::boolean},
                               {"fwd_jaxpr", K::jaxpr},
                               {"num_res", K::integer}});
   set(Prim::linear_solve, {{"matvec_jaxpr", K::jaxpr},

@@ -11,6 +11,7 @@ void register_type_rules(TypeRuleTable& table) {
   register_structured_type_rules(table);
   register_collective_type_rules(table);
   register_linalg_type_rules(table);
+  register_host_type_rules(table);
 }
 
 }  // namespace refjit

@@ -21,5 +21,6 @@ void register_ref_type_rules(TypeRuleTable& table);          // type_rules_ref.c
 void register_structured_type_rules(TypeRuleTable& table);   // type_rules_structured.cpp
 void register_collective_type_rules(TypeRuleTable& table);   // type_rules_collective.cpp
 void register_linalg_type_rules(TypeRuleTable& table);       // type_rules_linalg.cpp
+void register_host_type_rules(TypeRuleTable& table);         // type_rules_host.cpp
 
 }  // namespace refjit

@@ -67,10 +67,12 @@ class Canonicalizer {
   }
 
   // Whether another eqn computing the same may take this one's results instead: no effects,
-  // no refs, no sub-jaxprs, and no communication (every rank must run the same collectives).
+  // no refs, no sub-jaxprs, no communication (every rank must run the same collectives) and no
+  // host call.
   bool reusable(const Eqn& e) const {
     const PrimInfo& info = prim_info(e.prim);
-    if (info.effect != RefEffect::none || info.has_subjaxprs || info.communicates || e.outs.empty())
+    if (info.effect != RefEffect::none || info.has_subjaxprs || info.communicates ||
+        info.host_effect || e.outs.empty())
       return false;
     return !touches_refs(j_, e);
   }

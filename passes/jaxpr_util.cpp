@@ -173,6 +173,46 @@ Jaxpr rewritten_copy(const Jaxpr& jaxpr, const std::function<int(Jaxpr&)>& rewri
   return n > 0 ? out : jaxpr;
 }
 
+int drop_host_calls(Jaxpr& jaxpr) {
+  int n = 0;
+  std::vector<Eqn> kept;
+  kept.reserve(jaxpr.eqns.size());
+  for (Eqn& e : jaxpr.eqns) {
+    if (prim_info(e.prim).host_effect) {
+      ++n;
+      continue;
+    }
+    if (has_host_effect(e)) {
+      const Params params = e.params;  // e.params changes below
+      for (const auto& [name, v] : params.entries()) {
+        if (const auto* j = std::get_if<JaxprPtr>(&v); j && *j) {
+          Jaxpr copy = **j;
+          if (const int k = drop_host_calls(copy); k > 0) {
+            e.params.set(name, std::make_shared<const Jaxpr>(std::move(copy)));
+            n += k;
+          }
+        } else if (const auto* js = std::get_if<JaxprList>(&v)) {
+          JaxprList list = *js;
+          int k = 0;
+          for (JaxprPtr& j : list) {
+            if (!j) continue;
+            Jaxpr copy = *j;
+            if (const int m = drop_host_calls(copy); m > 0) {
+              j = std::make_shared<const Jaxpr>(std::move(copy));
+              k += m;
+            }
+          }
+          if (k > 0) e.params.set(name, std::move(list));
+          n += k;
+        }
+      }
+    }
+    kept.push_back(std::move(e));
+  }
+  jaxpr.eqns = std::move(kept);
+  return n;
+}
+
 int rewrite_body(Eqn& e, const std::function<int(Jaxpr&)>& rewrite) {
   if (e.prim == Prim::cond) {
     const JaxprList* branches = std::get_if<JaxprList>(e.params.find("branches"));

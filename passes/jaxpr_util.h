@@ -23,6 +23,11 @@ std::vector<Atom> inline_call_with_policies(JaxprBuilder& b, const Jaxpr& callee
                                             std::span<const Atom> args, const std::string& policy,
                                             std::vector<std::string>& eqn_policies);
 
+// Removes every debug_callback from `jaxpr` and from the jaxprs its eqns hold, at any depth;
+// returns how many it removed. For a computation that repeats what another already ran, so
+// that a host call made there is not made twice.
+int drop_host_calls(Jaxpr& jaxpr);
+
 // Runs `rewrite` (which returns how many changes it made) on a copy of the body of a scan or
 // jit eqn, or of each branch of a cond; when it changed something, `e` takes the rewritten
 // bodies. Returns the count (0 for any other eqn): how a pass recurses into the bodies it

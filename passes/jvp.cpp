@@ -19,6 +19,7 @@ const JvpRuleTable& jvp_rules() {
     register_ref_jvp_rules(t);
     register_control_jvp_rules(t);
     register_collective_jvp_rules(t);
+    register_host_jvp_rules(t);
     register_linalg_jvp_rules(t);
     return t;
   }();

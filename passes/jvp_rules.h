@@ -48,6 +48,7 @@ void register_shape_jvp_rules(JvpRuleTable& t);
 void register_ref_jvp_rules(JvpRuleTable& t);
 void register_control_jvp_rules(JvpRuleTable& t);
 void register_collective_jvp_rules(JvpRuleTable& t);
+void register_host_jvp_rules(JvpRuleTable& t);  // jvp_rules_host.cpp
 void register_linalg_jvp_rules(JvpRuleTable& t);  // jvp_rules_linalg.cpp
 
 const JvpRuleTable& jvp_rules();

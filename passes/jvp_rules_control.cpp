@@ -336,6 +336,11 @@ Tangents while_rule(JvpCtx& c, JvpArgs& a) {
   jb.invars.insert(jb.invars.end(), tan_in.begin() + static_cast<long>(n_bt), tan_in.end());
   // The condition takes the carry tangents too, and ignores them.
   Jaxpr jc = cond;
+  // Under linearize the loop above already made the primal computation's host calls.
+  if (c.for_linearize) {
+    drop_host_calls(jb);
+    drop_host_calls(jc);
+  }
   for (size_t i = 0; i < ncar; ++i)
     if (nz[nb + i]) jc.invars.push_back(jc.new_var(jc.type_of(cond.invars[nc + i])));
 
@@ -368,9 +373,12 @@ Tangents while_rule(JvpCtx& c, JvpArgs& a) {
 // transpose bwd is: with a correct bwd it is the JVP, so running the linear jaxpr forward
 // (check_ad, linearize's f_lin) agrees with forward mode. When bwd cannot be transposed (it
 // touches refs, e.g. writes a plumbing ref; a slot is a ref; it is not linear in its
-// cotangents) the map is zeros, as no forward rule is known; reverse mode never runs it.
+// cotangents) no forward map is known: the result is a placeholder of zeros and `known` is
+// set false, and the eqn is marked so that running it forward is refused (reverse mode
+// never runs it).
 JaxprPtr custom_lin_forward(const Jaxpr& bwd, size_t n_res, const std::vector<Type>& in_types,
-                            const std::vector<Type>& out_types) {
+                            const std::vector<Type>& out_types, bool& known) {
+  known = true;
   bool transposable = bwd.constvars.empty() && bwd.invars.size() == n_res + out_types.size() &&
                       bwd.outvars.size() + n_res == in_types.size();
   for (size_t i = 0; transposable && i < bwd.invars.size(); ++i) {
@@ -388,9 +396,10 @@ JaxprPtr custom_lin_forward(const Jaxpr& bwd, size_t n_res, const std::vector<Ty
                                 std::vector<AccumKind>(out_types.size(), AccumKind::value));
       if (l.constvars.empty()) return std::make_shared<const Jaxpr>(std::move(l));
     } catch (const Error&) {
-      // Not linear in its cotangents: fall back to zeros below.
+      // Not linear in its cotangents: no forward map (below).
     }
   }
+  known = false;
   JaxprBuilder lb;
   for (const Type& t : in_types) lb.add_invar(t);
   Emitter le(lb);
@@ -434,9 +443,11 @@ Tangents custom_vjp_linearize(JvpCtx& c, JvpArgs& a) {
   for (const Atom& x : ins) in_types.push_back(c.t.type_of(x));
   for (Var o : a.eqn.outs) out_types.push_back(c.src->type_of(o));
   const JaxprPtr& bwd = a.eqn.params.get<JaxprPtr>("bwd_jaxpr");
-  Params params{{"call_jaxpr", custom_lin_forward(*bwd, n_res, in_types, out_types)},
+  bool forward_known = true;
+  Params params{{"call_jaxpr", custom_lin_forward(*bwd, n_res, in_types, out_types, forward_known)},
                 {"bwd_jaxpr", bwd},
                 {"num_res", static_cast<int64_t>(n_res)}};
+  if (!forward_known) params.set(kForwardUnknown, true);
   std::vector<Var> touts = c.t.emit(Prim::custom_vjp_call, ins, std::move(params));
   return Tangents(touts.begin(), touts.end());
 }

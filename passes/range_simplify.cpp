@@ -451,7 +451,8 @@ class Simplifier {
         case Prim::while_:
         case Prim::jit:
         case Prim::custom_vjp_call:
-        case Prim::linear_solve: continue;
+        case Prim::linear_solve:
+        case Prim::debug_callback: continue;
         default: break;
       }
       bool unused = true;

@@ -23,6 +23,7 @@ const EvalRuleTable& eval_rules() {
     register_ref_eval_rules(t);
     register_structured_eval_rules(t);
     register_collective_eval_rules(t);
+    register_host_eval_rules(t);
     register_linalg_eval_rules(t);
     return t;
   }();

@@ -44,6 +44,7 @@ void register_ref_eval_rules(EvalRuleTable& t);
 void register_structured_eval_rules(EvalRuleTable& t);
 void register_collective_eval_rules(EvalRuleTable& t);
 void register_linalg_eval_rules(EvalRuleTable& t);  // eval_linalg.cpp
+void register_host_eval_rules(EvalRuleTable& t);    // eval_host.cpp
 
 // The complete table (built once).
 const EvalRuleTable& eval_rules();

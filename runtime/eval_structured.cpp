@@ -29,6 +29,7 @@ std::vector<RtValue> eval_jit(const EvalContext& cx, const Eqn& e, std::span<con
 
 std::vector<RtValue> eval_custom_vjp_call(const EvalContext& cx, const Eqn& e,
                                           std::span<const RtValue> ins) {
+  refuse_unknown_forward_map(e);
   return eval_call(cx, e, ins, "call_jaxpr", "custom_vjp primal");
 }
 

@@ -66,6 +66,12 @@ AotArtifact compile_to_object(const Jaxpr& jaxpr, const AotOptions& options) {
   aot::check_name(options.name);
   if (options.opt_level < 0 || options.opt_level > 3)
     throw Error(fmt::format("aot: opt_level must be 0..3, not {}", options.opt_level));
+  for (const Eqn& e : jaxpr.eqns)
+    if (has_host_effect(e))
+      throw Error(
+          "aot: the program calls a host function (a debug_callback, from jax.debug.print or "
+          "jax.debug.callback), which needs the process that traced it; `refjit compile` "
+          "objects link only libc and libm: remove the call, or run the program with jit");
   aot::EntryPlan plan = aot::plan_entries(jaxpr, options);
   // C has no complex type a C++ caller can use too: refuse rather than write a header that
   // does not compile.

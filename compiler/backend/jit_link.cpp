@@ -26,6 +26,7 @@
 #include "llvm/Transforms/Utils/Cloning.h"
 #include "refjit/ir/error.h"
 #include "runtime/collectives.h"
+#include "runtime/host_callbacks.h"
 #include "runtime/kernels/factorizations.h"
 #include "runtime/kernels/float_builtins.h"
 #include "runtime/kernels/gemm.h"
@@ -54,6 +55,9 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
   add("refjit_all_gather", &refjit_all_gather);
   add("refjit_broadcast_from", &refjit_broadcast_from);
   add("refjit_axis_index", &refjit_axis_index);
+  add("refjit_host_call_begin", &refjit_host_call_begin);
+  add("refjit_host_call_end", &refjit_host_call_end);
+  for (DType d : kAllDTypes) add(host_call_arg_symbol(d).c_str(), &refjit_host_call_arg);
   add("refjit_eigh", &refjit_eigh);
   add("refjit_svd", &refjit_svd);
   add("refjit_eig", &refjit_eig);

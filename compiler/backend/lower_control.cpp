@@ -232,7 +232,10 @@ void lower_cond(LowerCtx& c, const Eqn& e) {
 
 void register_control_lowerings(LowerTable& t) {
   t.set(Prim::jit, [](LowerCtx& c, const Eqn& e) { lower_call(c, e, "jaxpr"); });
-  t.set(Prim::custom_vjp_call, [](LowerCtx& c, const Eqn& e) { lower_call(c, e, "call_jaxpr"); });
+  t.set(Prim::custom_vjp_call, [](LowerCtx& c, const Eqn& e) {
+    refuse_unknown_forward_map(e);
+    lower_call(c, e, "call_jaxpr");
+  });
   t.set(Prim::linear_solve, [](LowerCtx& c, const Eqn& e) { lower_call(c, e, "solve_jaxpr"); });
   t.set(Prim::scan, &lower_scan);
   t.set(Prim::cond, &lower_cond);

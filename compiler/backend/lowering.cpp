@@ -34,6 +34,7 @@ const LowerTable& lower_table() {
     register_control_lowerings(t);
     register_collective_lowerings(t);
     register_linalg_lowerings(t);
+    register_host_lowerings(t);
     return t;
   }();
   return table;

@@ -320,6 +320,10 @@ void register_ref_lowerings(LowerTable& t);
 void register_control_lowerings(LowerTable& t);
 void register_collective_lowerings(LowerTable& t);
 void register_linalg_lowerings(LowerTable& t);  // lower_linalg.cpp
+void register_host_lowerings(LowerTable& t);    // lower_host.cpp
+// The symbol a host call's operand of `dtype` is passed to (refjit_host_call_arg under one
+// name per element type, since each declaration fixes its memref type).
+std::string host_call_arg_symbol(DType dtype);
 
 // A memref as the runtime's entry points take it (runtime/kernels/gemm.h, runtime/collectives.h):
 // unranked, so every operand has one type and the callee reads the aligned pointer and offset

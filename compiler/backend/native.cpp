@@ -43,6 +43,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "refjit/ir/verifier.h"
 #include "runtime/collectives.h"
+#include "runtime/host_callbacks.h"
 // Conversion headers need mlir::Pass complete first (toolchain.md P5).
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -580,6 +581,7 @@ std::vector<RtValue> CompiledFunction::call(std::vector<RtValue>& args, bool tak
   }
   if (f.has_workspace) f.give_back(std::move(ws));
   throw_pending_collective_error();  // a collective that failed inside the code
+  throw_pending_host_call_error();   // a host call that failed inside the code
   return outs;
 }
 

@@ -13,6 +13,7 @@ Functions are traced with ``jax.make_jaxpr`` (JAX is the package's tracing depen
 everything after the trace is refjit's: its passes, its autodiff, its compiled code.
 """
 
+from . import _callbacks  # noqa: F401  (jax.debug.print and callbacks print for refjit)
 from ._common import (clear_cache, compilation_cache_dir, compilation_cache_stats, primitives,
                       set_compilation_cache_dir, set_log_compiles)
 from ._errors import (Error, ParseError, RefError, ReverseModeError, TraceError,

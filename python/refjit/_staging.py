@@ -178,6 +178,11 @@ def printing_for_refjit():
         _printing_for_refjit.active = before
 
 
+def printing_for_refjit_active() -> bool:
+    """Whether this thread is printing a trace for refjit to read."""
+    return _printing_for_refjit.active
+
+
 def staged_programs(jaxpr) -> list[tuple[str, Any]]:
     """(name, program) of every refjit program staged anywhere inside ``jaxpr``."""
     found: dict[str, Any] = {}

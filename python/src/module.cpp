@@ -16,6 +16,7 @@
 #include "passes/vjp.h"
 #include "passes/vmap.h"
 #include "python/src/executable.h"
+#include "python/src/host_calls.h"
 #include "refjit/aot.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/text.h"
@@ -324,6 +325,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("workspace_bytes", &Executable::workspace_bytes)
       .def_prop_ro("compile_ms", &Executable::compile_ms)
       .def_prop_ro("ffi_id", &Executable::ffi_id);
+  bind_host_calls(m);
   m.def("have_xla_ffi", &have_xla_ffi,
         "Whether this build can run refjit code as XLA's custom call refjit_call.");
   m.def("xla_ffi_handler", &xla_ffi_handler,

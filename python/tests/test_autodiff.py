@@ -216,6 +216,29 @@ def test_custom_vjp_rules_capturing_arrays_are_applied():
     assert_tree_close(refjit.grad(loss)(x), jax.grad(loss)(x))
 
 
+@pytest.mark.parametrize("backend", ["native", "interpreter"])
+def test_linearize_refuses_a_custom_vjp_whose_bwd_has_no_forward_map(backend):
+    # bwd clips the cotangent: not linear, so no forward map is its transpose. linearize's
+    # tangents used to come out as zeros; now running them is refused (JAX refuses
+    # forward mode of any custom_vjp function), while reverse mode applies the rule.
+    @jax.custom_vjp
+    def clip_grad(x):
+        return x
+
+    clip_grad.defvjp(lambda x: (x, None), lambda _, g: (jnp.clip(g, -0.1, 0.1),))
+
+    def f(x):
+        return clip_grad(x) * 3.0
+
+    x = np.float32(2.0)
+    y, f_jvp = refjit.linearize(f, x, backend=backend)
+    np.testing.assert_allclose(y, 6.0)
+    with pytest.raises(refjit.Error, match="linear map of a custom_vjp function"):
+        f_jvp(np.float32(1))
+    np.testing.assert_allclose(refjit.grad(f, backend=backend)(x), jax.grad(f)(x))
+    np.testing.assert_allclose(refjit.grad(f, backend=backend)(x), 0.1)
+
+
 def test_custom_vjp_inside_checkpoint_keeps_its_rules():
     # jax.checkpoint's body is an open jaxpr param (remat2): the custom_vjp inside it must be
     # traced into refjit's form too, not differentiated through its primal (which gives 2x).

@@ -72,6 +72,18 @@ struct RefEffects {
 // One entry per constvar then per invar (all-false for non-ref binders).
 std::vector<RefEffects> compute_effects(const Jaxpr& jaxpr);
 
+// Whether running `e` calls the host: `e` is a debug_callback, or one is inside a jaxpr its
+// params hold, at any depth. Such an eqn is kept even when nothing reads its results.
+bool has_host_effect(const Eqn& e);
+
+// The param marking a custom_vjp_call staged by linearize whose `call_jaxpr` (its linear map,
+// run forward) is unknown because its bwd rule could not be transposed
+// (passes/jvp_rules_control.cpp, custom_lin_forward): transposing it runs bwd; running it
+// forward (the interpreter, native code) is refused by refuse_unknown_forward_map.
+inline constexpr const char* kForwardUnknown = "forward_unknown";
+// Throws Error when `e` is a custom_vjp_call marked kForwardUnknown.
+void refuse_unknown_forward_map(const Eqn& e);
+
 // Whether a custom_vjp_call's bwd_jaxpr adds the cotangents into accumulators (it takes the
 // residuals, the output cotangents, then one ref per operand, and returns nothing) rather
 // than returning one cotangent per operand.

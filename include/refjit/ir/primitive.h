@@ -47,6 +47,7 @@ struct PrimInfo {
   RefEffect effect = RefEffect::none;  // on operand 0 for get/swap/addupdate/freeze
   bool has_subjaxprs = false;          // jit, scan, cond, custom_vjp_call
   bool communicates = false;           // a collective: every rank runs it (psum, all_gather, ...)
+  bool host_effect = false;  // calls the host (debug_callback): kept, in place, even unused
   bool elementwise = false;  // result[i] is computed from operands[i] (or scalar operands) alone
   AdRules ad_rules = AdRules::jvp;
 };
