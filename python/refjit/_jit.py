@@ -11,7 +11,7 @@ import numpy as np
 from jax import tree_util
 
 from ._common import _check_backend, _executable, _flatten_call, _leaf_ranges, exact_orders
-from ._staging import is_tracer
+from ._staging import inside_jax_trace, is_tracer
 from ._tracing import (ClosesOverTracerError, RefViewArgument, check_distinct_refs,
                        function_name, is_ref, trace, write_back_refs, x64_enabled)
 
@@ -102,11 +102,14 @@ class _Jitted:
             isinstance(k[-1], tuple) and k[-1][:1] == ("ref",) for k in key[:-1])
         if has_refs:
             check_distinct_refs(leaves, traced.ref_consts, "refjit.jit")
-        if any(is_tracer(a) for a in arrays):
+        if any(is_tracer(a) for a in arrays) or (
+                (has_refs or traced.calls_host) and inside_jax_trace()):
             # Staged into an enclosing trace (refjit's or JAX's): the refs the function
             # closes over are passed as themselves, and that trace reads and writes them.
+            # Effects are staged even on concrete arguments, to happen when the traced
+            # program runs, as often as it runs.
             ins = [x if is_ref(x) else a for x, a in zip(leaves, arrays)]  # refs as refs
-            outs = executable(ins + list(traced.ref_consts))
+            outs = executable.stage(ins + list(traced.ref_consts))
             return tree_util.tree_unflatten(traced.out_tree, traced.wrap_keys(outs))
         inputs, const_arrays = traced.primal_inputs(arrays)
         outs = executable(inputs)
@@ -125,7 +128,7 @@ class _Jitted:
         """Lets later calls with arguments of these types take the fast path when this one
         needed nothing but the arrays as they are: each argument a leaf that is a C-contiguous
         NumPy array of a dtype refjit takes unconverted, and no refs closed over."""
-        if traced.ref_consts or len(leaves) != len(args):
+        if traced.ref_consts or traced.calls_host or len(leaves) != len(args):
             return
         if not all(x is a and l is a for x, l, a in zip(args, leaves, arrays)):
             return

@@ -90,6 +90,15 @@ def is_tracer(x: Any) -> bool:
     return type(x) is not np.ndarray and isinstance(x, jax.core.Tracer)
 
 
+def inside_jax_trace() -> bool:
+    """Whether a JAX transformation is tracing the caller (jax.jit, make_jaxpr, a refjit
+    trace): a refjit call that updates refs or calls the host must then be staged into that
+    trace, so that it happens when the traced program runs, not once now."""
+    from jax._src import core as jax_core
+
+    return not isinstance(jax_core.trace_ctx.trace, jax_core.EvalTrace)
+
+
 def as_input(x: Any, dtype) -> Any:
     """``x`` as an input of dtype ``dtype``: a C-contiguous NumPy array, or the tracer."""
     if is_tracer(x):

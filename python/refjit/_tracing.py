@@ -269,7 +269,7 @@ class Traced:
     """One function traced at one set of argument types."""
 
     __slots__ = ("program", "consts", "ref_consts", "out_tree", "jax_text", "name",
-                 "key_outputs", "exact_orders")
+                 "key_outputs", "exact_orders", "calls_host")
 
     def __init__(self, program, consts, out_tree, jax_text, name, ref_consts=(),
                  key_outputs=(), exact_orders=float("inf")):
@@ -287,6 +287,8 @@ class Traced:
         self.out_tree = out_tree
         self.jax_text = jax_text
         self.name = name
+        # Whether the program calls the host (jax.debug.print, jax.debug.callback).
+        self.calls_host = "debug_callback[" in jax_text
 
     def wrap_keys(self, outs: Sequence) -> list:
         """The leading output leaves ``outs`` with key results made key arrays again."""

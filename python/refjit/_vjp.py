@@ -13,7 +13,7 @@ from . import _core
 from ._common import (exact_orders, _check_backend, _cached, _executable, _flatten_call, _is_inexact,
                       _leaf_ranges, _loss_and_aux, hoist_closed_over_tracers)
 from ._errors import RefError
-from ._staging import as_input, is_tracer
+from ._staging import as_input, inside_jax_trace, is_tracer
 from ._tracing import (ClosesOverTracerError, check_distinct_refs, is_ref, ref_value,
                        set_ref_value, trace, write_back_refs)
 
@@ -185,9 +185,11 @@ class VjpFunction:
             cts.append(a)
         for dtype, shape, _, _ in core.out_types[len(cts):]:  # has_aux: the aux outputs
             cts.append(np.zeros(shape, dtype=dtype))
-        if self._entries is not None and any(
+        # Accumulating into refs while JAX traces the caller: staged, so that the refs are
+        # updated when the traced program runs (each time), not once now.
+        if self._entries is not None and (inside_jax_trace() or any(
                 is_tracer(x) for x in list(core.residuals) + cts + tree_util.tree_leaves(
-                    self._entries, is_leaf=lambda x: isinstance(x, jax.Ref))):
+                    self._entries, is_leaf=lambda x: isinstance(x, jax.Ref)))):
             staged = self._staged_accumulation(ct)
             if staged is not None:
                 return staged

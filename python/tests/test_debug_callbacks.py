@@ -237,3 +237,20 @@ def test_refjit_compile_refuses_a_host_call(tmp_path):
 
     with pytest.raises(refjit.Error, match="host function"):
         refjit.compile(f, np.float32(1), path=str(tmp_path / "f.o"))
+
+
+def test_a_call_inside_jax_jit_prints_at_every_run_not_at_trace_time(capsys):
+    @refjit.jit
+    def show(x):
+        jax.debug.print("x={}", x)
+        return x + 1
+
+    @jax.jit
+    def outer():
+        return show(np.float32(1))  # concrete: still staged, to print when outer runs
+
+    assert capsys.readouterr().out == ""
+    outer()
+    outer()
+    jax.effects_barrier()
+    assert capsys.readouterr().out == "x=1.0\nx=1.0\n"

@@ -336,3 +336,44 @@ def test_grad_through_a_ref_made_in_a_loop_body_matches_finite_differences():
     f = lambda w: float(looped(np.complex64(w)))  # noqa: E731
     fd = complex((f(z + h) - f(z - h)) / (2 * h), -(f(z + 1j * h) - f(z - 1j * h)) / (2 * h))
     np.testing.assert_allclose(got, fd, rtol=1e-3)
+
+
+def test_effects_of_a_call_inside_jax_jit_happen_at_every_run_not_at_trace_time():
+    # Concrete arguments inside a trace: refjit used to run the call while JAX traced,
+    # updating the ref once (and leaving a tracer in it); it is now staged, as jax.jit is.
+    for impl in (jax.jit, refjit.jit):
+        ref = jax.new_ref(jnp.zeros(3))
+
+        def bump(x):
+            ref[...] += x
+            return x * 2
+
+        bumped = impl(bump)
+
+        @jax.jit
+        def outer():
+            return bumped(np.ones(3, np.float32))
+
+        np.testing.assert_array_equal(outer(), np.full(3, 2.0))
+        outer()
+        np.testing.assert_array_equal(value(ref), np.full(3, 2.0))
+
+
+def test_vjp_accumulation_into_a_ref_inside_jax_jit_happens_at_every_run():
+    def f(x, i):
+        return x[i] ** 2
+
+    x = jnp.arange(10.0)
+    grad_accum = jax.new_ref(jnp.zeros(10))
+
+    def run():
+        _, f_vjp = refjit.vjp(f, x, 5)
+        f_vjp.with_refs(grad_accum, refjit.DontWant)(np.float32(1))
+
+    jaxpr = jax.make_jaxpr(run)()
+    assert "a[...] <- " in str(jaxpr)
+    np.testing.assert_array_equal(value(grad_accum), np.zeros(10))  # not written by tracing
+    staged = jax.jit(run)
+    staged()
+    staged()
+    np.testing.assert_array_equal(value(grad_accum), np.eye(10)[5] * 20)
