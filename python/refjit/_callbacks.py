@@ -51,7 +51,11 @@ def _pp_rule(default_name: str):
 
         if not printing_for_refjit_active():
             return jax_core._pp_eqn(eqn, context, settings)
-        host = functools.partial(eqn.primitive.impl, **eqn.params)
+        callback = eqn.params.get("callback")
+        if getattr(callback, "refjit_direct", False):  # refjit's own (_retrace._trace_bwd)
+            host = callback
+        else:
+            host = functools.partial(eqn.primitive.impl, **eqn.params)
         shown = eqn.replace(primitive=_printed_as_debug_callback,
                             params={"callback": register(host)})
         return jax_core._pp_eqn(shown, context, settings, params=["callback"])

@@ -205,7 +205,7 @@ def _custom_vjp(prim, params, ins, rules):
     call_closed = jax.make_jaxpr(_closed(params["call_jaxpr"]))(*in_specs)
     fwd_closed = _trace_rule(lambda: _primal_only(jax.make_jaxpr(fwd)(*in_specs)))
     res_specs = _specs(res_avals)
-    bwd_closed = _trace_bwd(bwd, res_specs, out_specs, params)
+    bwd_closed = _trace_bwd(bwd, res_specs, out_specs, params, in_avals[n_consts:])
     cc, fc, bc = list(call_closed.consts), list(fwd_closed.consts), list(bwd_closed.consts)
     n_in, n_res = len(ins), len(res_specs)
     extra = cc + fc + bc
@@ -241,20 +241,43 @@ def _custom_vjp(prim, params, ins, rules):
         num_res=n_res + len(bc))
 
 
-def _trace_bwd(bwd, res_specs, out_specs, params):
+def _trace_bwd(bwd, res_specs, out_specs, params, operand_avals):
     """The bwd rule as a jaxpr. refjit traces it with the function, where JAX waits until a
-    cotangent is needed: an error in it is raised here, saying so."""
+    cotangent is needed. When tracing it fails, the forward pass must still work (JAX's does),
+    so the jaxpr stands in for it: a host call that raises the error, then zero cotangents.
+    Running a backward pass that needs the rule raises the error then (its type: a
+    TypeError stays one); nothing computes with the zeros, since the raise stops the run."""
     try:
         return _trace_rule(lambda: _primal_only(jax.make_jaxpr(bwd)(*res_specs, *out_specs)))
     except Exception as e:
         name = getattr(params.get("bwd"), "__name__", None) or "bwd"
-        message = (f"refjit traces a custom_vjp's bwd rule ({name}) when it compiles the "
-                   f"function, before any cotangent is asked for; tracing it failed: {e}")
-        try:
-            wrapped = type(e)(message)
-        except Exception:
-            wrapped = RuntimeError(message)
-        raise wrapped from e
+        message = (f"refjit: the backward pass needs this custom_vjp's bwd rule ({name}), "
+                   f"which could not be traced: {e}")
+        # Kept until a backward pass needs it, without the frames of this trace (they would
+        # keep its objects alive).
+        failure, cause, seen = e, e, set()
+        while cause is not None and id(cause) not in seen:
+            seen.add(id(cause))
+            cause.with_traceback(None)
+            cause = cause.__cause__ or cause.__context__
+
+        def raise_it(*_):
+            try:
+                wrapped = type(failure)(message)
+            except Exception:
+                wrapped = RuntimeError(message)
+            raise wrapped from failure
+
+        raise_it.refjit_direct = True  # called as it is (_callbacks), JAX logs nothing
+
+        def stand_in(*_):
+            from jax._src import debugging
+
+            debugging.debug_callback_p.bind(callback=raise_it, effect=debugging.debug_effect,
+                                            partitioned=False)
+            return [_zeros_for(a) for a in operand_avals]
+
+        return jax.make_jaxpr(stand_in)(*res_specs, *out_specs)
 
 
 def _zeros_for(aval):

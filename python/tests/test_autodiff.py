@@ -239,6 +239,29 @@ def test_linearize_refuses_a_custom_vjp_whose_bwd_has_no_forward_map(backend):
     np.testing.assert_allclose(refjit.grad(f, backend=backend)(x), 0.1)
 
 
+@pytest.mark.parametrize("backend", ["native", "interpreter"])
+def test_a_custom_vjp_bwd_that_cannot_be_traced_fails_only_when_a_backward_pass_runs(backend):
+    # bwd returns one cotangent for two arguments: JAX raises a TypeError when it calls bwd,
+    # and runs the function, its vjp's forward pass and gradients not through it.
+    @jax.custom_vjp
+    def f(x, y):
+        return x * y
+
+    f.defvjp(lambda x, y: (x * y, (x, y)), lambda res, g: g)
+    np.testing.assert_allclose(refjit.jit(f, backend=backend)(2.0, 3.0), 6.0)
+    out, f_vjp = refjit.vjp(f, np.float32(2), np.float32(3), backend=backend)
+    np.testing.assert_allclose(out, 6.0)
+    with pytest.raises(TypeError, match="custom_vjp's bwd rule .* could not be traced"):
+        f_vjp(np.float32(1))
+    with pytest.raises(TypeError, match="Custom VJP bwd rule must produce"):
+        refjit.grad(f, backend=backend)(2.0, 3.0)
+
+    def not_through_f(x, y):
+        return (f(x, y), x * 2.0)[1]
+
+    np.testing.assert_allclose(refjit.grad(not_through_f, backend=backend)(2.0, 3.0), 2.0)
+
+
 def test_custom_vjp_inside_checkpoint_keeps_its_rules():
     # jax.checkpoint's body is an open jaxpr param (remat2): the custom_vjp inside it must be
     # traced into refjit's form too, not differentiated through its primal (which gives 2x).
