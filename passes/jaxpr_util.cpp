@@ -18,9 +18,13 @@ const Jaxpr& jit_body(const Eqn& eqn) {
 
 namespace {
 
-// Both inliners: `policies`, when given, receives one entry per appended eqn.
+bool every_jit(const Eqn&) { return true; }
+bool no_jit(const Eqn&) { return false; }
+
+// The inliners: the jits of `callee` that `which` accepts are inlined too, with every jit
+// inside them. `policies`, when given, receives one entry per appended eqn.
 std::vector<Atom> inline_impl(JaxprBuilder& b, const Jaxpr& callee, std::span<const Atom> args,
-                              bool inline_jits, const std::string& policy,
+                              const JitFilter& which, const std::string& policy,
                               std::vector<std::string>* policies) {
   const size_t n_bind = callee.constvars.size() + callee.invars.size();
   if (args.size() != n_bind)
@@ -41,12 +45,12 @@ std::vector<Atom> inline_impl(JaxprBuilder& b, const Jaxpr& callee, std::span<co
     std::vector<Atom> ins;
     for (const Atom& a : e.ins) ins.push_back(read(a));
     // Autodiff (which records policies) keeps a jit with a custom JVP rule: the rule applies.
-    if (inline_jits && e.prim == Prim::jit && !(policies && has_custom_jvp_rule(e))) {
+    if (e.prim == Prim::jit && which(e) && !(policies && has_custom_jvp_rule(e))) {
       if (policies) refuse_missing_custom_rule(e, "linearize");
       std::string inner = policy;
       if (const auto* p = e.params.find("policy"))
         if (const auto* name = std::get_if<std::string>(p)) inner = *name;
-      std::vector<Atom> outs = inline_impl(b, jit_body(e), ins, true, inner, policies);
+      std::vector<Atom> outs = inline_impl(b, jit_body(e), ins, every_jit, inner, policies);
       for (size_t i = 0; i < e.outs.size(); ++i) env[e.outs[i].id] = outs[i];
       continue;
     }
@@ -69,13 +73,18 @@ std::vector<Atom> inline_impl(JaxprBuilder& b, const Jaxpr& callee, std::span<co
 
 std::vector<Atom> inline_call(JaxprBuilder& b, const Jaxpr& callee, std::span<const Atom> args,
                               bool inline_jits) {
-  return inline_impl(b, callee, args, inline_jits, "", nullptr);
+  return inline_impl(b, callee, args, inline_jits ? every_jit : no_jit, "", nullptr);
+}
+
+std::vector<Atom> inline_call_where(JaxprBuilder& b, const Jaxpr& callee,
+                                    std::span<const Atom> args, const JitFilter& which) {
+  return inline_impl(b, callee, args, which, "", nullptr);
 }
 
 std::vector<Atom> inline_call_with_policies(JaxprBuilder& b, const Jaxpr& callee,
                                             std::span<const Atom> args, const std::string& policy,
                                             std::vector<std::string>& eqn_policies) {
-  return inline_impl(b, callee, args, true, policy, &eqn_policies);
+  return inline_impl(b, callee, args, every_jit, policy, &eqn_policies);
 }
 
 bool touches_refs(const Jaxpr& j, const Eqn& eqn) {

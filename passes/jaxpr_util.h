@@ -16,6 +16,13 @@ namespace refjit {
 std::vector<Atom> inline_call(JaxprBuilder& b, const Jaxpr& callee, std::span<const Atom> args,
                               bool inline_jits = false);
 
+// Which jits an inliner inlines (with every jit inside them).
+using JitFilter = std::function<bool(const Eqn&)>;
+
+// inline_call inlining the jits of `callee` that `which` accepts, and every jit inside those.
+std::vector<Atom> inline_call_where(JaxprBuilder& b, const Jaxpr& callee,
+                                    std::span<const Atom> args, const JitFilter& which);
+
 // inline_call with every nested jit inlined, recording for each eqn appended to `b` the remat
 // policy it runs under (passes/remat.h): the `policy` param of the innermost checkpointed jit
 // around it, or `policy` (the caller's) outside any.
