@@ -182,6 +182,26 @@ Jaxpr rewritten_copy(const Jaxpr& jaxpr, const std::function<int(Jaxpr&)>& rewri
   return n > 0 ? out : jaxpr;
 }
 
+namespace {
+
+// Runs `rewrite` on a copy of `*j` and makes `j` the copy when it changed something; returns
+// the count of changes.
+int rewrite_one(JaxprPtr& j, const std::function<int(Jaxpr&)>& rewrite) {
+  if (!j) return 0;
+  Jaxpr copy = *j;
+  const int n = rewrite(copy);
+  if (n > 0) j = std::make_shared<const Jaxpr>(std::move(copy));
+  return n;
+}
+
+int rewrite_each(JaxprList& list, const std::function<int(Jaxpr&)>& rewrite) {
+  int n = 0;
+  for (JaxprPtr& j : list) n += rewrite_one(j, rewrite);
+  return n;
+}
+
+}  // namespace
+
 int drop_host_calls(Jaxpr& jaxpr) {
   int n = 0;
   std::vector<Eqn> kept;
@@ -194,25 +214,18 @@ int drop_host_calls(Jaxpr& jaxpr) {
     if (has_host_effect(e)) {
       const Params params = e.params;  // e.params changes below
       for (const auto& [name, v] : params.entries()) {
-        if (const auto* j = std::get_if<JaxprPtr>(&v); j && *j) {
-          Jaxpr copy = **j;
-          if (const int k = drop_host_calls(copy); k > 0) {
-            e.params.set(name, std::make_shared<const Jaxpr>(std::move(copy)));
+        if (const auto* j = std::get_if<JaxprPtr>(&v)) {
+          JaxprPtr body = *j;
+          if (const int k = rewrite_one(body, drop_host_calls); k > 0) {
+            e.params.set(name, std::move(body));
             n += k;
           }
         } else if (const auto* js = std::get_if<JaxprList>(&v)) {
           JaxprList list = *js;
-          int k = 0;
-          for (JaxprPtr& j : list) {
-            if (!j) continue;
-            Jaxpr copy = *j;
-            if (const int m = drop_host_calls(copy); m > 0) {
-              j = std::make_shared<const Jaxpr>(std::move(copy));
-              k += m;
-            }
+          if (const int k = rewrite_each(list, drop_host_calls); k > 0) {
+            e.params.set(name, std::move(list));
+            n += k;
           }
-          if (k > 0) e.params.set(name, std::move(list));
-          n += k;
         }
       }
     }
@@ -227,24 +240,16 @@ int rewrite_body(Eqn& e, const std::function<int(Jaxpr&)>& rewrite) {
     const JaxprList* branches = std::get_if<JaxprList>(e.params.find("branches"));
     if (!branches) return 0;
     JaxprList rewritten = *branches;
-    int n = 0;
-    for (JaxprPtr& branch : rewritten) {
-      if (!branch) continue;
-      Jaxpr copy = *branch;
-      if (const int k = rewrite(copy); k > 0) {
-        branch = std::make_shared<const Jaxpr>(std::move(copy));
-        n += k;
-      }
-    }
+    const int n = rewrite_each(rewritten, rewrite);
     if (n > 0) e.params.set("branches", std::move(rewritten));
     return n;
   }
   if (e.prim != Prim::scan && e.prim != Prim::jit) return 0;
   const JaxprPtr* body = std::get_if<JaxprPtr>(e.params.find("jaxpr"));
   if (!body || !*body) return 0;
-  Jaxpr copy = **body;
-  const int n = rewrite(copy);
-  if (n > 0) e.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(copy)));
+  JaxprPtr rewritten = *body;
+  const int n = rewrite_one(rewritten, rewrite);
+  if (n > 0) e.params.set("jaxpr", std::move(rewritten));
   return n;
 }
 
