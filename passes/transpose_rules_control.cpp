@@ -3,6 +3,7 @@
 // transpose runs the user's bwd_jaxpr.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "passes/transpose.h"
@@ -92,6 +93,10 @@ void register_control_transpose_rules(TransposeRuleTable& t) {
   t.set(Prim::linear_solve, linear_solve_transpose);
   t.set(Prim::cond, cond_transpose);
   t.set(Prim::custom_vjp_call, [](Emitter& e, TransposeArgs& a) {
+    // No cotangent reaches the outputs: bwd is not run (its operands' cotangents are zero,
+    // and what it would write into refs is not written), as JAX's backward pass skips it.
+    if (std::none_of(a.ct.begin(), a.ct.end(), [](const MaybeAtom& ct) { return ct.has_value(); }))
+      return;
     const size_t n_res = static_cast<size_t>(a.eqn.params.get<int64_t>("num_res"));
     const Jaxpr& bwd = *a.eqn.params.get<JaxprPtr>("bwd_jaxpr");
     std::vector<Atom> args;

@@ -262,6 +262,29 @@ def test_a_custom_vjp_bwd_that_cannot_be_traced_fails_only_when_a_backward_pass_
     np.testing.assert_allclose(refjit.grad(not_through_f, backend=backend)(2.0, 3.0), 2.0)
 
 
+def test_a_custom_vjp_whose_outputs_get_no_cotangent_does_not_run_its_bwd():
+    # JAX's backward pass skips the rule when no cotangent reaches its outputs: this bwd
+    # (writing a float into an int ref) would fail if run.
+    @jax.custom_vjp
+    def stash_grads(grads_ref, x):
+        return x
+
+    def stash_grads_bwd(grads_ref, g):
+        grads_ref[...] = g
+        return None, g
+
+    stash_grads.defvjp(lambda grads_ref, x: (x, grads_ref), stash_grads_bwd)
+
+    @jax.remat
+    def f(x_ref, y):
+        stash_grads(x_ref, y)
+        return y * 3.0
+
+    x_ref = jax.new_ref(0)
+    np.testing.assert_allclose(refjit.grad(f, 1)(x_ref, 3.14), 3.0)
+    assert int(x_ref[...]) == 0
+
+
 def test_custom_vjp_inside_checkpoint_keeps_its_rules():
     # jax.checkpoint's body is an open jaxpr param (remat2): the custom_vjp inside it must be
     # traced into refjit's form too, not differentiated through its primal (which gives 2x).
