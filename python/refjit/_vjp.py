@@ -142,7 +142,12 @@ class VjpFunction:
         accumulators: the gradients come out as values and are added into the refs by JAX's
         own ref ops, which that trace orders with its other effects. None without refs."""
         is_marker = lambda x: x is GradValue or x is DontWant  # noqa: E731
-        leaves = tree_util.tree_leaves(self._entries, is_leaf=is_marker)
+        core = self._core
+        # An argument without a float leaf has no gradient: its entry is not looked at.
+        entries = tuple(
+            e if any(_is_inexact(core.arrays[k].dtype) for k in rng) else DontWant
+            for e, rng in zip(self._entries, core.arg_ranges))
+        leaves = tree_util.tree_leaves(entries, is_leaf=is_marker)
         if not any(isinstance(x, jax.Ref) for x in leaves):
             return None
         if any(not is_marker(x) and not isinstance(x, jax.Ref) for x in leaves):
@@ -150,11 +155,10 @@ class VjpFunction:
                 "refjit.vjp: a NumPy accumulator cannot take gradients computed inside a JAX "
                 "trace (a scan or vmap body); pass a jax.Ref")
         as_value = lambda x: GradValue if isinstance(x, jax.Ref) else x  # noqa: E731
-        as_values = tuple(tree_util.tree_map(as_value, e, is_leaf=is_marker)
-                          for e in self._entries)
-        grads = VjpFunction(self._core, as_values)(ct)
+        as_values = tuple(tree_util.tree_map(as_value, e, is_leaf=is_marker) for e in entries)
+        grads = VjpFunction(core, as_values)(ct)
         results = []
-        for entry, g in zip(self._entries, grads):
+        for entry, g in zip(entries, grads):
             if is_marker(entry):
                 results.append(g)
                 continue
@@ -163,7 +167,7 @@ class VjpFunction:
             out = []
             for e, v in zip(e_leaves, g_leaves):
                 if isinstance(e, jax.Ref):
-                    e[...] += v
+                    jax.ref.addupdate(e, ..., v)  # one `+=` eqn in the enclosing trace
                     out.append(e)
                 else:
                     out.append(v)

@@ -368,10 +368,12 @@ def test_vjp_accumulation_into_a_ref_inside_jax_jit_happens_at_every_run():
 
     def run():
         _, f_vjp = refjit.vjp(f, x, 5)
-        f_vjp.with_refs(grad_accum, refjit.DontWant)(np.float32(1))
+        # The integer argument has no gradient: its entry is not looked at (JAX's test passes
+        # a bare object()).
+        f_vjp.with_refs(grad_accum, object())(np.float32(1))
 
     jaxpr = jax.make_jaxpr(run)()
-    assert "a[...] <- " in str(jaxpr)
+    assert "a[...] += " in str(jaxpr)
     np.testing.assert_array_equal(value(grad_accum), np.zeros(10))  # not written by tracing
     staged = jax.jit(run)
     staged()
