@@ -5,7 +5,7 @@ function, which jaxpr text cannot. While a trace is printed for refjit, each suc
 as refjit's ``debug_callback[callback=N]`` with its operands, N naming a host function kept
 here: JAX's own implementation of the eqn with its params (so the text printed, and the
 arguments a callback receives, are JAX's). refjit's compiled code and its interpreter call
-the function through the handler registered with ``_core`` (python/src/host_callbacks.cpp),
+the function through the handler registered with ``_core`` (python/src/host_calls.cpp),
 with copies of the operands as NumPy arrays.
 
 The numbers are per process: compiled code only carries N, so code cached on disk by another
