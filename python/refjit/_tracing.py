@@ -116,6 +116,11 @@ def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
                 arrays.append(a)
                 key.append((a.shape, a.dtype, False))
                 continue
+        # A NumPy array as refjit returns them (a training loop's state after the first step).
+        if t is np.ndarray and _is_passed_as_is(x.dtype, x64) and x.flags.c_contiguous:
+            arrays.append(x)
+            key.append((x.shape, x.dtype, False))
+            continue
         if t is _KEY_ARRAY:
             a = _key_words(x)
             if a is not None:
