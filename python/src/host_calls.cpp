@@ -20,13 +20,16 @@ void bind_host_calls(nb::module_& m) {
           set_host_call_handler(nullptr);
           return;
         }
-        // Kept for the life of the process: programs may call it until exit.
-        auto held = std::make_shared<nb::object>(std::move(handler));
+        // Kept for the life of the process, never released: the runtime's copy of this
+        // function is destroyed after the interpreter has shut down, when no reference may
+        // be dropped any more.
+        PyObject* held = handler.release().ptr();
         set_host_call_handler([held](int64_t callback, std::vector<Array> args) {
           nb::gil_scoped_acquire gil;
           nb::list arrays;
           for (Array& a : args) arrays.append(to_numpy(std::move(a)));
-          (*held)(callback, arrays);  // a Python exception propagates as nb::python_error
+          const nb::handle fn(held);
+          fn(callback, arrays);  // a Python exception propagates (as nb::python_error)
         });
       },
       "handler", "Sets the function debug_callback eqns call: handler(callback_number, arrays).");

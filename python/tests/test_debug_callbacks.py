@@ -254,3 +254,18 @@ def test_a_call_inside_jax_jit_prints_at_every_run_not_at_trace_time(capsys):
     outer()
     jax.effects_barrier()
     assert capsys.readouterr().out == "x=1.0\nx=1.0\n"
+
+
+def test_a_process_that_made_host_calls_exits_cleanly():
+    # The handler refjit's runtime holds outlives the interpreter: releasing it at exit,
+    # after Python has shut down, aborted the process.
+    import subprocess
+    import sys
+
+    code = ("import jax, numpy as np, refjit\n"
+            "refjit.jit(lambda x: (jax.debug.print('v={}', x), x + 1)[1])(np.float32(2))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "v=2.0\n"
+    assert "Fatal" not in done.stderr
