@@ -242,12 +242,34 @@ ArrayType Parser::parse_array_type() {
       int64_t n = expect_nonneg_int("a dimension size");
       if (n > kMaxDim) fail(dt, fmt::format("dimension {} is too large", n));
       a.shape.push_back(n);
+      skip_dim_sharding();
       if (!peek().is(Tok::comma)) break;
       next();
     }
   }
   expect(Tok::rbracket, "',' or ']' in the shape");
   return a;
+}
+
+// JAX's explicit sharding writes the mesh axes a dim is split over after its size (`4@x`,
+// `8@(x,y)`). refjit runs on one process, where the values are the same whatever the
+// placement: the annotation is read and dropped.
+void Parser::skip_dim_sharding() {
+  if (!(peek().is(Tok::other) && peek().text == "@")) return;
+  next();
+  if (peek().is(Tok::ident)) {
+    next();
+    return;
+  }
+  expect(Tok::lparen, "a mesh axis name or '(' after '@' in the shape");
+  while (!peek().is(Tok::rparen)) {
+    if (!peek().is(Tok::ident))
+      fail(peek(), fmt::format("expected a mesh axis name in the shape's sharding, found {}",
+                               text::describe(peek())));
+    next();
+    if (peek().is(Tok::comma)) next();
+  }
+  next();
 }
 
 std::vector<Atom> Parser::parse_outvars(Scope& s) {

@@ -160,6 +160,7 @@ class Parser {
   ArrayType parse_key_type();
 
   ArrayType parse_array_type();
+  void skip_dim_sharding();  // `@x` or `@(x,y)` after a dim size: explicit sharding, dropped
 
   // JAX prints an output that is a dropped binder as `_`. With m such outputs they are taken
   // to be the last m binders written `_`, in order (a jit whose caller drops two results prints

@@ -704,6 +704,18 @@ TEST(ParseJaxpr, ComplexLiteralsReadAndPrintAsPythonWritesThem) {
                ParseError);
 }
 
+TEST(ParseJaxpr, ExplicitShardingOfDimsIsReadAndDropped) {
+  // JAX prints the mesh axes a dim is split over (explicit sharding) after its size.
+  Jaxpr j = parse_jaxpr(
+      "{ lambda ; a:Ref{i32[4@x,4@y]} b:f32[8@(x,y),2]. let\n"
+      "    c:i32[4@x,4@y] <- a[...]\n"
+      "  in (c, b) }");
+  EXPECT_EQ(j.type_of(j.invars[0]), Type::ref(ArrayType{DType::i32, {4, 4}}));
+  EXPECT_EQ(j.type_of(j.invars[1]), Type(ArrayType{DType::f32, {8, 2}}));
+  EXPECT_THROW(parse_jaxpr("{ lambda ; a:f32[4@]. let  in (a,) }"), ParseError);
+  EXPECT_THROW(parse_jaxpr("{ lambda ; a:f32[4@(x,1)]. let  in (a,) }"), ParseError);
+}
+
 }  // namespace
 }  // namespace refjit
 
