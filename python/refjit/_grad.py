@@ -13,6 +13,7 @@ from jax import tree_util
 from . import _core
 from ._common import (exact_orders, _argnums_tuple, _check_backend, _cached, _executable, _flatten_call,
                       _is_inexact, _leaf_ranges, _loss_and_aux, hoist_closed_over_tracers)
+from ._staging import inside_jax_trace, is_tracer
 from ._tracing import (ClosesOverTracerError, check_distinct_refs, is_ref, leaf_names, trace,
                        write_back_refs)
 
@@ -51,9 +52,16 @@ class _Grad:
         executable, traced, num_out, grad_trees = entry
         out_tree = traced.out_tree
         check_distinct_refs(leaves, traced.ref_consts, self._what)
-        inputs, const_arrays = traced.primal_inputs(arrays)
-        outs = executable(inputs)
-        write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
+        if any(is_tracer(a) for a in arrays) or (
+                (traced.ref_consts or traced.calls_host) and inside_jax_trace()):
+            # Staged into an enclosing trace, which reads and writes the refs the function
+            # closes over (passed as themselves) when it runs (refjit.jit does the same).
+            ins = [x if is_ref(x) else a for x, a in zip(leaves, arrays)]
+            outs = executable.stage(ins + list(traced.ref_consts))
+        else:
+            inputs, const_arrays = traced.primal_inputs(arrays)
+            outs = executable(inputs)
+            write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
         value_and_aux = tree_util.tree_unflatten(out_tree, traced.wrap_keys(outs[:num_out]))
         grads, pos = [], num_out
         for tree in grad_trees:

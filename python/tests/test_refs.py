@@ -379,3 +379,19 @@ def test_vjp_accumulation_into_a_ref_inside_jax_jit_happens_at_every_run():
     staged()
     staged()
     np.testing.assert_array_equal(value(grad_accum), np.eye(10)[5] * 20)
+
+
+def test_grad_of_a_function_writing_a_closed_over_ref_inside_jax_jit_writes_it_per_run():
+    # Staged with the ref as itself; it used to reach XLA still taking the ref (an internal
+    # error).
+    for impl in (jax.grad, refjit.grad):
+        ref = jax.new_ref(jnp.zeros(()))
+
+        def loss(x):
+            ref[...] += 1.0
+            return jnp.sum(x ** 2)
+
+        step = jax.jit(impl(loss))
+        np.testing.assert_array_equal(step(jnp.ones(3)), np.full(3, 2.0))
+        step(jnp.ones(3))
+        assert float(value(ref)) == 2.0
