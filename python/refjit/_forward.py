@@ -11,7 +11,7 @@ from jax import tree_util
 from . import _core
 from ._common import (exact_orders, _check_backend, _cached, _executable, _flatten_call, _is_inexact,
                       hoist_closed_over_tracers)
-from ._staging import as_input, is_tracer
+from ._staging import as_input, inside_jax_trace, is_tracer
 from ._tracing import (ClosesOverTracerError, check_distinct_refs, function_name, is_ref,
                        ref_value, set_ref_value, trace, write_back_refs)
 
@@ -74,6 +74,15 @@ def _jvp(fun, primals: tuple, tangents: tuple, backend: str):
     executable, traced = entry
     out_tree = traced.out_tree
     check_distinct_refs(leaves, traced.ref_consts, "refjit.jvp")
+    staged = any(is_tracer(a) for a in arrays + t_arrays) or (
+        (traced.ref_consts or traced.calls_host) and inside_jax_trace())
+    if staged and traced.ref_consts and not any(is_ref(x) for x in leaves):
+        # Staged into an enclosing trace, which reads and writes the refs the function
+        # closes over (passed as themselves) when it runs.
+        n = traced.out_tree.num_leaves
+        outs = executable.stage(list(arrays) + list(traced.ref_consts) + list(t_arrays))
+        return (tree_util.tree_unflatten(traced.out_tree, traced.wrap_keys(outs[:n])),
+                tree_util.tree_unflatten(traced.out_tree, outs[n:]))
     inputs, const_arrays = traced.primal_inputs(arrays)
     outs = executable(inputs + t_arrays)
     write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)

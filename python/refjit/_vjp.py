@@ -272,9 +272,16 @@ def _vjp(fun, primals, leaves, arrays, key, in_tree, has_aux, interpret):
     entry = _cached(fun, ("vjp", has_aux, in_tree, key, interpret), build)
     traced, forward_exe, backward_cache, ref_residuals = entry
     check_distinct_refs(leaves, traced.ref_consts, "refjit.vjp")
-    inputs, const_arrays = traced.primal_inputs(arrays)
-    outs = forward_exe(inputs)
-    write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
+    staged = any(is_tracer(a) for a in arrays) or (
+        (traced.ref_consts or traced.calls_host) and inside_jax_trace())
+    if staged and traced.ref_consts and not any(is_ref(x) for x in leaves):
+        # Staged into an enclosing trace, which reads and writes the refs the function
+        # closes over (passed as themselves) when it runs.
+        outs = forward_exe.stage(list(arrays) + list(traced.ref_consts))
+    else:
+        inputs, const_arrays = traced.primal_inputs(arrays)
+        outs = forward_exe(inputs)
+        write_back_refs(leaves, arrays, traced.ref_consts, const_arrays)
     out_tree = traced.out_tree
     n = out_tree.num_leaves
     (out, aux) = tree_util.tree_unflatten(out_tree, traced.wrap_keys(outs[:n]))

@@ -395,3 +395,28 @@ def test_grad_of_a_function_writing_a_closed_over_ref_inside_jax_jit_writes_it_p
         np.testing.assert_array_equal(step(jnp.ones(3)), np.full(3, 2.0))
         step(jnp.ones(3))
         assert float(value(ref)) == 2.0
+
+
+def test_vjp_and_jvp_of_a_function_writing_a_closed_over_ref_inside_jax_jit():
+    for impl in (jax, refjit):
+        ref = jax.new_ref(jnp.zeros(()))
+
+        def f(x):
+            ref[...] += 1.0
+            return jnp.sin(x)
+
+        @jax.jit
+        def pulled(x):
+            y, f_vjp = impl.vjp(f, x)
+            return y, f_vjp(jnp.ones(3))
+
+        @jax.jit
+        def pushed(x):
+            return impl.jvp(f, (x,), (jnp.ones(3),))
+
+        x = jnp.linspace(0.0, 1.0, 3)
+        y, (g,) = pulled(x)
+        np.testing.assert_allclose(g, np.cos(x), rtol=1e-6)
+        _, t = pushed(x)
+        np.testing.assert_allclose(t, np.cos(x), rtol=1e-6)
+        assert float(value(ref)) == 2.0, impl.__name__
