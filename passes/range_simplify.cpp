@@ -451,10 +451,10 @@ class Simplifier {
         case Prim::while_:
         case Prim::jit:
         case Prim::custom_vjp_call:
-        case Prim::linear_solve:
-        case Prim::debug_callback: continue;
+        case Prim::linear_solve: continue;
         default: break;
       }
+      if (prim_info(e.prim).host_effect) continue;  // a host call: kept though it binds nothing
       bool unused = true;
       for (Var o : e.outs) unused &= uses[o.id] == 0;
       if (!unused) continue;
