@@ -73,6 +73,8 @@ RuleTable<SpecList> make_specs() {
                                {"unit_diagonal", K::boolean}});
   set(Prim::qr,
       {{"full_matrices", K::boolean}, {"pivoting", K::boolean}, {"use_magma", K::word_or_none}});
+  for (Prim p : {Prim::im2col_dot, Prim::im2col_tdot})
+    set(p, {{"starts", K::int_lists}, {"strides", K::ints}, {"window", K::ints}});
   set(Prim::dot_general, {{"dimension_numbers", K::dot_dims},
                           {"precision", K::precision},
                           {"preferred_element_type", K::dtype_or_none}});

@@ -4,6 +4,7 @@
 
 #include "ir/type_rule_support.h"
 #include "ir/type_rules.h"
+#include "refjit/ir/im2col.h"
 
 namespace refjit {
 
@@ -115,6 +116,43 @@ std::vector<Type> dot_general_rule(std::span<const Type> in, const Params& param
   return one(ArrayType{result, std::move(out)});
 }
 
+// x [..., C] and k [windows * C, O] give [window rows..., O] (refjit/ir/im2col.h).
+std::vector<Type> im2col_dot_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::im2col_dot, in, params);
+  c.expect_count(2);
+  const ArrayType& x = c.array_of(0, DTypeClass::floating);
+  const ArrayType& k = c.array_of(1, DTypeClass::floating);
+  if (k.dtype != x.dtype)
+    c.fail("operand 1 has type {} but operand 0 has type {}; both must have the same dtype",
+           k.str(), x.str());
+  const Im2col g = Im2col::of(params);
+  if (std::string problem = g.problem(x.shape); !problem.empty()) c.fail("{}", problem);
+  if (k.rank() != 2 || k.shape[0] != g.windows() * g.channels())
+    c.fail("operand 1 ({}) must be [{}, O]: {} windows of {} channels", k.str(),
+           g.windows() * g.channels(), g.windows(), g.channels());
+  Shape out = g.row_shape();
+  out.push_back(k.shape[1]);
+  return one(ArrayType{x.dtype, std::move(out)});
+}
+
+// x [..., C] and g [window rows..., O] give [windows * C, O] (refjit/ir/im2col.h).
+std::vector<Type> im2col_tdot_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::im2col_tdot, in, params);
+  c.expect_count(2);
+  const ArrayType& x = c.array_of(0, DTypeClass::floating);
+  const ArrayType& g = c.array_of(1, DTypeClass::floating);
+  if (g.dtype != x.dtype)
+    c.fail("operand 1 has type {} but operand 0 has type {}; both must have the same dtype",
+           g.str(), x.str());
+  const Im2col w = Im2col::of(params);
+  if (std::string problem = w.problem(x.shape); !problem.empty()) c.fail("{}", problem);
+  const Shape rows = w.row_shape();
+  if (g.rank() != w.rank() || !std::equal(rows.begin(), rows.end(), g.shape.begin()))
+    c.fail("operand 1 ({}) must have the windows' rows ({}) and one more dim", g.str(),
+           ints_text(IntList(rows.begin(), rows.end())));
+  return one(ArrayType{x.dtype, {w.windows() * w.channels(), g.shape.back()}});
+}
+
 }  // namespace
 
 void register_reduce_type_rules(TypeRuleTable& t) {
@@ -124,6 +162,8 @@ void register_reduce_type_rules(TypeRuleTable& t) {
   set(Prim::reduce_min, reduce_rule<Prim::reduce_min>);
   set(Prim::argmax, argmax_rule);
   set(Prim::dot_general, dot_general_rule);
+  set(Prim::im2col_dot, im2col_dot_rule);
+  set(Prim::im2col_tdot, im2col_tdot_rule);
 }
 
 }  // namespace refjit

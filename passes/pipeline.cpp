@@ -15,6 +15,7 @@
 #include "passes/dead_regions.h"
 #include "passes/hoist_accumulations.h"
 #include "passes/hoist_xs_products.h"
+#include "passes/implicit_im2col.h"
 #include "passes/inline.h"
 #include "passes/inline_consts.h"
 #include "passes/jvp.h"
@@ -53,6 +54,9 @@ constexpr PassInfo kPasses[] = {
      "a scan's per-step `x_t . W` (W a const) becomes one product of the stacked rows before it"},
     {"hoist-accumulations",
      "a scan's per-step `ref += x_t . d_t` becomes one product of the stacked rows after it"},
+    {"implicit-im2col",
+     "a product of windows of one array concatenated side by side (a convolution) becomes "
+     "im2col_dot, which multiplies from the array itself"},
     {"dce",
      "eqns whose results nobody reads, and that have no effect, are removed (in bodies too)"},
     // ---- plans the lowering follows
@@ -176,6 +180,7 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
   run.jaxpr_pass("simplify-dots", [&](const Jaxpr& j) { return simplify_dots(j); });
   run.jaxpr_pass("hoist-xs-products", [&](const Jaxpr& j) { return hoist_xs_products(j); });
   run.jaxpr_pass("hoist-accumulations", [&](const Jaxpr& j) { return hoist_accumulations(j); });
+  run.jaxpr_pass("implicit-im2col", [&](const Jaxpr& j) { return implicit_im2col(j); });
   // Results nobody reads (a gradient's primal value inside a nested jit) are not computed.
   run.jaxpr_pass("dce", [&](const Jaxpr& j) { return dce(j); });
   if (run.stopped()) return;

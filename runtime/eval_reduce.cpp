@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "refjit/ir/error.h"
+#include "refjit/ir/im2col.h"
 #include "runtime/dtype_dispatch.h"
 #include "runtime/eval_rules.h"
 #include "runtime/flat_index.h"
@@ -258,6 +260,108 @@ std::vector<RtValue> eval_dot_general(const EvalContext&, const Eqn& e,
   return {out};
 }
 
+// Where im2col_dot's and im2col_tdot's operand x is read: each row's offset in x (rows in
+// row-major order) and each window's.
+struct Im2colOffsets {
+  Im2col g;
+  std::vector<int64_t> rows, windows;
+};
+
+Im2colOffsets im2col_offsets(const Eqn& e, const Array& x) {
+  Im2colOffsets o{Im2col::of(e.params), {}, {}};
+  if (std::string problem = o.g.problem(x.shape()); !problem.empty()) eval_fail(e, problem);
+  const std::vector<int64_t> xs = row_major_strides(x.shape());
+  for (const IntList& s : o.g.starts) {
+    int64_t off = 0;
+    for (int d = 0; d < x.rank(); ++d) off += s[d] * xs[d];
+    o.windows.push_back(off);
+  }
+  for_each_index(o.g.row_shape(), [&](const std::vector<int64_t>& row) {
+    int64_t off = 0;
+    for (size_t d = 0; d < row.size(); ++d) off += row[d] * o.g.strides[d] * xs[d];
+    o.rows.push_back(off);
+  });
+  return o;
+}
+
+// Runs `body` with T, the float type of `x`.
+template <class F>
+void with_float_type(const Eqn& e, const Array& x, F&& body) {
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!kIsFloat<T>)
+      bad_dtype(e, 0, x.dtype(), "floats");
+    else
+      body(T{});
+  });
+}
+
+// The product of x's windows with k, summed in the order dot_general sums the concatenated
+// windows (window by window, channel by channel), so both give the same bits.
+std::vector<RtValue> eval_im2col_dot(const EvalContext&, const Eqn& e,
+                                     std::span<const RtValue> ins) {
+  expect_operands(e, ins, 2);
+  const Array& x = array_in(e, ins, 0);
+  const Array& k = array_in(e, ins, 1);
+  const Im2colOffsets at = im2col_offsets(e, x);
+  const int64_t channels = at.g.channels(), windows = at.g.windows();
+  if (k.dtype() != x.dtype() || k.rank() != 2 || k.shape()[0] != windows * channels)
+    eval_fail(e, fmt::format("operand 1 ({}) does not fit {} windows of {} channels of {}",
+                             k.type().str(), windows, channels, x.type().str()));
+  const int64_t cols = k.shape()[1];
+  Shape out_shape = at.g.row_shape();
+  out_shape.push_back(cols);
+  Array out(ArrayType{x.dtype(), out_shape});
+  with_float_type(e, x, [&](auto zero) {
+    using T = decltype(zero);
+    auto xv = x.values<T>();
+    auto kv = k.values<T>();
+    auto ov = out.mutable_values<T>();
+    int64_t flat = 0;
+    for (int64_t row : at.rows)
+      for (int64_t o = 0; o < cols; ++o) {
+        T acc = T(0);
+        for (int64_t t = 0; t < windows; ++t)
+          for (int64_t c = 0; c < channels; ++c)
+            acc += xv[row + at.windows[t] + c] * kv[(t * channels + c) * cols + o];
+        ov[flat++] = acc;
+      }
+  });
+  return {out};
+}
+
+// The windows' matrix, transposed, times g: each element sums over the rows in row-major order,
+// as dot_general does when it contracts the concatenation's row dims.
+std::vector<RtValue> eval_im2col_tdot(const EvalContext&, const Eqn& e,
+                                      std::span<const RtValue> ins) {
+  expect_operands(e, ins, 2);
+  const Array& x = array_in(e, ins, 0);
+  const Array& g = array_in(e, ins, 1);
+  const Im2colOffsets at = im2col_offsets(e, x);
+  const int64_t channels = at.g.channels(), windows = at.g.windows();
+  const int64_t rows = static_cast<int64_t>(at.rows.size());
+  if (g.dtype() != x.dtype() || g.rank() != at.g.rank() || g.size() % std::max<int64_t>(rows, 1))
+    eval_fail(e, fmt::format("operand 1 ({}) does not have the windows' rows of {}", g.type().str(),
+                             x.type().str()));
+  const int64_t cols = g.shape().back();
+  Array out(ArrayType{x.dtype(), {windows * channels, cols}});
+  with_float_type(e, x, [&](auto zero) {
+    using T = decltype(zero);
+    auto xv = x.values<T>();
+    auto gv = g.values<T>();
+    auto ov = out.mutable_values<T>();
+    for (int64_t t = 0; t < windows; ++t)
+      for (int64_t c = 0; c < channels; ++c)
+        for (int64_t o = 0; o < cols; ++o) {
+          T acc = T(0);
+          for (int64_t r = 0; r < rows; ++r)
+            acc += xv[at.rows[r] + at.windows[t] + c] * gv[r * cols + o];
+          ov[(t * channels + c) * cols + o] = acc;
+        }
+  });
+  return {out};
+}
+
 }  // namespace
 
 void register_reduce_eval_rules(EvalRuleTable& t) {
@@ -266,6 +370,8 @@ void register_reduce_eval_rules(EvalRuleTable& t) {
   t.set(Prim::reduce_min, &eval_reduce<ReduceKind::min>);
   t.set(Prim::argmax, &eval_argmax);
   t.set(Prim::dot_general, &eval_dot_general);
+  t.set(Prim::im2col_dot, &eval_im2col_dot);
+  t.set(Prim::im2col_tdot, &eval_im2col_tdot);
 }
 
 }  // namespace refjit

@@ -48,15 +48,6 @@ std::optional<Axis> collapse(const std::vector<int64_t>& dims, const Shape& shap
   return axis;
 }
 
-// The static strides of a memref (empty when its layout has dynamic strides).
-llvm::SmallVector<int64_t> static_strides(Value memref) {
-  auto type = mlir::cast<mlir::MemRefType>(memref.getType());
-  llvm::SmallVector<int64_t> strides;
-  int64_t offset = 0;
-  if (mlir::failed(mlir::getStridesAndOffset(type, strides, offset))) strides.clear();
-  return strides;
-}
-
 // One operand as the kernel sees it: batch, row and column axes.
 struct MatrixAxes {
   Axis batch, rows, cols;
@@ -255,6 +246,14 @@ void lower_dot_general(LowerCtx& c, const Eqn& e) {
 }
 
 }  // namespace
+
+llvm::SmallVector<int64_t> static_strides(Value memref) {
+  auto type = mlir::cast<mlir::MemRefType>(memref.getType());
+  llvm::SmallVector<int64_t> strides;
+  int64_t offset = 0;
+  if (mlir::failed(mlir::getStridesAndOffset(type, strides, offset))) strides.clear();
+  return strides;
+}
 
 void lower_product_accumulation(LowerCtx& c, const Jaxpr& j, size_t dot, size_t add) {
   const Eqn& d = j.eqns[dot];

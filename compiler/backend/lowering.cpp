@@ -35,6 +35,7 @@ const LowerTable& lower_table() {
     register_collective_lowerings(t);
     register_linalg_lowerings(t);
     register_host_lowerings(t);
+    register_im2col_lowerings(t);
     return t;
   }();
   return table;

@@ -321,6 +321,7 @@ void register_control_lowerings(LowerTable& t);
 void register_collective_lowerings(LowerTable& t);
 void register_linalg_lowerings(LowerTable& t);  // lower_linalg.cpp
 void register_host_lowerings(LowerTable& t);    // lower_host.cpp
+void register_im2col_lowerings(LowerTable& t);  // lower_im2col.cpp
 // The symbol a host call's operand of `dtype` is passed to (refjit_host_call_arg under one
 // name per element type, since each declaration fixes its memref type).
 std::string host_call_arg_symbol(DType dtype);
@@ -331,6 +332,8 @@ std::string host_call_arg_symbol(DType dtype);
 // expand-strided-metadata folds that through a memref.view into the workspace and drops the
 // view's byte shift.)
 mlir::Value unranked_memref(LowerCtx& c, mlir::Value memref);
+// The static strides of a memref, in elements (empty when its layout has dynamic strides).
+llvm::SmallVector<int64_t> static_strides(mlir::Value memref);
 // Whether a memref is row-major and contiguous (identity layout), as the runtime's entries
 // that take a plain pointer need it.
 bool is_contiguous(mlir::Value memref);

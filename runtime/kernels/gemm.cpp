@@ -207,10 +207,32 @@ struct Product {
   // are in cache); row i of this matrix is row `first_row + i` of the epilogue's.
   Epilogue epilogue;
   int64_t first_row;
+  // When set, A is the transpose of this implicit im2col's matrix (a_rs and a_cs unused): row i
+  // of A is depth i of the im2col, depth p its row p (a convolution kernel's gradient).
+  const Im2colGeometry* a_patches = nullptr;
 
   // Whether `block` (rows [i0, i1), columns [j0, j1)) calls the epilogue itself: only when
   // it computes whole rows.
   bool epilogue_in_block(int64_t j0, int64_t j1) const { return epilogue.fn && j0 == 0 && j1 == n; }
+};
+
+// A product whose A is read through the geometry of an implicit im2col (refjit/ir/im2col.h):
+// element (i, p) of A is at a + row_offset(i) + run_offsets[p / run_len] + p % run_len. The
+// rows come in segments of seg_len rows, row_stride apart inside a segment (a convolution's
+// output row); run_offsets lists where each run of run_len contiguous depths starts (a
+// window's channels, or a kernel row's windows side by side).
+template <class T>
+struct PatchProduct {
+  int64_t n, k;
+  const T* a;
+  int64_t seg_len, row_stride;
+  const int64_t* seg_offsets;
+  int64_t run_len;
+  const int64_t* run_offsets;
+  const T* b;
+  int64_t b_rs, b_cs;
+  T* c;  // row r of the product (segment r / seg_len) at c + r * c_rs
+  int64_t c_rs, c_cs;
 };
 
 // The packed copies of A and B a thread works on (reused from call to call).
@@ -238,6 +260,10 @@ struct Blocked {
   // zero-padded to a whole panel.
   [[gnu::always_inline]] static inline void pack_a(const Product<T>& x, int64_t i0, int64_t mc,
                                                    int64_t p0, int64_t kc, T* pa) {
+    if (x.a_patches) {
+      pack_a_patches(*x.a_patches, x.a, i0, mc, p0, kc, pa);
+      return;
+    }
     if (x.a_rs == 1) {
       // A transposed A: each depth's row segment is contiguous in memory, read once, front to
       // back, and dealt out to the panels (a memory-bound copy wants sequential reads).
@@ -269,6 +295,47 @@ struct Blocked {
         // (A fixed trip count: a variable-length zero fill became a memset call per depth.)
         for (int i = 0; i < MR; ++i) pa[i] = i < rows ? src[i * x.a_rs] : T(0);
         pa += MR;
+      }
+    }
+  }
+
+  // pack_a for the transpose of an implicit im2col (Product::a_patches): each im2col row is
+  // read once, front to back, and dealt out to the panels. A panel's MR depths are one copy
+  // when they lie in one run; otherwise its pieces, one per run, are worked out once.
+  [[gnu::always_inline]] static inline void pack_a_patches(const Im2colGeometry& g, const T* a,
+                                                           int64_t i0, int64_t mc, int64_t p0,
+                                                           int64_t kc, T* pa) {
+    struct Piece {
+      int64_t dst, src, len;
+    };
+    constexpr int64_t kMaxPanels = (kMC + MR - 1) / MR;
+    int64_t whole_src[kMaxPanels];  // -1: the panel is copied in pieces
+    std::vector<Piece> pieces;
+    for (int64_t ir = 0, panel = 0; ir < mc; ir += MR, ++panel) {
+      const int64_t rows = std::min<int64_t>(MR, mc - ir);
+      const int64_t first = i0 + ir, run = first / g.run_len, within = first % g.run_len;
+      whole_src[panel] = rows == MR && within + MR <= g.run_len ? g.run_offsets[run] + within : -1;
+      if (whole_src[panel] >= 0) continue;
+      for (int64_t i = 0; i < rows;) {
+        const int64_t d = first + i, r = d / g.run_len, w = d % g.run_len;
+        const int64_t len = std::min(g.run_len - w, rows - i);
+        pieces.push_back({ir * kc + i, g.run_offsets[r] + w, len});
+        i += len;
+      }
+      if (rows < MR) pieces.push_back({ir * kc + rows, -1, MR - rows});  // zeros
+    }
+    for (int64_t p = 0; p < kc; ++p) {
+      const int64_t row = p0 + p, seg = row / g.seg_len;
+      const T* src = a + g.seg_offsets[seg] + (row - seg * g.seg_len) * g.row_stride;
+      for (int64_t ir = 0, panel = 0; ir < mc; ir += MR, ++panel)
+        if (whole_src[panel] >= 0)
+          std::memcpy(pa + ir * kc + p * MR, src + whole_src[panel], MR * sizeof(T));
+      for (const Piece& c : pieces) {
+        T* dst = pa + c.dst + p * MR;
+        if (c.src < 0)
+          std::fill(dst, dst + c.len, T(0));
+        else
+          std::copy(src + c.src, src + c.src + c.len, dst);
       }
     }
   }
@@ -318,14 +385,7 @@ struct Blocked {
   [[gnu::always_inline]] static inline void micro(int64_t kc, const T* pa, int64_t a_rs,
                                                   const T* pb, int64_t b_rs, T* c, int64_t c_rs,
                                                   bool add) {
-    // C's tile is read and written only after the depth loop, and a large C is not in cache:
-    // the loads missed there took 15% of a 1024^3 product. Ask for its lines now, so they
-    // arrive while the loop multiplies.
-#pragma GCC unroll 32
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-      for (int j = 0; j < NR; j += 64 / static_cast<int>(sizeof(T)))
-        __builtin_prefetch(c + i * c_rs + j, 1, 3);
+    prefetch_tile<R>(c, c_rs);
     V acc[R][NV] = {};
     for (int64_t p = 0; p < kc; ++p) {
       V b[NV];
@@ -337,8 +397,26 @@ struct Blocked {
       pa += kRowsOfA ? 1 : MR;
       pb += b_rs;
     }
-    // Unrolled, like the loop above: otherwise GCC spills the accumulators to the stack (and
-    // zeroes that copy with a memset) to run this as a loop, 10-15% of a 1024^3 product.
+    store_tile<R>(acc, c, c_rs, add);
+  }
+
+  // C's tile is read and written only after the depth loop, and a large C is not in cache:
+  // the loads missed there took 15% of a 1024^3 product. Ask for its lines now, so they
+  // arrive while the loop multiplies.
+  template <int R>
+  [[gnu::always_inline]] static inline void prefetch_tile(T* c, int64_t c_rs) {
+#pragma GCC unroll 32
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NR; j += 64 / static_cast<int>(sizeof(T)))
+        __builtin_prefetch(c + i * c_rs + j, 1, 3);
+  }
+
+  // Unrolled, like the depth loops: otherwise GCC spills the accumulators to the stack (and
+  // zeroes that copy with a memset) to run this as a loop, 10-15% of a 1024^3 product.
+  template <int R>
+  [[gnu::always_inline]] static inline void store_tile(V (&acc)[R][NV], T* c, int64_t c_rs,
+                                                       bool add) {
 #pragma GCC unroll 32
     for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
@@ -346,6 +424,121 @@ struct Blocked {
         T* dst = c + i * c_rs + j * W;
         store(dst, add ? load<V>(dst) + acc[i][j] : acc[i][j]);
       }
+  }
+
+  // micro<R, true> for an implicit im2col: R rows of A read in place, a_rs apart from a_row,
+  // over depths [p0, p0 + kc), which may cross runs (each a contiguous stretch of the rows).
+  template <int R>
+  [[gnu::always_inline]] static inline void micro_runs(const T* a_row, int64_t a_rs,
+                                                       int64_t run_len, const int64_t* run_offsets,
+                                                       int64_t p0, int64_t kc, const T* pb, T* c,
+                                                       int64_t c_rs, bool add) {
+    prefetch_tile<R>(c, c_rs);
+    V acc[R][NV] = {};
+    for (int64_t p = p0, end = p0 + kc; p < end;) {
+      const int64_t run = p / run_len, within = p - run * run_len;
+      const int64_t len = std::min(run_len - within, end - p);
+      const T* pa = a_row + run_offsets[run] + within;
+      for (int64_t q = 0; q < len; ++q) {
+        V b[NV];
+        for (int j = 0; j < NV; ++j) b[j] = load<V>(pb + j * W);
+        for (int i = 0; i < R; ++i) {
+          const V a = splat<V>(pa[i * a_rs]);
+          for (int j = 0; j < NV; ++j) acc[i][j] += a * b[j];
+        }
+        ++pa;
+        pb += NR;
+      }
+      p += len;
+    }
+    store_tile<R>(acc, c, c_rs, add);
+  }
+
+  // Rows [r, r + rows) of one segment (rows < MR) as one packed micro-panel, zero-padded.
+  [[gnu::always_inline]] static inline void pack_gathered(const PatchProduct<T>& x, const T* a_row,
+                                                          int rows, int64_t p0, int64_t kc, T* pa) {
+    for (int64_t p = p0; p < p0 + kc; ++p) {
+      const T* src = a_row + x.run_offsets[p / x.run_len] + p % x.run_len;
+      for (int i = 0; i < MR; ++i) pa[i] = i < rows ? src[i * x.row_stride] : T(0);
+      pa += MR;
+    }
+  }
+
+  // The tile of rows [row, row + rows) and columns [jr, jr + cols) of C, written from a
+  // local tile when it is partial or strided.
+  [[gnu::always_inline]] static inline void finish_tile(const T* edge, T* c, int64_t c_rs,
+                                                        int64_t c_cs, int64_t rows, int64_t cols,
+                                                        bool add) {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        T& out = c[i * c_rs + j * c_cs];
+        out = add ? out + edge[i * NR + j] : edge[i * NR + j];
+      }
+  }
+
+  // Segments [s0, s1) of an implicit-im2col product (PatchProduct). Each segment's rows are
+  // cut into micro-panels that stay inside it (MR rows, then 8 and 4; a last few rows are
+  // packed), so every whole panel reads A in place with one row stride.
+  [[gnu::always_inline]] static inline void run_patches(const PatchProduct<T>& x, int64_t s0,
+                                                        int64_t s1) {
+    T* pa = scratch_a<T>();
+    T* pb = scratch_b<T>();
+    T edge[MR * NR];
+    Product<T> bx{};
+    bx.b = x.b;
+    bx.b_rs = x.b_rs;
+    bx.b_cs = x.b_cs;
+    const int64_t depth_blocks = (x.k + kKC - 1) / kKC;
+    const int64_t depth_block = (x.k + depth_blocks - 1) / depth_blocks;
+    // Segments a few at a time, so that their rows of C stay in cache across depth blocks.
+    const int64_t chunk = std::max<int64_t>(1, kMC / x.seg_len);
+    for (int64_t sc = s0; sc < s1; sc += chunk) {
+      const int64_t sc1 = std::min(s1, sc + chunk);
+      for (int64_t jc = 0; jc < x.n; jc += kNC) {
+        const int64_t nc = std::min(kNC, x.n - jc);
+        for (int64_t pc = 0; pc < x.k; pc += depth_block) {
+          const int64_t kc = std::min(depth_block, x.k - pc);
+          const bool add = pc > 0;
+          pack_b(bx, pc, kc, jc, nc, pb);
+          for (int64_t seg = sc; seg < sc1; ++seg) {
+            const T* seg_a = x.a + x.seg_offsets[seg];
+            for (int64_t ir = 0; ir < x.seg_len;) {
+              const int64_t left = x.seg_len - ir;
+              const int rows = static_cast<int>(left >= MR         ? MR
+                                                : left >= kMidRows ? kMidRows
+                                                : left >= kFewRows ? kFewRows
+                                                                   : left);
+              const T* a_row = seg_a + ir * x.row_stride;
+              const bool packed = rows < kFewRows;
+              if (packed) pack_gathered(x, a_row, rows, pc, kc, pa);
+              T* c_rows = x.c + (seg * x.seg_len + ir) * x.c_rs;
+              for (int64_t jr = 0; jr < nc; jr += NR) {
+                const int64_t cols = std::min<int64_t>(NR, nc - jr);
+                const T* b_panel = pb + jr * kc;
+                T* c = c_rows + (jc + jr) * x.c_cs;
+                const bool whole_tile = cols == NR && x.c_cs == 1 && !packed;
+                T* dst = whole_tile ? c : edge;
+                const int64_t dst_rs = whole_tile ? x.c_rs : NR;
+                const bool accumulate = whole_tile && add;
+                if (packed)
+                  micro<kFewRows, false>(kc, pa, 0, b_panel, NR, dst, dst_rs, accumulate);
+                else if (rows == MR)
+                  micro_runs<MR>(a_row, x.row_stride, x.run_len, x.run_offsets, pc, kc, b_panel,
+                                 dst, dst_rs, accumulate);
+                else if (rows == kMidRows)
+                  micro_runs<kMidRows>(a_row, x.row_stride, x.run_len, x.run_offsets, pc, kc,
+                                       b_panel, dst, dst_rs, accumulate);
+                else
+                  micro_runs<kFewRows>(a_row, x.row_stride, x.run_len, x.run_offsets, pc, kc,
+                                       b_panel, dst, dst_rs, accumulate);
+                if (!whole_tile) finish_tile(edge, c, x.c_rs, x.c_cs, rows, cols, add);
+              }
+              ir += rows;
+            }
+          }
+        }
+      }
+    }
   }
 
   // Rows [i0, i1) and columns [j0, j1) of C.
@@ -403,13 +596,8 @@ struct Blocked {
                 micro<kMidRows, false>(kc, a_panel, 0, b_panel, b_rs, dst, dst_rs, accumulate);
               else
                 micro<kFewRows, false>(kc, a_panel, 0, b_panel, b_rs, dst, dst_rs, accumulate);
-              if (whole_tile) continue;
               // A partial or strided tile went through a local one.
-              for (int64_t i = 0; i < rows; ++i)
-                for (int64_t j = 0; j < cols; ++j) {
-                  T& out = c[i * x.c_rs + j * x.c_cs];
-                  out = add ? out + edge[i * NR + j] : edge[i * NR + j];
-                }
+              if (!whole_tile) finish_tile(edge, c, x.c_rs, x.c_cs, rows, cols, add);
             }
           }
           // The last depth block of the last column block: rows [ic, ic + mc) are final.
@@ -549,6 +737,9 @@ struct Isa {
   void (*matvec)(const T*, int64_t, int64_t, const T*, int64_t, T*, int64_t, int64_t, int64_t,
                  bool);
   void (*shallow)(const Product<T>&, int64_t, int64_t);
+  // Segments [s0, s1) of an implicit-im2col product, with the usual and the narrow tile.
+  void (*patches)(const PatchProduct<T>&, int64_t, int64_t);
+  void (*narrow_patches)(const PatchProduct<T>&, int64_t, int64_t);
 };
 
 #define REFJIT_ISA_ENTRIES(TARGET, SUFFIX, T, W, MR, NV, NARROW_MR)                                \
@@ -566,6 +757,12 @@ struct Isa {
   }                                                                                                \
   TARGET void shallow_##SUFFIX(const Product<T>& x, int64_t i0, int64_t i1) {                      \
     shallow<T, W>(x, i0, i1);                                                                      \
+  }                                                                                                \
+  TARGET void patches_##SUFFIX(const PatchProduct<T>& x, int64_t s0, int64_t s1) {                 \
+    Blocked<T, W, MR, NV>::run_patches(x, s0, s1);                                                 \
+  }                                                                                                \
+  TARGET void narrow_patches_##SUFFIX(const PatchProduct<T>& x, int64_t s0, int64_t s1) {          \
+    Blocked<T, W, NARROW_MR, 1>::run_patches(x, s0, s1);                                           \
   }
 
 #define REFJIT_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
@@ -602,22 +799,22 @@ template <>
 const Isa<float>& isa<float>() {
   static const Isa<float> table[] = {
       {"avx512", 14, 32, block_avx512_f32, 28, 16, narrow_block_avx512_f32, matvec_avx512_f32,
-       shallow_avx512_f32},
+       shallow_avx512_f32, patches_avx512_f32, narrow_patches_avx512_f32},
       {"avx2", 6, 16, block_avx2_f32, 12, 8, narrow_block_avx2_f32, matvec_avx2_f32,
-       shallow_avx2_f32},
+       shallow_avx2_f32, patches_avx2_f32, narrow_patches_avx2_f32},
       {"sse2", 4, 8, block_sse2_f32, 12, 4, narrow_block_sse2_f32, matvec_sse2_f32,
-       shallow_sse2_f32}};
+       shallow_sse2_f32, patches_sse2_f32, narrow_patches_sse2_f32}};
   return table[static_cast<int>(cpu())];
 }
 template <>
 const Isa<double>& isa<double>() {
   static const Isa<double> table[] = {
       {"avx512", 14, 16, block_avx512_f64, 28, 8, narrow_block_avx512_f64, matvec_avx512_f64,
-       shallow_avx512_f64},
+       shallow_avx512_f64, patches_avx512_f64, narrow_patches_avx512_f64},
       {"avx2", 6, 8, block_avx2_f64, 12, 4, narrow_block_avx2_f64, matvec_avx2_f64,
-       shallow_avx2_f64},
+       shallow_avx2_f64, patches_avx2_f64, narrow_patches_avx2_f64},
       {"sse2", 4, 4, block_sse2_f64, 12, 2, narrow_block_sse2_f64, matvec_sse2_f64,
-       shallow_sse2_f64}};
+       shallow_sse2_f64, patches_sse2_f64, narrow_patches_sse2_f64}};
   return table[static_cast<int>(cpu())];
 }
 
@@ -649,9 +846,11 @@ void matvec_product(const Isa<T>& isa, int64_t m, int64_t k, const T* a, int64_t
 // Rows of C handled per call of the shallow kernel, so that an epilogue finds them in cache.
 constexpr int64_t kShallowRowBlock = 64;
 
+// With `a_patches`, A is the transpose of that implicit im2col's matrix and `a` is its x (see
+// Product::a_patches).
 template <class T>
 void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T> c,
-               bool accumulate, Epilogue epilogue) {
+               bool accumulate, Epilogue epilogue, const Im2colGeometry* a_patches = nullptr) {
   if (s.batch <= 0 || s.m <= 0 || s.n <= 0) return;
   if (s.k <= 0) {
     if (!accumulate)
@@ -666,7 +865,7 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
   const int64_t work = s.batch * s.m * s.n * s.k;
   const int64_t threads = work < kParallelWork ? 1 : thread_count();
 
-  if (s.n == 1 || s.m == 1) {  // matrix-vector: packing would waste all but one column
+  if (!a_patches && (s.n == 1 || s.m == 1)) {  // matrix-vector: packing wastes all but one column
     for (int64_t q = 0; q < s.batch; ++q) {
       const T* aq = a.data + q * a.batch_stride;
       const T* bq = b.data + q * b.batch_stride;
@@ -700,9 +899,10 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
                       c.col_stride,
                       accumulate,
                       epilogue,
-                      q * s.m};
+                      q * s.m,
+                      a_patches};
   };
-  if (s.k <= kShallowDepth && b.col_stride == 1 && c.col_stride == 1) {
+  if (!a_patches && s.k <= kShallowDepth && b.col_stride == 1 && c.col_stride == 1) {
     parallel_for(s.batch * per_matrix, [&](int64_t task) {
       auto [i0, i1] = part_of(s.m, per_matrix, task % per_matrix, 1);
       const Product<T> x = product(task / per_matrix);
@@ -746,6 +946,30 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
 }
 
 template <class T>
+void im2col_gemm_impl(const Im2colGeometry& g, const T* x, Matrices<const T> b, Matrices<T> c) {
+  if (g.rows <= 0 || g.n <= 0) return;
+  const Isa<T>& kernels = isa<T>();
+  const bool narrow = g.n <= kernels.narrow_nr;
+  const auto run = narrow ? kernels.narrow_patches : kernels.patches;
+  const int64_t segments = g.rows / g.seg_len;
+  const PatchProduct<T> product{
+      g.n,          g.k,           x,      g.seg_len,    g.row_stride, g.seg_offsets,
+      g.run_len,    g.run_offsets, b.data, b.row_stride, b.col_stride, c.data,
+      c.row_stride, c.col_stride};
+  if (g.k <= 0) {
+    for (int64_t r = 0; r < g.rows; ++r)
+      for (int64_t j = 0; j < g.n; ++j) c.data[r * c.row_stride + j * c.col_stride] = T(0);
+    return;
+  }
+  const int64_t work = g.rows * g.n * g.k;
+  const int64_t parts = std::min<int64_t>(work < kParallelWork ? 1 : thread_count(), segments);
+  parallel_for(parts, [&](int64_t t) {
+    auto [s0, s1] = part_of(segments, parts, t, 1);
+    if (s0 < s1) run(product, s0, s1);
+  });
+}
+
+template <class T>
 const T* first_element(const RefjitMemRefHead* m) {
   return static_cast<const T*>(m->aligned) + m->offset;
 }
@@ -760,6 +984,61 @@ void gemm_entry(int64_t batch, int64_t m, int64_t n, int64_t k, const RefjitMemR
                {const_cast<T*>(first_element<T>(c)), c_bs, c_rs, c_cs}, accumulate != 0, epilogue);
 }
 
+// The geometry vector of refjit_im2col_gemm_* and refjit_im2col_tgemm_* (gemm.h), decoded;
+// `n` is the product's column count.
+struct DecodedGeometry {
+  std::vector<int64_t> seg_offsets;
+  Im2colGeometry g;
+
+  DecodedGeometry(const RefjitMemRefHead* geometry, int64_t n) {
+    const int64_t* v = static_cast<const int64_t*>(geometry->aligned) + geometry->offset;
+    const int64_t q = v[0];
+    const int64_t* sizes = v + 1;
+    const int64_t* steps = v + 1 + q;
+    const int64_t runs = v[1 + 2 * q], run_len = v[2 + 2 * q];
+    // Segments: every row dim but the last, walked in row-major order.
+    seg_offsets.assign(1, 0);
+    for (int64_t d = 0; d + 1 < q; ++d) {
+      std::vector<int64_t> next;
+      next.reserve(seg_offsets.size() * static_cast<size_t>(sizes[d]));
+      for (int64_t base : seg_offsets)
+        for (int64_t i = 0; i < sizes[d]; ++i) next.push_back(base + i * steps[d]);
+      seg_offsets = std::move(next);
+    }
+    const int64_t seg_len = sizes[q - 1];
+    g = {static_cast<int64_t>(seg_offsets.size()) * seg_len,
+         n,
+         runs * run_len,
+         seg_len,
+         steps[q - 1],
+         seg_offsets.data(),
+         run_len,
+         v + 3 + 2 * q};
+  }
+  DecodedGeometry(const DecodedGeometry&) = delete;
+  DecodedGeometry& operator=(const DecodedGeometry&) = delete;
+};
+
+template <class T>
+void im2col_gemm_entry(const RefjitMemRefHead* geometry, const RefjitMemRefHead* x,
+                       const RefjitMemRefHead* b, int64_t b_rs, int64_t b_cs,
+                       const RefjitMemRefHead* c, int64_t c_rs, int64_t c_cs, int64_t n) {
+  const DecodedGeometry d(geometry, n);
+  im2col_gemm_impl<T>(d.g, first_element<T>(x), {first_element<T>(b), 0, b_rs, b_cs},
+                      {const_cast<T*>(first_element<T>(c)), 0, c_rs, c_cs});
+}
+
+// C (k x n) = A^T B for the geometry's A (rows x k): B has the im2col's rows.
+template <class T>
+void im2col_tgemm_entry(const RefjitMemRefHead* geometry, const RefjitMemRefHead* x,
+                        const RefjitMemRefHead* b, int64_t b_rs, int64_t b_cs,
+                        const RefjitMemRefHead* c, int64_t c_rs, int64_t c_cs, int64_t n) {
+  const DecodedGeometry d(geometry, n);
+  gemm_impl<T>({1, d.g.k, n, d.g.rows}, {first_element<T>(x), 0, 0, 0},
+               {first_element<T>(b), 0, b_rs, b_cs},
+               {const_cast<T*>(first_element<T>(c)), 0, c_rs, c_cs}, false, {}, &d.g);
+}
+
 }  // namespace
 
 void gemm(GemmShape shape, Matrices<const float> a, Matrices<const float> b, Matrices<float> c,
@@ -770,6 +1049,16 @@ void gemm(GemmShape shape, Matrices<const float> a, Matrices<const float> b, Mat
 void gemm(GemmShape shape, Matrices<const double> a, Matrices<const double> b, Matrices<double> c,
           bool accumulate, Epilogue epilogue) {
   gemm_impl(shape, a, b, c, accumulate, epilogue);
+}
+
+void im2col_gemm(const Im2colGeometry& g, const float* x, Matrices<const float> b,
+                 Matrices<float> c) {
+  im2col_gemm_impl(g, x, b, c);
+}
+
+void im2col_gemm(const Im2colGeometry& g, const double* x, Matrices<const double> b,
+                 Matrices<double> c) {
+  im2col_gemm_impl(g, x, b, c);
 }
 
 const char* gemm_isa() { return isa<float>().name; }
@@ -798,4 +1087,21 @@ extern "C" {
 
 REFJIT_GEMM_ENTRIES(f32, float)
 REFJIT_GEMM_ENTRIES(f64, double)
+
+#define REFJIT_IM2COL_ENTRY(SUFFIX, T)                                                             \
+  void refjit_im2col_gemm_##SUFFIX(int64_t, const RefjitMemRefHead* geometry, int64_t,             \
+                                   const RefjitMemRefHead* x, int64_t, const RefjitMemRefHead* b,  \
+                                   int64_t b_rs, int64_t b_cs, int64_t, const RefjitMemRefHead* c, \
+                                   int64_t c_rs, int64_t c_cs, int64_t n) {                        \
+    refjit::kernels::im2col_gemm_entry<T>(geometry, x, b, b_rs, b_cs, c, c_rs, c_cs, n);           \
+  }                                                                                                \
+  void refjit_im2col_tgemm_##SUFFIX(                                                               \
+      int64_t, const RefjitMemRefHead* geometry, int64_t, const RefjitMemRefHead* x, int64_t,      \
+      const RefjitMemRefHead* b, int64_t b_rs, int64_t b_cs, int64_t, const RefjitMemRefHead* c,   \
+      int64_t c_rs, int64_t c_cs, int64_t n) {                                                     \
+    refjit::kernels::im2col_tgemm_entry<T>(geometry, x, b, b_rs, b_cs, c, c_rs, c_cs, n);          \
+  }
+
+REFJIT_IM2COL_ENTRY(f32, float)
+REFJIT_IM2COL_ENTRY(f64, double)
 }

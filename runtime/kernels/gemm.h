@@ -43,6 +43,26 @@ void gemm(GemmShape shape, Matrices<const float> a, Matrices<const float> b, Mat
 void gemm(GemmShape shape, Matrices<const double> a, Matrices<const double> b, Matrices<double> c,
           bool accumulate = false, Epilogue epilogue = {});
 
+// The geometry of an implicit im2col (refjit/ir/im2col.h): C (rows x n) = A (rows x k) times
+// B, where A is never written out. Element (i, p) of A is at
+//   x[seg_offsets[i / seg_len] + (i % seg_len) * row_stride + run_offsets[p / run_len] +
+//     p % run_len]:
+// rows come in segments (a convolution's output rows), depths in runs of contiguous elements
+// (a window's channels). rows is a multiple of seg_len and k of run_len.
+struct Im2colGeometry {
+  int64_t rows, n, k;
+  int64_t seg_len, row_stride;
+  const int64_t* seg_offsets;
+  int64_t run_len;
+  const int64_t* run_offsets;
+};
+
+// C = A B with A as above; B and C are single strided matrices (their batch strides unused).
+void im2col_gemm(const Im2colGeometry& g, const float* x, Matrices<const float> b,
+                 Matrices<float> c);
+void im2col_gemm(const Im2colGeometry& g, const double* x, Matrices<const double> b,
+                 Matrices<double> c);
+
 // Which vector code the kernels run on this CPU: "avx512", "avx2" or "sse2".
 const char* gemm_isa();
 
@@ -82,4 +102,27 @@ void refjit_gemm_f64_then(int64_t batch, int64_t m, int64_t n, int64_t k, int64_
                           int64_t b_cs, int64_t c_rank, const RefjitMemRefHead* c, int64_t c_bs,
                           int64_t c_rs, int64_t c_cs, int64_t accumulate,
                           void (*epilogue)(void*, int64_t, int64_t), void* ctx);
+// im2col_dot (refjit/ir/im2col.h): `geometry` is an i64 vector
+//   [q, sizes[q], steps[q], runs, run_len, run_offsets[runs]]
+// where the product's rows are the multi-indices over sizes (a window's shape without its
+// channels), steps[d] is how far one step along row dim d moves in x (in elements), and each
+// run of run_len contiguous depths starts run_offsets[r] after the row's first element. B is
+// (runs * run_len) x n, C is rows x n, each with its row and column strides.
+void refjit_im2col_gemm_f32(int64_t geometry_rank, const RefjitMemRefHead* geometry, int64_t x_rank,
+                            const RefjitMemRefHead* x, int64_t b_rank, const RefjitMemRefHead* b,
+                            int64_t b_rs, int64_t b_cs, int64_t c_rank, const RefjitMemRefHead* c,
+                            int64_t c_rs, int64_t c_cs, int64_t n);
+void refjit_im2col_gemm_f64(int64_t geometry_rank, const RefjitMemRefHead* geometry, int64_t x_rank,
+                            const RefjitMemRefHead* x, int64_t b_rank, const RefjitMemRefHead* b,
+                            int64_t b_rs, int64_t b_cs, int64_t c_rank, const RefjitMemRefHead* c,
+                            int64_t c_rs, int64_t c_cs, int64_t n);
+// im2col_tdot: the same geometry; C ((runs * run_len) x n) = A^T B with B rows x n.
+void refjit_im2col_tgemm_f32(int64_t geometry_rank, const RefjitMemRefHead* geometry,
+                             int64_t x_rank, const RefjitMemRefHead* x, int64_t b_rank,
+                             const RefjitMemRefHead* b, int64_t b_rs, int64_t b_cs, int64_t c_rank,
+                             const RefjitMemRefHead* c, int64_t c_rs, int64_t c_cs, int64_t n);
+void refjit_im2col_tgemm_f64(int64_t geometry_rank, const RefjitMemRefHead* geometry,
+                             int64_t x_rank, const RefjitMemRefHead* x, int64_t b_rank,
+                             const RefjitMemRefHead* b, int64_t b_rs, int64_t b_cs, int64_t c_rank,
+                             const RefjitMemRefHead* c, int64_t c_rs, int64_t c_cs, int64_t n);
 }

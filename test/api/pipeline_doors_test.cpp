@@ -138,7 +138,7 @@ TEST(Pipeline, EmitAfterStopsAtThePassAndNamesUnknownOnes) {
       y:f32[4] = mul x x
     in (y,) })");
   std::string after_dce = emit_after(j, "dce", options);
-  EXPECT_EQ(reports, 10);  // autodiff .. dce
+  EXPECT_EQ(reports, 11);  // autodiff .. dce
   EXPECT_EQ(after_dce.find("neg"), std::string::npos) << after_dce;
   EXPECT_NE(emit_after(j, "autodiff", {}).find("neg"), std::string::npos);
   try {
