@@ -672,7 +672,9 @@ EpiloguePlan plan_epilogues(const Jaxpr& j, const JaxprBuffers* buffers,
   std::vector<std::vector<int>> writes;
   for (size_t i = 0; i < n; ++i) {
     const Eqn& dot = j.eqns[i];
-    if (dot.prim != Prim::dot_general || dot.outs.size() != 1 || !lowered_by_itself(d, i)) continue;
+    if ((dot.prim != Prim::dot_general && dot.prim != Prim::im2col_dot) || dot.outs.size() != 1 ||
+        !lowered_by_itself(d, i))
+      continue;
     const Var p = dot.outs[0];
     const Type pt = j.type_of(p);
     const std::vector<int32_t>& readers = use_def.readers[p.id];

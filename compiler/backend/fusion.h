@@ -190,7 +190,8 @@ struct ConcatPiecePlan {
   std::vector<std::vector<int32_t>> piece_slices;
 };
 
-// Matrix-product epilogues: a float dot_general whose result p is read only by one elementwise
+// Matrix-product epilogues: a float dot_general (or im2col_dot) whose result p is read only by
+// one elementwise
 // consumer (a fusion group with an elementwise root, or a single elementwise eqn lowered on
 // its own), each read of p an operand of an elementwise member, is computed together with
 // that consumer: the matrix kernel calls the consumer's loops on rows of the product as soon

@@ -52,6 +52,8 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
   add("refjit_gemm_f64_then", &refjit_gemm_f64_then);
   add("refjit_im2col_gemm_f32", &refjit_im2col_gemm_f32);
   add("refjit_im2col_gemm_f64", &refjit_im2col_gemm_f64);
+  add("refjit_im2col_gemm_f32_then", &refjit_im2col_gemm_f32_then);
+  add("refjit_im2col_gemm_f64_then", &refjit_im2col_gemm_f64_then);
   add("refjit_im2col_tgemm_f32", &refjit_im2col_tgemm_f32);
   add("refjit_im2col_tgemm_f64", &refjit_im2col_tgemm_f64);
   add("refjit_parallel_for", &refjit_parallel_for);

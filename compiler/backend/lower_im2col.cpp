@@ -3,6 +3,8 @@
 // multiplies; other dtypes, and code that must stand alone (`refjit compile` objects), get one
 // loop nest per window.
 #include <numeric>
+#include <optional>
+#include <string>
 
 #include "compiler/backend/lowering.h"
 #include "refjit/ir/im2col.h"
@@ -56,37 +58,57 @@ Value geometry_table(LowerCtx& c, const Im2col& g, const Shape& x) {
   return table;
 }
 
-// The runtime call `entry`_f32/_f64 (im2col_dot: B is any strided matrix; im2col_tdot: B is
-// the contiguous rows x n cotangent), when the operands' layouts allow it; false when loops
-// are needed.
-bool lower_im2col_kernel(LowerCtx& c, const Eqn& e, const Im2col& g, const std::string& entry) {
+// A call of refjit_im2col_gemm_* or refjit_im2col_tgemm_*, its arguments made, not yet
+// emitted.
+struct KernelCall {
+  std::string entry;
+  std::vector<Value> args;
+  Value target, out;  // where the kernel writes, and where the product goes (a copy if apart)
+  ArrayType type;
+};
+
+// The runtime call (im2col_dot: B is any strided matrix; im2col_tdot: B is the contiguous
+// rows x n cotangent), when the operands' layouts allow it; nullopt when loops are needed.
+std::optional<KernelCall> kernel_call(LowerCtx& c, const Eqn& e, const Im2col& g) {
   const ArrayType& xt = c.type_of(e.ins[0]).array;
   const ArrayType& rt = c.type_of(e.outs[0]).array;
   if (!c.options().runtime_kernels || (rt.dtype != DType::f32 && rt.dtype != DType::f64))
-    return false;
-  if (!is_var(e.ins[0]) || !is_var(e.ins[1])) return false;
+    return std::nullopt;
+  if (!is_var(e.ins[0]) || !is_var(e.ins[1])) return std::nullopt;
   Value x = c.buffer(e.ins[0]), b = c.buffer(e.ins[1]);
   const ArrayType& bt = c.type_of(e.ins[1]).array;
   int64_t b_rs = bt.shape.back(), b_cs = 1;
   if (e.prim == Prim::im2col_dot) {
     const llvm::SmallVector<int64_t> bs = static_strides(b);
     if (bs.size() != 2 || mlir::ShapedType::isDynamic(bs[0]) || mlir::ShapedType::isDynamic(bs[1]))
-      return false;
+      return std::nullopt;
     b_rs = bs[0];
     b_cs = bs[1];
   } else if (!is_contiguous(b)) {
-    return false;
+    return std::nullopt;
   }
-  if (!is_contiguous(x)) return false;
+  if (!is_contiguous(x)) return std::nullopt;
   Value out = c.result_buffer(e.outs[0]);
   Value target = is_contiguous(out) ? out : c.alloc(rt);
   const int64_t n = rt.shape.back();
-  c.call_runtime(entry + (rt.dtype == DType::f32 ? "_f32" : "_f64"),
-                 {unranked_memref(c, geometry_table(c, g, xt.shape)), unranked_memref(c, x),
-                  unranked_memref(c, b), c.index(b_rs), c.index(b_cs), unranked_memref(c, target),
-                  c.index(n), c.index(1), c.index(n)});
-  if (target != out) c.copy(target, out, rt);
-  return true;
+  const std::string entry =
+      std::string(e.prim == Prim::im2col_dot ? "refjit_im2col_gemm" : "refjit_im2col_tgemm") +
+      (rt.dtype == DType::f32 ? "_f32" : "_f64");
+  std::vector<Value> args = {unranked_memref(c, geometry_table(c, g, xt.shape)),
+                             unranked_memref(c, x),
+                             unranked_memref(c, b),
+                             c.index(b_rs),
+                             c.index(b_cs),
+                             unranked_memref(c, target),
+                             c.index(n),
+                             c.index(1),
+                             c.index(n)};
+  return KernelCall{entry, std::move(args), target, out, rt};
+}
+
+void emit(LowerCtx& c, const KernelCall& call) {
+  c.call_runtime(call.entry, call.args);
+  if (call.target != call.out) c.copy(call.target, call.out, call.type);
 }
 
 // One loop nest per window over (rows..., channels, columns), adding in the interpreter's
@@ -125,11 +147,31 @@ void lower_im2col_loops(LowerCtx& c, const Eqn& e, const Im2col& g) {
 void lower_im2col(LowerCtx& c, const Eqn& e) {
   if (e.ins.size() != 2 || e.outs.size() != 1) fail_eqn(e, "expected two operands");
   const Im2col g = Im2col::of(e.params);
-  const char* entry = e.prim == Prim::im2col_dot ? "refjit_im2col_gemm" : "refjit_im2col_tgemm";
-  if (!lower_im2col_kernel(c, e, g, entry)) lower_im2col_loops(c, e, g);
+  if (std::optional<KernelCall> call = kernel_call(c, e, g))
+    emit(c, *call);
+  else
+    lower_im2col_loops(c, e, g);
 }
 
 }  // namespace
+
+void lower_im2col_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t product, size_t root,
+                                const std::vector<size_t>& members) {
+  const Eqn& e = j.eqns[product];
+  const Im2col g = Im2col::of(e.params);
+  std::optional<KernelCall> call = kernel_call(c, e, g);
+  // The kernel's rows are the result's dims but the last, written in place.
+  if (call && call->target == call->out) {
+    c.lower_epilogue_rows(j, root, members);  // outline_epilogues hands it to the call
+    emit(c, *call);
+    return;
+  }
+  if (call)
+    emit(c, *call);
+  else
+    lower_im2col_loops(c, e, g);
+  c.lower_epilogue(j, root, members);
+}
 
 void register_im2col_lowerings(LowerTable& t) {
   t.set(Prim::im2col_dot, &lower_im2col);

@@ -648,7 +648,10 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
     if (d.epilogues.dot_of_root[i] >= 0) continue;
     if (int32_t r = d.epilogues.root_of_dot[i]; r >= 0) {
       const size_t root = static_cast<size_t>(r);
-      lower_product_with_epilogue(*this, j, i, root, d.epilogue_members(root));
+      if (e.prim == Prim::im2col_dot)
+        lower_im2col_with_epilogue(*this, j, i, root, d.epilogue_members(root));
+      else
+        lower_product_with_epilogue(*this, j, i, root, d.epilogue_members(root));
       continue;
     }
     if (!fusion.lowered_alone(i)) {

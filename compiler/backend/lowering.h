@@ -371,6 +371,9 @@ void lower_product_accumulation(LowerCtx& c, const Jaxpr& j, size_t dot, size_t 
 // rooted at `root`: the matrix kernel runs the epilogue on the product's rows as they are
 // final, or, where the product is not a kernel call, both are lowered one after the other
 // (lower_dot.cpp).
+// The same for an im2col_dot (lower_im2col.cpp).
+void lower_im2col_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t product, size_t root,
+                                const std::vector<size_t>& members);
 void lower_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t dot, size_t root,
                                  const std::vector<size_t>& members);
 

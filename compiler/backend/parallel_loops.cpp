@@ -302,7 +302,8 @@ void outline_epilogues(mlir::ModuleOp module) {
   int number = 0;
   for (mlir::scf::ForOp loop : loops) {
     auto call = mlir::dyn_cast_or_null<mlir::func::CallOp>(loop->getNextNode());
-    if (!call || !call.getCallee().starts_with("refjit_gemm_"))
+    if (!call || !(call.getCallee().starts_with("refjit_gemm_") ||
+                   call.getCallee().starts_with("refjit_im2col_gemm_")))
       throw std::logic_error("an epilogue loop is not followed by its matrix kernel call");
     if (outline(b, module, loop, fmt::format("refjit_epilogue_{}", number), CallBy::kernel, call)) {
       ++number;

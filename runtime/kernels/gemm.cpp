@@ -233,6 +233,7 @@ struct PatchProduct {
   int64_t b_rs, b_cs;
   T* c;  // row r of the product (segment r / seg_len) at c + r * c_rs
   int64_t c_rs, c_cs;
+  Epilogue epilogue;  // run on rows of C as soon as they are final
 };
 
 // The packed copies of A and B a thread works on (reused from call to call).
@@ -538,6 +539,7 @@ struct Blocked {
           }
         }
       }
+      if (x.epilogue.fn) run_epilogue(x.epilogue, sc * x.seg_len, sc1 * x.seg_len);
     }
   }
 
@@ -946,19 +948,21 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
 }
 
 template <class T>
-void im2col_gemm_impl(const Im2colGeometry& g, const T* x, Matrices<const T> b, Matrices<T> c) {
+void im2col_gemm_impl(const Im2colGeometry& g, const T* x, Matrices<const T> b, Matrices<T> c,
+                      Epilogue epilogue = {}) {
   if (g.rows <= 0 || g.n <= 0) return;
   const Isa<T>& kernels = isa<T>();
   const bool narrow = g.n <= kernels.narrow_nr;
   const auto run = narrow ? kernels.narrow_patches : kernels.patches;
   const int64_t segments = g.rows / g.seg_len;
   const PatchProduct<T> product{
-      g.n,          g.k,           x,      g.seg_len,    g.row_stride, g.seg_offsets,
-      g.run_len,    g.run_offsets, b.data, b.row_stride, b.col_stride, c.data,
-      c.row_stride, c.col_stride};
+      g.n,          g.k,           x,       g.seg_len,    g.row_stride, g.seg_offsets,
+      g.run_len,    g.run_offsets, b.data,  b.row_stride, b.col_stride, c.data,
+      c.row_stride, c.col_stride,  epilogue};
   if (g.k <= 0) {
     for (int64_t r = 0; r < g.rows; ++r)
       for (int64_t j = 0; j < g.n; ++j) c.data[r * c.row_stride + j * c.col_stride] = T(0);
+    if (epilogue.fn) run_epilogue(epilogue, 0, g.rows);
     return;
   }
   const int64_t work = g.rows * g.n * g.k;
@@ -1022,10 +1026,11 @@ struct DecodedGeometry {
 template <class T>
 void im2col_gemm_entry(const RefjitMemRefHead* geometry, const RefjitMemRefHead* x,
                        const RefjitMemRefHead* b, int64_t b_rs, int64_t b_cs,
-                       const RefjitMemRefHead* c, int64_t c_rs, int64_t c_cs, int64_t n) {
+                       const RefjitMemRefHead* c, int64_t c_rs, int64_t c_cs, int64_t n,
+                       Epilogue epilogue) {
   const DecodedGeometry d(geometry, n);
   im2col_gemm_impl<T>(d.g, first_element<T>(x), {first_element<T>(b), 0, b_rs, b_cs},
-                      {const_cast<T*>(first_element<T>(c)), 0, c_rs, c_cs});
+                      {const_cast<T*>(first_element<T>(c)), 0, c_rs, c_cs}, epilogue);
 }
 
 // C (k x n) = A^T B for the geometry's A (rows x k): B has the im2col's rows.
@@ -1093,7 +1098,15 @@ REFJIT_GEMM_ENTRIES(f64, double)
                                    const RefjitMemRefHead* x, int64_t, const RefjitMemRefHead* b,  \
                                    int64_t b_rs, int64_t b_cs, int64_t, const RefjitMemRefHead* c, \
                                    int64_t c_rs, int64_t c_cs, int64_t n) {                        \
-    refjit::kernels::im2col_gemm_entry<T>(geometry, x, b, b_rs, b_cs, c, c_rs, c_cs, n);           \
+    refjit::kernels::im2col_gemm_entry<T>(geometry, x, b, b_rs, b_cs, c, c_rs, c_cs, n, {});       \
+  }                                                                                                \
+  void refjit_im2col_gemm_##SUFFIX##_then(                                                         \
+      int64_t, const RefjitMemRefHead* geometry, int64_t, const RefjitMemRefHead* x, int64_t,      \
+      const RefjitMemRefHead* b, int64_t b_rs, int64_t b_cs, int64_t, const RefjitMemRefHead* c,   \
+      int64_t c_rs, int64_t c_cs, int64_t n, void (*epilogue)(void*, int64_t, int64_t),            \
+      void* ctx) {                                                                                 \
+    refjit::kernels::im2col_gemm_entry<T>(geometry, x, b, b_rs, b_cs, c, c_rs, c_cs, n,            \
+                                          {epilogue, ctx});                                        \
   }                                                                                                \
   void refjit_im2col_tgemm_##SUFFIX(                                                               \
       int64_t, const RefjitMemRefHead* geometry, int64_t, const RefjitMemRefHead* x, int64_t,      \

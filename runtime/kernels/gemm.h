@@ -116,6 +116,20 @@ void refjit_im2col_gemm_f64(int64_t geometry_rank, const RefjitMemRefHead* geome
                             const RefjitMemRefHead* x, int64_t b_rank, const RefjitMemRefHead* b,
                             int64_t b_rs, int64_t b_cs, int64_t c_rank, const RefjitMemRefHead* c,
                             int64_t c_rs, int64_t c_cs, int64_t n);
+// With an epilogue (a consumer of the product run on its rows as they are final, as the
+// `refjit_gemm_*_then` entries take it).
+void refjit_im2col_gemm_f32_then(int64_t geometry_rank, const RefjitMemRefHead* geometry,
+                                 int64_t x_rank, const RefjitMemRefHead* x, int64_t b_rank,
+                                 const RefjitMemRefHead* b, int64_t b_rs, int64_t b_cs,
+                                 int64_t c_rank, const RefjitMemRefHead* c, int64_t c_rs,
+                                 int64_t c_cs, int64_t n, void (*epilogue)(void*, int64_t, int64_t),
+                                 void* ctx);
+void refjit_im2col_gemm_f64_then(int64_t geometry_rank, const RefjitMemRefHead* geometry,
+                                 int64_t x_rank, const RefjitMemRefHead* x, int64_t b_rank,
+                                 const RefjitMemRefHead* b, int64_t b_rs, int64_t b_cs,
+                                 int64_t c_rank, const RefjitMemRefHead* c, int64_t c_rs,
+                                 int64_t c_cs, int64_t n, void (*epilogue)(void*, int64_t, int64_t),
+                                 void* ctx);
 // im2col_tdot: the same geometry; C ((runs * run_len) x n) = A^T B with B rows x n.
 void refjit_im2col_tgemm_f32(int64_t geometry_rank, const RefjitMemRefHead* geometry,
                              int64_t x_rank, const RefjitMemRefHead* x, int64_t b_rank,

@@ -85,6 +85,20 @@ TEST(Im2colDot, TheKernelMatchesTheInterpreterOnEveryPanelShape) {
   }
 }
 
+// A bias and a ReLU after the product run on its rows inside the kernel call (an epilogue),
+// with rows of 10 so that the kernel's chunks of segments end inside the product.
+TEST(Im2colDot, ABiasAndReluRunAsTheKernelsEpilogue) {
+  const std::string text = R"({ lambda ; x:f32[3,10,12,3] k:f32[27,20] b:f32[20]. let
+    y:f32[3,8,10,20] = im2col_dot[starts=((0, 0, 0, 0), (0, 0, 1, 0), (0, 0, 2, 0), (0, 1, 0, 0), (0, 1, 1, 0), (0, 1, 2, 0), (0, 2, 0, 0), (0, 2, 1, 0), (0, 2, 2, 0)) strides=(1, 1, 1, 1) window=(3, 8, 10, 3)] x k
+    c:f32[3,8,10,20] = broadcast_in_dim[broadcast_dimensions=(3,) shape=(3, 8, 10, 20)] b
+    z:f32[3,8,10,20] = add y c
+    r:f32[3,8,10,20] = max z 0.0:f32[]
+  in (r,) })";
+  const Jaxpr j = parse_jaxpr(text);
+  EXPECT_EQ(count(emit_mlir(j, {}), "call @refjit_im2col_gemm_f32_then"), 1u);
+  expect_matches_interpreter(j, random_args(j, 21), 2e-4);
+}
+
 TEST(Im2colDot, StandAloneCodeAndOtherDtypesUseLoops) {
   const Geometry g = {{2, 10, 12, 3}, grid(3, 3), {1, 1, 1, 1}, {2, 8, 10, 3}, 5};
   for (bool transposed : {false, true}) {
