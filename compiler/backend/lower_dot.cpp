@@ -70,14 +70,6 @@ std::vector<int64_t> range(int64_t begin, int64_t end) {
   return v;
 }
 
-// A call of refjit_gemm_f32/f64, its arguments made, not yet emitted.
-struct KernelCall {
-  std::string entry;
-  std::vector<Value> args;
-  Value target, out;  // where the kernel writes, and where the product goes (a copy if apart)
-  ArrayType type;
-};
-
 // The call when the product qualifies; nullopt when loops are needed. `into`: where the
 // product goes (null: the result's buffer); `accumulate`: added to what `into` holds (a
 // product accumulation, fusion.h) instead of stored.
@@ -140,16 +132,11 @@ std::optional<KernelCall> kernel_call(LowerCtx& c, const Eqn& e, const std::vect
                     target, out, rt};
 }
 
-void emit(LowerCtx& c, const KernelCall& call) {
-  c.call_runtime(call.entry, call.args);
-  if (call.target != call.out) c.copy(call.target, call.out, call.type);
-}
-
 // The kernel call when the product qualifies (emitted); false when loops are needed.
 bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfree,
                       const std::vector<int64_t>& rfree, Value into, bool accumulate) {
   std::optional<KernelCall> call = kernel_call(c, e, lfree, rfree, into, accumulate);
-  if (call) emit(c, *call);
+  if (call) emit_kernel_call(c, *call);
   return call.has_value();
 }
 
@@ -247,6 +234,11 @@ void lower_dot_general(LowerCtx& c, const Eqn& e) {
 
 }  // namespace
 
+void emit_kernel_call(LowerCtx& c, const KernelCall& call) {
+  c.call_runtime(call.entry, call.args);
+  if (call.target != call.out) c.copy(call.target, call.out, call.type);
+}
+
 llvm::SmallVector<int64_t> static_strides(Value memref) {
   auto type = mlir::cast<mlir::MemRefType>(memref.getType());
   llvm::SmallVector<int64_t> strides;
@@ -273,11 +265,11 @@ void lower_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t dot, size_t
   // The kernel's rows are the result's dims but the last: one rhs free dim, written in place.
   if (call && rfree.size() == 1 && call->target == call->out) {
     c.lower_epilogue_rows(j, root, members);  // outline_epilogues hands it to the call
-    emit(c, *call);
+    emit_kernel_call(c, *call);
     return;
   }
   if (call)
-    emit(c, *call);
+    emit_kernel_call(c, *call);
   else
     lower_dot_loops(c, d, lfree, rfree);
   c.lower_epilogue(j, root, members);

@@ -58,15 +58,6 @@ Value geometry_table(LowerCtx& c, const Im2col& g, const Shape& x) {
   return table;
 }
 
-// A call of refjit_im2col_gemm_* or refjit_im2col_tgemm_*, its arguments made, not yet
-// emitted.
-struct KernelCall {
-  std::string entry;
-  std::vector<Value> args;
-  Value target, out;  // where the kernel writes, and where the product goes (a copy if apart)
-  ArrayType type;
-};
-
 // The runtime call (im2col_dot: B is any strided matrix; im2col_tdot: B is the contiguous
 // rows x n cotangent), when the operands' layouts allow it; nullopt when loops are needed.
 std::optional<KernelCall> kernel_call(LowerCtx& c, const Eqn& e, const Im2col& g) {
@@ -106,11 +97,6 @@ std::optional<KernelCall> kernel_call(LowerCtx& c, const Eqn& e, const Im2col& g
   return KernelCall{entry, std::move(args), target, out, rt};
 }
 
-void emit(LowerCtx& c, const KernelCall& call) {
-  c.call_runtime(call.entry, call.args);
-  if (call.target != call.out) c.copy(call.target, call.out, call.type);
-}
-
 // One loop nest per window over (rows..., channels, columns), adding in the interpreter's
 // order: im2col_dot's out[row, o] += x[starts[t] + row * strides, ch] * k[t * C + ch, o], or
 // im2col_tdot's out[t * C + ch, o] += x[...] * g[row, o].
@@ -148,7 +134,7 @@ void lower_im2col(LowerCtx& c, const Eqn& e) {
   if (e.ins.size() != 2 || e.outs.size() != 1) fail_eqn(e, "expected two operands");
   const Im2col g = Im2col::of(e.params);
   if (std::optional<KernelCall> call = kernel_call(c, e, g))
-    emit(c, *call);
+    emit_kernel_call(c, *call);
   else
     lower_im2col_loops(c, e, g);
 }
@@ -163,11 +149,11 @@ void lower_im2col_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t product, siz
   // The kernel's rows are the result's dims but the last, written in place.
   if (call && call->target == call->out) {
     c.lower_epilogue_rows(j, root, members);  // outline_epilogues hands it to the call
-    emit(c, *call);
+    emit_kernel_call(c, *call);
     return;
   }
   if (call)
-    emit(c, *call);
+    emit_kernel_call(c, *call);
   else
     lower_im2col_loops(c, e, g);
   c.lower_epilogue(j, root, members);

@@ -332,6 +332,17 @@ std::string host_call_arg_symbol(DType dtype);
 // expand-strided-metadata folds that through a memref.view into the workspace and drops the
 // view's byte shift.)
 mlir::Value unranked_memref(LowerCtx& c, mlir::Value memref);
+// A call of a runtime matrix kernel (refjit_gemm_*, refjit_im2col_gemm_*, ...), its arguments
+// made, not yet emitted: the kernel writes `target`, and the product goes to `out` (a copy of
+// `type` when the two differ: a result view the kernel cannot write).
+struct KernelCall {
+  std::string entry;
+  std::vector<mlir::Value> args;
+  mlir::Value target, out;
+  ArrayType type;
+};
+void emit_kernel_call(LowerCtx& c, const KernelCall& call);
+
 // The static strides of a memref, in elements (empty when its layout has dynamic strides).
 llvm::SmallVector<int64_t> static_strides(mlir::Value memref);
 // Whether a memref is row-major and contiguous (identity layout), as the runtime's entries
