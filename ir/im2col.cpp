@@ -29,11 +29,19 @@ std::string Im2col::problem(const Shape& x) const {
   for (const IntList& s : starts) {
     if (s.size() != r) return fmt::format("start ({}) needs {} entries", fmt::join(s, ", "), r);
     if (s.back() != 0) return fmt::format("start ({}) must begin at channel 0", fmt::join(s, ", "));
-    for (size_t d = 0; d < r; ++d)
-      if (s[d] < 0 || s[d] + (window[d] - 1) * strides[d] >= x[d])
+    for (size_t d = 0; d < r; ++d) {
+      // The window's last position, start + (size - 1) * stride, must lie inside x (computed
+      // without overflow: the params come from text).
+      int64_t span = 0, last = 0;
+      if (s[d] < 0 || __builtin_mul_overflow(window[d] - 1, strides[d], &span) ||
+          __builtin_add_overflow(s[d], span, &last) || last >= x[d])
         return fmt::format("the window at ({}) leaves operand 0 along dim {} (size {})",
                            fmt::join(s, ", "), d, x[d]);
+    }
   }
+  int64_t depth = 0;
+  if (__builtin_mul_overflow(windows(), channels(), &depth))
+    return fmt::format("{} windows of {} channels are too many", windows(), channels());
   return "";
 }
 

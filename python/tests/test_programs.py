@@ -62,6 +62,27 @@ def test_convolution_layer(rng):
     check_jit_and_grad(loss, x, k, b, argnums=(0, 1, 2), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("strides, padding, dilation, shape", [
+    ((1, 1), "SAME", (1, 1), (2, 9, 10, 3)),          # every product implicit, ct convolved
+    ((1, 1), "VALID", (1, 1), (2, 9, 10, 3)),
+    ((1, 1), ((2, 0), (1, 3)), (2, 1), (1, 8, 9, 2)),  # asymmetric padding, dilated kernel
+    ((2, 2), "SAME", (1, 1), (2, 9, 10, 3)),          # strided: the input's gradient stays
+    ((1, 1), "SAME", (1, 1), (1, 3, 4, 2)),            # windows under half the input: kept
+])
+def test_convolution_products_read_the_input_in_place(rng, strides, padding, dilation, shape):
+    # The implicit-im2col pass (docs/pipeline.md) rewrites the forward product, the kernel's
+    # gradient and, where windows cover most of the input, the input's gradient; refjit's
+    # numbers stay JAX's for every geometry, rewritten or not.
+    def loss(x, k):
+        y = lax.conv_general_dilated(x, k, strides, padding, rhs_dilation=dilation,
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return jnp.sum(jnp.tanh(y) ** 2)
+
+    x = rng.standard_normal(shape).astype(np.float32)
+    k = (rng.standard_normal((3, 3, shape[-1], 5)) * 0.3).astype(np.float32)
+    check_jit_and_grad(loss, x, k, argnums=(0, 1), rtol=1e-4, atol=1e-5)
+
+
 def test_gather_and_scatter_add(rng):
     def f(table, idx, updates):
         rows = table[idx]                        # gather
