@@ -235,7 +235,8 @@ class Im2colFinder {
       }
       terms.push_back(term);
     }
-    // The terms are exactly the leaves of a tree of adds, each read once but the root.
+    // The terms are exactly the leaves of a tree of adds, each add read once but the root,
+    // each term a leaf once.
     const Shape& dx = j_.type_of(terms[0]).array.shape;
     std::vector<bool> leaf(j_.vars.size(), false);
     for (Var t : terms) {
@@ -258,6 +259,7 @@ class Im2colFinder {
       Var v = todo.back();
       todo.pop_back();
       if (leaf[v.id]) {
+        leaf[v.id] = false;  // each term added once: a second visit ends the search
         ++leaves;
         continue;
       }
