@@ -239,6 +239,22 @@ void emit_kernel_call(LowerCtx& c, const KernelCall& call) {
   if (call.target != call.out) c.copy(call.target, call.out, call.type);
 }
 
+void emit_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t root,
+                                const std::vector<size_t>& members,
+                                const std::optional<KernelCall>& call, bool rows_are_results,
+                                const std::function<void()>& loops) {
+  if (call && rows_are_results && call->target == call->out) {
+    c.lower_epilogue_rows(j, root, members);  // outline_epilogues hands it to the call
+    emit_kernel_call(c, *call);
+    return;
+  }
+  if (call)
+    emit_kernel_call(c, *call);
+  else
+    loops();
+  c.lower_epilogue(j, root, members);
+}
+
 llvm::SmallVector<int64_t> static_strides(Value memref) {
   auto type = mlir::cast<mlir::MemRefType>(memref.getType());
   llvm::SmallVector<int64_t> strides;
@@ -261,18 +277,9 @@ void lower_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t dot, size_t
                                  const std::vector<size_t>& members) {
   const Eqn& d = j.eqns[dot];
   auto [lfree, rfree] = free_dims(c, d);
-  std::optional<KernelCall> call = kernel_call(c, d, lfree, rfree, Value(), false);
-  // The kernel's rows are the result's dims but the last: one rhs free dim, written in place.
-  if (call && rfree.size() == 1 && call->target == call->out) {
-    c.lower_epilogue_rows(j, root, members);  // outline_epilogues hands it to the call
-    emit_kernel_call(c, *call);
-    return;
-  }
-  if (call)
-    emit_kernel_call(c, *call);
-  else
-    lower_dot_loops(c, d, lfree, rfree);
-  c.lower_epilogue(j, root, members);
+  // The kernel's rows are the result's dims but the last: one rhs free dim.
+  emit_product_with_epilogue(c, j, root, members, kernel_call(c, d, lfree, rfree, Value(), false),
+                             rfree.size() == 1, [&] { lower_dot_loops(c, d, lfree, rfree); });
 }
 
 void register_dot_lowerings(LowerTable& t) { t.set(Prim::dot_general, &lower_dot_general); }

@@ -145,18 +145,9 @@ void lower_im2col_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t product, siz
                                 const std::vector<size_t>& members) {
   const Eqn& e = j.eqns[product];
   const Im2col g = Im2col::of(e.params);
-  std::optional<KernelCall> call = kernel_call(c, e, g);
-  // The kernel's rows are the result's dims but the last, written in place.
-  if (call && call->target == call->out) {
-    c.lower_epilogue_rows(j, root, members);  // outline_epilogues hands it to the call
-    emit_kernel_call(c, *call);
-    return;
-  }
-  if (call)
-    emit_kernel_call(c, *call);
-  else
-    lower_im2col_loops(c, e, g);
-  c.lower_epilogue(j, root, members);
+  // The kernel's rows are the result's dims but the last.
+  emit_product_with_epilogue(c, j, root, members, kernel_call(c, e, g), true,
+                             [&] { lower_im2col_loops(c, e, g); });
 }
 
 void register_im2col_lowerings(LowerTable& t) {

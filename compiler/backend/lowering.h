@@ -342,6 +342,14 @@ struct KernelCall {
   ArrayType type;
 };
 void emit_kernel_call(LowerCtx& c, const KernelCall& call);
+// A product and its elementwise consumer `root` (fusion.h, EpiloguePlan): the consumer runs on
+// the kernel's rows inside the call when the kernel writes the result in place and its rows
+// are the result's (`rows_are_results`); otherwise the product (the call, or `loops`), then
+// the consumer.
+void emit_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t root,
+                                const std::vector<size_t>& members,
+                                const std::optional<KernelCall>& call, bool rows_are_results,
+                                const std::function<void()>& loops);
 
 // The static strides of a memref, in elements (empty when its layout has dynamic strides).
 llvm::SmallVector<int64_t> static_strides(mlir::Value memref);
