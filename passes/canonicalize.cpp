@@ -44,8 +44,10 @@ class Canonicalizer {
       for (Atom& a : e.ins) a = subst_(a);
       rewrite_bodies(e);
       compose_broadcasts(e);
+      sum_over_unit_dims(e);
       if (does_nothing(e) || slice_of_concatenate(e) || reshape_of_broadcast(e) ||
-          scalar_arithmetic(e) || repeats_an_earlier_eqn(e))
+          reshape_of_reshape(e) || scalar_arithmetic(e) || sum_of_broadcast_scalar(e) ||
+          repeats_an_earlier_eqn(e))
         continue;
       push(std::move(e));
     }
@@ -180,13 +182,48 @@ class Canonicalizer {
     return false;
   }
 
+  static bool plain_reshape(const Eqn& e) {
+    return e.prim == Prim::reshape && e.ins.size() == 1 &&
+           (!e.params.find("dimensions") ||
+            std::holds_alternative<NoneParam>(*e.params.find("dimensions")));
+  }
+
+  static Eqn reshape_eqn(const Atom& x, Var out, const Shape& shape) {
+    return Eqn{Prim::reshape,
+               Params{{"dimensions", NoneParam{}}, {"new_sizes", IntList(shape)}},
+               {x},
+               {out}};
+  }
+
+  // A sum over dims of size 1 adds nothing: it is a reshape (a gradient sums a [1, n]
+  // cotangent over its first dim).
+  void sum_over_unit_dims(Eqn& e) {
+    if (e.prim != Prim::reduce_sum || e.ins.size() != 1 || e.outs.size() != 1) return;
+    const Shape& x = j_.type_of(e.ins[0]).array.shape;
+    const IntList& axes = e.params.get<IntList>("axes");
+    if (axes.empty()) return;  // does_nothing forwards it
+    for (int64_t a : axes)
+      if (a < 0 || static_cast<size_t>(a) >= x.size() || x[static_cast<size_t>(a)] != 1) return;
+    e = reshape_eqn(e.ins[0], e.outs[0], j_.type_of(e.outs[0]).array.shape);
+    ++changes_;
+  }
+
+  // A reshape of a reshape reshapes the first one's operand (or is it).
+  bool reshape_of_reshape(const Eqn& e) {
+    if (!plain_reshape(e)) return false;
+    const Eqn* inner = def(e.ins[0]);
+    if (!inner || !plain_reshape(*inner) || j_.type_of(inner->ins[0]).is_ref) return false;
+    if (forward(e, inner->ins[0])) return true;  // back to the operand's shape
+    Eqn direct = reshape_eqn(inner->ins[0], e.outs[0], j_.type_of(e.outs[0]).array.shape);
+    if (!repeats_an_earlier_eqn(direct)) push(std::move(direct));
+    ++changes_;
+    return true;
+  }
+
   // A reshape of a broadcast that only drops or inserts size-1 dims is a broadcast of the same
   // operand (or the operand itself, when that is what it gives back).
   bool reshape_of_broadcast(const Eqn& e) {
-    const bool plain_reshape = e.prim == Prim::reshape &&
-                               (!e.params.find("dimensions") ||
-                                std::holds_alternative<NoneParam>(*e.params.find("dimensions")));
-    if (!plain_reshape && e.prim != Prim::squeeze) return false;
+    if (!plain_reshape(e) && e.prim != Prim::squeeze) return false;
     const Eqn* b = def(e.ins.at(0));
     if (!b || b->prim != Prim::broadcast_in_dim || b->ins.size() != 1) return false;
     const Shape& x = j_.type_of(b->outs[0]).array.shape;
@@ -278,6 +315,40 @@ class Canonicalizer {
                     {"sharding", NoneParam{}}},
              {s},
              {e.outs[0]}});
+    ++changes_;
+    return true;
+  }
+
+  // A sum of a broadcast scalar is the scalar times the count of elements summed into each
+  // result (the gradient of a bias added over a batch sums a cotangent of ones). Integers wrap
+  // the same either way; a float count must be exact (at most 2^24) and only f32 and f64 are
+  // taken (a sum in a narrower float rounds at every step).
+  bool sum_of_broadcast_scalar(const Eqn& e) {
+    if (e.prim != Prim::reduce_sum || e.outs.size() != 1 || e.ins.size() != 1) return false;
+    const Eqn* b = def(e.ins[0]);
+    if (!b || b->prim != Prim::broadcast_in_dim || b->ins.size() != 1 || !is_rank0(j_, b->ins[0]))
+      return false;
+    const ArrayType t = j_.type_of(e.outs[0]).array;
+    const ArrayType xt = j_.type_of(e.ins[0]).array;
+    const DType d = t.dtype;
+    const bool exact_float = d == DType::f32 || d == DType::f64;
+    if (t.num_elements() == 0 || (!exact_float && !is_int(d))) return false;
+    const int64_t count = xt.num_elements() / t.num_elements();
+    if (exact_float && count > (int64_t{1} << 24)) return false;
+    const Literal n =
+        exact_float ? Literal::of_float(d, static_cast<double>(count)) : Literal::of_int(d, count);
+    if (t.rank() == 0) {
+      push(Eqn{Prim::mul, {}, {b->ins[0], n}, {e.outs[0]}});
+    } else {
+      const Var s = j_.new_var(Type(ArrayType{d, {}}));
+      push(Eqn{Prim::mul, {}, {b->ins[0], n}, {s}});
+      push(Eqn{Prim::broadcast_in_dim,
+               Params{{"shape", IntList(t.shape)},
+                      {"broadcast_dimensions", IntList{}},
+                      {"sharding", NoneParam{}}},
+               {s},
+               {e.outs[0]}});
+    }
     ++changes_;
     return true;
   }

@@ -6,8 +6,6 @@
 
 namespace refjit {
 
-namespace {
-
 // A static slice, or a pad without interior padding: each element of its result is one
 // element of its operand (or the padding value), at an index computed from its own.
 bool is_view(const Jaxpr& j, const Eqn& e) {
@@ -50,6 +48,12 @@ bool reduction_root(const Jaxpr& j, const Eqn& e) {
          !j.type_of(as_var(e.ins[0])).is_ref;
 }
 
+int buffer_of(const JaxprBuffers& p, const Atom& a) {
+  return is_var(a) && as_var(a).id < p.buffer_of_var.size() ? p.buffer_of_var[as_var(a).id] : -1;
+}
+
+namespace {
+
 // Cheap enough to compute once per reader rather than store and read back.
 bool duplicable(Prim p) {
   switch (p) {
@@ -63,11 +67,6 @@ bool duplicable(Prim p) {
     case Prim::convert_element_type: return true;
     default: return false;
   }
-}
-
-// The buffer `a` lives in under `p`; -1 for a literal or a var without one.
-int buffer_of(const JaxprBuffers& p, const Atom& a) {
-  return is_var(a) && as_var(a).id < p.buffer_of_var.size() ? p.buffer_of_var[as_var(a).id] : -1;
 }
 
 // Who defines and who reads each var of `j`. A returned value counts two extra uses, so the
@@ -606,15 +605,22 @@ int32_t entry(const std::vector<int32_t>& table, size_t i) {
   return i < table.size() ? table[i] : -1;
 }
 
-// Whether eqn `i` is lowered by its own rule: in no fusion group, and folded into nothing.
-bool lowered_by_itself(const LoweringDecisions& d, size_t i) {
+}  // namespace
+
+bool folded_into_nothing(const LoweringDecisions& d, size_t i) {
   for (const std::vector<int32_t>* t :
        {&d.moves.folded_into, &d.moves.move_of, &d.shifts.folded_into, &d.shifts.side_of,
         &d.shifts.shift_of, &d.accumulations.product_of, &d.accumulations.deferred_to,
         &d.epilogues.root_of_dot, &d.epilogues.dot_of_root})
     if (entry(*t, i) >= 0) return false;
-  return d.fusion.lowered_alone(i);
+  return true;
 }
+
+bool lowered_by_itself(const LoweringDecisions& d, size_t i) {
+  return folded_into_nothing(d, i) && d.fusion.lowered_alone(i);
+}
+
+namespace {
 
 ConcatPiecePlan plan_concat_pieces(const Jaxpr& j, const JaxprBuffers* buffers,
                                    const LoweringDecisions& d) {
@@ -753,6 +759,7 @@ LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffer
   d.index_run.resize(jaxpr.eqns.size());
   for (size_t i = 0; i < jaxpr.eqns.size(); ++i)
     d.index_run[i] = indexes_with_run(jaxpr, jaxpr.eqns[i]);
+  d.row_loops = plan_row_loops(jaxpr, buffers, d);
   return d;
 }
 

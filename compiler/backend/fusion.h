@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/backend/row_loops.h"
 #include "passes/buffer_assignment.h"
 #include "refjit/ir/jaxpr.h"
 
@@ -59,6 +60,19 @@ struct FusionPlan {
 
 // Whether `p` has an elementwise lowering rule (defined by the backend's rule table).
 bool has_elementwise_lowering(Prim p);
+
+// ---- queries the planners share
+// A static slice, or a pad without interior padding: each element of its result is one
+// element of its operand (or the padding value), at an index computed from its own.
+bool is_view(const Jaxpr& j, const Eqn& e);
+// Elementwise with operands of the result's shape or rank 0, a broadcast_in_dim (each
+// element of its result is one load of its operand), or a view.
+bool fusible(const Jaxpr& j, const Eqn& e);
+// A reduction whose operand a group may compute element by element inside its loops, so
+// that `sum(f(x))` keeps no array of f(x).
+bool reduction_root(const Jaxpr& j, const Eqn& e);
+// The buffer `a` lives in under `p`; -1 for a literal or a var without one.
+int buffer_of(const JaxprBuffers& p, const Atom& a);
 
 // Groups the top-level eqns of `jaxpr` (sub-jaxprs are planned when they are lowered).
 // `buffers`: the buffer assignment of this jaxpr (nullptr: every value owns its buffer).
@@ -222,7 +236,15 @@ struct LoweringDecisions {
   // (passes/unit_run.h indexes_with_run), lowered as one window when the run's first index is
   // in range at run time.
   std::vector<bool> index_run;
+  // Consecutive groups and reductions computed row by row in one loop (row_loops.h).
+  RowLoopPlan row_loops;
 };
+
+// Whether eqn `i` is folded into no slice move, cotangent shift, product accumulation or
+// epilogue (it may be in a fusion group).
+bool folded_into_nothing(const LoweringDecisions& d, size_t i);
+// Whether eqn `i` is lowered by its own rule: in no fusion group, and folded into nothing.
+bool lowered_by_itself(const LoweringDecisions& d, size_t i);
 
 // The decisions for `jaxpr`'s own eqns under `buffers` (nullptr: no buffer plan).
 LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffers);

@@ -282,6 +282,18 @@ void lower_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t dot, size_t
                              rfree.size() == 1, [&] { lower_dot_loops(c, d, lfree, rfree); });
 }
 
+Value dot_row(LowerCtx& c, const Eqn& e, Value row) {
+  const ArrayType lt = c.type_of(e.ins[0]).array;
+  const DType d = c.type_of(e.outs[0]).array.dtype;
+  auto reassoc =
+      mlir::arith::FastMathFlagsAttr::get(c.b.getContext(), mlir::arith::FastMathFlags::reassoc);
+  return c.loop_with_carry(
+      lt.shape[1], {c.constant(d, 0)}, [&](Value k, const std::vector<Value>& acc) {
+        Value p = c.mul(d, c.load(e.ins[0], {row, k}), c.load(e.ins[1], {k}));
+        return std::vector<Value>{c.b.create<mlir::arith::AddFOp>(c.loc, acc[0], p, reassoc)};
+      })[0];
+}
+
 void register_dot_lowerings(LowerTable& t) { t.set(Prim::dot_general, &lower_dot_general); }
 
 }  // namespace refjit::backend

@@ -215,6 +215,15 @@ bool lower_reduce_leading_blocked(LowerCtx& c, const Eqn& e, Reducer r, const In
   return true;
 }
 
+Reducer reducer_of(const Eqn& e) {
+  switch (e.prim) {
+    case Prim::reduce_sum: return Reducer::sum;
+    case Prim::reduce_max: return Reducer::max;
+    case Prim::reduce_min: return Reducer::min;
+    default: fail_eqn(e, "is not a sum, max or min reduction");
+  }
+}
+
 // Result initialised to the identity, then one pass over the operand in row-major order
 // accumulating into the result element the operand element maps to (the innermost loop then
 // runs along kept, contiguous elements of both, and vectorises without reassociation).
@@ -281,6 +290,56 @@ void lower_argmax(LowerCtx& c, const Eqn& e) {
 }
 
 }  // namespace
+
+Value reduce_row(LowerCtx& c, const Eqn& e, Value row) {
+  const Reducer r = reducer_of(e);
+  std::vector<Value> ivs{row};
+  return reduce_dims(c, e, r, ivs, 1, identity(c, c.type_of(e.outs[0]).array.dtype, r));
+}
+
+void start_block_partial(LowerCtx& c, const Eqn& e, Value partials, Value block) {
+  const Reducer r = reducer_of(e);
+  const ArrayType rt = c.type_of(e.outs[0]).array;
+  Value init = identity(c, rt.dtype, r);
+  c.loop_nest(rt.shape, [&](Ivs ivs) {
+    std::vector<Value> at{block};
+    at.insert(at.end(), ivs.begin(), ivs.end());
+    c.store(init, partials, rt.dtype, at);
+  });
+}
+
+void fold_row_into_block(LowerCtx& c, const Eqn& e, Value row, Value partials, Value block) {
+  const Reducer r = reducer_of(e);
+  const ArrayType rt = c.type_of(e.outs[0]).array;
+  c.loop_nest(rt.shape, [&](Ivs ivs) {
+    std::vector<Value> at{block}, in{row};
+    at.insert(at.end(), ivs.begin(), ivs.end());
+    in.insert(in.end(), ivs.begin(), ivs.end());
+    Value acc = c.load_mem(partials, rt.dtype, at);
+    c.store(combine(c, rt.dtype, r, acc, c.load(e.ins[0], in)), partials, rt.dtype, at);
+  });
+}
+
+void combine_block_partials(LowerCtx& c, const Eqn& e, Value partials, int64_t blocks, Value dst) {
+  const Reducer r = reducer_of(e);
+  const ArrayType rt = c.type_of(e.outs[0]).array;
+  c.fill(dst, rt, identity(c, rt.dtype, r));
+  Shape order{blocks};
+  order.insert(order.end(), rt.shape.begin(), rt.shape.end());
+  c.loop_nest(order, [&](Ivs ivs) {  // block by block, so each element folds them in order
+    std::vector<Value> out(ivs.begin() + 1, ivs.end());
+    Value acc = c.load_mem(dst, rt.dtype, out);
+    c.store(combine(c, rt.dtype, r, acc, c.load_mem(partials, rt.dtype, ivs)), dst, rt.dtype, out);
+  });
+}
+
+Value combine_partials(LowerCtx& c, const Eqn& e, Value partials, int64_t n) {
+  const Reducer r = reducer_of(e);
+  const DType d = c.type_of(e.outs[0]).array.dtype;
+  return c.loop_with_carry(n, {identity(c, d, r)}, [&](Value iv, const std::vector<Value>& cur) {
+    return std::vector<Value>{combine(c, d, r, cur[0], c.load_mem(partials, d, {iv}))};
+  })[0];
+}
 
 void register_reduce_lowerings(LowerTable& t) {
   t.set(Prim::reduce_sum, [](LowerCtx& c, const Eqn& e) { lower_reduce(c, e, Reducer::sum); });

@@ -644,6 +644,13 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
       lower_cotangent_shift(*this, j, e, d.shifts.shifts[s]);
       continue;
     }
+    // A row loop is lowered at its first item's root, every item in it.
+    if (int32_t r = d.row_loops.loop_of[i]; r >= 0) {
+      const RowLoop& loop = d.row_loops.loops[r];
+      if (loop.root_of(0) == i) lower_row_loop(j, loop);
+      continue;
+    }
+    if (d.row_loops.passenger_of[i] >= 0) continue;  // lowered before its row loop
     // A product and its epilogue are lowered together, at the product.
     if (d.epilogues.dot_of_root[i] >= 0) continue;
     if (int32_t r = d.epilogues.root_of_dot[i]; r >= 0) {

@@ -202,6 +202,10 @@ class LowerCtx {
   void lower_epilogue(const Jaxpr& j, size_t root, const std::vector<size_t>& members);
   mlir::Operation* lower_epilogue_rows(const Jaxpr& j, size_t root,
                                        const std::vector<size_t>& members);
+  // A row loop (row_loops.h): its passengers, then one scf.for over the rows computing row i
+  // of every item in turn; full reductions store a partial per row, combined in row order
+  // after the loop.
+  void lower_row_loop(const Jaxpr& j, const RowLoop& loop);
   // The members of a group (eqn indices, in order) evaluated at element `ivs`, in
   // registers; returns the last member's value.
   mlir::Value fused_element(const Jaxpr& j, const std::vector<size_t>& members, Ivs ivs);
@@ -268,6 +272,10 @@ class LowerCtx {
   // vectorises. `parallel` marks the middle loop parallel.
   void split_at_interior(int64_t n, std::optional<std::pair<int64_t, int64_t>> interior,
                          bool parallel, const std::function<void(mlir::Value)>& body);
+  // Row `row` (of block `block`) of one row-loop item into `dst` (the partials of a reduction
+  // finished after the loop).
+  void lower_row_item(const Jaxpr& j, const RowItem& item, mlir::Value row, mlir::Value dst,
+                      mlir::Value block);
   void count_copy(const ArrayType& t);
   int loop_depth_ = 0;  // scan bodies being lowered
   // While a reduction rooting a fusion group is lowered: its operand, which load() computes
@@ -401,6 +409,24 @@ void lower_cotangent_shift(LowerCtx& c, const Jaxpr& j, const Eqn& add, const Co
 // A side slice of that shift: copies its run straight out of the ref's window (lower_ref.cpp).
 void lower_cotangent_side_slice(LowerCtx& c, const Jaxpr& j, const Eqn& slice,
                                 const CotangentShift& s);
+
+// Reductions computed row by row (lower_reduce.cpp, for row loops): `reduce_row` folds
+// every operand dim but the first at `row`, from the identity; `combine_partials` folds
+// the `n` elements of `partials` (one per row) in order.
+mlir::Value reduce_row(LowerCtx& c, const Eqn& e, mlir::Value row);
+mlir::Value combine_partials(LowerCtx& c, const Eqn& e, mlir::Value partials, int64_t n);
+// Column sums by blocks of rows (a reduction over dim 0; `partials` holds one result per
+// block): `start_block_partial` sets block `block`'s to the identity, `fold_row_into_block`
+// folds operand row `row` into it, `combine_block_partials` folds the `blocks` partials in
+// order into `dst`.
+void start_block_partial(LowerCtx& c, const Eqn& e, mlir::Value partials, mlir::Value block);
+void fold_row_into_block(LowerCtx& c, const Eqn& e, mlir::Value row, mlir::Value partials,
+                         mlir::Value block);
+void combine_block_partials(LowerCtx& c, const Eqn& e, mlir::Value partials, int64_t blocks,
+                            mlir::Value dst);
+// Row `row` of a matrix-vector dot_general [R, K] . [K] (lower_dot.cpp, for row loops): the
+// sum of its K products, reassociated so that it vectorises.
+mlir::Value dot_row(LowerCtx& c, const Eqn& e, mlir::Value row);
 
 [[noreturn]] void fail_eqn(const Eqn& e, const std::string& what);
 

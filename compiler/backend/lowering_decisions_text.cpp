@@ -81,6 +81,26 @@ void print_one(std::string& out, const BufferNames& names, int plan, const Jaxpr
   for (const auto& [c, slices] : slices_of_concat)
     body += fmt::format("  concatenate at eqn {}: {}\n    reads in place\n{}\n", c,
                         eqn_text(names, plan, j, c), folded_list(names, plan, j, slices));
+  for (const RowLoop& loop : d.row_loops.loops) {
+    const std::string blocks =
+        loop.block_rows == 1 ? ""
+                             : fmt::format(" in {} blocks of {}", loop.blocks(), loop.block_rows);
+    body += fmt::format("  row loop over {} rows{} at eqn {}, computing row by row\n", loop.rows,
+                        blocks, loop.root_of(0));
+    for (const RowItem& item : loop.items) {
+      const char* how = item.kind == RowItemKind::partial   ? " (a partial per row)"
+                        : item.kind == RowItemKind::columns ? " (a partial per block)"
+                        : item.kind == RowItemKind::matvec  ? " (a dot product per row)"
+                                                            : "";
+      body += fmt::format("      eqn {}: {}{}\n", item.root(),
+                          eqn_text(names, plan, j, static_cast<int32_t>(item.root())), how);
+    }
+    if (!loop.passengers.empty())
+      body += fmt::format(
+          "    after the eqns it moves before it\n{}\n",
+          folded_list(names, plan, j,
+                      std::vector<int32_t>(loop.passengers.begin(), loop.passengers.end())));
+  }
   for (size_t i = 0; i < d.index_run.size(); ++i)
     if (d.index_run[i])
       body += fmt::format("  index run at eqn {}: {}\n", i,
@@ -100,7 +120,7 @@ std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& a
   if (out.empty())
     out =
         "no fused groups, slice moves, cotangent shifts, product accumulations, concatenated "
-        "slices or index runs\n";
+        "slices, index runs or row loops\n";
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <complex>
+#include <cstring>
 #include <random>
 
 #include "compiler/backend/native.h"
@@ -107,6 +108,35 @@ inline void check_text(const std::string& text, const std::vector<RtValue>& args
                        double rtol = 1e-6, const CompileOptions& opts = {}) {
   SCOPED_TRACE(text);
   expect_matches_interpreter(parse_jaxpr(text), args, rtol, opts);
+}
+
+// Code on the runtime's threads, serial loops, and code that calls no runtime (`refjit
+// compile` objects): the three must give the same bits.
+inline const CompileOptions kThreads{};
+inline const CompileOptions kSerial{.parallel_loops = false};
+inline const CompileOptions kStandAlone{.runtime_kernels = false};
+
+inline void expect_same_bits(const Array& a, const Array& b, const std::string& what) {
+  ASSERT_EQ(a.type(), b.type()) << what;
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), static_cast<size_t>(a.type().byte_size())), 0)
+      << what << " differs";
+}
+
+// Runs `j` with threads, serially and stand-alone (same bits) and on the interpreter (close).
+inline void check_everywhere(const Jaxpr& j, const std::vector<RtValue>& args, double rtol) {
+  std::vector<RtValue> want_args = deep_copy(args);
+  const std::vector<RtValue> want = interpret(j, want_args);
+  std::vector<std::vector<RtValue>> runs;
+  for (const CompileOptions* o : {&kThreads, &kSerial, &kStandAlone}) {
+    std::vector<RtValue> a = deep_copy(args);
+    runs.push_back(compile_native(j, *o)(a));
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    const std::string what = "output " + std::to_string(i);
+    expect_close(as_array(runs[0][i]), as_array(want[i]), rtol, what + " vs the interpreter");
+    expect_same_bits(as_array(runs[0][i]), as_array(runs[1][i]), what + " threads vs serial");
+    expect_same_bits(as_array(runs[0][i]), as_array(runs[2][i]), what + " threads vs stand-alone");
+  }
 }
 
 inline RtValue ref_of(Array a) { return std::make_shared<RefBuffer>(std::move(a)); }

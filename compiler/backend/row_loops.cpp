@@ -1,0 +1,302 @@
+#include "compiler/backend/row_loops.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "compiler/backend/fusion.h"
+
+namespace refjit {
+
+namespace {
+
+bool is_reduction(Prim p) {
+  return p == Prim::reduce_sum || p == Prim::reduce_max || p == Prim::reduce_min;
+}
+
+// Bytes of one row (everything but dim 0) of `t`.
+int64_t row_bytes(const ArrayType& t) {
+  return t.rank() == 0 || t.shape[0] == 0 ? 0 : t.byte_size() / t.shape[0];
+}
+
+// What one candidate item does to memory, row by row.
+struct ItemAccess {
+  int64_t rows = 0;
+  int64_t row_elements = 0;  // of the item's loops (its result, or its operand)
+  RowItemKind kind = RowItemKind::rows;
+  std::vector<size_t> eqns;           // members then root
+  std::vector<uint32_t> row_reads;    // vars read at the row being computed (outside the item)
+  std::vector<uint32_t> whole_reads;  // vars read at other rows, or scalars
+};
+
+// dot_general [R, K] . [K] -> [R] contracting K, of one float dtype throughout.
+bool is_matvec(const Jaxpr& j, const Eqn& e) {
+  if (e.ins.size() != 2 || e.outs.size() != 1 || !is_var(e.ins[0]) || !is_var(e.ins[1]))
+    return false;
+  const ArrayType lt = j.type_of(e.ins[0]).array, ht = j.type_of(e.ins[1]).array;
+  const ArrayType rt = j.type_of(e.outs[0]).array;
+  const DotDims& dn = e.params.get<DotDims>("dimension_numbers");
+  return (rt.dtype == DType::f32 || rt.dtype == DType::f64) && lt.dtype == rt.dtype &&
+         ht.dtype == rt.dtype && lt.rank() == 2 && ht.rank() == 1 &&
+         dn.lhs_contract == std::vector<int64_t>{1} && dn.rhs_contract == std::vector<int64_t>{0} &&
+         dn.lhs_batch.empty() && dn.rhs_batch.empty() && !j.type_of(e.ins[0]).is_ref &&
+         !j.type_of(e.ins[1]).is_ref;
+}
+
+// The item rooted at eqn `root` (members `eqns`, root last), or nullopt if it is none
+// (row_loops.h lists what is).
+std::optional<ItemAccess> item_access(const Jaxpr& j, std::vector<size_t> eqns) {
+  const Eqn& root = j.eqns[eqns.back()];
+  if (root.outs.size() != 1 || j.type_of(root.outs[0]).is_ref) return std::nullopt;
+  ItemAccess item;
+  const ArrayType rt = j.type_of(root.outs[0]).array;
+  ArrayType loops = rt;  // the index space the members live in
+  if (is_reduction(root.prim)) {
+    if (!reduction_root(j, root)) return std::nullopt;
+    const ArrayType xt = j.type_of(as_var(root.ins[0])).array;
+    IntList axes = root.params.get<IntList>("axes");
+    std::sort(axes.begin(), axes.end());
+    if (rt.rank() == 0 && xt.rank() >= 1) {
+      item.kind = RowItemKind::partial;
+    } else if (xt.rank() >= 2 && axes == IntList{0}) {
+      item.kind = RowItemKind::columns;
+    } else {
+      // Every dim but the first: a result [R].
+      if (rt.rank() != 1 || xt.rank() < 2 || static_cast<int64_t>(axes.size()) != xt.rank() - 1)
+        return std::nullopt;
+      for (size_t k = 0; k < axes.size(); ++k)
+        if (axes[k] != static_cast<int64_t>(k) + 1) return std::nullopt;
+    }
+    loops = xt;
+  } else if (root.prim == Prim::dot_general) {
+    if (eqns.size() != 1 || !is_matvec(j, root)) return std::nullopt;
+    item.kind = RowItemKind::matvec;
+    loops = j.type_of(root.ins[0]).array;
+  } else if (eqns.size() == 1 && (!fusible(j, root) || is_view(j, root))) {
+    return std::nullopt;
+  }
+  if (loops.rank() < 1 || loops.shape[0] < 2) return std::nullopt;
+  item.rows = loops.shape[0];
+  item.row_elements = loops.num_elements() / item.rows;
+  std::vector<bool> member(j.vars.size(), false);
+  for (size_t k : eqns) member[j.eqns[k].outs.at(0).id] = true;
+  for (size_t k : eqns) {
+    const Eqn& e = j.eqns[k];
+    if (is_view(j, e)) return std::nullopt;
+    // Reads whose dim 0 is the loop's: a reduction's operand, a matrix-vector product's matrix.
+    const bool by_rows =
+        k == eqns.back() && (is_reduction(e.prim) || item.kind == RowItemKind::matvec);
+    const ArrayType et = j.type_of(e.outs[0]).array;
+    for (const Atom& a : e.ins) {
+      if (!is_var(a) || member[as_var(a).id]) continue;
+      const ArrayType t = j.type_of(as_var(a)).array;
+      bool row_local = false;
+      if (t.rank() >= 1 && t.shape[0] == item.rows) {
+        if (by_rows) {
+          row_local = &a == &e.ins[0];
+        } else if (e.prim == Prim::broadcast_in_dim) {
+          const IntList& dims = e.params.get<IntList>("broadcast_dimensions");
+          row_local = !dims.empty() && dims[0] == 0 && et.rank() >= 1 && et.shape[0] == item.rows;
+        } else {
+          row_local = t.shape == et.shape;
+        }
+      }
+      (row_local ? item.row_reads : item.whole_reads).push_back(as_var(a).id);
+    }
+  }
+  item.eqns = std::move(eqns);
+  return item;
+}
+
+// The loop being built, with what its items read and write.
+struct OpenLoop {
+  RowLoop loop;
+  std::vector<uint32_t> computed;  // vars its items compute (in the loop)
+  std::vector<uint32_t> after;     // results of its reductions finished after the loop
+  std::set<int> written;           // buffers its items write in the loop
+  std::set<int> whole_read;        // buffers its items read at other rows
+  std::set<int> written_after;     // buffers its full reductions write after it
+  std::vector<std::pair<int, int64_t>> row_read;  // (buffer, row bytes) read row by row
+  std::vector<uint32_t> row_read_vars;
+  std::vector<uint32_t> products;  // results of its matrix-vector products
+  std::vector<size_t> passengers;
+  int64_t max_row_elements = 0;
+};
+
+bool contains(const std::vector<uint32_t>& v, uint32_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// Adds `item` to `open` if the loop may compute it (row_loops.h); false leaves `open` as it was.
+bool try_add(const Jaxpr& j, const JaxprBuffers& p, OpenLoop& open, const ItemAccess& item) {
+  if (!open.loop.items.empty() && item.rows != open.loop.rows) return false;
+  auto buf = [&](uint32_t id) { return buffer_of(p, Atom(Var{id})); };
+  for (uint32_t v : item.whole_reads) {
+    if (contains(open.computed, v) || contains(open.after, v)) return false;
+    if (open.written.count(buf(v))) return false;
+  }
+  for (uint32_t v : item.row_reads) {
+    if (contains(open.after, v)) return false;
+    const int b = buf(v);
+    if (b >= 0 && open.written.count(b) && !contains(open.computed, v)) {
+      // Another value living in a buffer the loop writes: only the same rows.
+      const ArrayType t = j.type_of(Var{v}).array;
+      for (uint32_t w : open.computed)
+        if (buf(w) == b && row_bytes(j.type_of(Var{w}).array) != row_bytes(t)) return false;
+    }
+  }
+  const Var out = j.eqns[item.eqns.back()].outs[0];
+  const int w = buf(out.id);
+  const bool after = item.kind == RowItemKind::partial || item.kind == RowItemKind::columns;
+  if (after && w >= 0) {
+    if (open.written.count(w) || open.whole_read.count(w)) return false;
+    for (const auto& [b, bytes] : open.row_read)
+      if (b == w) return false;
+    for (uint32_t v : item.row_reads)
+      if (buf(v) == w) return false;
+  }
+  if (!after && w >= 0) {
+    if (open.whole_read.count(w) || open.written_after.count(w)) return false;
+    for (uint32_t v : item.whole_reads)
+      if (buf(v) == w) return false;
+    const int64_t rb = row_bytes(j.type_of(out).array);
+    for (const auto& [b, bytes] : open.row_read)
+      if (b == w && bytes != rb) return false;
+    for (uint32_t v : item.row_reads)
+      if (buf(v) == w && row_bytes(j.type_of(Var{v}).array) != rb) return false;
+  }
+  // Taken.
+  if (open.loop.items.empty()) open.loop.rows = item.rows;
+  open.loop.items.push_back(RowItem{item.kind, item.eqns});
+  (after ? open.after : open.computed).push_back(out.id);
+  if (w >= 0) (after ? open.written_after : open.written).insert(w);
+  for (uint32_t v : item.whole_reads)
+    if (buf(v) >= 0) open.whole_read.insert(buf(v));
+  std::vector<uint32_t> mine;  // each var once per item
+  for (uint32_t v : item.row_reads) {
+    open.row_read.emplace_back(buf(v), row_bytes(j.type_of(Var{v}).array));
+    if (!contains(mine, v)) mine.push_back(v);
+  }
+  open.row_read_vars.insert(open.row_read_vars.end(), mine.begin(), mine.end());
+  if (item.kind == RowItemKind::matvec) open.products.push_back(out.id);
+  open.max_row_elements = std::max(open.max_row_elements, item.row_elements);
+  return true;
+}
+
+// Whether eqn `i`, which the loop cannot take, may run before it instead of among its items
+// (row_loops.h, passengers): a plain eqn that reads nothing the loop computes and writes no
+// buffer the loop's items read or write.
+bool try_carry(const Jaxpr& j, const JaxprBuffers& p, const LoweringDecisions& d, OpenLoop& open,
+               size_t i) {
+  const Eqn& e = j.eqns[i];
+  const EqnBuffers& eb = p.eqns[i];
+  const PrimInfo& info = prim_info(e.prim);
+  // The eqn alone, or a whole fusion group at its root (its members read what it reads).
+  const bool group = d.fusion.is_root(i);
+  const std::vector<size_t> eqns =
+      group ? d.fusion.groups[d.fusion.group_of[i]] : std::vector<size_t>{i};
+  if (open.loop.items.empty() || !(group ? folded_into_nothing(d, i) : lowered_by_itself(d, i)) ||
+      info.has_subjaxprs || info.communicates || info.host_effect ||
+      info.effect != RefEffect::none || !eb.copies.empty() || !eb.handed_over.empty())
+    return false;
+  if (eb.action == EqnAction::view && e.ins.size() == 1 && e.outs.size() == 1 && is_var(e.ins[0]) &&
+      contains(open.computed, as_var(e.ins[0]).id)) {
+    // A view of a row the loop computes ([R] as [R, 1]): the same rows, the same bytes each.
+    const ArrayType xt = j.type_of(as_var(e.ins[0])).array;
+    const ArrayType rt = j.type_of(e.outs[0]).array;
+    if (xt.rank() < 1 || rt.rank() < 1 || xt.shape[0] != open.loop.rows ||
+        rt.shape[0] != open.loop.rows || xt.byte_size() != rt.byte_size())
+      return false;
+    open.computed.push_back(e.outs[0].id);
+    open.passengers.push_back(i);
+    return true;
+  }
+  if (eb.action != EqnAction::fresh && eb.action != EqnAction::in_place &&
+      eb.action != EqnAction::view)
+    return false;
+  for (size_t k : eqns)
+    for (const Atom& a : j.eqns[k].ins) {
+      if (!is_var(a)) continue;
+      const uint32_t v = as_var(a).id;
+      if (j.type_of(as_var(a)).is_ref || contains(open.computed, v) || contains(open.after, v))
+        return false;
+    }
+  for (Var o : e.outs) {
+    if (j.type_of(o).is_ref) return false;
+    const int w = buffer_of(p, o);
+    if (w < 0 || eb.action == EqnAction::view) continue;  // a view writes nothing
+    if (open.written.count(w) || open.whole_read.count(w) || open.written_after.count(w))
+      return false;
+    for (const auto& [b, bytes] : open.row_read)
+      if (b == w) return false;
+  }
+  open.passengers.push_back(i);
+  return true;
+}
+
+// Whether the loop is worth it: two or more items, one reading another's result or two reading
+// the same value row by row, rows that fit in cache.
+bool worth_a_loop(const OpenLoop& open) {
+  if (open.loop.items.size() < 2 || open.max_row_elements > kMaxRowElements) return false;
+  std::vector<uint32_t> seen;
+  for (uint32_t v : open.row_read_vars) {
+    // (A product alone is faster as a kernel call than as rows summed in a loop: reading its
+    // result row by row is not reason enough.)
+    if ((contains(open.computed, v) && !contains(open.products, v)) || contains(seen, v))
+      return true;
+    seen.push_back(v);
+  }
+  return false;
+}
+
+}  // namespace
+
+RowLoopPlan plan_row_loops(const Jaxpr& j, const JaxprBuffers* buffers,
+                           const LoweringDecisions& d) {
+  const size_t n = j.eqns.size();
+  RowLoopPlan plan;
+  plan.loop_of.assign(n, -1);
+  plan.passenger_of.assign(n, -1);
+  if (!buffers || buffers->eqns.size() != n) return plan;
+  const JaxprBuffers& p = *buffers;
+  OpenLoop open;
+  auto close = [&] {
+    if (worth_a_loop(open)) {
+      const auto index = static_cast<int32_t>(plan.loops.size());
+      for (size_t k = 0; k < open.loop.items.size(); ++k)
+        plan.loop_of[open.loop.root_of(k)] = index;
+      for (size_t k : open.passengers) plan.passenger_of[k] = index;
+      open.loop.passengers = std::move(open.passengers);
+      for (const RowItem& item : open.loop.items)
+        if (item.kind == RowItemKind::columns)
+          open.loop.block_rows = (open.loop.rows + kRowBlocks - 1) / kRowBlocks;
+      plan.loops.push_back(std::move(open.loop));
+    }
+    open = OpenLoop{};
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const FusionPlan& f = d.fusion;
+    // Members of groups emit nothing where they stand.
+    if (!f.lowered_alone(i) && !f.is_root(i)) continue;
+    std::optional<ItemAccess> item;
+    const EqnBuffers& eb = p.eqns[i];
+    const bool plain =
+        eb.copies.empty() && (eb.action == EqnAction::fresh || eb.action == EqnAction::in_place);
+    if (plain && f.is_root(i) && folded_into_nothing(d, i))
+      item = item_access(j, f.groups[f.group_of[i]]);
+    else if (plain && lowered_by_itself(d, i))
+      item = item_access(j, {i});
+    if (!item) {
+      if (!try_carry(j, p, d, open, i)) close();
+      continue;
+    }
+    // An item of other rows, or one the loop cannot take, may still run before it.
+    if (try_add(j, p, open, *item) || try_carry(j, p, d, open, i)) continue;
+    close();
+    try_add(j, p, open, *item);
+  }
+  close();
+  return plan;
+}
+
+}  // namespace refjit

@@ -1,0 +1,92 @@
+// Row loops: consecutive fused groups and reductions that each compute row i of their result
+// from row i of the others' results run as ONE loop over the rows, every item computing its
+// row in turn, instead of one pass over memory per item. MLIR-free.
+//
+// A layer norm reads each row three times (its mean, its variance, the normalised row); a
+// softmax twice or three times. Separately, each of those passes streams the whole operand
+// from memory; in one row loop, a row is read from memory once and then from the cache. This
+// is XLA's loop fusion across reductions, restricted to what stays row-local.
+//
+// An item is a fusion group (fusion.h) or an eqn lowered on its own that is elementwise or a
+// reduction, with R = the first dim of its result (of the operand, for a full reduction):
+//  - a result of rank >= 1 whose first dim is R, computed element by element; or
+//  - a reduction of every dim but the first (a row's sum, max or min), result [R]; or
+//  - a full reduction: each row's partial result is stored, and the partials are combined in
+//    row order after the loop (so the bits depend only on the shape); or
+//  - a reduction over dim 0 alone (column sums, a bias's gradient): the rows of a block are
+//    folded into the block's partial result, and the partials combined in block order after
+//    the loop (RowLoop::block_rows); or
+//  - a float matrix-vector product [R, K] . [K]: row i's dot product, in registers.
+// Items with a view (slice or pad) are not taken. Between the first item and the last, every
+// eqn is an item of the loop or a member of a group (which emits no code where it stands).
+// An item reads a value another item of the loop computes only at the row it computes
+// (elementwise at the same index, or a broadcast mapping dim 0 to dim 0), never the result of
+// a reduction finished after the loop. Buffers: a buffer an item writes is read by the loop's items
+// only at the row being computed, as rows of the same byte size (in place is fine, another row is
+// not). An eqn between two items that the loop cannot take but that reads nothing the loop computes
+// and writes no buffer its items read or write (a broadcast of a bias to [1, n]) runs before
+// the loop, as its passenger, instead of splitting it. So does a view (a reshape) of a result
+// the loop computes that keeps its rows ([R] as [R, 1]): it only names the same bytes.
+// A loop has two or more items that share data (one reads another's result, or two read one
+// operand row by row), and rows of at most kMaxRowElements elements, so a row stays in cache.
+// Reading a matrix-vector product's result does not count as sharing (a product alone runs
+// faster as a kernel call); reading its matrix does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace refjit {
+
+struct Jaxpr;
+struct JaxprBuffers;
+struct LoweringDecisions;
+
+// How a row-loop item uses row i.
+enum class RowItemKind {
+  rows,     // computes row i of its result
+  partial,  // a full reduction: row i's partial result, combined after the loop
+  columns,  // a reduction over dim 0 (column sums): row i folded into its block's partial
+  matvec,   // dot_general [R, K] . [K]: row i's dot product
+};
+
+struct RowItem {
+  RowItemKind kind = RowItemKind::rows;
+  std::vector<size_t> eqns;  // a group's members then its root; or the eqn alone
+  size_t root() const { return eqns.back(); }
+};
+
+struct RowLoop {
+  int64_t rows = 0;
+  // Rows per block: the loop runs over blocks (on the threads), each over its rows in order.
+  // Column sums keep a partial per block, combined in block order after the loop; the blocks
+  // depend only on the shape, so the bits do not depend on the thread count. 1 without them.
+  int64_t block_rows = 1;
+  std::vector<RowItem> items;  // in program order of the roots
+  // Eqns between the items lowered by their own rules before the loop, in program order.
+  std::vector<size_t> passengers;
+  size_t root_of(size_t item) const { return items.at(item).root(); }
+  int64_t blocks() const { return (rows + block_rows - 1) / block_rows; }
+};
+
+struct RowLoopPlan {
+  // loop_of[eqn] = the loop whose item this eqn roots, or -1. The loop is lowered at its first
+  // item's root; the other roots are then skipped.
+  std::vector<int32_t> loop_of;
+  // passenger_of[eqn] = the loop this eqn is lowered before, or -1.
+  std::vector<int32_t> passenger_of;
+  std::vector<RowLoop> loops;
+};
+
+// The largest row (elements of an item's result or operand per row) a loop takes.
+constexpr int64_t kMaxRowElements = int64_t{1} << 15;
+// Blocks a loop with column sums is cut into (fewer when there are fewer rows).
+constexpr int64_t kRowBlocks = 32;
+
+// The row loops of the top-level eqns of `jaxpr` under `buffers` (none without a buffer plan),
+// given the other decisions (only eqns no other decision folds are taken).
+RowLoopPlan plan_row_loops(const Jaxpr& jaxpr, const JaxprBuffers* buffers,
+                           const LoweringDecisions& decisions);
+
+}  // namespace refjit
