@@ -40,15 +40,33 @@ bool is_custom_jvp_call(const Eqn& e) {
   return e.prim == Prim::jit && (e.params.find("jvp_jaxpr") || e.params.find("jvp_rule_missing"));
 }
 
+// A call of straight-line array code: no control flow, calls, refs, collectives or host calls
+// in its body, and no checkpoint policy (JAX's log_softmax, `_where`).
+bool is_straight_line_call(const Eqn& e) {
+  if (e.prim != Prim::jit || e.params.find("policy")) return false;
+  const Jaxpr& body = jit_body(e);
+  for (const Eqn& inner : body.eqns) {
+    const PrimInfo& info = prim_info(inner.prim);
+    if (info.has_subjaxprs || info.communicates || info.host_effect ||
+        info.effect != RefEffect::none || touches_refs(body, inner))
+      return false;
+  }
+  return true;
+}
+
+bool inlined_after_autodiff(const Eqn& e) {
+  return is_custom_jvp_call(e) || is_straight_line_call(e);
+}
+
 }  // namespace
 
 Jaxpr inline_custom_jvp_calls(const Jaxpr& jaxpr) {
   bool any = false;
-  for (const Eqn& e : jaxpr.eqns) any |= is_custom_jvp_call(e);
+  for (const Eqn& e : jaxpr.eqns) any |= inlined_after_autodiff(e);
   if (!any) return jaxpr;
   JaxprBuilder b;
   const std::vector<Atom> args = same_binders(b, jaxpr);
-  b.set_outvars(inline_call_where(b, jaxpr, args, is_custom_jvp_call));
+  b.set_outvars(inline_call_where(b, jaxpr, args, inlined_after_autodiff));
   return b.finish();
 }
 

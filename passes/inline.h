@@ -14,9 +14,11 @@ Jaxpr inline_jit(const Jaxpr& jaxpr);
 // param of the innermost checkpointed jit around it; "" outside any). passes/remat.h.
 Jaxpr inline_jit(const Jaxpr& jaxpr, std::vector<std::string>& eqn_policies);
 
-// Each top-level jit that stands for a custom_jvp function (jax.nn.relu, softplus, ...) replaced
-// by the eqns of its body (and of the jits in it); other jits stay calls. After autodiff the
-// rule has done its work (the pipeline's inline-jits pass).
+// Each top-level jit that stands for a custom_jvp function (jax.nn.relu, softplus, ...), or
+// whose body is straight-line array code (no control flow, calls, refs, collectives or host
+// calls; no checkpoint policy: JAX's log_softmax), replaced by the eqns of its body (and of
+// the jits in it); other jits stay calls. After autodiff a rule has done its work (the
+// pipeline's inline-jits pass).
 Jaxpr inline_custom_jvp_calls(const Jaxpr& jaxpr);
 
 // Whether some top-level eqn of `jaxpr` is a jit.

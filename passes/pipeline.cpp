@@ -36,8 +36,8 @@ constexpr PassInfo kPasses[] = {
      "--grad/--jvp: in-range index runs become windows, then the gradient or forward-mode "
      "program is derived (otherwise no change)"},
     {"inline-jits",
-     "calls of custom_jvp functions (jax.nn.relu, softplus) become their eqns, so that later "
-     "passes and fusion see across them"},
+     "calls of custom_jvp functions (jax.nn.relu, softplus) and of straight-line code "
+     "(log_softmax) become their eqns, so that later passes and fusion see across them"},
     {"inline-consts",
      "constants known to be all zeros or integer runs become broadcasts of 0 or iotas"},
     {"canonicalize",
@@ -152,8 +152,10 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
 
   // After autodiff a custom_jvp function's rule has done its work; its body is ordinary code,
   // which fusion and the simplifications below can then see across (a ReLU from jax.nn.relu
-  // had stayed a call of its own, fused with nothing). Other jits stay calls for now: inlining
-  // every one doubled the seed's R=10 gradient (0.21 -> 0.42 ms; not yet understood).
+  // had stayed a call of its own, fused with nothing). So does a call of straight-line array
+  // code (JAX's log_softmax: its rows then join the caller's row loop). Jits with control flow
+  // inside stay calls: inlining every one doubled the seed's R=10 gradient (0.21 -> 0.42 ms;
+  // not yet understood).
   run.jaxpr_pass("inline-jits", [&](const Jaxpr& j) { return inline_custom_jvp_calls(j); });
 
   // Specialisation to what is known of the constants.
