@@ -309,14 +309,19 @@ class Canonicalizer {
     if (!a || !b || !broadcast) return false;
     const Var s = j_.new_var(Type(ArrayType{t.dtype, {}}));
     push(Eqn{e.prim, e.params, {*a, *b}, {s}});
+    push_broadcast(s, e.outs[0]);
+    ++changes_;
+    return true;
+  }
+
+  // `out` = scalar `s` broadcast to out's shape.
+  void push_broadcast(Var s, Var out) {
     push(Eqn{Prim::broadcast_in_dim,
-             Params{{"shape", IntList(t.shape)},
+             Params{{"shape", IntList(j_.type_of(out).array.shape)},
                     {"broadcast_dimensions", IntList{}},
                     {"sharding", NoneParam{}}},
              {s},
-             {e.outs[0]}});
-    ++changes_;
-    return true;
+             {out}});
   }
 
   // A sum of a broadcast scalar is the scalar times the count of elements summed into each
@@ -342,12 +347,7 @@ class Canonicalizer {
     } else {
       const Var s = j_.new_var(Type(ArrayType{d, {}}));
       push(Eqn{Prim::mul, {}, {b->ins[0], n}, {s}});
-      push(Eqn{Prim::broadcast_in_dim,
-               Params{{"shape", IntList(t.shape)},
-                      {"broadcast_dimensions", IntList{}},
-                      {"sharding", NoneParam{}}},
-               {s},
-               {e.outs[0]}});
+      push_broadcast(s, e.outs[0]);
     }
     ++changes_;
     return true;
