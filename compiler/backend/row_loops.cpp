@@ -115,7 +115,7 @@ struct OpenLoop {
   std::vector<uint32_t> after;     // results of its reductions finished after the loop
   std::set<int> written;           // buffers its items write in the loop
   std::set<int> whole_read;        // buffers its items read at other rows
-  std::set<int> written_after;     // buffers its full reductions write after it
+  std::set<int> written_after;     // buffers its reductions write after it
   std::vector<std::pair<int, int64_t>> row_read;  // (buffer, row bytes) read row by row
   std::vector<uint32_t> row_read_vars;
   std::vector<uint32_t> products;  // results of its matrix-vector products
