@@ -23,6 +23,8 @@ def test_a_key_in_a_training_state_comes_back_a_key(backend):
     for _ in range(3):
         mine, theirs = step(mine), jax.jit(train_step)(theirs)
         assert jax.dtypes.issubdtype(mine["rng"].dtype, jax.dtypes.prng_key)
+        # (The first result is wrapped by JAX's wrap_key_data, later ones directly: the same.)
+        assert type(mine["rng"]) is type(theirs["rng"]) and mine["rng"].dtype == theirs["rng"].dtype
         np.testing.assert_array_equal(jax.random.key_data(mine["rng"]),
                                       jax.random.key_data(theirs["rng"]))
         np.testing.assert_array_equal(mine["x"], theirs["x"])
