@@ -8,19 +8,6 @@ namespace refjit::backend {
 
 using mlir::Value;
 
-namespace {
-
-bool is_reduction(Prim p) {
-  return p == Prim::reduce_sum || p == Prim::reduce_max || p == Prim::reduce_min;
-}
-
-// Whether the item's result is finished after the loop, from partials made in it.
-bool finished_after(const RowItem& item) {
-  return item.kind == RowItemKind::partial || item.kind == RowItemKind::columns;
-}
-
-}  // namespace
-
 void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& loop) {
   const int saved = frames_.back().eqn;
   const size_t n = loop.items.size();
@@ -34,7 +21,7 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& loop) {
     const Eqn& e = j.eqns[item.root()];
     frames_.back().eqn = static_cast<int>(item.root());
     const ArrayType rt = type_of(e.outs.at(0)).array;
-    const bool by_operand = is_reduction(e.prim) || item.kind == RowItemKind::matvec;
+    const bool by_operand = is_row_reduction(e.prim) || item.kind == RowItemKind::matvec;
     const ArrayType loops = by_operand ? type_of(e.ins.at(0)).array : rt;
     if (loops.rank() < 1 || loops.shape[0] != loop.rows)
       fail_eqn(e, "is in a row loop but its first dim is not the loop's rows");
@@ -83,7 +70,7 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& loop) {
   mark_parallel(over_blocks, blocks, elements_per_row * loop.block_rows);
   for (size_t k = 0; k < n; ++k) {
     const RowItem& item = loop.items[k];
-    if (!finished_after(item)) continue;
+    if (!finished_after_loop(item.kind)) continue;
     const Eqn& e = j.eqns[item.root()];
     frames_.back().eqn = static_cast<int>(item.root());
     const ArrayType rt = type_of(e.outs[0]).array;
@@ -105,7 +92,7 @@ void LowerCtx::lower_row_item(const Jaxpr& j, const RowItem& item, Value row, Va
     store(dot_row(*this, root, row), dst, rt.dtype, {row});
     return;
   }
-  if (is_reduction(root.prim)) {
+  if (is_row_reduction(root.prim)) {
     if (members.size() > 1)
       fused_operand_ = FusedOperand{as_var(root.ins[0]).id, &j,
                                     std::vector<size_t>(members.begin(), members.end() - 1)};

@@ -10,10 +10,6 @@ namespace refjit {
 
 namespace {
 
-bool is_reduction(Prim p) {
-  return p == Prim::reduce_sum || p == Prim::reduce_max || p == Prim::reduce_min;
-}
-
 // Bytes of one row (everything but dim 0) of `t`.
 int64_t row_bytes(const ArrayType& t) {
   return t.rank() == 0 || t.shape[0] == 0 ? 0 : t.byte_size() / t.shape[0];
@@ -51,7 +47,7 @@ std::optional<ItemAccess> item_access(const Jaxpr& j, std::vector<size_t> eqns) 
   ItemAccess item;
   const ArrayType rt = j.type_of(root.outs[0]).array;
   ArrayType loops = rt;  // the index space the members live in
-  if (is_reduction(root.prim)) {
+  if (is_row_reduction(root.prim)) {
     if (!reduction_root(j, root)) return std::nullopt;
     const ArrayType xt = j.type_of(as_var(root.ins[0])).array;
     IntList axes = root.params.get<IntList>("axes");
@@ -85,7 +81,7 @@ std::optional<ItemAccess> item_access(const Jaxpr& j, std::vector<size_t> eqns) 
     if (is_view(j, e)) return std::nullopt;
     // Reads whose dim 0 is the loop's: a reduction's operand, a matrix-vector product's matrix.
     const bool by_rows =
-        k == eqns.back() && (is_reduction(e.prim) || item.kind == RowItemKind::matvec);
+        k == eqns.back() && (is_row_reduction(e.prim) || item.kind == RowItemKind::matvec);
     const ArrayType et = j.type_of(e.outs[0]).array;
     for (const Atom& a : e.ins) {
       if (!is_var(a) || member[as_var(a).id]) continue;
@@ -147,7 +143,7 @@ bool try_add(const Jaxpr& j, const JaxprBuffers& p, OpenLoop& open, const ItemAc
   }
   const Var out = j.eqns[item.eqns.back()].outs[0];
   const int w = buf(out.id);
-  const bool after = item.kind == RowItemKind::partial || item.kind == RowItemKind::columns;
+  const bool after = finished_after_loop(item.kind);
   if (after && w >= 0) {
     if (open.written.count(w) || open.whole_read.count(w)) return false;
     for (const auto& [b, bytes] : open.row_read)

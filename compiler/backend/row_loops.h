@@ -37,6 +37,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "refjit/ir/primitive.h"
+
 namespace refjit {
 
 struct Jaxpr;
@@ -56,6 +58,16 @@ struct RowItem {
   std::vector<size_t> eqns;  // a group's members then its root; or the eqn alone
   size_t root() const { return eqns.back(); }
 };
+
+// Whether an item of this kind finishes its result after the loop, from partials made in it.
+inline bool finished_after_loop(RowItemKind kind) {
+  return kind == RowItemKind::partial || kind == RowItemKind::columns;
+}
+
+// Whether `p` is a reduction a row loop may take (sum, max, min).
+inline bool is_row_reduction(Prim p) {
+  return p == Prim::reduce_sum || p == Prim::reduce_max || p == Prim::reduce_min;
+}
 
 struct RowLoop {
   int64_t rows = 0;
