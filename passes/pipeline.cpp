@@ -103,6 +103,22 @@ class Run {
     done(name, t0, [&] { return print_jaxpr(planned_.jaxpr); });
   }
 
+  // A pass made of rewrite patterns (passes/pattern_rewriter.h): its printed form ends with a
+  // comment line counting the rewrites by pattern name.
+  template <class F>
+  void pattern_pass(std::string_view name, F&& pass) {
+    if (stopped_) return;
+    auto t0 = Clock::now();
+    RewriteStats stats;
+    planned_.jaxpr = pass(planned_.jaxpr, &stats);
+    if (options_.verify_each) verify_after_pass(planned_.jaxpr, name);
+    done(name, t0, [&] {
+      std::string text = print_jaxpr(planned_.jaxpr);
+      if (stats.total() > 0) text += "\n# rewrites: " + stats.summary();
+      return text;
+    });
+  }
+
   // Reports a pass that ran since `t0`; its text is made only if someone reads it.
   void done(std::string_view name, Clock::time_point t0, const std::function<std::string()>& text) {
     const double ms = ms_since(t0);
@@ -175,11 +191,13 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
   const std::vector<std::optional<IntRange>> ranges = ranges_of_kept(known, p.consts_kept);
 
   // Simplification.
-  run.jaxpr_pass("canonicalize", [&](const Jaxpr& j) { return canonicalize(j); });
+  run.pattern_pass("canonicalize",
+                   [&](const Jaxpr& j, RewriteStats* s) { return canonicalize(j, s); });
   run.jaxpr_pass("dead-regions", [&](const Jaxpr& j) { return eliminate_dead_regions(j, ranges); });
   run.jaxpr_pass("simplify-ranges",
                  [&](const Jaxpr& j) { return simplify_with_ranges(j, ranges); });
-  run.jaxpr_pass("simplify-dots", [&](const Jaxpr& j) { return simplify_dots(j); });
+  run.pattern_pass("simplify-dots",
+                   [&](const Jaxpr& j, RewriteStats* s) { return simplify_dots(j, s); });
   run.jaxpr_pass("hoist-xs-products", [&](const Jaxpr& j) { return hoist_xs_products(j); });
   run.jaxpr_pass("hoist-accumulations", [&](const Jaxpr& j) { return hoist_accumulations(j); });
   run.jaxpr_pass("implicit-im2col", [&](const Jaxpr& j) { return implicit_im2col(j); });

@@ -5,15 +5,22 @@
 //    emits one for every gradient with respect to its right operand);
 //  - dot_general(broadcast_in_dim(s), y), s a scalar, is s * reduce_sum(y over the contracted
 //    dims), broadcast to the result: the gradient of sum(x @ y) multiplies by a matrix of ones.
-// The first applies only where the product has no other reader; what is left unread is
-// removed by dce. Recurses into scan and jit bodies.
+// Named patterns (transpose-of-dot, dot-of-scalar-broadcast) applied by the pattern driver
+// (passes/pattern_rewriter.h), which also removes the products left unread. The first applies
+// only where the product has no other reader. Recurses into scan, jit and cond bodies.
 #pragma once
 
+#include <span>
+
+#include "passes/pattern_rewriter.h"
 #include "refjit/ir/jaxpr.h"
 
 namespace refjit {
 
-// The rewritten program; `changes` (if given) receives the number of rewrites.
-Jaxpr simplify_dots(const Jaxpr& jaxpr, int* changes = nullptr);
+// The rewritten program; `stats`, when given, counts the rewrites by pattern name.
+Jaxpr simplify_dots(const Jaxpr& jaxpr, RewriteStats* stats = nullptr);
+
+// The patterns, in the order they are tried.
+std::span<const RewritePattern> simplify_dots_patterns();
 
 }  // namespace refjit

@@ -31,9 +31,9 @@ Array random_array(const ArrayType& t, uint32_t seed) {
 // Rewrites `text`, expects `changes` rewrites, and compares both programs' outputs.
 Jaxpr check(const std::string& text, int changes) {
   const Jaxpr j = parse_jaxpr(text);
-  int n = -1;
-  const Jaxpr s = dce(simplify_dots(j, &n));
-  EXPECT_EQ(n, changes) << print_jaxpr(s);
+  RewriteStats stats;
+  const Jaxpr s = dce(simplify_dots(j, &stats));
+  EXPECT_EQ(stats.total(), changes) << print_jaxpr(s);
   verify(s);
   std::vector<RtValue> args;
   uint32_t seed = 1;
