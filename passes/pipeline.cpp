@@ -162,8 +162,7 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
 
   run.jaxpr_pass("autodiff", [&](const Jaxpr& j) {
     if (options.derivative == Derivative::none) return j;
-    return derive_program(windows_before_autodiff(j, options.consts.int_range), options.derivative,
-                          options.wrt);
+    return derive_program(j, options.derivative, options.wrt, options.consts.int_range);
   });
 
   // After autodiff a custom_jvp function's rule has done its work; its body is ordinary code,
@@ -264,13 +263,12 @@ KnownConsts KnownConsts::of(const std::vector<RtValue>& values) {
   return known;
 }
 
-Jaxpr derive_program(const Jaxpr& program, Derivative derivative, const std::vector<int>& wrt) {
-  switch (derivative) {
-    case Derivative::none: return program;
-    case Derivative::grad: return grad_jaxpr(program, wrt);
-    case Derivative::jvp: return jvp_jaxpr(program, std::vector<bool>(program.invars.size(), true));
-  }
-  return program;
+Jaxpr derive_program(const Jaxpr& program, Derivative derivative, const std::vector<int>& wrt,
+                     const std::vector<std::optional<IntRange>>& const_ranges) {
+  if (derivative == Derivative::none) return program;
+  const Jaxpr windows = windows_before_autodiff(program, const_ranges);
+  if (derivative == Derivative::grad) return grad_jaxpr(windows, wrt);
+  return jvp_jaxpr(windows, std::vector<bool>(windows.invars.size(), true));
 }
 
 void verify_after_pass(const Jaxpr& program, std::string_view pass) {

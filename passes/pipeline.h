@@ -80,8 +80,13 @@ struct PipelineOptions {
   static bool verify_each_by_default();
 };
 
-// The program the `autodiff` pass makes (the interpreter runs the same one for --grad/--jvp).
-Jaxpr derive_program(const Jaxpr& program, Derivative derivative, const std::vector<int>& wrt);
+// The program the `autodiff` pass makes, and the one `refjit run --interpret` runs for
+// --grad/--jvp: first the gathers and scatters that `const_ranges` (per constvar, the range of
+// its integer elements, if known) prove to touch one window become windows
+// (windows_before_autodiff, passes/range_simplify.h), then the derivative is taken. With
+// Derivative::none, `program` as is.
+Jaxpr derive_program(const Jaxpr& program, Derivative derivative, const std::vector<int>& wrt,
+                     const std::vector<std::optional<IntRange>>& const_ranges = {});
 
 // The program after every pass before the lowering: what the backend compiles.
 struct PlannedProgram {

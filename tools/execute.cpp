@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "refjit/ir/error.h"
@@ -80,12 +81,23 @@ PlannedProgram Executable::plan(const std::vector<RtValue>& consts, StageTimings
 }
 
 Executable::Call Executable::prepare(const std::vector<RtValue>& args, StageTimings& timings) {
-  if (interpreted_)
+  const size_t n_consts = program_.constvars.size();
+  const std::vector<RtValue> consts(args.begin(), args.begin() + static_cast<long>(n_consts));
+  if (interpreted_) {
+    // The program the native path derives for these constvars' values (their integer
+    // ranges may prove gathers to be windows), so that the interpreter checks the same
+    // derivation. Without a known range it is the one derived before the values were read.
+    const std::vector<std::optional<IntRange>> ranges = KnownConsts::of(consts).int_range;
+    const bool any_range = std::any_of(ranges.begin(), ranges.end(),
+                                       [](const auto& r) { return r.has_value(); });
+    if (pipeline_.derivative != Derivative::none && any_range)
+      interpreted_ = timings.time("autodiff", [&] {
+        return derive_program(program_, pipeline_.derivative, pipeline_.wrt, ranges);
+      });
     return [program = &*interpreted_](const std::vector<RtValue>& all) {
       return interpret(*program, all);
     };
-  const size_t n_consts = program_.constvars.size();
-  const std::vector<RtValue> consts(args.begin(), args.begin() + static_cast<long>(n_consts));
+  }
   const PlannedProgram planned = plan(consts, timings);
   PipelineOptions options = pipeline_;
   options.after_pass = [&](const PassReport& r) {
