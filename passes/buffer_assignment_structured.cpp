@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "ir/loop_params.h"
 #include "passes/buffer_assigner.h"
 #include "passes/buffer_rules.h"
 #include "refjit/ir/error.h"
@@ -69,9 +70,10 @@ void JaxprAssigner::structured(const Eqn& e, size_t i) {
 // gets a copy of its own.
 void JaxprAssigner::while_loop(const Eqn& e, size_t i) {
   const int ii = static_cast<int>(i);
-  const Jaxpr& body = *e.params.get<JaxprPtr>("body_jaxpr");
-  const auto cond_consts = static_cast<size_t>(e.params.get<int64_t>("cond_nconsts"));
-  const auto body_consts = static_cast<size_t>(e.params.get<int64_t>("body_nconsts"));
+  const WhileParams while_params = WhileParams::of(e);
+  const Jaxpr& body = *while_params.body;
+  const auto cond_consts = while_params.cond_nconsts;
+  const auto body_consts = while_params.body_nconsts;
   if (!sub_ref_writes(e, ii, *e.params.get<JaxprPtr>("cond_jaxpr"), 0)) return;
   if (!sub_ref_writes(e, ii, body, cond_consts)) return;
   loop_carries(e, ii, cond_consts + body_consts, e.outs.size());
@@ -137,9 +139,10 @@ void JaxprAssigner::loop_carries(const Eqn& e, int ii, size_t first, size_t nk) 
 }
 
 void JaxprAssigner::scan(const Eqn& e, size_t i) {
-  const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
-  size_t nc = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
-  size_t nk = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
+  const ScanParams scan_params = ScanParams::of(e);
+  const Jaxpr& body = *scan_params.body;
+  size_t nc = scan_params.num_consts;
+  size_t nk = scan_params.num_carry;
   int ii = static_cast<int>(i);
   EqnBuffers& E = p_.eqns[i];
   if (!sub_ref_writes(e, ii, body, 0)) return;

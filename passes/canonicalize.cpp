@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/loop_params.h"
 #include "passes/dce.h"
 #include "passes/jaxpr_util.h"
 #include "passes/pattern_rewriter.h"
@@ -276,8 +277,9 @@ Rewritten sum_of_broadcast_scalar(Eqn& e, Rewriter& r) {
 // body instead, where the body's index arithmetic can see it. The operand stays (unread in the
 // body) for dce to remove.
 Rewritten scan_consts_from_nothing(Eqn& scan, Rewriter& r) {
-  const auto num_consts = static_cast<size_t>(scan.params.get<int64_t>("num_consts"));
-  Jaxpr body = *scan.params.get<JaxprPtr>("jaxpr");
+  const ScanParams scan_params = ScanParams::of(scan);
+  const auto num_consts = scan_params.num_consts;
+  Jaxpr body = *scan_params.body;
   const UseDef body_uses(body);
   std::vector<Eqn> moved;
   for (size_t p = 0; p < num_consts && p < scan.ins.size() && p < body.invars.size(); ++p) {

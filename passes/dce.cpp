@@ -4,6 +4,7 @@
 #include <memory>
 #include <unordered_set>
 
+#include "ir/loop_params.h"
 #include "passes/jaxpr_util.h"
 #include "refjit/ir/error.h"
 
@@ -51,8 +52,9 @@ std::vector<bool> needed_eqns(const Jaxpr& j, const std::vector<bool>& used_outp
 // where JAX's DCE drops it (random program 7418).
 std::vector<bool> live_body_outputs(const Eqn& e, const Jaxpr& body,
                                     const std::unordered_set<uint32_t>& used) {
-  const size_t nc = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
-  const size_t ncon = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
+  const ScanParams scan_params = ScanParams::of(e);
+  const size_t nc = scan_params.num_carry;
+  const size_t ncon = scan_params.num_consts;
   std::vector<bool> live(body.outvars.size());
   for (size_t i = 0; i < live.size(); ++i) live[i] = used.count(e.outs[i].id) > 0;
   for (bool changed = true; changed;) {
@@ -74,9 +76,10 @@ std::vector<bool> live_body_outputs(const Eqn& e, const Jaxpr& body,
 // `e` (a scan) without the body outputs `live` says are dead: a dead carry's operand, output,
 // body input and output, a dead ys output, and what the body computed only for them.
 void drop_dead_outputs(Eqn& e, const std::vector<bool>& live) {
-  const size_t nc = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
-  const size_t ncon = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
-  const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
+  const ScanParams scan_params = ScanParams::of(e);
+  const size_t nc = scan_params.num_carry;
+  const size_t ncon = scan_params.num_consts;
+  const Jaxpr& body = *scan_params.body;
   Jaxpr pruned = dce(body, live);
   std::vector<Var> invars;
   std::vector<Atom> ins;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "ir/loop_params.h"
 #include "passes/emitter.h"
 #include "passes/jaxpr_util.h"
 #include "refjit/ir/builder.h"
@@ -293,9 +294,10 @@ class Discharger {
   // scan: each ref among the consts becomes a leading carry; a ref scanned over (among the
   // xs: each step sees one row) becomes plain xs, and its rows' final values extra ys.
   void scan(const Jaxpr& j, const Eqn& e) {
-    const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
-    const auto nconsts = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
-    const auto ncarry = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
+    const ScanParams scan_params = ScanParams::of(e);
+    const Jaxpr& body = *scan_params.body;
+    const auto nconsts = scan_params.num_consts;
+    const auto ncarry = scan_params.num_carry;
     std::vector<size_t> const_refs, xs_refs;
     for (size_t k : ref_operands(j, e)) {
       if (k >= nconsts && k < nconsts + ncarry) refuse("a scan with a ref among its carries");
@@ -359,10 +361,11 @@ class Discharger {
 
   // while: the refs of the condition's and the body's consts become leading carries.
   void while_loop(const Jaxpr& j, const Eqn& e) {
-    const Jaxpr& cond = *e.params.get<JaxprPtr>("cond_jaxpr");
-    const Jaxpr& body = *e.params.get<JaxprPtr>("body_jaxpr");
-    const auto ncc = static_cast<size_t>(e.params.get<int64_t>("cond_nconsts"));
-    const auto nbc = static_cast<size_t>(e.params.get<int64_t>("body_nconsts"));
+    const WhileParams while_params = WhileParams::of(e);
+    const Jaxpr& cond = *while_params.cond;
+    const Jaxpr& body = *while_params.body;
+    const auto ncc = while_params.cond_nconsts;
+    const auto nbc = while_params.body_nconsts;
     const size_t ncarry = e.ins.size() - ncc - nbc;
 
     std::vector<Var> refs;  // distinct refs, in operand order

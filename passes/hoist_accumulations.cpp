@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/loop_params.h"
 #include "passes/jaxpr_util.h"
 
 namespace refjit {
@@ -50,10 +51,11 @@ class Hoister {
   // Finds the body's hoistable accumulations, rewrites the body and the scan, and appends the
   // products that replace them to `after`.
   void hoist_from_scan(Eqn& scan, std::vector<Eqn>& after) {
-    const JaxprPtr& body_ptr = scan.params.get<JaxprPtr>("jaxpr");
-    const auto num_consts = static_cast<size_t>(scan.params.get<int64_t>("num_consts"));
-    const auto num_carry = static_cast<size_t>(scan.params.get<int64_t>("num_carry"));
-    const int64_t length = scan.params.get<int64_t>("length");
+    const ScanParams scan_params = ScanParams::of(scan);
+    const JaxprPtr& body_ptr = scan.params.get<JaxprPtr>("jaxpr");  // shared with the rewrite
+    const auto num_consts = scan_params.num_consts;
+    const auto num_carry = scan_params.num_carry;
+    const int64_t length = scan_params.length;
     const Jaxpr& body = *body_ptr;
     if (body.invars.size() != scan.ins.size() || !body.constvars.empty()) return;
 

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/loop_params.h"
 #include "passes/jaxpr_util.h"
 
 namespace refjit {
@@ -34,10 +35,11 @@ class Hoister {
   // Moves the body's hoistable products out of `scan`, appending their stacked versions to
   // `before` (the eqns that precede the scan).
   void hoist_from_scan(Eqn& scan, std::vector<Eqn>& before) {
-    const auto num_consts = static_cast<size_t>(scan.params.get<int64_t>("num_consts"));
-    const auto num_carry = static_cast<size_t>(scan.params.get<int64_t>("num_carry"));
-    const int64_t length = scan.params.get<int64_t>("length");
-    const Jaxpr& body = *scan.params.get<JaxprPtr>("jaxpr");
+    const ScanParams scan_params = ScanParams::of(scan);
+    const auto num_consts = scan_params.num_consts;
+    const auto num_carry = scan_params.num_carry;
+    const int64_t length = scan_params.length;
+    const Jaxpr& body = *scan_params.body;
     if (body.invars.size() != scan.ins.size() || !body.constvars.empty() || length < 2) return;
 
     // Per body invar: its position among the invars (consts, carry, xs).

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "ir/loop_params.h"
+
 namespace refjit {
 namespace {
 
@@ -20,13 +22,9 @@ std::optional<IntRange> join(std::optional<IntRange> a, std::optional<IntRange> 
   return IntRange{std::min(a->lo, b->lo), std::max(a->hi, b->hi)};
 }
 
-const Jaxpr& scan_body(const Eqn& e) { return *e.params.get<JaxprPtr>("jaxpr"); }
-size_t scan_consts(const Eqn& e) {
-  return static_cast<size_t>(e.params.get<int64_t>("num_consts"));
-}
-size_t scan_carries(const Eqn& e) {
-  return static_cast<size_t>(e.params.get<int64_t>("num_carry"));
-}
+const Jaxpr& scan_body(const Eqn& e) { return *ScanParams::of(e).body; }
+size_t scan_consts(const Eqn& e) { return ScanParams::of(e).num_consts; }
+size_t scan_carries(const Eqn& e) { return ScanParams::of(e).num_carry; }
 
 // The range of one eqn's (single, integer) result from its operands' ranges.
 std::optional<IntRange> result_range(const Eqn& e, const IntRanges& r) {

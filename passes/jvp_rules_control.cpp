@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/loop_params.h"
 #include "passes/inline.h"
 #include "passes/jaxpr_util.h"
 #include "passes/jvp.h"
@@ -208,9 +209,10 @@ Tangents cond_rule(JvpCtx& c, JvpArgs& a) {
 // differentiated in linearize mode too (its conds split per branch, its custom_vjp_calls
 // split into fwd and a bwd-carrying linear eqn), so linearize_scan.cpp can split the body.
 Tangents scan_rule(JvpCtx& c, JvpArgs& a) {
-  const Jaxpr& body = *a.eqn.params.get<JaxprPtr>("jaxpr");
-  const size_t nc = static_cast<size_t>(a.eqn.params.get<int64_t>("num_consts"));
-  const size_t ncar = static_cast<size_t>(a.eqn.params.get<int64_t>("num_carry"));
+  const ScanParams scan_params = ScanParams::of(a.eqn);
+  const Jaxpr& body = *scan_params.body;
+  const size_t nc = scan_params.num_consts;
+  const size_t ncar = scan_params.num_carry;
   const size_t nin = a.primals.size(), nx = nin - nc - ncar;
   const size_t nout = a.eqn.outs.size(), ny = nout - ncar;
   std::vector<bool> nz = present(a.tangents);
@@ -293,10 +295,11 @@ Tangents scan_rule(JvpCtx& c, JvpArgs& a) {
 // iterations is known only at run time, so there is no static tape; scan or fori_loop with
 // static bounds differentiate.
 Tangents while_rule(JvpCtx& c, JvpArgs& a) {
-  const Jaxpr& cond = *a.eqn.params.get<JaxprPtr>("cond_jaxpr");
-  const Jaxpr& body = *a.eqn.params.get<JaxprPtr>("body_jaxpr");
-  const size_t nc = static_cast<size_t>(a.eqn.params.get<int64_t>("cond_nconsts"));
-  const size_t nb = static_cast<size_t>(a.eqn.params.get<int64_t>("body_nconsts"));
+  const WhileParams while_params = WhileParams::of(a.eqn);
+  const Jaxpr& cond = *while_params.cond;
+  const Jaxpr& body = *while_params.body;
+  const size_t nc = while_params.cond_nconsts;
+  const size_t nb = while_params.body_nconsts;
   const size_t nin = a.primals.size(), ncar = nin - nc - nb;
   // nz over the body's inputs: body consts, then carries.
   std::vector<bool> nz(nb + ncar);

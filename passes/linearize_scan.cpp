@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/loop_params.h"
 #include "passes/inline.h"
 #include "passes/jaxpr_util.h"
 #include "passes/remat.h"
@@ -154,9 +155,10 @@ ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
   // remat policy (passes/remat.h).
   std::vector<std::string> policies;
   Jaxpr body = inline_jit(*e.params.get<JaxprPtr>("jaxpr"), policies);
-  const size_t nc = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
-  const size_t ncar = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
-  const int64_t length = e.params.get<int64_t>("length");
+  const ScanParams scan_params = ScanParams::of(e);
+  const size_t nc = scan_params.num_consts;
+  const size_t ncar = scan_params.num_carry;
+  const int64_t length = scan_params.length;
   const size_t n = e.ins.size(), nout = e.outs.size();
 
   std::vector<bool> outer(n);

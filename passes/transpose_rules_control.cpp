@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "ir/loop_params.h"
 #include "passes/transpose.h"
 #include "passes/transpose_rules.h"
 #include "refjit/ir/error.h"

@@ -6,6 +6,7 @@
 #include <memory>
 #include <utility>
 
+#include "ir/loop_params.h"
 #include "passes/inline.h"
 #include "passes/int_ranges.h"
 
@@ -14,13 +15,9 @@ namespace {
 
 using Ranges = IntRanges;
 
-const Jaxpr& scan_body(const Eqn& e) { return *e.params.get<JaxprPtr>("jaxpr"); }
-size_t scan_consts(const Eqn& e) {
-  return static_cast<size_t>(e.params.get<int64_t>("num_consts"));
-}
-size_t scan_carries(const Eqn& e) {
-  return static_cast<size_t>(e.params.get<int64_t>("num_carry"));
-}
+const Jaxpr& scan_body(const Eqn& e) { return *ScanParams::of(e).body; }
+size_t scan_consts(const Eqn& e) { return ScanParams::of(e).num_consts; }
+size_t scan_carries(const Eqn& e) { return ScanParams::of(e).num_carry; }
 
 int64_t window_rows(std::optional<IntRange> start, int64_t size, int64_t dim, int64_t per_row);
 

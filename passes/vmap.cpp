@@ -7,6 +7,7 @@
 
 #include <unordered_map>
 
+#include "ir/loop_params.h"
 #include "passes/jaxpr_util.h"
 #include "passes/vmap_rules.h"
 #include "refjit/ir/builder.h"
@@ -59,8 +60,9 @@ bool writes_operand(const Eqn& e, size_t k) {
       return false;
     }
     case Prim::while_: {
-      const auto ncc = static_cast<size_t>(e.params.get<int64_t>("cond_nconsts"));
-      const auto nbc = static_cast<size_t>(e.params.get<int64_t>("body_nconsts"));
+      const WhileParams while_params = WhileParams::of(e);
+      const auto ncc = while_params.cond_nconsts;
+      const auto nbc = while_params.body_nconsts;
       if (k < ncc) return written(*e.params.get<JaxprPtr>("cond_jaxpr"), k);
       if (k < ncc + nbc) return written(*e.params.get<JaxprPtr>("body_jaxpr"), k - ncc);
       return false;
@@ -171,9 +173,10 @@ Atom swap_leading(BatchCtx& c, const Atom& x) {
 // scan: batched xs are scanned over with the batch as their second dim; a batched carry stays
 // batched; ys come out [length, B, ...] and are turned to [B, length, ...].
 std::optional<std::vector<BVal>> scan(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
-  const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
-  const auto nconsts = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
-  const auto ncarry = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
+  const ScanParams scan_params = ScanParams::of(e);
+  const Jaxpr& body = *scan_params.body;
+  const auto nconsts = scan_params.num_consts;
+  const auto ncarry = scan_params.num_carry;
   for (size_t k = nconsts + ncarry; k < ins.size(); ++k)
     if (ins[k].batched && c.e.type_of(ins[k].atom).is_ref) return std::nullopt;
   std::vector<bool> carry = batched_flags(ins, nconsts, ncarry);
@@ -235,10 +238,11 @@ std::optional<std::vector<BVal>> cond(BatchCtx& c, const Eqn& e, const std::vect
 // carry. A predicate that depends on the batch runs per example.
 std::optional<std::vector<BVal>> while_loop(BatchCtx& c, const Eqn& e,
                                             const std::vector<BVal>& ins) {
-  const Jaxpr& cond_j = *e.params.get<JaxprPtr>("cond_jaxpr");
-  const Jaxpr& body_j = *e.params.get<JaxprPtr>("body_jaxpr");
-  const auto ncc = static_cast<size_t>(e.params.get<int64_t>("cond_nconsts"));
-  const auto nbc = static_cast<size_t>(e.params.get<int64_t>("body_nconsts"));
+  const WhileParams while_params = WhileParams::of(e);
+  const Jaxpr& cond_j = *while_params.cond;
+  const Jaxpr& body_j = *while_params.body;
+  const auto ncc = while_params.cond_nconsts;
+  const auto nbc = while_params.body_nconsts;
   const size_t ncarry = ins.size() - ncc - nbc;
   std::vector<bool> carry = batched_flags(ins, ncc + nbc, ncarry);
   BatchedJaxpr body = carry_fixpoint(carry, [&](const std::vector<bool>& cb) {

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "ir/loop_params.h"
 #include "refjit/ir/error.h"
 #include "runtime/eval_rules.h"
 #include "runtime/flat_index.h"
@@ -55,8 +56,9 @@ std::vector<RtValue> eval_cond(const EvalContext& cx, const Eqn& e, std::span<co
 std::vector<RtValue> eval_while(const EvalContext& cx, const Eqn& e, std::span<const RtValue> ins) {
   const Jaxpr& cond = sub_jaxpr(e, "cond_jaxpr");
   const Jaxpr& body = sub_jaxpr(e, "body_jaxpr");
-  const int64_t nc = e.params.get<int64_t>("cond_nconsts");
-  const int64_t nb = e.params.get<int64_t>("body_nconsts");
+  const WhileParams while_params = WhileParams::of(e);
+  const int64_t nc = static_cast<int64_t>(while_params.cond_nconsts);
+  const int64_t nb = static_cast<int64_t>(while_params.body_nconsts);
   if (nc < 0 || nb < 0 || nc + nb > static_cast<int64_t>(ins.size()))
     eval_fail(e, fmt::format("cond_nconsts={} body_nconsts={} do not fit {} operands", nc, nb,
                              ins.size()));
@@ -87,10 +89,11 @@ Shape row_shape(const Shape& shape) { return Shape(shape.begin() + 1, shape.end(
 // body on a temporary ref holding row i, copied back into the parent ref afterwards.
 std::vector<RtValue> eval_scan(const EvalContext& cx, const Eqn& e, std::span<const RtValue> ins) {
   const Jaxpr& body = sub_jaxpr(e, "jaxpr");
-  const int64_t length = e.params.get<int64_t>("length");
-  const bool reverse = e.params.get_or<bool>("reverse", false);
-  const int64_t num_consts = e.params.get<int64_t>("num_consts");
-  const int64_t num_carry = e.params.get<int64_t>("num_carry");
+  const ScanParams scan_params = ScanParams::of(e);
+  const int64_t length = scan_params.length;
+  const bool reverse = scan_params.reverse;
+  const int64_t num_consts = static_cast<int64_t>(scan_params.num_consts);
+  const int64_t num_carry = static_cast<int64_t>(scan_params.num_carry);
   const int64_t n_in = static_cast<int64_t>(ins.size());
   if (length < 0 || num_consts < 0 || num_carry < 0 || num_consts + num_carry > n_in)
     eval_fail(e, fmt::format("length={} num_consts={} num_carry={} do not fit {} operands", length,

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "compiler/backend/lowering.h"
+#include "ir/loop_params.h"
 
 namespace refjit::backend {
 namespace {
@@ -67,11 +68,12 @@ void scan_steps(LowerCtx& c, int64_t length, bool reverse, const std::function<v
 // their rows and any carry-out not computed in place into the carry buffer.
 void lower_scan_planned(LowerCtx& c, const Eqn& e, const std::vector<Value>& consts,
                         const std::vector<Value>& xs) {
-  const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
-  int64_t length = e.params.get<int64_t>("length");
-  bool reverse = e.params.get_or<bool>("reverse", false);
-  size_t nc = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
-  size_t nk = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
+  const ScanParams scan_params = ScanParams::of(e);
+  const Jaxpr& body = *scan_params.body;
+  int64_t length = scan_params.length;
+  bool reverse = scan_params.reverse;
+  size_t nc = scan_params.num_consts;
+  size_t nk = scan_params.num_carry;
   std::vector<Value> carry, ys;
   for (size_t k = 0; k < e.outs.size(); ++k)
     (k < nk ? carry : ys).push_back(c.result_buffer(e.outs[k]));
@@ -97,11 +99,12 @@ void lower_scan_planned(LowerCtx& c, const Eqn& e, const std::vector<Value>& con
 }
 
 void lower_scan(LowerCtx& c, const Eqn& e) {
-  const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
-  int64_t length = e.params.get<int64_t>("length");
-  bool reverse = e.params.get_or<bool>("reverse", false);
-  size_t nc = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
-  size_t nk = static_cast<size_t>(e.params.get<int64_t>("num_carry"));
+  const ScanParams scan_params = ScanParams::of(e);
+  const Jaxpr& body = *scan_params.body;
+  int64_t length = scan_params.length;
+  bool reverse = scan_params.reverse;
+  size_t nc = scan_params.num_consts;
+  size_t nk = scan_params.num_carry;
   if (e.ins.size() < nc + nk || e.outs.size() < nk) fail_eqn(e, "operand counts do not match");
   size_t nx = e.ins.size() - nc - nk;
   size_t ny = e.outs.size() - nk;
@@ -133,10 +136,11 @@ void lower_scan(LowerCtx& c, const Eqn& e) {
 // body, updates the carries in place. Without a plan, the carries are copied in and the body
 // is lowered inline, its new carries copied back.
 void lower_while(LowerCtx& c, const Eqn& e) {
-  const Jaxpr& cond = *e.params.get<JaxprPtr>("cond_jaxpr");
-  const Jaxpr& body = *e.params.get<JaxprPtr>("body_jaxpr");
-  size_t nc = static_cast<size_t>(e.params.get<int64_t>("cond_nconsts"));
-  size_t nb = static_cast<size_t>(e.params.get<int64_t>("body_nconsts"));
+  const WhileParams while_params = WhileParams::of(e);
+  const Jaxpr& cond = *while_params.cond;
+  const Jaxpr& body = *while_params.body;
+  size_t nc = while_params.cond_nconsts;
+  size_t nb = while_params.body_nconsts;
   if (e.ins.size() < nc + nb || e.outs.size() != e.ins.size() - nc - nb)
     fail_eqn(e, "operand counts do not match");
   std::vector<Value> cond_args = operand_buffers(c, e, 0, nc);

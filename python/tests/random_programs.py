@@ -749,8 +749,11 @@ def op_reduce(b: Block) -> bool:
             "norm": f"jnp.linalg.norm({x.name}, axis={axis}{kd})"
             if not isinstance(axis, tuple) else None,
             }.get(name) or f"jnp.{name}({x.name}, axis={axis}{kd})"
-    mag = {"sum": x.mag * n, "prod": x.mag ** n, "logsumexp": x.mag + math.log(n) + 1,
-           "var": x.mag ** 2, "norm": x.mag * math.sqrt(n)}.get(name, x.mag)
+    # Only the chosen reduction's bound is computed: x.mag ** n of a large x overflows a float
+    # (seed 13441's generation raised OverflowError when every bound was computed).
+    mag = {"sum": lambda: x.mag * n, "prod": lambda: x.mag ** n,
+           "logsumexp": lambda: x.mag + math.log(n) + 1, "var": lambda: x.mag ** 2,
+           "norm": lambda: x.mag * math.sqrt(n)}.get(name, lambda: x.mag)()
     dtype = b.gen.setting.real if name in ("var", "norm") else x.dtype
     b.define(call, shape, dtype, mag)
     return True
