@@ -44,4 +44,11 @@ bool UseDef::is_output(Var v) const {
   return !u.empty() && u.back().is_output();
 }
 
+std::vector<int32_t> UseDef::readers(Var v) const {
+  std::vector<int32_t> out;
+  for (const Use& u : uses(v))
+    if (!u.is_output()) out.push_back(static_cast<int32_t>(u.eqn));
+  return out;
+}
+
 }  // namespace refjit

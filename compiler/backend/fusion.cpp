@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "passes/unit_run.h"
+#include "refjit/ir/use_def.h"
 
 namespace refjit {
 
@@ -68,28 +69,6 @@ bool duplicable(Prim p) {
     default: return false;
   }
 }
-
-// Who defines and who reads each var of `j`. A returned value counts two extra uses, so the
-// peepholes that fold a single-use value never fold one the jaxpr returns.
-struct UseDef {
-  std::vector<int> uses;
-  std::vector<int32_t> def;
-  std::vector<std::vector<int32_t>> readers;
-
-  explicit UseDef(const Jaxpr& j)
-      : uses(j.vars.size(), 0), def(j.vars.size(), -1), readers(j.vars.size()) {
-    for (size_t i = 0; i < j.eqns.size(); ++i) {
-      for (const Atom& a : j.eqns[i].ins)
-        if (is_var(a)) {
-          ++uses[as_var(a).id];
-          readers[as_var(a).id].push_back(static_cast<int32_t>(i));
-        }
-      for (Var v : j.eqns[i].outs) def[v.id] = static_cast<int32_t>(i);
-    }
-    for (const Atom& a : j.outvars)
-      if (is_var(a)) uses[as_var(a).id] += 2;
-  }
-};
 
 // Per eqn, the buffers whose contents it (over)writes under the assignment `p`.
 std::vector<std::vector<int>> written_buffers(const Jaxpr& j, const JaxprBuffers& p) {
@@ -282,8 +261,6 @@ SliceMovePlan plan_slice_moves(const Jaxpr& j, const JaxprBuffers* buffers,
   const JaxprBuffers& p = *buffers;
   auto buf = [&](const Atom& a) { return buffer_of(p, a); };
   const UseDef use_def(j);
-  const std::vector<int>& uses = use_def.uses;
-  const std::vector<int32_t>& def = use_def.def;
   const std::vector<std::vector<int>> writes = written_buffers(j, p);
   // Whether an eqn in (from, to) writes buffer b.
   auto written_between = [&](int b, size_t from, size_t to) {
@@ -296,8 +273,8 @@ SliceMovePlan plan_slice_moves(const Jaxpr& j, const JaxprBuffers* buffers,
   auto single_use_def = [&](const Atom& a, Prim prim, size_t before) -> int32_t {
     if (!is_var(a)) return -1;
     Var v = as_var(a);
-    int32_t d = def[v.id];
-    if (d < 0 || static_cast<size_t>(d) >= before || uses[v.id] != 1) return -1;
+    const int64_t d = use_def.def_index(v);
+    if (d < 0 || static_cast<size_t>(d) >= before || !use_def.read_once(v)) return -1;
     const Eqn& e = j.eqns[d];
     if (e.prim != prim || e.outs.size() != 1 || !fusion.lowered_alone(d)) return -1;
     if (plan.folded_into[d] >= 0) return -1;
@@ -402,9 +379,6 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
   const JaxprBuffers& p = *buffers;
   auto buf = [&](const Atom& a) { return buffer_of(p, a); };
   const UseDef use_def(j);
-  const std::vector<int>& uses = use_def.uses;
-  const std::vector<int32_t>& def = use_def.def;
-  const std::vector<std::vector<int32_t>>& readers = use_def.readers;
   const std::vector<std::vector<int>> writes = written_buffers(j, p);
   // An eqn lowered on its own (the copies the plan lists for these eqns are their own reads).
   auto plain = [&](size_t i) {
@@ -412,7 +386,9 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
            plan.folded_into[i] < 0;
   };
   // The single reader of `v`, if `v` is read once (and not returned).
-  auto only_reader = [&](Var v) -> int32_t { return uses[v.id] == 1 ? readers[v.id].front() : -1; };
+  auto only_reader = [&](Var v) -> int32_t {
+    return use_def.read_once(v) ? use_def.readers(v).front() : -1;
+  };
   auto is_zero = [](const Literal& l) { return l.equals(0.0); };
 
   for (size_t s = 0; s < n; ++s) {
@@ -436,7 +412,7 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
       if (!is_zero(*lit)) continue;
       cs.zero = *lit;
     } else {
-      int32_t z = def[as_var(sw.ins[1]).id];
+      const auto z = static_cast<int32_t>(use_def.def_index(as_var(sw.ins[1])));
       if (z < 0 || j.eqns[z].prim != Prim::broadcast_in_dim || j.eqns[z].ins.size() != 1) continue;
       const Literal* l = std::get_if<Literal>(&j.eqns[z].ins[0]);
       if (!l || !is_zero(*l)) continue;
@@ -447,8 +423,8 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
     // The old value v: read by one addupdate of R, directly or through a static slice of a
     // run of v, and otherwise only by side slices (static slices of runs of v).
     const Var v = sw.outs[0];
-    const std::vector<int32_t>& v_readers = readers[v.id];
-    if (v_readers.empty() || uses[v.id] != static_cast<int>(v_readers.size())) continue;
+    const std::vector<int32_t> v_readers = use_def.readers(v);
+    if (v_readers.empty() || use_def.is_output(v)) continue;
     const Shape& vs = j.type_of(v).array.shape;
     // Whether eqn q is a static slice of one run of v's last dim: its offset and length.
     auto run_slice = [&](int32_t q, int64_t& offset, int64_t& length) {
@@ -572,8 +548,8 @@ ProductAccumulationPlan plan_product_accumulations(const Jaxpr& j, const JaxprBu
     if (idx && !idx->is_whole()) continue;
     if (shifts.shift_of[k] >= 0 || shifts.folded_into[k] >= 0) continue;
     const Var p = as_var(add.ins[1]);
-    const int32_t i = ud.def[p.id];
-    if (i < 0 || ud.uses[p.id] != 1) continue;
+    const auto i = static_cast<int32_t>(ud.def_index(p));
+    if (i < 0 || !ud.read_once(p)) continue;
     const Eqn& dot = j.eqns[static_cast<size_t>(i)];
     if (dot.prim != Prim::dot_general || !fusion.lowered_alone(static_cast<size_t>(i))) continue;
     if (shifts.folded_into[static_cast<size_t>(i)] >= 0) continue;
@@ -646,8 +622,8 @@ ConcatPiecePlan plan_concat_pieces(const Jaxpr& j, const JaxprBuffers* buffers,
     if (dst < 0) continue;
     for (size_t operand = 0; operand < concat.ins.size(); ++operand) {
       const Atom& piece = concat.ins[operand];
-      if (!is_var(piece) || use_def.uses[as_var(piece).id] != 1) continue;
-      const int32_t q = use_def.def[as_var(piece).id];
+      if (!is_var(piece) || !use_def.read_once(as_var(piece))) continue;
+      const auto q = static_cast<int32_t>(use_def.def_index(as_var(piece)));
       if (q < 0 || static_cast<size_t>(q) >= c) continue;
       const Eqn& slice = j.eqns[q];
       if (slice.prim != Prim::slice || slice.outs.size() != 1 || !is_var(slice.ins[0]) ||
@@ -683,11 +659,9 @@ EpiloguePlan plan_epilogues(const Jaxpr& j, const JaxprBuffers* buffers,
       continue;
     const Var p = dot.outs[0];
     const Type pt = j.type_of(p);
-    const std::vector<int32_t>& readers = use_def.readers[p.id];
-    // Read by eqns only (a returned value counts twice in `uses`), by one consumer.
-    if (pt.is_ref || !is_float(pt.array.dtype) || readers.empty() ||
-        use_def.uses[p.id] != static_cast<int>(readers.size()))
-      continue;
+    const std::vector<int32_t> readers = use_def.readers(p);
+    // Read by eqns only (not returned), by one consumer.
+    if (pt.is_ref || !is_float(pt.array.dtype) || readers.empty() || use_def.is_output(p)) continue;
     const size_t first = static_cast<size_t>(readers.front());
     const int32_t group = fusion.group_of[first];
     size_t root = first;
@@ -729,7 +703,7 @@ EpiloguePlan plan_epilogues(const Jaxpr& j, const JaxprBuffers* buffers,
       const Eqn& other = j.eqns[k];
       if (prim_info(other.prim).has_subjaxprs) ok = false;
       for (Var o : other.outs)
-        for (int32_t r : use_def.readers[o.id]) ok &= !is_member(static_cast<size_t>(r));
+        for (int32_t r : use_def.readers(o)) ok &= !is_member(static_cast<size_t>(r));
       for (int w : writes[k])
         ok &= w != out && std::find(group_reads.begin(), group_reads.end(), w) == group_reads.end();
       for (const Atom& a : other.ins) ok &= buf(a) != out;

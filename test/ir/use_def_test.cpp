@@ -40,6 +40,15 @@ TEST(UseDef, DefinitionsAndUsesInProgramOrder) {
   EXPECT_FALSE(ud.is_output(x));
   EXPECT_EQ(ud.use_count(c), 0u);  // computed, never read
   EXPECT_FALSE(ud.is_output(c));
+
+  // readers: eqns only, once per operand read; read_once: one read by an eqn, not returned.
+  EXPECT_EQ(ud.readers(a), (std::vector<int32_t>{1, 1}));
+  EXPECT_EQ(ud.readers(x), (std::vector<int32_t>{0, 2}));
+  EXPECT_TRUE(ud.readers(b).empty());
+  EXPECT_TRUE(ud.read_once(y));
+  EXPECT_FALSE(ud.read_once(x));  // twice
+  EXPECT_FALSE(ud.read_once(b));  // returned only
+  EXPECT_FALSE(ud.read_once(c));  // never
 }
 
 TEST(UseDef, SubJaxprsKeepTheirOwnVariables) {

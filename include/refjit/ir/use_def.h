@@ -40,6 +40,12 @@ class UseDef {
   size_t use_count(Var v) const { return uses(v).size(); }
   // Whether `v` is one of the jaxpr's outvars.
   bool is_output(Var v) const;
+  // Whether `v` is read exactly once, by an eqn (and not returned): a value a rewrite or a
+  // fused lowering may consume.
+  bool read_once(Var v) const { return use_count(v) == 1 && !is_output(v); }
+  // The eqns reading `v`, one entry per operand read (an eqn reading it twice is listed
+  // twice), in program order; the outvars are not listed.
+  std::vector<int32_t> readers(Var v) const;
 
  private:
   const Jaxpr& jaxpr_;
