@@ -27,7 +27,8 @@ RefEffect effect_of(Prim p) {
     case Prim::new_ref: return RefEffect::create;
     case Prim::get: return RefEffect::read;
     case Prim::swap: return RefEffect::write;
-    case Prim::addupdate: return RefEffect::accum;
+    case Prim::addupdate:
+    case Prim::dot_accumulate: return RefEffect::accum;
     case Prim::freeze: return RefEffect::consume;
     default: return RefEffect::none;
   }

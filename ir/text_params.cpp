@@ -75,9 +75,10 @@ RuleTable<SpecList> make_specs() {
       {{"full_matrices", K::boolean}, {"pivoting", K::boolean}, {"use_magma", K::word_or_none}});
   for (Prim p : {Prim::im2col_dot, Prim::im2col_tdot})
     set(p, {{"starts", K::int_lists}, {"strides", K::ints}, {"window", K::ints}});
-  set(Prim::dot_general, {{"dimension_numbers", K::dot_dims},
-                          {"precision", K::precision},
-                          {"preferred_element_type", K::dtype_or_none}});
+  for (Prim p : {Prim::dot_general, Prim::dot_accumulate})
+    set(p, {{"dimension_numbers", K::dot_dims},
+            {"precision", K::precision},
+            {"preferred_element_type", K::dtype_or_none}});
   for (Prim p : {Prim::reduce_window_sum, Prim::reduce_window_max, Prim::reduce_window_min})
     set(p, {{"base_dilation", K::ints},
             {"padding", K::int_lists},

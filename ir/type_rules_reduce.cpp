@@ -116,6 +116,27 @@ std::vector<Type> dot_general_rule(std::span<const Type> in, const Params& param
   return one(ArrayType{result, std::move(out)});
 }
 
+// r x y: r += dot_general(x, y); the product's type must be the whole ref's. No results.
+std::vector<Type> dot_accumulate_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::dot_accumulate, in, params);
+  c.expect_count(3);
+  const ArrayType& r = c.ref(0);
+  for (size_t k : {size_t{1}, size_t{2}})
+    if (in[k].is_ref)
+      c.fail_ref("E12", "operand {} has type {}; the product's operands are values", k,
+                 in[k].str());
+  std::vector<Type> product;
+  try {
+    product = dot_general_rule(in.subspan(1), params);
+  } catch (const TypeError& e) {
+    c.fail("the product of operands 1 and 2: {}", e.what());
+  }
+  if (product[0].array != r)
+    c.fail_ref("E12", "the product has type {} but the ref holds {}; it is added to the whole ref",
+               product[0].str(), Type::ref(r).str());
+  return {};
+}
+
 // x [..., C] and k [windows * C, O] give [window rows..., O] (refjit/ir/im2col.h).
 std::vector<Type> im2col_dot_rule(std::span<const Type> in, const Params& params) {
   Checker c(Prim::im2col_dot, in, params);
@@ -164,6 +185,7 @@ void register_reduce_type_rules(TypeRuleTable& t) {
   set(Prim::dot_general, dot_general_rule);
   set(Prim::im2col_dot, im2col_dot_rule);
   set(Prim::im2col_tdot, im2col_tdot_rule);
+  set(Prim::dot_accumulate, dot_accumulate_rule);
 }
 
 }  // namespace refjit

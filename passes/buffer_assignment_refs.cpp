@@ -119,6 +119,14 @@ void JaxprAssigner::ref_op(const Eqn& e, size_t i) {
       E.action = EqnAction::in_place;
       return;
     }
+    case Prim::dot_accumulate: {
+      // The kernel reads the operands while it writes the ref: an operand still in the ref's
+      // buffer (a value read from it without a copy) gets a copy of its own.
+      Var r = as_var(e.ins.at(0));
+      if (!before_ref_write(r, ii, std::nullopt, /*operands_live=*/true)) return;
+      E.action = EqnAction::in_place;
+      return;
+    }
     case Prim::freeze: {
       Var r = as_var(e.ins.at(0));
       set(e.outs.at(0), buf(r));

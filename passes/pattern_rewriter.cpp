@@ -113,6 +113,13 @@ void Rewriter::count_reads(const std::vector<Atom>& ins, int64_t delta) {
     if (is_var(a)) uses_[as_var(a).id] += delta;
 }
 
+std::span<const Eqn> Rewriter::kept_after(const Eqn& kept) const {
+  const Eqn* begin = j_.eqns.data();
+  if (&kept < begin || &kept >= begin + j_.eqns.size())
+    throw Error("pattern rewriting: kept_after() of an eqn that is not in the program");
+  return std::span(j_.eqns).subspan(static_cast<size_t>(&kept - begin) + 1);
+}
+
 const Eqn* Rewriter::earlier_equal(const Eqn& e) const {
   if (!is_pure(j_, e)) return nullptr;
   auto it = pure_by_key_.find(computation_key(e));

@@ -84,6 +84,10 @@ class Rewriter {
   // Adds `eqn` to the program before the eqn being rewritten; the patterns see it first.
   void emit(Eqn eqn);
 
+  // The eqns kept after `kept` (an eqn def() returned), in order: those that run between it
+  // and the eqn being rewritten.
+  std::span<const Eqn> kept_after(const Eqn& kept) const;
+
   // An earlier pure eqn with the same primitive, operands, params and result types as
   // `eqn`, or nullptr.
   const Eqn* earlier_equal(const Eqn& eqn) const;

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "compiler/backend/rule_tables.h"
+#include "passes/accumulate_products.h"
 #include "passes/buffer_assignment.h"
 #include "passes/canonicalize.h"
 #include "passes/dce.h"
@@ -59,6 +60,9 @@ constexpr PassInfo kPasses[] = {
      "im2col_dot, which multiplies from the array itself"},
     {"dce",
      "eqns whose results nobody reads, and that have no effect, are removed (in bodies too)"},
+    {"accumulate-products",
+     "`ref += dot_general(x, y)` becomes dot_accumulate, which the matrix kernel adds into the "
+     "ref in place"},
     // ---- plans the lowering follows
     {"buffers", "each value gets a buffer; updates happen in place where the rules allow"},
     {"fusion", "elementwise chains fused; slice moves, cotangent shifts, index runs"},
@@ -202,6 +206,9 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
   run.jaxpr_pass("implicit-im2col", [&](const Jaxpr& j) { return implicit_im2col(j); });
   // Results nobody reads (a gradient's primal value inside a nested jit) are not computed.
   run.jaxpr_pass("dce", [&](const Jaxpr& j) { return dce(j); });
+  // Decisions made as IR (docs/primitives.md "Decisions").
+  run.pattern_pass("accumulate-products",
+                   [&](const Jaxpr& j, RewriteStats* s) { return accumulate_products(j, s); });
   if (run.stopped()) return;
 
   // Plans the lowering follows.

@@ -296,6 +296,23 @@ void with_float_type(const Eqn& e, const Array& x, F&& body) {
   });
 }
 
+// r += dot_general(x, y): the product as dot_general computes it, then added into the ref
+// (native code adds the kernel's partial sums into the ref instead: equal within rounding).
+std::vector<RtValue> eval_dot_accumulate(const EvalContext& cx, const Eqn& e,
+                                         std::span<const RtValue> ins) {
+  expect_operands(e, ins, 3);
+  const RefBufferPtr& ref = ref_in(e, ins, 0);
+  const std::vector<RtValue> product = eval_dot_general(cx, e, ins.subspan(1));
+  const Array& p = std::get<Array>(product.at(0));
+  if (p.type() != ref->type())
+    eval_fail(e, fmt::format("the product {} does not fit the ref {}", p.type().str(),
+                             Type::ref(ref->type()).str()));
+  std::vector<int64_t> every(static_cast<size_t>(p.size()));
+  for (size_t k = 0; k < every.size(); ++k) every[k] = static_cast<int64_t>(k);
+  add_elements(ref->value(), every, p);
+  return {};
+}
+
 // The product of x's windows with k, summed in the order dot_general sums the concatenated
 // windows (window by window, channel by channel), so both give the same bits.
 std::vector<RtValue> eval_im2col_dot(const EvalContext&, const Eqn& e,
@@ -370,6 +387,7 @@ void register_reduce_eval_rules(EvalRuleTable& t) {
   t.set(Prim::reduce_min, &eval_reduce<ReduceKind::min>);
   t.set(Prim::argmax, &eval_argmax);
   t.set(Prim::dot_general, &eval_dot_general);
+  t.set(Prim::dot_accumulate, &eval_dot_accumulate);
   t.set(Prim::im2col_dot, &eval_im2col_dot);
   t.set(Prim::im2col_tdot, &eval_im2col_tdot);
 }

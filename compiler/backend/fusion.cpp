@@ -531,48 +531,6 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
   return plan;
 }
 
-ProductAccumulationPlan plan_product_accumulations(const Jaxpr& j, const JaxprBuffers* buffers,
-                                                   const FusionPlan& fusion,
-                                                   const CotangentShiftPlan& shifts) {
-  const size_t n = j.eqns.size();
-  ProductAccumulationPlan plan;
-  plan.deferred_to.assign(n, -1);
-  plan.product_of.assign(n, -1);
-  if (!buffers) return plan;
-  const UseDef ud(j);
-  std::vector<std::vector<int>> writes;
-  for (size_t k = 0; k < n; ++k) {
-    const Eqn& add = j.eqns[k];
-    if (add.prim != Prim::addupdate || add.ins.size() != 2 || !is_var(add.ins[1])) continue;
-    const Indexer* idx = std::get_if<Indexer>(add.params.find("indexer"));
-    if (idx && !idx->is_whole()) continue;
-    if (shifts.shift_of[k] >= 0 || shifts.folded_into[k] >= 0) continue;
-    const Var p = as_var(add.ins[1]);
-    const auto i = static_cast<int32_t>(ud.def_index(p));
-    if (i < 0 || !ud.read_once(p)) continue;
-    const Eqn& dot = j.eqns[static_cast<size_t>(i)];
-    if (dot.prim != Prim::dot_general || !fusion.lowered_alone(static_cast<size_t>(i))) continue;
-    if (shifts.folded_into[static_cast<size_t>(i)] >= 0) continue;
-    const Type rt = j.type_of(add.ins[0]);
-    const ArrayType pt = j.type_of(p).array;
-    if (!is_float(pt.dtype) || rt.array != pt) continue;
-    const int ref = buffer_of(*buffers, add.ins[0]);
-    if (ref < 0) continue;
-    if (writes.empty()) writes = written_buffers(j, *buffers);
-    bool clobbered = false;
-    for (const Atom& x : dot.ins) {
-      const int b = buffer_of(*buffers, x);
-      if (b == ref) clobbered = true;
-      for (size_t m = static_cast<size_t>(i) + 1; m < k && b >= 0; ++m)
-        if (std::find(writes[m].begin(), writes[m].end(), b) != writes[m].end()) clobbered = true;
-    }
-    if (clobbered) continue;
-    plan.deferred_to[static_cast<size_t>(i)] = static_cast<int32_t>(k);
-    plan.product_of[k] = i;
-  }
-  return plan;
-}
-
 namespace {
 
 // Entry i of a per-eqn plan table, or -1 where the plan has none (a plan made without a buffer
@@ -586,8 +544,7 @@ int32_t entry(const std::vector<int32_t>& table, size_t i) {
 bool folded_into_nothing(const LoweringDecisions& d, size_t i) {
   for (const std::vector<int32_t>* t :
        {&d.moves.folded_into, &d.moves.move_of, &d.shifts.folded_into, &d.shifts.side_of,
-        &d.shifts.shift_of, &d.accumulations.product_of, &d.accumulations.deferred_to,
-        &d.epilogues.root_of_dot, &d.epilogues.dot_of_root})
+        &d.shifts.shift_of, &d.epilogues.root_of_dot, &d.epilogues.dot_of_root})
     if (entry(*t, i) >= 0) return false;
   return true;
 }
@@ -727,7 +684,6 @@ LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffer
   d.fusion = plan_fusion(jaxpr, buffers);
   d.moves = plan_slice_moves(jaxpr, buffers, d.fusion);
   d.shifts = plan_cotangent_shifts(jaxpr, buffers, d.fusion, d.moves);
-  d.accumulations = plan_product_accumulations(jaxpr, buffers, d.fusion, d.shifts);
   d.pieces = plan_concat_pieces(jaxpr, buffers, d);
   d.epilogues = plan_epilogues(jaxpr, buffers, d);
   d.index_run.resize(jaxpr.eqns.size());

@@ -173,21 +173,6 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& jaxpr, const JaxprBuffers*
 
 namespace refjit {
 
-// Product accumulations: `addupdate ref p` over the whole ref, where p = dot_general(x, y)
-// is read by nothing else, is a float product of the ref's shape, and no eqn between the two
-// writes the buffers of x or y (which are not the ref's): the product is computed at the
-// addupdate and the matrix kernel adds it straight into the ref's buffer (C += A B), so p
-// needs no buffer and no pass adds it. This is how a gradient ref accumulates the weight
-// gradients of a scan's steps.
-struct ProductAccumulationPlan {
-  std::vector<int32_t> deferred_to;  // [dot_general eqn] the addupdate computing it, or -1
-  std::vector<int32_t> product_of;   // [addupdate eqn] the dot_general it adds, or -1
-};
-
-ProductAccumulationPlan plan_product_accumulations(const Jaxpr& jaxpr, const JaxprBuffers* buffers,
-                                                   const FusionPlan& fusion,
-                                                   const CotangentShiftPlan& shifts);
-
 // Every lowering decision about the eqns of one jaxpr: which are fused, which are folded
 // into a slice move or a cotangent shift. The pipeline's `fusion` pass takes them once, for
 // every jaxpr of the buffer plan; `refjit dump --emit=fusion` prints them and the lowering
@@ -227,7 +212,6 @@ struct LoweringDecisions {
   FusionPlan fusion;
   SliceMovePlan moves;
   CotangentShiftPlan shifts;
-  ProductAccumulationPlan accumulations;
   ConcatPiecePlan pieces;
   EpiloguePlan epilogues;
   // The eqns computing eqn `root`'s epilogue (EpiloguePlan): its group, or the root alone.

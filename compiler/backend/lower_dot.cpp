@@ -1,6 +1,7 @@
-// Lowering of dot_general. Large f32/f64 products call the runtime's blocked, packed and
-// threaded kernel (runtime/kernels/gemm.h) when the operands' dims group into three strided
-// axes each (batch, free, contracting); everything else, and code that must stand alone
+// Lowering of dot_general and dot_accumulate (r += x . y). Large f32/f64 products call the
+// runtime's blocked, packed and threaded kernel (runtime/kernels/gemm.h) when the operands' dims
+// group into three strided axes each (batch, free, contracting); everything else, and code that
+// must stand alone
 // (`refjit compile` objects), gets loops.
 #include <algorithm>
 #include <functional>
@@ -15,6 +16,16 @@ namespace {
 using mlir::Value;
 namespace arith = mlir::arith;
 using Ivs = LowerCtx::Ivs;
+
+// A product's operands and type: dot_general x y gives its result; dot_accumulate r x y adds
+// a product of the ref's type into r.
+size_t first_operand(const Eqn& e) { return e.prim == Prim::dot_accumulate ? 1 : 0; }
+const Atom& lhs_of(const Eqn& e) { return e.ins.at(first_operand(e)); }
+const Atom& rhs_of(const Eqn& e) { return e.ins.at(first_operand(e) + 1); }
+ArrayType product_type(LowerCtx& c, const Eqn& e) {
+  return e.prim == Prim::dot_accumulate ? c.type_of(e.ins.at(0)).array
+                                        : c.type_of(e.outs.at(0)).array;
+}
 
 // Products with fewer multiply-adds stay loops: the call and packing would cost more, and
 // the loops vectorise well at these sizes.
@@ -76,19 +87,19 @@ std::vector<int64_t> range(int64_t begin, int64_t end) {
 std::optional<KernelCall> kernel_call(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfree,
                                       const std::vector<int64_t>& rfree, Value into,
                                       bool accumulate) {
-  const ArrayType& lt = c.type_of(e.ins[0]).array;
-  const ArrayType& ht = c.type_of(e.ins[1]).array;
-  const ArrayType& rt = c.type_of(e.outs[0]).array;
+  const ArrayType lt = c.type_of(lhs_of(e)).array;
+  const ArrayType ht = c.type_of(rhs_of(e)).array;
+  const ArrayType rt = product_type(c, e);
   const DotDims& dn = e.params.get<DotDims>("dimension_numbers");
   if (!c.options().runtime_kernels || (rt.dtype != DType::f32 && rt.dtype != DType::f64) ||
       lt.dtype != rt.dtype || ht.dtype != rt.dtype)
     return std::nullopt;
-  if (!is_var(e.ins[0]) || !is_var(e.ins[1])) return std::nullopt;
+  if (!is_var(lhs_of(e)) || !is_var(rhs_of(e))) return std::nullopt;
   const std::vector<int64_t> lbatch(dn.lhs_batch.begin(), dn.lhs_batch.end());
   const std::vector<int64_t> rbatch(dn.rhs_batch.begin(), dn.rhs_batch.end());
   const std::vector<int64_t> lcontract(dn.lhs_contract.begin(), dn.lhs_contract.end());
   const std::vector<int64_t> rcontract(dn.rhs_contract.begin(), dn.rhs_contract.end());
-  Value a = c.buffer(e.ins[0]), b = c.buffer(e.ins[1]);
+  Value a = c.buffer(lhs_of(e)), b = c.buffer(rhs_of(e));
   auto am = matrix_axes(lbatch, lfree, lcontract, lt.shape, static_strides(a));
   auto bm = matrix_axes(rbatch, rcontract, rfree, ht.shape, static_strides(b));
   if (!am || !bm) return std::nullopt;
@@ -142,8 +153,8 @@ bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfr
 
 // The dims of each operand that are neither contracted nor batch.
 std::pair<std::vector<int64_t>, std::vector<int64_t>> free_dims(LowerCtx& c, const Eqn& e) {
-  const ArrayType& lt = c.type_of(e.ins[0]).array;
-  const ArrayType& ht = c.type_of(e.ins[1]).array;
+  const ArrayType lt = c.type_of(lhs_of(e)).array;
+  const ArrayType ht = c.type_of(rhs_of(e)).array;
   const DotDims& dn = e.params.get<DotDims>("dimension_numbers");
   std::vector<int64_t> lfree, rfree;
   for (int64_t i = 0; i < lt.rank(); ++i)
@@ -154,25 +165,26 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> free_dims(LowerCtx& c, con
 }
 
 // The loop form: result dims are (batch, lhs free, rhs free); each result element is a sum
-// over the contracting dims, carried in registers through nested loops.
+// over the contracting dims, carried in registers through nested loops. `into` (a
+// dot_accumulate's ref): the products are added to what it holds.
 void lower_dot_loops(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfree,
-                     const std::vector<int64_t>& rfree) {
-  ArrayType lt = c.type_of(e.ins[0]).array;
-  ArrayType ht = c.type_of(e.ins[1]).array;
-  ArrayType rt = c.type_of(e.outs[0]).array;
+                     const std::vector<int64_t>& rfree, Value into = Value()) {
+  ArrayType lt = c.type_of(lhs_of(e)).array;
+  ArrayType ht = c.type_of(rhs_of(e)).array;
+  ArrayType rt = product_type(c, e);
   const DotDims& dn = e.params.get<DotDims>("dimension_numbers");
   DType d = rt.dtype;
-  Value dst = c.result_buffer(e.outs[0]);
+  Value dst = into ? into : c.result_buffer(e.outs[0]);
   auto mul_add = [&](Value acc, const std::vector<Value>& li, const std::vector<Value>& hi) {
-    Value a = convert_element(c, c.load(e.ins[0], li), lt.dtype, d);
-    Value b = convert_element(c, c.load(e.ins[1], hi), ht.dtype, d);
+    Value a = convert_element(c, c.load(lhs_of(e), li), lt.dtype, d);
+    Value b = convert_element(c, c.load(rhs_of(e), hi), ht.dtype, d);
     return c.add(d, acc, c.mul(d, a, b));
   };
   if (!rfree.empty()) {
     // Loop order (batch, lhs free, contracting, rhs free): the innermost loop runs along
     // contiguous rows of rhs and of the result, so it vectorises. Each result element still
     // sums its products in contracting-index order.
-    c.fill(dst, rt, c.constant(d, 0));
+    if (!into) c.fill(dst, rt, c.constant(d, 0));
     Shape order;
     for (int64_t i : dn.lhs_batch) order.push_back(lt.shape[i]);
     for (int64_t i : lfree) order.push_back(lt.shape[i]);
@@ -218,7 +230,7 @@ void lower_dot_loops(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfre
         return std::vector<Value>{contract(level + 1, cur[0])};
       })[0];
     };
-    c.store(contract(0, c.constant(d, 0)), dst, d, ivs);
+    c.store(contract(0, into ? c.load_mem(dst, d, ivs) : c.constant(d, 0)), dst, d, ivs);
   });
 }
 
@@ -263,16 +275,6 @@ llvm::SmallVector<int64_t> static_strides(Value memref) {
   return strides;
 }
 
-void lower_product_accumulation(LowerCtx& c, const Jaxpr& j, size_t dot, size_t add) {
-  const Eqn& d = j.eqns[dot];
-  const Eqn& a = j.eqns[add];
-  auto [lfree, rfree] = free_dims(c, d);
-  if (lower_dot_kernel(c, d, lfree, rfree, c.buffer(a.ins[0]), /*accumulate=*/true)) return;
-  // Loops instead: the product in its own buffer, then the addupdate.
-  c.lower_eqn_at(j, dot);
-  c.lower_eqn_at(j, add);
-}
-
 void lower_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t dot, size_t root,
                                  const std::vector<size_t>& members) {
   const Eqn& d = j.eqns[dot];
@@ -294,6 +296,19 @@ Value dot_row(LowerCtx& c, const Eqn& e, Value row) {
       })[0];
 }
 
-void register_dot_lowerings(LowerTable& t) { t.set(Prim::dot_general, &lower_dot_general); }
+// r += x . y: the kernel adds the product into the ref's buffer (C += A B), or loops add each
+// element's sum of products to what the ref holds.
+void lower_dot_accumulate(LowerCtx& c, const Eqn& e) {
+  if (e.ins.size() != 3 || !e.outs.empty()) fail_eqn(e, "expected a ref and two operands");
+  auto [lfree, rfree] = free_dims(c, e);
+  const Value ref = c.buffer(e.ins[0]);
+  if (!lower_dot_kernel(c, e, lfree, rfree, ref, /*accumulate=*/true))
+    lower_dot_loops(c, e, lfree, rfree, ref);
+}
+
+void register_dot_lowerings(LowerTable& t) {
+  t.set(Prim::dot_general, &lower_dot_general);
+  t.set(Prim::dot_accumulate, &lower_dot_accumulate);
+}
 
 }  // namespace refjit::backend

@@ -666,12 +666,6 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
       if (fusion.is_root(i)) lower_fused_group(j, fusion.groups[fusion.group_of[i]]);
       continue;
     }
-    // A product added into a ref is computed at the addupdate.
-    if (d.accumulations.deferred_to[i] >= 0) continue;
-    if (int32_t p = d.accumulations.product_of[i]; p >= 0) {
-      lower_product_accumulation(*this, j, static_cast<size_t>(p), i);
-      continue;
-    }
     lower_eqn_at(j, i);
   }
 }

@@ -389,11 +389,6 @@ mlir::Value convert_element(LowerCtx& c, mlir::Value x, DType from, DType to);
 // convert_element where `from` or `to` is complex (lower_complex.cpp).
 mlir::Value convert_complex(LowerCtx& c, mlir::Value x, DType from, DType to);
 
-// Lowers product accumulation `ref += dot` (fusion.h, ProductAccumulationPlan) at the
-// addupdate `add`: the matrix kernel adds the product of eqn `dot` into the ref's buffer, or,
-// where it cannot, both eqns as usual (lower_dot.cpp).
-void lower_product_accumulation(LowerCtx& c, const Jaxpr& j, size_t dot, size_t add);
-
 // Lowers dot_general `dot` with its epilogue (fusion.h, EpiloguePlan), the eqns `members`
 // rooted at `root`: the matrix kernel runs the epilogue on the product's rows as they are
 // final, or, where the product is not a kernel call, both are lowered one after the other

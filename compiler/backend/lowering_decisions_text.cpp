@@ -60,11 +60,6 @@ void print_one(std::string& out, const BufferNames& names, int plan, const Jaxpr
       body += fmt::format("    side slices read from the window\n{}\n",
                           folded_list(names, plan, j, shift.side_slices));
   }
-  for (size_t i = 0; i < d.accumulations.product_of.size(); ++i)
-    if (int32_t p = d.accumulations.product_of[i]; p >= 0)
-      body += fmt::format("  product accumulation at eqn {}: {}\n    adds\n{}\n", i,
-                          eqn_text(names, plan, j, static_cast<int32_t>(i)),
-                          folded_list(names, plan, j, {p}));
   for (size_t i = 0; i < d.epilogues.root_of_dot.size(); ++i)
     if (int32_t r = d.epilogues.root_of_dot[i]; r >= 0) {
       std::vector<int32_t> members;
@@ -119,8 +114,8 @@ std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& a
     print_one(out, names, static_cast<int>(i), assignment.jaxprs[i], decisions[i]);
   if (out.empty())
     out =
-        "no fused groups, slice moves, cotangent shifts, product accumulations, concatenated "
-        "slices, index runs or row loops\n";
+        "no fused groups, slice moves, cotangent shifts, concatenated slices, index runs or "
+        "row loops\n";
   return out;
 }
 
