@@ -66,14 +66,9 @@ void scan_steps(LowerCtx& c, int64_t length, bool reverse, const std::function<v
 // operand's own buffer when it is handed over, else filled once before the loop, as the
 // eqn's copies list); the body updates it in place and its end copies put the ys into
 // their rows and any carry-out not computed in place into the carry buffer.
-void lower_scan_planned(LowerCtx& c, const Eqn& e, const std::vector<Value>& consts,
-                        const std::vector<Value>& xs) {
-  const ScanParams scan_params = ScanParams::of(e);
-  const Jaxpr& body = *scan_params.body;
-  int64_t length = scan_params.length;
-  bool reverse = scan_params.reverse;
-  size_t nc = scan_params.num_consts;
-  size_t nk = scan_params.num_carry;
+void lower_scan_planned(LowerCtx& c, const Eqn& e, const ScanParams& scan,
+                        const std::vector<Value>& consts, const std::vector<Value>& xs) {
+  const size_t nc = scan.num_consts, nk = scan.num_carry;
   std::vector<Value> carry, ys;
   for (size_t k = 0; k < e.outs.size(); ++k)
     (k < nk ? carry : ys).push_back(c.result_buffer(e.outs[k]));
@@ -84,11 +79,11 @@ void lower_scan_planned(LowerCtx& c, const Eqn& e, const std::vector<Value>& con
     c.perform_copy(cp, &e.ins.at(nc + k));
   }
 
-  scan_steps(c, length, reverse, [&](Value t) {
+  scan_steps(c, scan.length, scan.reverse, [&](Value t) {
     std::vector<Value> args = consts;
     args.insert(args.end(), carry.begin(), carry.end());
     for (Value x : xs) args.push_back(c.row_view(x, t));  // refs: writes land in the row
-    c.lower_planned(body, 0, args, [&] {
+    c.lower_planned(*scan.body, 0, args, [&] {
       // y rows are views of row t of the stacked outputs.
       const JaxprBuffers& p = *c.buffers();
       for (size_t b = 0; b < p.buffers.size(); ++b)
@@ -111,7 +106,7 @@ void lower_scan(LowerCtx& c, const Eqn& e) {
 
   std::vector<Value> consts = operand_buffers(c, e, 0, nc);
   std::vector<Value> carry, ys, xs = operand_buffers(c, e, nc + nk, nx);
-  if (c.buffers()) return lower_scan_planned(c, e, consts, xs);
+  if (c.buffers()) return lower_scan_planned(c, e, scan_params, consts, xs);
   for (size_t k = 0; k < nk; ++k) {
     Value buf = c.result_buffer(e.outs[k]);
     c.copy(c.buffer(e.ins[nc + k]), buf, c.type_of(e.outs[k]).array);

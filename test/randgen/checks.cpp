@@ -138,6 +138,26 @@ void check_native(const Program& p, const CheckOptions& o, double tol) {
                "native vs interpreter, value");
 }
 
+// The program as the pipeline leaves it for the backend (every jaxpr pass, the decisions
+// written as IR among them: dot_accumulate, im2col_dot) runs on the interpreter and computes
+// what the original does: the oracle checks the decisions, not only the code made of them.
+void check_decided(const Program& p, double tol) {
+  Jaxpr decided;
+  try {
+    PipelineOptions po;
+    po.verify_each = true;
+    decided = plan_program(p.jaxpr, po).jaxpr;
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("does not verify after pass") != std::string::npos)
+      throw Disagreement{e.what()};
+    throw Declined{e.what()};
+  }
+  std::vector<RtValue> a = copy_args(p.args);
+  std::vector<RtValue> outs = interpret(decided, a);
+  expect_close(observed(p.jaxpr, outs, a), run_observed(p.jaxpr, p.args), tol,
+               "decided program vs original on the interpreter, value");
+}
+
 // The buffer-assigned program computes what the same program with every value in its own
 // buffer computes (both native, so only the plan differs).
 void check_buffers(const Program& p, const CheckOptions& o, double tol) {
@@ -531,6 +551,9 @@ void check_seed(uint64_t seed, const CheckOptions& options, Tally& tally) {
       run_check(tally, seed, "native" + suffix, p, [&] {
         check_native(p, options, dt == DType::f32 ? kNativeTolF32 : kNativeTolF64);
       });
+    if (v.control)
+      run_check(tally, seed, "decided" + suffix, p,
+                [&] { check_decided(p, dt == DType::f32 ? kNativeTolF32 : kNativeTolF64); });
     if (options.native && v.control)
       run_check(tally, seed, "buffers" + suffix, p, [&] {
         check_buffers(p, options, dt == DType::f32 ? kNativeTolF32 : kNativeTolF64);
