@@ -7,6 +7,7 @@
 
 #include "ir/loop_params.h"
 #include "passes/jaxpr_util.h"
+#include "refjit/ir/use_def.h"
 
 namespace refjit {
 
@@ -113,15 +114,7 @@ class Hoister {
   static std::vector<Hoistable> find_hoistable(const Jaxpr& body, size_t num_consts,
                                                size_t num_carry, int64_t length) {
     const size_t n = body.vars.size();
-    std::vector<int> uses(n, 0);
-    std::vector<int32_t> def(n, -1);
-    for (size_t i = 0; i < body.eqns.size(); ++i) {
-      for (const Atom& a : body.eqns[i].ins)
-        if (is_var(a)) ++uses[as_var(a).id];
-      for (Var o : body.eqns[i].outs) def[o.id] = static_cast<int32_t>(i);
-    }
-    for (const Atom& a : body.outvars)
-      if (is_var(a)) uses[as_var(a).id] += 2;  // returned: used outside
+    const UseDef use_def(body);
 
     // Per body invar: its position among the invars (consts, carry, xs).
     std::vector<int32_t> invar_position(n, -1);
@@ -136,7 +129,7 @@ class Hoister {
             (e.prim != Prim::addupdate || k != 0 || !e.params.get<Indexer>("indexer").is_whole()))
           named_otherwise[as_var(e.ins[k]).id] = true;
     auto only_accumulated = [&](Var ref) {
-      return !named_otherwise[ref.id] && uses[ref.id] < 2;  // and not returned
+      return !named_otherwise[ref.id] && use_def.use_count(ref) < 2 && !use_def.is_output(ref);
     };
 
     std::vector<Hoistable> found;
@@ -150,8 +143,8 @@ class Hoister {
       if (ref_pos < 0 || static_cast<size_t>(ref_pos) >= num_consts || !only_accumulated(ref))
         continue;
       const Var value = as_var(acc.ins[1]);
-      const int32_t d = def[value.id];
-      if (d < 0 || uses[value.id] != 1) continue;
+      const int64_t d = use_def.def_index(value);
+      if (d < 0 || !use_def.read_once(value)) continue;
       const Eqn& product = body.eqns[static_cast<size_t>(d)];
       if (product.prim != Prim::dot_general || product.ins.size() != 2) continue;
       const DotDims& dn = product.params.get<DotDims>("dimension_numbers");
