@@ -8,6 +8,8 @@
 
 #include "compiler/backend/aot_entry.h"
 #include "passes/jvp.h"
+#include "passes/pipeline.h"
+#include "passes/range_simplify.h"
 #include "passes/vjp.h"
 #include "refjit/ir/error.h"
 
@@ -121,7 +123,8 @@ void plan_function(EntryPlan& plan, const Jaxpr& f, const AotOptions& o) {
 
 void plan_grad(EntryPlan& plan, const Jaxpr& f, const AotOptions& o) {
   std::vector<int> wrt = o.wrt.empty() ? default_wrt(f) : o.wrt;
-  plan.jaxprs.push_back(grad_jaxpr(f, wrt));
+  // As the pipeline's autodiff pass derives it (windows first; no constant is known here).
+  plan.jaxprs.push_back(derive_program(f, Derivative::grad, wrt));
   CEntry e;
   e.symbol = o.name;
   e.summary = fmt::format(
@@ -146,7 +149,8 @@ void plan_grad(EntryPlan& plan, const Jaxpr& f, const AotOptions& o) {
 void plan_jvp(EntryPlan& plan, const Jaxpr& f, const AotOptions& o) {
   std::vector<bool> nonzero;
   for (Var v : f.invars) nonzero.push_back(is_float(f.type_of(v).dtype()));
-  Jaxpr j = jvp_jaxpr(f, nonzero);
+  // The windows the autodiff pass makes first, then tangents for the float invars only.
+  Jaxpr j = jvp_jaxpr(windows_before_autodiff(f, {}), nonzero);
   CEntry e;
   e.symbol = o.name;
   e.summary = fmt::format(
@@ -224,7 +228,7 @@ void plan_vjp(EntryPlan& plan, const Jaxpr& f, const AotOptions& o) {
     if (d) kinds.push_back(accum[i] == AotAccum::value ? AccumKind::value : AccumKind::ref);
   }
   if (kinds.empty()) throw Error("aot: --vjp with every accumulator dontwant computes no gradient");
-  VjpJaxprs v = vjp_jaxpr(f, diff, kinds);
+  VjpJaxprs v = vjp_jaxpr(windows_before_autodiff(f, {}), diff, kinds);  // as autodiff does
   if (!v.backward.constvars.empty() || v.forward.constvars.size() != f.constvars.size() ||
       v.forward.invars.size() != f.invars.size())
     throw Error("aot: internal error, unexpected constvars in the vjp programs");
