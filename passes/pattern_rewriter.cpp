@@ -122,6 +122,11 @@ std::span<const Eqn> Rewriter::kept_after(const Eqn& kept) const {
 
 const Eqn* Rewriter::earlier_equal(const Eqn& e) const {
   if (!is_pure(j_, e)) return nullptr;
+  if (!pure_indexed_) {  // built on first use: passes without a CSE pattern never pay for it
+    for (size_t k = 0; k < j_.eqns.size(); ++k)
+      if (is_pure(j_, j_.eqns[k])) pure_by_key_[computation_key(j_.eqns[k])].push_back(k);
+    pure_indexed_ = true;
+  }
   auto it = pure_by_key_.find(computation_key(e));
   if (it == pure_by_key_.end()) return nullptr;
   for (size_t k : it->second) {
@@ -139,7 +144,7 @@ const Eqn* Rewriter::earlier_equal(const Eqn& e) const {
 
 void Rewriter::keep(Eqn e) {
   for (Var o : e.outs) defs_[o.id] = j_.eqns.size();
-  if (is_pure(j_, e)) pure_by_key_[computation_key(e)].push_back(j_.eqns.size());
+  if (pure_indexed_ && is_pure(j_, e)) pure_by_key_[computation_key(e)].push_back(j_.eqns.size());
   j_.eqns.push_back(std::move(e));
 }
 
@@ -208,6 +213,7 @@ void Rewriter::prune_unread() {
   j_.eqns = std::move(kept);
   defs_.clear();  // indices moved; nothing reads them after the walk
   pure_by_key_.clear();
+  pure_indexed_ = false;
 }
 
 int Rewriter::run() {

@@ -107,11 +107,13 @@ class Rewriter {
   std::vector<const RewritePattern*> any_prim_;
   RewriteStats* stats_;
   Substitution subst_;
-  std::vector<int64_t> uses_;                                         // per var id
-  std::unordered_map<uint32_t, size_t> defs_;                         // var id -> index in j_.eqns
-  std::unordered_map<std::string, std::vector<size_t>> pure_by_key_;  // for earlier_equal
-  std::vector<Eqn> emitted_;                                          // by the pattern now running
-  mutable std::deque<ArrayType> literal_types_;                       // array_type() of literals
+  std::vector<int64_t> uses_;                  // per var id
+  std::unordered_map<uint32_t, size_t> defs_;  // var id -> index in j_.eqns
+  // For earlier_equal: pure kept eqns by primitive and operands, indexed on its first call.
+  mutable std::unordered_map<std::string, std::vector<size_t>> pure_by_key_;
+  mutable bool pure_indexed_ = false;
+  std::vector<Eqn> emitted_;                     // by the pattern now running
+  mutable std::deque<ArrayType> literal_types_;  // array_type() of literals
   int changes_ = 0;
 };
 
