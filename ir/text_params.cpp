@@ -35,6 +35,10 @@ RuleTable<SpecList> make_specs() {
   set(Prim::expand_dims, {{"dimensions", K::ints}});
   set(Prim::transpose, {{"permutation", K::ints}});
   set(Prim::concatenate, {{"dimension", K::integer}});
+  set(Prim::concat_windows, {{"dimension", K::integer},
+                             {"limit_indices", K::int_lists},
+                             {"start_indices", K::int_lists},
+                             {"strides", K::int_lists}});
   set(Prim::pad, {{"padding_config", K::int_lists}});
   set(Prim::slice,
       {{"limit_indices", K::ints}, {"start_indices", K::ints}, {"strides", K::ints_or_none}});

@@ -166,17 +166,14 @@ std::vector<Type> pad_rule(std::span<const Type> in, const Params& params) {
   return one(ArrayType{x.dtype, std::move(out)});
 }
 
-std::vector<Type> slice_rule(std::span<const Type> in, const Params& params) {
-  Checker c(Prim::slice, in, params);
-  c.expect_count(1);
-  const ArrayType& x = c.array(0);
-  const IntList& start = c.ints_param("start_indices");
-  const IntList& limit = c.ints_param("limit_indices");
-  const IntList* strides = c.optional_param<IntList>("strides");
-  auto check_len = [&](const IntList& l, std::string_view what) {
+// The shape of the static window (start, limit, strides) of operand `k` (type x); `what`
+// prefixes the messages ("" for a slice, "window k: " for concat_windows).
+Shape window_shape(const Checker& c, const ArrayType& x, const IntList& start, const IntList& limit,
+                   const IntList* strides, std::string_view what) {
+  auto check_len = [&](const IntList& l, std::string_view name) {
     if (static_cast<int>(l.size()) != x.rank())
-      c.fail("{} {} has {} entries but operand 0 ({}) has rank {}", what, ints_text(l), l.size(),
-             x.str(), x.rank());
+      c.fail("{}{} {} has {} entries but its operand ({}) has rank {}", what, name, ints_text(l),
+             l.size(), x.str(), x.rank());
   };
   check_len(start, "start_indices");
   check_len(limit, "limit_indices");
@@ -184,15 +181,57 @@ std::vector<Type> slice_rule(std::span<const Type> in, const Params& params) {
   Shape out;
   for (int d = 0; d < x.rank(); ++d) {
     int64_t stride = strides ? (*strides)[d] : 1;
-    if (stride < 1) c.fail("strides entry {} is {}; strides must be >= 1", d, stride);
+    if (stride < 1) c.fail("{}strides entry {} is {}; strides must be >= 1", what, d, stride);
     if (start[d] < 0 || start[d] > limit[d] || limit[d] > x.shape[d])
       c.fail(
-          "dim {}: start {} and limit {} must satisfy 0 <= start <= limit <= {} (the size "
+          "{}dim {}: start {} and limit {} must satisfy 0 <= start <= limit <= {} (the size "
           "of dim {} of {})",
-          d, start[d], limit[d], x.shape[d], d, x.str());
+          what, d, start[d], limit[d], x.shape[d], d, x.str());
     out.push_back((limit[d] - start[d] + stride - 1) / stride);
   }
+  return out;
+}
+
+std::vector<Type> slice_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::slice, in, params);
+  c.expect_count(1);
+  const ArrayType& x = c.array(0);
+  Shape out = window_shape(c, x, c.ints_param("start_indices"), c.ints_param("limit_indices"),
+                           c.optional_param<IntList>("strides"), "");
   return one(ArrayType{x.dtype, std::move(out)});
+}
+
+// Each operand's window, then concatenate's rule on the windows.
+std::vector<Type> concat_windows_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::concat_windows, in, params);
+  c.expect_at_least(1);
+  const auto& starts = c.param<IntListList>("start_indices");
+  const auto& limits = c.param<IntListList>("limit_indices");
+  const auto& strides = c.param<IntListList>("strides");
+  for (const auto* lists : {&starts, &limits, &strides})
+    if (lists->size() != in.size())
+      c.fail("start_indices, limit_indices and strides need one entry per operand ({}), got {}",
+             in.size(), lists->size());
+  const int64_t dim = c.int_param("dimension");
+  std::vector<Shape> windows;
+  for (size_t k = 0; k < in.size(); ++k)
+    windows.push_back(window_shape(c, c.array(k), starts[k], limits[k], &strides[k],
+                                   fmt::format("window {}: ", k)));
+  const ArrayType& first = c.array(0);
+  if (first.rank() == 0) c.fail("operand 0 is a scalar ({}); only arrays concatenate", first.str());
+  c.check_axis(dim, first.rank(), "dimension");
+  Shape out = windows[0];
+  for (size_t k = 1; k < in.size(); ++k) {
+    Shape a = windows[k], b = windows[0];
+    if (c.array(k).dtype != first.dtype || a.size() != b.size() || (a[dim] = b[dim] = 0, a != b))
+      c.fail(
+          "window {} ({}, shape {}) does not match window 0 ({}, shape {}); windows must have "
+          "the same dtype and shape except along dimension {}",
+          k, short_name(c.array(k).dtype), ints_text(windows[k]), short_name(first.dtype),
+          ints_text(windows[0]), dim);
+    out[dim] += windows[k][dim];
+  }
+  return one(ArrayType{first.dtype, std::move(out)});
 }
 
 std::vector<Type> dynamic_slice_rule(std::span<const Type> in, const Params& params) {
@@ -324,6 +363,7 @@ void register_shape_type_rules(TypeRuleTable& t) {
   set(Prim::expand_dims, expand_dims_rule);
   set(Prim::transpose, transpose_rule);
   set(Prim::concatenate, concatenate_rule);
+  set(Prim::concat_windows, concat_windows_rule);
   set(Prim::pad, pad_rule);
   set(Prim::slice, slice_rule);
   set(Prim::dynamic_slice, dynamic_slice_rule);

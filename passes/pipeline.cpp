@@ -12,6 +12,7 @@
 #include "passes/accumulate_products.h"
 #include "passes/buffer_assignment.h"
 #include "passes/canonicalize.h"
+#include "passes/concat_windows.h"
 #include "passes/dce.h"
 #include "passes/dead_regions.h"
 #include "passes/hoist_accumulations.h"
@@ -63,6 +64,9 @@ constexpr PassInfo kPasses[] = {
     {"accumulate-products",
      "`ref += dot_general(x, y)` becomes dot_accumulate, which the matrix kernel adds into the "
      "ref in place"},
+    {"concat-windows",
+     "a concatenate of slices read nowhere else becomes concat_windows, which copies the "
+     "windows straight from the sliced arrays"},
     // ---- plans the lowering follows
     {"buffers", "each value gets a buffer; updates happen in place where the rules allow"},
     {"fusion", "elementwise chains fused; slice moves, cotangent shifts, index runs"},
@@ -209,6 +213,8 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
   // Decisions made as IR (docs/primitives.md "Decisions").
   run.pattern_pass("accumulate-products",
                    [&](const Jaxpr& j, RewriteStats* s) { return accumulate_products(j, s); });
+  run.pattern_pass("concat-windows",
+                   [&](const Jaxpr& j, RewriteStats* s) { return concat_windows(j, s); });
   if (run.stopped()) return;
 
   // Plans the lowering follows.

@@ -123,17 +123,15 @@ std::vector<RtValue> eval_transpose(const EvalContext&, const Eqn& e,
   return {take_elements(x, out, offsets)};
 }
 
-std::vector<RtValue> eval_concatenate(const EvalContext&, const Eqn& e,
-                                      std::span<const RtValue> ins) {
-  expect_operands(e, ins, 1, true);
-  const Array& x0 = array_in(e, ins, 0);
-  const int64_t dim = e.params.get<int64_t>("dimension");
+// `parts` joined along `dim` (same dtype, same shape but along dim).
+Array concatenated(const Eqn& e, std::span<const Array* const> parts, int64_t dim) {
+  const Array& x0 = *parts[0];
   if (dim < 0 || dim >= x0.rank())
     eval_fail(e, fmt::format("dimension {} is out of range for rank {}", dim, x0.rank()));
   Shape out = x0.shape();
   out[dim] = 0;
-  for (size_t k = 0; k < ins.size(); ++k) {
-    const Array& x = array_in(e, ins, k);
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const Array& x = *parts[k];
     Shape a = x.shape(), b = x0.shape();
     if (x.rank() == x0.rank()) a[dim] = b[dim] = 0;
     if (x.dtype() != x0.dtype() || a != b)
@@ -145,8 +143,8 @@ std::vector<RtValue> eval_concatenate(const EvalContext&, const Eqn& e,
   Array result(ArrayType{x0.dtype(), out});
   std::vector<int64_t> os = row_major_strides(out);
   int64_t base = 0;
-  for (size_t k = 0; k < ins.size(); ++k) {
-    const Array& x = array_in(e, ins, k);
+  for (const Array* part : parts) {
+    const Array& x = *part;
     std::vector<int64_t> offsets;
     offsets.reserve(static_cast<size_t>(x.size()));
     for_each_index(x.shape(), [&](const std::vector<int64_t>& idx) {
@@ -157,7 +155,15 @@ std::vector<RtValue> eval_concatenate(const EvalContext&, const Eqn& e,
     put_elements(result, offsets, x);
     base += x.shape()[dim];
   }
-  return {result};
+  return result;
+}
+
+std::vector<RtValue> eval_concatenate(const EvalContext&, const Eqn& e,
+                                      std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1, true);
+  std::vector<const Array*> parts;
+  for (size_t k = 0; k < ins.size(); ++k) parts.push_back(&array_in(e, ins, k));
+  return {concatenated(e, parts, e.params.get<int64_t>("dimension"))};
 }
 
 std::vector<RtValue> eval_pad(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
@@ -203,12 +209,9 @@ std::vector<RtValue> eval_pad(const EvalContext&, const Eqn& e, std::span<const 
   return {result};
 }
 
-std::vector<RtValue> eval_slice(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
-  expect_operands(e, ins, 1);
-  const Array& x = array_in(e, ins, 0);
-  const IntList& start = e.params.get<IntList>("start_indices");
-  const IntList& limit = e.params.get<IntList>("limit_indices");
-  IntList strides = e.params.get_or<IntList>("strides", IntList(x.rank(), 1));
+// The static window (start, limit, strides) of x.
+Array window_of(const Eqn& e, const Array& x, const IntList& start, const IntList& limit,
+                const IntList& strides) {
   if (static_cast<int>(start.size()) != x.rank() || static_cast<int>(limit.size()) != x.rank() ||
       static_cast<int>(strides.size()) != x.rank())
     eval_fail(e, fmt::format("start_indices/limit_indices/strides need {} entries each", x.rank()));
@@ -226,7 +229,32 @@ std::vector<RtValue> eval_slice(const EvalContext&, const Eqn& e, std::span<cons
     for (int i = 0; i < x.rank(); ++i) off += (start[i] + idx[i] * strides[i]) * xs[i];
     offsets.push_back(off);
   });
-  return {take_elements(x, out, offsets)};
+  return take_elements(x, out, offsets);
+}
+
+std::vector<RtValue> eval_slice(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  const Array& x = array_in(e, ins, 0);
+  return {window_of(e, x, e.params.get<IntList>("start_indices"),
+                    e.params.get<IntList>("limit_indices"),
+                    e.params.get_or<IntList>("strides", IntList(x.rank(), 1)))};
+}
+
+// Each operand's window, concatenated as concatenate does.
+std::vector<RtValue> eval_concat_windows(const EvalContext&, const Eqn& e,
+                                         std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1, true);
+  const auto& starts = e.params.get<IntListList>("start_indices");
+  const auto& limits = e.params.get<IntListList>("limit_indices");
+  const auto& strides = e.params.get<IntListList>("strides");
+  if (starts.size() != ins.size() || limits.size() != ins.size() || strides.size() != ins.size())
+    eval_fail(e, "start_indices, limit_indices and strides need one entry per operand");
+  std::vector<Array> windows;
+  for (size_t k = 0; k < ins.size(); ++k)
+    windows.push_back(window_of(e, array_in(e, ins, k), starts[k], limits[k], strides[k]));
+  std::vector<const Array*> parts;
+  for (const Array& w : windows) parts.push_back(&w);
+  return {concatenated(e, parts, e.params.get<int64_t>("dimension"))};
 }
 
 // Clamped start indices (XLA) for a window of `size` in `shape`, from operands [first, ...).
@@ -477,6 +505,7 @@ void register_shape_eval_rules(EvalRuleTable& t) {
   t.set(Prim::concatenate, &eval_concatenate);
   t.set(Prim::pad, &eval_pad);
   t.set(Prim::slice, &eval_slice);
+  t.set(Prim::concat_windows, &eval_concat_windows);
   t.set(Prim::dynamic_slice, &eval_dynamic_slice);
   t.set(Prim::dynamic_update_slice, &eval_dynamic_update_slice);
   t.set(Prim::iota, &eval_iota);

@@ -174,7 +174,7 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
             !operands_clobbered(i, g, groups[g].front());
     int32_t target = all && readers.size() == 1 ? readers[0] : -1;
     // A view roots no group: one alone is a copy, which its own rule (or the plans that read
-    // slices in place: slice moves, concatenate pieces) does as well. Nor does one join that
+    // slices in place: slice moves, concat_windows) does as well. Nor does one join that
     // reads the value a swap took out of a ref: a cotangent shift (below) reads those slices
     // from the ref's window and never stores the value.
     if (view && (target < 0 || swapped_out(e.ins[0]))) continue;
@@ -555,49 +555,6 @@ bool lowered_by_itself(const LoweringDecisions& d, size_t i) {
 
 namespace {
 
-ConcatPiecePlan plan_concat_pieces(const Jaxpr& j, const JaxprBuffers* buffers,
-                                   const LoweringDecisions& d) {
-  const size_t n = j.eqns.size();
-  ConcatPiecePlan plan;
-  plan.folded_into.assign(n, -1);
-  plan.piece_slices.resize(n);
-  if (!buffers || buffers->eqns.size() != n) return plan;
-  const JaxprBuffers& p = *buffers;
-  auto buf = [&](const Atom& a) { return buffer_of(p, a); };
-  const UseDef use_def(j);
-  const std::vector<std::vector<int>> writes = written_buffers(j, p);
-  auto written_between = [&](int b, size_t from, size_t to) {
-    for (size_t k = from + 1; k < to; ++k)
-      if (std::find(writes[k].begin(), writes[k].end(), b) != writes[k].end()) return true;
-    return false;
-  };
-  for (size_t c = 0; c < n; ++c) {
-    const Eqn& concat = j.eqns[c];
-    if (concat.prim != Prim::concatenate || concat.outs.size() != 1 || !lowered_by_itself(d, c))
-      continue;
-    const int dst = buf(concat.outs[0]);
-    if (dst < 0) continue;
-    for (size_t operand = 0; operand < concat.ins.size(); ++operand) {
-      const Atom& piece = concat.ins[operand];
-      if (!is_var(piece) || !use_def.read_once(as_var(piece))) continue;
-      const auto q = static_cast<int32_t>(use_def.def_index(as_var(piece)));
-      if (q < 0 || static_cast<size_t>(q) >= c) continue;
-      const Eqn& slice = j.eqns[q];
-      if (slice.prim != Prim::slice || slice.outs.size() != 1 || !is_var(slice.ins[0]) ||
-          !lowered_by_itself(d, static_cast<size_t>(q)) || plan.folded_into[q] >= 0)
-        continue;
-      const int src = buf(slice.ins[0]);
-      if (src < 0 || src == dst || j.type_of(slice.ins[0]).is_ref ||
-          written_between(src, static_cast<size_t>(q), c))
-        continue;
-      plan.folded_into[q] = static_cast<int32_t>(c);
-      plan.piece_slices[c].resize(concat.ins.size(), -1);
-      plan.piece_slices[c][operand] = q;
-    }
-  }
-  return plan;
-}
-
 EpiloguePlan plan_epilogues(const Jaxpr& j, const JaxprBuffers* buffers,
                             const LoweringDecisions& d) {
   const size_t n = j.eqns.size();
@@ -684,7 +641,6 @@ LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffer
   d.fusion = plan_fusion(jaxpr, buffers);
   d.moves = plan_slice_moves(jaxpr, buffers, d.fusion);
   d.shifts = plan_cotangent_shifts(jaxpr, buffers, d.fusion, d.moves);
-  d.pieces = plan_concat_pieces(jaxpr, buffers, d);
   d.epilogues = plan_epilogues(jaxpr, buffers, d);
   d.index_run.resize(jaxpr.eqns.size());
   for (size_t i = 0; i < jaxpr.eqns.size(); ++i)

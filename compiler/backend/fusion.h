@@ -177,18 +177,6 @@ namespace refjit {
 // into a slice move or a cotangent shift. The pipeline's `fusion` pass takes them once, for
 // every jaxpr of the buffer plan; `refjit dump --emit=fusion` prints them and the lowering
 // only follows them.
-// Static slices that only a concatenate reads: the concatenate copies each such piece straight
-// from the slice's operand and the slice is not lowered, so every element is copied once
-// instead of twice (the nine windows of a convolution's im2col). Only where nothing writes the
-// operand's buffer between the two and the concatenate's result has a buffer of its own.
-struct ConcatPiecePlan {
-  // folded_into[eqn] = the concatenate eqn that reads slice eqn `eqn`'s window, or -1.
-  std::vector<int32_t> folded_into;
-  // piece_slices[concatenate eqn][operand] = the folded slice eqn that operand is, or -1 (empty
-  // for a concatenate with no folded piece).
-  std::vector<std::vector<int32_t>> piece_slices;
-};
-
 // Matrix-product epilogues: a float dot_general (or im2col_dot) whose result p is read only by
 // one elementwise
 // consumer (a fusion group with an elementwise root, or a single elementwise eqn lowered on
@@ -212,7 +200,6 @@ struct LoweringDecisions {
   FusionPlan fusion;
   SliceMovePlan moves;
   CotangentShiftPlan shifts;
-  ConcatPiecePlan pieces;
   EpiloguePlan epilogues;
   // The eqns computing eqn `root`'s epilogue (EpiloguePlan): its group, or the root alone.
   std::vector<size_t> epilogue_members(size_t root) const;

@@ -69,21 +69,27 @@ void lower_transpose(LowerCtx& c, const Eqn& e) {
   });
 }
 
-// The element of static slice `e`'s operand that result element `ivs` is.
-std::vector<Value> slice_source_index(LowerCtx& c, const Eqn& e, Ivs ivs) {
-  const IntList& start = e.params.get<IntList>("start_indices");
-  const IntList strides = e.params.get_or<IntList>("strides", IntList(ivs.size(), 1));
+// The element of an operand that element `ivs` of its static window (start, strides) is.
+std::vector<Value> window_source_index(LowerCtx& c, const IntList& start, const IntList& strides,
+                                       Ivs ivs) {
   std::vector<Value> in;
   for (size_t i = 0; i < ivs.size(); ++i)
     in.push_back(add_idx(c, mul_idx(c, ivs[i], strides.at(i)), c.index(start.at(i))));
   return in;
 }
 
-// One loop nest over the result's dims before `dimension`; inside it each operand's part of
-// that row is copied in turn, so the result is written in order, a row at a time. Rows are
-// independent, so a large concatenate runs on the runtime's threads (im2col's nine windows).
-void lower_concatenate(LowerCtx& c, const Eqn& e) {
-  expect_ins(e, 1);
+// One static window of a concatenated operand: none is the whole operand.
+struct ConcatWindow {
+  const IntList* start = nullptr;
+  const IntList* strides = nullptr;
+  Shape shape;
+};
+
+// One loop nest over the result's dims before `dimension`; inside it each operand's window
+// (or the whole operand) has its part of that row copied in turn, so the result is written in
+// order, a row at a time. Rows are independent, so a large one runs on the runtime's threads
+// (im2col's nine windows).
+void lower_concatenation(LowerCtx& c, const Eqn& e, std::span<const ConcatWindow> windows) {
   ArrayType rt = c.type_of(e.outs[0]).array;
   const size_t dim = static_cast<size_t>(e.params.get<int64_t>("dimension"));
   const Shape outer(rt.shape.begin(), rt.shape.begin() + static_cast<std::ptrdiff_t>(dim));
@@ -91,31 +97,56 @@ void lower_concatenate(LowerCtx& c, const Eqn& e) {
   mlir::Operation* loop = c.loop_nest(outer, [&](Ivs row) {
     int64_t offset = 0;
     for (size_t operand = 0; operand < e.ins.size(); ++operand) {
-      const Atom& a = e.ins[operand];
-      const ArrayType xt = c.type_of(a).array;
-      const Eqn* slice = c.folded_piece_slice(operand);
-      const Shape part(xt.shape.begin() + static_cast<std::ptrdiff_t>(dim), xt.shape.end());
+      const ConcatWindow& w = windows[operand];
+      const Shape part(w.shape.begin() + static_cast<std::ptrdiff_t>(dim), w.shape.end());
       c.loop_nest(part, [&](Ivs inner) {
         std::vector<Value> in(row.begin(), row.end());
         in.insert(in.end(), inner.begin(), inner.end());
         std::vector<Value> out = in;
         out.at(dim) = add_idx(c, in[dim], c.index(offset));
-        c.store(slice ? c.load(slice->ins[0], slice_source_index(c, *slice, in)) : c.load(a, in),
-                dst, rt.dtype, out);
+        const Atom& x = e.ins[operand];
+        c.store(
+            w.start ? c.load(x, window_source_index(c, *w.start, *w.strides, in)) : c.load(x, in),
+            dst, rt.dtype, out);
       });
-      offset += xt.shape.at(dim);
+      offset += w.shape.at(dim);
     }
   });
   if (!outer.empty())
     c.mark_parallel(loop, outer[0], rt.num_elements() / std::max<int64_t>(1, outer[0]));
 }
 
+void lower_concatenate(LowerCtx& c, const Eqn& e) {
+  expect_ins(e, 1);
+  std::vector<ConcatWindow> whole;
+  for (const Atom& a : e.ins) whole.push_back({nullptr, nullptr, c.type_of(a).array.shape});
+  lower_concatenation(c, e, whole);
+}
+
+// concat_windows reads each operand's window in place: one copy of every element.
+void lower_concat_windows(LowerCtx& c, const Eqn& e) {
+  expect_ins(e, 1);
+  const auto& starts = e.params.get<IntListList>("start_indices");
+  const auto& limits = e.params.get<IntListList>("limit_indices");
+  const auto& strides = e.params.get<IntListList>("strides");
+  std::vector<ConcatWindow> windows;
+  for (size_t k = 0; k < e.ins.size(); ++k) {
+    ConcatWindow w{&starts.at(k), &strides.at(k), {}};
+    for (size_t d = 0; d < starts[k].size(); ++d)
+      w.shape.push_back((limits.at(k).at(d) - starts[k][d] + strides[k].at(d) - 1) / strides[k][d]);
+    windows.push_back(std::move(w));
+  }
+  lower_concatenation(c, e, windows);
+}
+
 void lower_slice(LowerCtx& c, const Eqn& e) {
   expect_ins(e, 1);
   ArrayType rt = c.type_of(e.outs[0]).array;
   Value dst = c.result_buffer(e.outs[0]);
+  const IntList& start = e.params.get<IntList>("start_indices");
+  const IntList strides = e.params.get_or<IntList>("strides", IntList(rt.shape.size(), 1));
   c.loop_nest(rt.shape, [&](Ivs ivs) {
-    c.store(c.load(e.ins[0], slice_source_index(c, e, ivs)), dst, rt.dtype, ivs);
+    c.store(c.load(e.ins[0], window_source_index(c, start, strides, ivs)), dst, rt.dtype, ivs);
   });
 }
 
@@ -631,6 +662,7 @@ void register_shape_lowerings(LowerTable& t) {
   t.set(Prim::broadcast_in_dim, &lower_broadcast_in_dim);
   t.set(Prim::transpose, &lower_transpose);
   t.set(Prim::concatenate, &lower_concatenate);
+  t.set(Prim::concat_windows, &lower_concat_windows);
   t.set(Prim::slice, &lower_slice);
   t.set(Prim::dynamic_slice, &lower_dynamic_slice);
   t.set(Prim::dynamic_update_slice, &lower_dynamic_update_slice);

@@ -584,16 +584,6 @@ std::vector<Value> LowerCtx::lower_inline(const Jaxpr& body, const std::vector<V
   return outs;
 }
 
-const Eqn* LowerCtx::folded_piece_slice(size_t operand) const {
-  const Frame& f = frames_.back();
-  if (!f.decisions || f.eqn < 0) return nullptr;
-  const auto& slices = f.decisions->pieces.piece_slices;
-  if (static_cast<size_t>(f.eqn) >= slices.size()) return nullptr;
-  const std::vector<int32_t>& of_concat = slices[static_cast<size_t>(f.eqn)];
-  if (operand >= of_concat.size() || of_concat[operand] < 0) return nullptr;
-  return &f.jaxpr->eqns.at(static_cast<size_t>(of_concat[operand]));
-}
-
 const SliceMove* LowerCtx::slice_move() const {
   const Frame& f = frames_.back();
   if (!f.decisions || f.eqn < 0 || static_cast<size_t>(f.eqn) >= f.decisions->moves.move_of.size())
@@ -634,8 +624,6 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
     if (d.moves.folded_into[i] >= 0) continue;
     // Computed by the addupdate they feed (a cotangent shift).
     if (d.shifts.folded_into[i] >= 0) continue;
-    // Read in place by the concatenate they feed (ConcatPiecePlan).
-    if (i < d.pieces.folded_into.size() && d.pieces.folded_into[i] >= 0) continue;
     if (int32_t s = d.shifts.side_of[i]; s >= 0) {
       lower_cotangent_side_slice(*this, j, e, d.shifts.shifts[s]);
       continue;

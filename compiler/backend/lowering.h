@@ -218,9 +218,6 @@ class LowerCtx {
   // The element of broadcast_in_dim `e`'s operand that its result element `ivs` reads.
   std::vector<mlir::Value> broadcast_operand_index(const Eqn& e, Ivs ivs);
 
-  // The slice eqn computing operand `operand` of the concatenate being lowered, when the plan
-  // folds it (ConcatPiecePlan: the piece is read from the slice's operand), or nullptr.
-  const Eqn* folded_piece_slice(size_t operand) const;
   // The slice move (fusion.h) of the eqn being lowered, or nullptr.
   const SliceMove* slice_move() const;
   // Whether the eqn being lowered indexes with a unit run (LoweringDecisions::index_run).

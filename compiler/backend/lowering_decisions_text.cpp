@@ -69,13 +69,6 @@ void print_one(std::string& out, const BufferNames& names, int plan, const Jaxpr
                           eqn_text(names, plan, j, static_cast<int32_t>(i)),
                           folded_list(names, plan, j, members));
     }
-  std::map<int32_t, std::vector<int32_t>> slices_of_concat;
-  for (size_t k = 0; k < d.pieces.folded_into.size(); ++k)
-    if (int32_t c = d.pieces.folded_into[k]; c >= 0)
-      slices_of_concat[c].push_back(static_cast<int32_t>(k));
-  for (const auto& [c, slices] : slices_of_concat)
-    body += fmt::format("  concatenate at eqn {}: {}\n    reads in place\n{}\n", c,
-                        eqn_text(names, plan, j, c), folded_list(names, plan, j, slices));
   for (const RowLoop& loop : d.row_loops.loops) {
     const std::string blocks =
         loop.block_rows == 1 ? ""
@@ -113,9 +106,7 @@ std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& a
   for (size_t i = 0; i < assignment.jaxprs.size() && i < decisions.size(); ++i)
     print_one(out, names, static_cast<int>(i), assignment.jaxprs[i], decisions[i]);
   if (out.empty())
-    out =
-        "no fused groups, slice moves, cotangent shifts, concatenated slices, index runs or "
-        "row loops\n";
+    out = "no fused groups, slice moves, cotangent shifts, index runs or row loops\n";
   return out;
 }
 

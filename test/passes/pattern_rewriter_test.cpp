@@ -14,6 +14,7 @@
 
 #include "passes/accumulate_products.h"
 #include "passes/canonicalize.h"
+#include "passes/concat_windows.h"
 #include "passes/simplify_dots.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/text.h"
@@ -253,8 +254,8 @@ TEST(PatternRewriter, EveryPatternHasItsLitTestAndItsDocumentation) {
   for (const auto& entry : fs::directory_iterator(test_dir / "lit" / "patterns"))
     if (entry.path().extension() == ".jaxpr") files.insert(entry.path().stem().string());
   std::set<std::string> names;
-  for (auto patterns :
-       {canonicalize_patterns(), simplify_dots_patterns(), accumulate_products_patterns()})
+  for (auto patterns : {canonicalize_patterns(), simplify_dots_patterns(),
+                        accumulate_products_patterns(), concat_windows_patterns()})
     for (const RewritePattern& p : patterns) names.insert(std::string(p.name));
   for (const std::string& name : names) {
     std::string file = name;

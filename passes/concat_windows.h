@@ -1,0 +1,32 @@
+// Pass `concat-windows`: a decision of the lowering, made as IR. A concatenate whose operands
+// are static slices read by nothing else becomes `concat_windows`, which copies each slice's
+// window straight from the slice's operand: every element is copied once instead of twice
+// (into the slice's buffer, then into the concatenate's), and the slices need no buffers.
+// This is how a convolution's im2col, when it is not multiplied implicitly, is built from the
+// nine windows of its input.
+//
+// A slice is folded only when reading its operand later changes no buffer decision:
+//   - the operand is a value, not a ref, nor the value a swap took out of a ref (a cotangent
+//     shift reads those slices from the ref's window, fusion.h);
+//   - every eqn between the slice and the concatenate that reads the operand is another slice
+//     (no in-place update of the operand is pushed into a copy by the longer life);
+//   - the concatenate is not the update of a dynamic_update_slice that reads it alone (a
+//     slice move writes those pieces straight into the destination, fusion.h).
+// One named pattern, `concatenate-of-slices`, applied by the pattern driver
+// (passes/pattern_rewriter.h) in every body, after autodiff and the simplifications, just
+// before buffer assignment (docs/pipeline.md).
+#pragma once
+
+#include <span>
+
+#include "passes/pattern_rewriter.h"
+#include "refjit/ir/jaxpr.h"
+
+namespace refjit {
+
+// `stats`, when given, counts the rewrites by pattern name.
+Jaxpr concat_windows(const Jaxpr& jaxpr, RewriteStats* stats = nullptr);
+
+std::span<const RewritePattern> concat_windows_patterns();
+
+}  // namespace refjit
