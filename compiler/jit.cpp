@@ -18,7 +18,7 @@
 #include "compiler/backend/native.h"
 #include "compiler/node.h"
 #include "compiler/trace_state.h"
-#include "passes/pipeline.h"
+#include "driver/pipeline.h"
 #include "refjit/ir/text.h"
 
 namespace refjit {

@@ -1,5 +1,5 @@
 // Dead-region elimination: an array is computed and stored only over the region that its
-// readers reach. The pipeline's `dead-regions` pass (passes/pipeline.h), in two parts:
+// readers reach. The pipeline's `dead-regions` pass (driver/pipeline.h), in two parts:
 //
 //  - Values. A value that only static slices read (unit strides) is computed over the
 //    smallest box holding every slice, when an elementwise eqn, a broadcast_in_dim, a

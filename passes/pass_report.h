@@ -1,4 +1,4 @@
-// What a pass of the pipeline (passes/pipeline.h) reports when it is done.
+// What a pass of the pipeline (driver/pipeline.h) reports when it is done.
 #pragma once
 
 #include <functional>

@@ -1,5 +1,5 @@
 // Range simplification: what the integer ranges (int_ranges.h) decide is folded away. The
-// pipeline's `simplify-ranges` pass (passes/pipeline.h), after row trimming; the ranges start
+// pipeline's `simplify-ranges` pass (driver/pipeline.h), after row trimming; the ranges start
 // from what is known of the constants (jit's captured values, `refjit run`'s VALUEs), iotas
 // and literals.
 //

@@ -1,6 +1,6 @@
 // The CLI's side of --grad, --jvp and --emit=jvp|linearize|vjp: which inputs are
 // differentiated, how the pipeline is told, and the autodiff views' text. The derived
-// programs themselves are the pipeline's `autodiff` pass (passes/pipeline.h).
+// programs themselves are the pipeline's `autodiff` pass (driver/pipeline.h).
 #pragma once
 
 #include <optional>
@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "passes/pipeline.h"
+#include "driver/pipeline.h"
 #include "refjit/ir/jaxpr.h"
 #include "tools/cli_options.h"
 

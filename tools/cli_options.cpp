@@ -7,7 +7,7 @@
 #include <limits>
 #include <string_view>
 
-#include "passes/pipeline.h"
+#include "driver/pipeline.h"
 
 namespace refjit::cli {
 

@@ -16,7 +16,7 @@ enum class Command { dump, run, compile, bench };
 
 std::string_view command_name(Command c);
 
-// The views `dump --emit=STAGE` prints besides the pipeline's passes (passes/pipeline.h):
+// The views `dump --emit=STAGE` prints besides the pipeline's passes (driver/pipeline.h):
 // the program as read, and the derived programs of forward and reverse mode.
 bool is_program_view(std::string_view stage);  // jvp, linearize, vjp, discharged
 

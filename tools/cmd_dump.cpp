@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "passes/pipeline.h"
+#include "driver/pipeline.h"
 #include "refjit/ir/text.h"
 #include "tools/autodiff.h"
 #include "tools/commands.h"

@@ -1,4 +1,4 @@
-// Executing a program for `refjit run`: native code through the pipeline (passes/pipeline.h)
+// Executing a program for `refjit run`: native code through the pipeline (driver/pipeline.h)
 // by default, the reference interpreter with --interpret.
 #pragma once
 
@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "passes/pipeline.h"
+#include "driver/pipeline.h"
 #include "refjit/ir/jaxpr.h"
 #include "runtime/interpreter.h"
 #include "tools/cli_options.h"

@@ -1,7 +1,7 @@
 // The text `refjit --help` and `refjit COMMAND --help` print (docs/cli.md has the details).
 #include <fmt/format.h>
 
-#include "passes/pipeline.h"
+#include "driver/pipeline.h"
 #include "tools/cli_options.h"
 
 namespace refjit::cli {

@@ -1,18 +1,19 @@
-// Internal to `refjit compile` (compiler/backend/aot*.cpp): the C view of an entry point, and
-// the four steps of compile_to_object, one file each:
-//   aot_entries.cpp  the entry points per mode (function, grad, jvp, vjp) and their jaxprs;
-//   aot_header.cpp   the C header's text;
+// Internal to `refjit compile`: the C view of an entry point, shared by the driver, which
+// plans the entries and writes the header (driver/aot_plan.h), and the backend, which emits
+// the object:
 //   aot_wrapper.cpp  the C-callable wrapper around each lowered body, in LLVM IR;
-//   aot.cpp          the driver: pipeline, lowering, linking, object emission.
+//   aot_object.cpp   lowering, linking and object emission of the planned programs.
 #pragma once
 
 #include <cstdint>
 #include <optional>
-#include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "compiler/backend/buffer_plan.h"
+#include "passes/pass_report.h"
 #include "refjit/aot.h"
 #include "refjit/ir/jaxpr.h"
 
@@ -71,39 +72,20 @@ struct CEntry {
   int64_t workspace_bytes = 0;  // filled after lowering
 };
 
-// The C type of one element.
-std::string c_type(DType d);
-// "f32[3,4]: 12 elements, row-major", for header comments.
-std::string describe(const ArrayType& t);
-
-// Unique C identifiers for parameters, derived from binder names where there are any.
-class Namer {
- public:
-  std::string take(std::string want, const std::string& fallback);
-
- private:
-  std::set<std::string> used_;
-};
-
-// Throws Error when `name` cannot name a C function.
-void check_name(const std::string& name);
-
-// The programs and C entry points one object holds.
-struct EntryPlan {
-  std::vector<Jaxpr> jaxprs;  // owned programs, one per entry
-  std::vector<CEntry> entries;
-  std::optional<ResidualStruct> residuals;
-};
-
-// The entry points `options.mode` asks for (aot_entries.cpp); entries point at `jaxprs`.
-EntryPlan plan_entries(const Jaxpr& program, const AotOptions& options);
-
-// The C header declaring `entries` (aot_header.cpp).
-std::string make_header(const AotOptions& o, const std::vector<CEntry>& entries,
-                        const ResidualStruct* rs);
-
 // Adds `int SYMBOL(...)` around the lowered body in `m` (aot_wrapper.cpp): checks pointers,
 // allocates the workspace, builds the memref descriptors and calls the body.
 void add_wrapper(llvm::Module& m, const CEntry& e, const ResidualStruct* rs, bool has_workspace);
+
+// One entry's program after the pipeline's passes, as the backend lowers it.
+struct EntryCode {
+  const Jaxpr* jaxpr = nullptr;
+  BufferPlan plan;
+  PassObserver after_pass;  // told of the lowering's passes
+};
+
+// The object file holding every entry of `entries` (aot_object.cpp), compiled from `code`
+// (one per entry, in order); fills each entry's workspace_bytes.
+std::string emit_object(std::vector<CEntry>& entries, std::span<const EntryCode> code,
+                        const ResidualStruct* rs, const AotOptions& options);
 
 }  // namespace refjit::aot

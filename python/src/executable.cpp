@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "passes/pipeline.h"
+#include "driver/pipeline.h"
 #include "python/src/arrays.h"
 #include "refjit/ir/error.h"
 

@@ -10,7 +10,7 @@
 
 #include "passes/discharge.h"
 #include "passes/jvp.h"
-#include "passes/pipeline.h"
+#include "driver/pipeline.h"
 #include "passes/range_simplify.h"
 #include "passes/transpose.h"
 #include "passes/vjp.h"

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "passes/pipeline.h"
+#include "driver/pipeline.h"
 #include "refjit/ir/text.h"
 #include "refjit/refjit.h"
 #include "runtime/interpreter.h"

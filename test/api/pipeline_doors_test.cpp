@@ -1,6 +1,6 @@
 // One program, four front doors: jit, `refjit run` (compile_program), `refjit dump`
 // (emit_after) and `refjit compile` (compile_to_object) all run the one pipeline
-// (passes/pipeline.h), so each yields the same buffer plan, the same lowering decisions and
+// (driver/pipeline.h), so each yields the same buffer plan, the same lowering decisions and
 // the same MLIR. Checked with a PipelineWatch, which sees every pass of every run.
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "passes/pipeline.h"
+#include "driver/pipeline.h"
 #include "refjit/aot.h"
 #include "refjit/ir/text.h"
 #include "refjit/refjit.h"

@@ -28,7 +28,7 @@ config.test_exec_root = os.path.join(os.path.dirname(os.path.abspath(refjit_bin)
 # `refjit` inside paths (a checkout in a directory named refjit); FileCheck and `not` come
 # from LLVM 19.
 config.substitutions.append((r"(?<![\w/.-])refjit(?![\w/.-])", refjit))
-# The pipeline verifies the program after every pass (passes/pipeline.h).
+# The pipeline verifies the program after every pass (driver/pipeline.h).
 config.environment["REFJIT_VERIFY_EACH"] = "1"
 config.environment["REFJIT_POISON_OUTPUTS"] = "1"
 config.environment["PATH"] = os.pathsep.join(

@@ -15,7 +15,7 @@
 #include "passes/discharge.h"
 #include "passes/jvp.h"
 #include "passes/linearize.h"
-#include "passes/pipeline.h"
+#include "driver/pipeline.h"
 #include "passes/range_simplify.h"
 #include "passes/transpose.h"
 #include "passes/trim_rows.h"
@@ -118,7 +118,7 @@ void check_roundtrip(const Program& p) {
                "parsed program output");
 }
 
-// Native code through the whole pipeline (passes/pipeline.h), as `refjit run` compiles it.
+// Native code through the whole pipeline (driver/pipeline.h), as `refjit run` compiles it.
 void check_native(const Program& p, const CheckOptions& o, double tol) {
   std::optional<CompiledFunction> fn;
   try {

@@ -6,9 +6,9 @@
 #include <cctype>
 #include <filesystem>
 
-#include "compiler/backend/aot_entry.h"
+#include "driver/aot_plan.h"
+#include "driver/pipeline.h"
 #include "passes/jvp.h"
-#include "passes/pipeline.h"
 #include "passes/range_simplify.h"
 #include "passes/vjp.h"
 #include "refjit/ir/error.h"

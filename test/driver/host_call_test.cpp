@@ -4,10 +4,10 @@
 #include <fmt/format.h>
 
 #include "passes/dce.h"
-#include "passes/pipeline.h"
+#include "driver/pipeline.h"
 #include "runtime/host_callbacks.h"
 #include "runtime/interpreter.h"
-#include "test_util.h"
+#include "backend/test_util.h"
 
 namespace refjit {
 namespace {

@@ -1,13 +1,13 @@
 // The compilation pipeline: the one ordered list of passes that turns a jaxpr into native
 // code. Every front door runs it: jit (compiler/jit.cpp), `refjit run`, `refjit dump` and
-// `refjit compile` (tools/, compiler/backend/aot.cpp), so one program is compiled the same
+// `refjit compile` (tools/, driver/aot.cpp), so one program is compiled the same
 // way whichever door it comes through. pipeline.cpp reads top to bottom in pass order.
 //
 // Every pass has a name (pipeline_passes()) and a printed form: `refjit dump --emit=NAME`
 // prints the program after pass NAME, `--print-after-all` after each pass in turn.
 //
-// This file lives with the passes it orders but is compiled into the backend's layer, since
-// its last passes are the backend's (CMakeLists.txt).
+// The driver layer (driver/) sits above the backend, whose passes end the list; passes/ and
+// compiler/backend/ do not include it.
 #pragma once
 
 #include <functional>

@@ -6,8 +6,8 @@
 
 #include "compiler/backend/buffer_plan.h"
 #include "compiler/backend/row_loops.h"
-#include "passes/pipeline.h"
-#include "test_util.h"
+#include "driver/pipeline.h"
+#include "backend/test_util.h"
 
 namespace refjit::testing {
 namespace {

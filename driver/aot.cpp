@@ -1,30 +1,26 @@
-// Ahead-of-time object files with plain C entry points (docs/aot.md): the driver.
+// Ahead-of-time object files with plain C entry points (docs/aot.md): the driver of
+// `refjit compile` and refjit::compile_to_object (include/refjit/aot.h).
 //
-// Each entry point is one jaxpr run through the compilation pipeline (passes/pipeline.h) and
-// lowered to an internal function `refjit_main` (renamed SYMBOL__body) whose parameters are
-// expanded memref descriptors. A generated wrapper `int SYMBOL(...)` takes plain pointers (or
+// Each entry point is one jaxpr run through the compilation pipeline (driver/pipeline.h),
+// then handed to the backend (compiler/backend/aot_object.cpp), which lowers it to an
+// internal function `refjit_main` (renamed SYMBOL__body) whose parameters are expanded memref
+// descriptors, and adds a generated wrapper `int SYMBOL(...)` that takes plain pointers (or
 // scalars by value), checks them for NULL, mallocs the scratch workspace, builds the
 // descriptors (dense, row-major), calls the body and frees the workspace. For --vjp,
 // residuals travel through a C struct whose layout (natural alignment, fields in order) is
-// computed here and checked by the header at compile time. All entry modules are linked into
-// one LLVM module, optimised and emitted for the chosen CPU. The steps live in aot_entries.cpp,
-// aot_header.cpp and aot_wrapper.cpp (aot_entry.h).
-#include "compiler/backend/aot.h"
-
+// computed by aot_entries.cpp and checked by the header at compile time.
+//
+// The C ABI (docs/aot.md): parameters are the constvars, then the invars (by value for a
+// rank-0 non-ref input, `const T*` for other inputs, `T*` for refs, updated in place), then
+// one `T*` per output; every array is dense and row-major; the return value is a status code
+// (REFJIT_AOT_OK = 0). Scratch memory is malloc'ed and freed inside each call.
 #include <fmt/format.h>
 
 #include <cctype>
 #include <fstream>
 
-#include "compiler/backend/aot_entry.h"
-#include "compiler/backend/native.h"
-#include "llvm/IR/LLVMContext.h"
-#include "llvm/IR/Module.h"
-#include "llvm/IR/Verifier.h"
-#include "llvm/Linker/Linker.h"
-#include "llvm/Support/raw_ostream.h"
-#include "llvm/Target/TargetMachine.h"
-#include "passes/pipeline.h"
+#include "driver/aot_plan.h"
+#include "driver/pipeline.h"
 #include "refjit/ir/error.h"
 
 namespace refjit {
@@ -90,55 +86,20 @@ AotArtifact compile_to_object(const Jaxpr& jaxpr, const AotOptions& options) {
                         "residuals only (use jit for complex programs)",
                         f.name, f.type.str()));
 
-  auto tm = backend::make_target_machine(options.cpu, options.opt_level);
-  llvm::LLVMContext lctx;
-  CompileOptions co;
-  co.opt_level = options.opt_level;
-  co.exact_math = options.exact_math || exact_math_by_default();
-  co.runtime_kernels = false;  // the object needs only libc and libm
-  std::unique_ptr<llvm::Module> linked;
   const aot::ResidualStruct* rs = plan.residuals ? &*plan.residuals : nullptr;
-  for (aot::CEntry& e : plan.entries) {
-    // The same passes as jit and `refjit run` (nothing is known of constvars here, and the
-    // entry's derivative is already built, so the signature in the header stays).
-    PipelineOptions pipeline;
-    pipeline.opt_level = options.opt_level;
-    const PlannedProgram planned = plan_program(*e.jaxpr, pipeline);
-    co.plan = planned.plan;
-    co.after_pass = pass_reporter(pipeline);
-    CompileTimings timings;
-    backend::LlvmLowered l = backend::lower_to_llvm_ir(planned.jaxpr, co, lctx, timings);
-    e.workspace_bytes = l.has_workspace ? l.workspace_bytes : 0;
-    aot::add_wrapper(*l.module, e, rs, l.has_workspace);
-    l.module->setDataLayout(tm->createDataLayout());
-    l.module->setTargetTriple(tm->getTargetTriple().str());
-    if (!linked) {
-      linked = std::move(l.module);
-      linked->setModuleIdentifier(options.name);
-    } else if (llvm::Linker::linkModules(*linked, std::move(l.module))) {
-      throw Error("aot: internal error linking the entry points into one module");
-    }
-  }
-  std::string verify_msg;
-  llvm::raw_string_ostream vos(verify_msg);
-  if (llvm::verifyModule(*linked, &vos))
-    throw Error("aot: internal error, the generated LLVM IR does not verify:\n" + verify_msg);
-  backend::optimize_llvm_module(*linked, *tm, options.opt_level);
-  // The object must stand alone: calls into MLIR's runtime support libraries (e.g.
-  // memrefCopy for a strided memref.copy) would leave it needing more than libc/libm.
-  for (const llvm::Function& fn : linked->functions()) {
-    llvm::StringRef n = fn.getName();
-    if (fn.isDeclaration() && !fn.isIntrinsic() && !fn.use_empty() &&
-        (n.starts_with("_mlir") || n.starts_with("mlir") || n.starts_with("memref") ||
-         n.starts_with("printMemref")))
-      throw Error(fmt::format(
-          "aot: internal error, the generated code calls `{}` from MLIR's runtime library, "
-          "which an object file cannot depend on",
-          n.str()));
-  }
+  // The same passes as jit and `refjit run` (nothing is known of constvars here, and the
+  // entry's derivative is already built, so the signature in the header stays).
+  PipelineOptions pipeline;
+  pipeline.opt_level = options.opt_level;
+  std::vector<PlannedProgram> planned;
+  std::vector<aot::EntryCode> code;
+  planned.reserve(plan.entries.size());
+  for (const aot::CEntry& e : plan.entries) planned.push_back(plan_program(*e.jaxpr, pipeline));
+  for (const PlannedProgram& p : planned)
+    code.push_back({&p.jaxpr, p.plan, pass_reporter(pipeline)});
 
   AotArtifact out;
-  out.object = backend::emit_machine_code(*linked, *tm, /*object_file=*/true);
+  out.object = aot::emit_object(plan.entries, code, rs, options);
   out.header = aot::make_header(options, plan.entries, rs);
   for (const aot::CEntry& e : plan.entries) out.symbols.push_back(e.symbol);
   if (rs) out.residual_bytes = rs->size;

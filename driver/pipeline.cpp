@@ -1,5 +1,5 @@
 // The compilation pipeline, in the order its passes run (docs/pipeline.md).
-#include "passes/pipeline.h"
+#include "driver/pipeline.h"
 
 #include <fmt/format.h>
 

@@ -5,7 +5,7 @@
 #include <cctype>
 #include <filesystem>
 
-#include "compiler/backend/aot_entry.h"
+#include "driver/aot_plan.h"
 
 namespace refjit::aot {
 
