@@ -8,11 +8,11 @@
 #include <mutex>
 #include <ostream>
 
-#include "passes/jvp.h"
-#include "passes/linearize.h"
-#include "passes/range_simplify.h"
-#include "passes/transpose.h"
-#include "passes/vjp.h"
+#include "passes/ad/jvp.h"
+#include "passes/ad/linearize.h"
+#include "passes/ad/transpose.h"
+#include "passes/ad/vjp.h"
+#include "passes/simplify/range_simplify.h"
 #include "refjit/ir/error.h"
 #include "refjit/ops.h"
 
@@ -81,7 +81,8 @@ TracedFunction trace_checked(const TraceBody& f, const std::vector<Operand>& fla
 }
 
 // The function autodiff is given: traced, checked, and with the gathers and scatters that the
-// ranges of its constants prove to touch one window made windows (passes/range_simplify.h).
+// ranges of its constants prove to touch one window made windows
+// (passes/simplify/range_simplify.h).
 TracedFunction trace_for_autodiff(const TraceBody& f, const std::vector<Operand>& flat,
                                   const std::string& name) {
   TracedFunction fn = trace_checked(f, flat, name);

@@ -1,5 +1,5 @@
 // The non-template part of refjit/vmap.h: batch shapes, axis moves and the batched call.
-#include "passes/vmap.h"
+#include "passes/batching/vmap.h"
 
 #include <fmt/format.h>
 
@@ -80,7 +80,7 @@ VmapShape vmap_shape(const std::vector<Operand>& leaves,
 }
 
 // Runs the per-example function `traced` over the batch: the batched leaves' axes moved to the
-// front, the jaxpr batched (passes/vmap.h) and called, each output's batch dim put at its
+// front, the jaxpr batched (passes/batching/vmap.h) and called, each output's batch dim put at its
 // out axis (an output that does not depend on the batch is broadcast there; with out axis
 // nullopt it must not depend on it).
 std::vector<Operand> vmap_call(const TracedFunction& traced, const std::vector<Operand>& leaves,

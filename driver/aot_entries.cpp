@@ -8,9 +8,9 @@
 
 #include "driver/aot_plan.h"
 #include "driver/pipeline.h"
-#include "passes/jvp.h"
-#include "passes/range_simplify.h"
-#include "passes/vjp.h"
+#include "passes/ad/jvp.h"
+#include "passes/ad/vjp.h"
+#include "passes/simplify/range_simplify.h"
 #include "refjit/ir/error.h"
 
 namespace refjit::aot {

@@ -19,9 +19,9 @@
 
 #include "compiler/backend/buffer_plan.h"
 #include "compiler/backend/native.h"
-#include "passes/inline_consts.h"
-#include "passes/int_ranges.h"
 #include "passes/pass_report.h"
+#include "passes/simplify/inline_consts.h"
+#include "passes/simplify/int_ranges.h"
 #include "refjit/ir/jaxpr.h"
 #include "runtime/interpreter.h"
 
@@ -83,7 +83,7 @@ struct PipelineOptions {
 // The program the `autodiff` pass makes, and the one `refjit run --interpret` runs for
 // --grad/--jvp: first the gathers and scatters that `const_ranges` (per constvar, the range of
 // its integer elements, if known) prove to touch one window become windows
-// (windows_before_autodiff, passes/range_simplify.h), then the derivative is taken. With
+// (windows_before_autodiff, passes/simplify/range_simplify.h), then the derivative is taken. With
 // Derivative::none, `program` as is.
 Jaxpr derive_program(const Jaxpr& program, Derivative derivative, const std::vector<int>& wrt,
                      const std::vector<std::optional<IntRange>>& const_ranges = {});

@@ -10,9 +10,9 @@
 #include <string_view>
 
 #include "fuzz/fuzz_util.h"
-#include "passes/jvp.h"
-#include "passes/linearize.h"
-#include "passes/transpose.h"
+#include "passes/ad/jvp.h"
+#include "passes/ad/linearize.h"
+#include "passes/ad/transpose.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/text.h"
 #include "refjit/ir/verifier.h"

@@ -406,7 +406,7 @@ std::vector<Atom> run_state(RewriteArgs& a) {
 }
 
 // remat2 (jax.checkpoint / jax.remat): a checkpointed call of its jaxpr, whose `policy` param
-// (passes/remat.h) refjit's reverse mode follows. JAX prints the policy as Python reprs:
+// (passes/ad/remat.h) refjit's reverse mode follows. JAX prints the policy as Python reprs:
 // None and nothing_saveable recompute everything, DotsSaveable(only_if_no_batch_dims=...) keeps
 // products, everything_saveable keeps all, SaveOnlyTheseNames(...) keeps the values named by
 // `name[name=...]` eqns (checkpoint_name). Other policies by name (save_any_names_but_these,
@@ -626,8 +626,8 @@ std::vector<JaxRewrite> make_rewrites() {
                remat});
   r.push_back({"shard_map",
                {{"jaxpr", K::jaxpr}, {"mesh", K::raw_text}},
-               {"check_vma", "in_specs", "out_specs", "newly_manual_axes", "manual_axes",
-                "auto", "check_rep", "rewrite"},
+               {"check_vma", "in_specs", "out_specs", "newly_manual_axes", "manual_axes", "auto",
+                "check_rep", "rewrite"},
                shard_map});
   r.push_back({"custom_vjp_call",
                {{"call_jaxpr", K::jaxpr}, {"name", K::name}},

@@ -109,7 +109,7 @@ std::vector<Atom> lu_pivots_to_permutation(RewriteArgs& a) {
 }
 
 // custom_linear_solve[const_lengths jaxprs] consts... b...: refjit's `linear_solve`, whose
-// derivative rules are JAX's (passes/jvp_rules_control.cpp, transpose_rules_control.cpp): the
+// derivative rules are JAX's (passes/ad/jvp_rules_control.cpp, transpose_rules_control.cpp): the
 // tangent and the cotangent are linear solves again, so derivatives of every order are JAX's,
 // and an iterative solver (jax.scipy.sparse.linalg.cg: a while loop) is never differentiated
 // through. JAX gives each of matvec, vecmat, solve and transpose_solve its own consts; here

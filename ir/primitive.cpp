@@ -11,48 +11,28 @@ namespace refjit {
 namespace {
 
 constexpr std::array<std::string_view, kNumPrims> kNames = {
-#define PRIM(id, name, ad) name,
+#define PRIM(id, name, ad, kind, effect) name,
 #include "refjit/ir/primitives.def"
 #undef PRIM
 };
 
 constexpr std::array<AdRules, kNumPrims> kAdRules = {
-#define PRIM(id, name, ad) AdRules::ad,
+#define PRIM(id, name, ad, kind, effect) AdRules::ad,
 #include "refjit/ir/primitives.def"
 #undef PRIM
 };
 
-RefEffect effect_of(Prim p) {
-  switch (p) {
-    case Prim::new_ref: return RefEffect::create;
-    case Prim::get: return RefEffect::read;
-    case Prim::swap: return RefEffect::write;
-    case Prim::addupdate:
-    case Prim::dot_accumulate: return RefEffect::accum;
-    case Prim::freeze: return RefEffect::consume;
-    default: return RefEffect::none;
-  }
-}
+constexpr std::array<PrimKind, kNumPrims> kKinds = {
+#define PRIM(id, name, ad, kind, effect) PrimKind::kind,
+#include "refjit/ir/primitives.def"
+#undef PRIM
+};
 
-bool has_subjaxprs(Prim p) {
-  return p == Prim::jit || p == Prim::scan || p == Prim::cond || p == Prim::while_ ||
-         p == Prim::custom_vjp_call || p == Prim::linear_solve;
-}
-
-// Collectives: every rank must run each of them, in the same order.
-bool communicates(Prim p) {
-  return p == Prim::psum || p == Prim::all_gather || p == Prim::broadcast_from ||
-         p == Prim::axis_index;
-}
-
-// Calls a host function: what it does is invisible to the program, so it is never dropped.
-bool host_effect(Prim p) { return p == Prim::debug_callback; }
-
-// primitives.def lists the elementwise primitives first, from neg to select_n.
-bool elementwise(Prim p) {
-  return static_cast<int>(p) >= static_cast<int>(Prim::neg) &&
-         static_cast<int>(p) <= static_cast<int>(Prim::select_n);
-}
+constexpr std::array<RefEffect, kNumPrims> kEffects = {
+#define PRIM(id, name, ad, kind, effect) RefEffect::effect,
+#include "refjit/ir/primitives.def"
+#undef PRIM
+};
 
 std::array<PrimInfo, kNumPrims> make_registry() {
   std::array<PrimInfo, kNumPrims> infos{};
@@ -60,14 +40,15 @@ std::array<PrimInfo, kNumPrims> make_registry() {
   register_type_rules(rules);
   for (int i = 0; i < kNumPrims; ++i) {
     Prim p = static_cast<Prim>(i);
+    const PrimKind kind = kKinds[i];
     infos[i] = PrimInfo{p,
                         kNames[i],
                         rules[i],
-                        effect_of(p),
-                        has_subjaxprs(p),
-                        communicates(p),
-                        host_effect(p),
-                        elementwise(p),
+                        kEffects[i],
+                        kind == PrimKind::structured,
+                        kind == PrimKind::collective,
+                        kind == PrimKind::host_call,
+                        kind == PrimKind::elementwise,
                         kAdRules[i]};
   }
   return infos;

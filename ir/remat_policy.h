@@ -1,4 +1,4 @@
-// Internal: the remat policies a checkpointed jit's `policy` param may name (passes/remat.h
+// Internal: the remat policies a checkpointed jit's `policy` param may name (passes/ad/remat.h
 // says what each saves). Shared by the jit type rule and the passes.
 #pragma once
 

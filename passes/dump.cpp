@@ -1,7 +1,7 @@
 #include "passes/dump.h"
 
-#include "passes/jvp.h"
-#include "passes/vjp.h"
+#include "passes/ad/jvp.h"
+#include "passes/ad/vjp.h"
 #include "refjit/ir/text.h"
 
 namespace refjit {

@@ -24,7 +24,7 @@ std::vector<Atom> inline_call_where(JaxprBuilder& b, const Jaxpr& callee,
                                     std::span<const Atom> args, const JitFilter& which);
 
 // inline_call with every nested jit inlined, recording for each eqn appended to `b` the remat
-// policy it runs under (passes/remat.h): the `policy` param of the innermost checkpointed jit
+// policy it runs under (passes/ad/remat.h): the `policy` param of the innermost checkpointed jit
 // around it, or `policy` (the caller's) outside any.
 std::vector<Atom> inline_call_with_policies(JaxprBuilder& b, const Jaxpr& callee,
                                             std::span<const Atom> args, const std::string& policy,

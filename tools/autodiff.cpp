@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "passes/ad/linearize.h"
 #include "passes/discharge.h"
 #include "passes/dump.h"
-#include "passes/linearize.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/text.h"
 

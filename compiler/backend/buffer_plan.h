@@ -1,6 +1,6 @@
 // Where every value of a jaxpr lives, as the native backend sees it. MLIR-free.
 //
-// By default the backend follows the buffer assignment (passes/buffer_assignment.h,
+// By default the backend follows the buffer assignment (passes/buffers/buffer_assignment.h,
 // docs/buffers.md): each value is computed into the buffer the assignment gives it, so
 // in-place updates, views, ref moves and loop carries cost no copy, and the only copies
 // are the ones the assignment lists (`refjit dump --emit=buffers` shows what runs).
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "compiler/backend/fusion.h"
-#include "passes/buffer_assignment.h"
+#include "passes/buffers/buffer_assignment.h"
 #include "refjit/ir/jaxpr.h"
 
 namespace refjit {

@@ -9,7 +9,7 @@ namespace arith = mlir::arith;
 
 bool lower_with_flat_run(LowerCtx& c, const Eqn& e, size_t first, const FlatRunFn& fast,
                          const std::function<void()>& general) {
-  // Decided by the pipeline's fusion pass (passes/unit_run.h indexes_with_run, which also
+  // Decided by the pipeline's fusion pass (passes/simplify/unit_run.h indexes_with_run, which also
   // checked the shapes: one rank-1 index array per dim of the ref, n of them, 1 <= n <= |R|).
   if (!c.index_run_decided()) return false;
   const Type rt = c.type_of(e.ins.at(0));

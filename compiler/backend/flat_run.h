@@ -1,8 +1,8 @@
-// Ref accesses through a flattened view (passes/cotangent_ref.h): the transpose of a
+// Ref accesses through a flattened view (passes/ad/cotangent_ref.h): the transpose of a
 // scatter on reshape(carry, [n]) reads and writes the carry's cotangent ref R with one index
 // array per dim of R, the row-major split of clamp(x, 0, |R| - 1). When x is a unit run
-// (passes/unit_run.h) starting at x0 with 0 <= x0 <= |R| - n, that access is the contiguous
-// run R_flat[x0 : x0 + n]: one memmove instead of a loop of clamped index loads.
+// (passes/simplify/unit_run.h) starting at x0 with 0 <= x0 <= |R| - n, that access is the
+// contiguous run R_flat[x0 : x0 + n]: one memmove instead of a loop of clamped index loads.
 #pragma once
 
 #include <functional>

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "passes/unit_run.h"
+#include "passes/simplify/unit_run.h"
 #include "refjit/ir/use_def.h"
 
 namespace refjit {

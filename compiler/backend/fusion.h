@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "compiler/backend/row_loops.h"
-#include "passes/buffer_assignment.h"
+#include "passes/buffers/buffer_assignment.h"
 #include "refjit/ir/jaxpr.h"
 
 namespace refjit {
@@ -204,8 +204,8 @@ struct LoweringDecisions {
   // The eqns computing eqn `root`'s epilogue (EpiloguePlan): its group, or the root alone.
   std::vector<size_t> epilogue_members(size_t root) const;
   // index_run[eqn]: a gather, scatter, get or swap indexing with a unit run
-  // (passes/unit_run.h indexes_with_run), lowered as one window when the run's first index is
-  // in range at run time.
+  // (passes/simplify/unit_run.h indexes_with_run), lowered as one window when the run's first index
+  // is in range at run time.
   std::vector<bool> index_run;
   // Consecutive groups and reductions computed row by row in one loop (row_loops.h).
   RowLoopPlan row_loops;

@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "compiler/backend/lowering.h"
-#include "passes/unit_run.h"
+#include "passes/simplify/unit_run.h"
 
 namespace refjit::backend {
 namespace {
@@ -293,7 +293,7 @@ void lower_pad(LowerCtx& c, const Eqn& e) {
 }
 
 // ---- contiguous index runs
-// An index vector built as `iota` plus scalars (passes/unit_run.h) names n consecutive
+// An index vector built as `iota` plus scalars (passes/simplify/unit_run.h) names n consecutive
 // positions idx[0], idx[0] + 1, ... (modulo integer wrap-around). When
 // 0 <= idx[0] <= dim - n no entry wraps or leaves the axis, so gather/scatter there is one
 // contiguous block per leading index: a memmove (or a guard-free loop). Otherwise the
@@ -309,7 +309,7 @@ struct RunBase {
 std::optional<RunBase> unit_run(LowerCtx& c, const Eqn& e, int64_t dim) {
   ArrayType it = c.type_of(e.ins[1]).array;
   if (it.rank() != 1 || it.shape[0] < 1 || !is_int(it.dtype)) return std::nullopt;
-  // Decided by the pipeline's fusion pass (passes/unit_run.h indexes_with_run).
+  // Decided by the pipeline's fusion pass (passes/simplify/unit_run.h indexes_with_run).
   if (!c.index_run_decided()) return std::nullopt;
   const int64_t n = it.shape[0];
   if (n > dim) return std::nullopt;  // never inside: the general code alone

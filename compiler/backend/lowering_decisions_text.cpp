@@ -5,7 +5,7 @@
 #include <map>
 
 #include "compiler/backend/fusion.h"
-#include "passes/buffer_names.h"
+#include "passes/buffers/buffer_names.h"
 
 namespace refjit {
 

@@ -5,8 +5,8 @@
 #include <mutex>
 
 #include "compiler/backend/native.h"
-#include "passes/jvp_rules.h"
-#include "passes/transpose_rules.h"
+#include "passes/ad/jvp_rules.h"
+#include "passes/ad/transpose_rules.h"
 #include "refjit/ir/error.h"
 #include "runtime/eval_rules.h"
 

@@ -50,7 +50,7 @@ Value checkpoint_name(const Value& x, const std::string& name);
 
 // The flat form of checkpoint, which Checkpointed calls once it has flattened its arguments:
 // calls `f` on `args` as bind_jaxpr does; inside a trace the staged `jit` eqn carries the
-// remat policy `policy` (passes/remat.h names them).
+// remat policy `policy` (passes/ad/remat.h names them).
 namespace flat {
 std::vector<Operand> checkpoint(const TraceBody& f, const std::vector<Operand>& args,
                                 const std::string& policy, const std::string& name);

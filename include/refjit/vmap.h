@@ -11,8 +11,8 @@
 // nullopt (then it must not depend on the batch).
 //
 // The function is traced once at the per-example types and the jaxpr is batched (one rule per
-// primitive, passes/vmap.h): products gain a batch dim, elementwise ops broadcast their shared
-// operands, loops and branches batch their bodies, a ref argument batched along axis 0 is a
+// primitive, passes/batching/vmap.h): products gain a batch dim, elementwise ops broadcast their
+// shared operands, loops and branches batch their bodies, a ref argument batched along axis 0 is a
 // batched ref (each example reads and writes its own row). What no rule covers (a cond on a
 // batched predicate, a read at batched indices of a ref, ...) runs as a loop over the batch:
 // the same results, more slowly. Writing a batched value into a ref shared by the batch (a

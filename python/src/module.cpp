@@ -8,13 +8,13 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
-#include "passes/discharge.h"
-#include "passes/jvp.h"
 #include "driver/pipeline.h"
-#include "passes/range_simplify.h"
-#include "passes/transpose.h"
-#include "passes/vjp.h"
-#include "passes/vmap.h"
+#include "passes/ad/jvp.h"
+#include "passes/ad/transpose.h"
+#include "passes/ad/vjp.h"
+#include "passes/batching/vmap.h"
+#include "passes/discharge.h"
+#include "passes/simplify/range_simplify.h"
 #include "python/src/executable.h"
 #include "python/src/host_calls.h"
 #include "refjit/aot.h"
@@ -49,7 +49,7 @@ nb::list types_of(const Jaxpr& j, const std::vector<V>& vars) {
 }
 
 // The program the transformations differentiate: gathers and scatters that the constants'
-// values (when given) prove to touch one window are windows (passes/range_simplify.h), as
+// values (when given) prove to touch one window are windows (passes/simplify/range_simplify.h), as
 // the C++ API's grad does.
 Jaxpr before_autodiff(const Program& p, const nb::list& consts) {
   std::vector<std::optional<IntRange>> ranges;
@@ -254,9 +254,7 @@ NB_MODULE(_core, m) {
       "returns one cotangent per `value` linear input.");
 
   m.def(
-      "discharge",
-      [](const Program& p) { return Program{discharge_state(p.jaxpr)}; },
-      "program"_a,
+      "discharge", [](const Program& p) { return Program{discharge_state(p.jaxpr)}; }, "program"_a,
       "The program with each ref input taken as the value it holds: it returns its outputs, "
       "then the final value of each ref input in order (JAX's state discharge).");
 

@@ -9,8 +9,8 @@
 
 #include "aot/aot_util.h"
 #include "compiler/backend/native.h"
-#include "passes/jvp.h"
-#include "passes/vjp.h"
+#include "passes/ad/jvp.h"
+#include "passes/ad/vjp.h"
 #include "refjit/ir/error.h"
 
 namespace refjit::aot_testing {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "compiler/backend/native.h"
-#include "passes/buffer_assignment.h"
+#include "passes/buffers/buffer_assignment.h"
 #include "refjit/ir/text.h"
 #include "refjit/refjit.h"
 

@@ -1,8 +1,8 @@
 // jit folds closed-over all-zero arrays and integer runs into the compiled program
-// (passes/inline_consts.h): results are unchanged, the folded array is no longer passed, and
-// functions closing over different zero arrays of one shape share compiled code while
-// other arrays are passed.
-#include "passes/inline_consts.h"
+// (passes/simplify/inline_consts.h): results are unchanged, the folded array is no longer passed,
+// and functions closing over different zero arrays of one shape share compiled code while other
+// arrays are passed.
+#include "passes/simplify/inline_consts.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/seed_programs.h"
-#include "passes/buffer_assignment.h"
+#include "passes/buffers/buffer_assignment.h"
 #include "refjit/refjit.h"
 
 namespace refjit {

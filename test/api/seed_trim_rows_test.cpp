@@ -1,16 +1,16 @@
 // jit's specialisation on the seed's programs: with N_ROW_REPEATS > 1 only the first N_ROWS
 // rows of the state are ever indexed, so the forward scan's carry and the gradient's cotangent
-// ref are trimmed to them (passes/trim_rows.h); the scatter modes' index runs are windows
-// before autodiff (passes/range_simplify.h), so their gradients have no index arithmetic on a
-// flattened cotangent. The specialised programs compute exactly what the originals do
+// ref are trimmed to them (passes/simplify/trim_rows.h); the scatter modes' index runs are windows
+// before autodiff (passes/simplify/range_simplify.h), so their gradients have no index arithmetic
+// on a flattened cotangent. The specialised programs compute exactly what the originals do
 // (interpreter) and what jit computes natively.
 #include <gtest/gtest.h>
 
 #include <regex>
 
 #include "bench/seed_programs.h"
-#include "passes/range_simplify.h"
-#include "passes/trim_rows.h"
+#include "passes/simplify/range_simplify.h"
+#include "passes/simplify/trim_rows.h"
 #include "refjit/ir/text.h"
 #include "refjit/ir/verifier.h"
 #include "refjit/refjit.h"

@@ -1,5 +1,5 @@
-// Contiguous index runs (passes/unit_run.h): gather / scatter / scatter-add whose indices are
-// `iota` plus scalars, and ref get/swap through the row-major split of such a run (the
+// Contiguous index runs (passes/simplify/unit_run.h): gather / scatter / scatter-add whose indices
+// are `iota` plus scalars, and ref get/swap through the row-major split of such a run (the
 // transposed scatter on a flattened carry), take a block-move fast path when the whole run
 // is in range and the general per-element code otherwise. Every case is compared with the
 // interpreter bit for bit, including runs partly or wholly out of range, negative starts and
@@ -114,7 +114,7 @@ TEST(NativeContiguousRun, GatherOfARunMatchesTheInterpreterAndClampsOutside) {
   }
 }
 
-// The transposed scatter on a flattened ref R (passes/accum.cpp view_indexer): read and
+// The transposed scatter on a flattened ref R (passes/ad/accum.cpp view_indexer): read and
 // zero R at the row-major split of clamp(run); fast when the run is in range.
 const char* kSplitRunAccess = R"({ lambda ; a:f32[4,6] b:i32[] c:i32[]. let
     R:Ref{f32[4,6]} = new_ref a

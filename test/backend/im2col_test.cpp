@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "passes/implicit_im2col.h"
+#include "passes/simplify/implicit_im2col.h"
 #include "test_util.h"
 
 namespace refjit::testing {

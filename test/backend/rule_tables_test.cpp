@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "passes/buffer_rules.h"
+#include "passes/buffers/buffer_rules.h"
 
 namespace refjit {
 namespace {
@@ -29,7 +29,7 @@ TEST(RuleTables, TheAdColumnIsWhatTheTablesHold) {
 }
 
 TEST(RuleTables, ElementwisePrimitivesAreKnownAsSuchWithoutALineElsewhere) {
-  // primitives.def's first block: vmap batches them as they are, buffer assignment lets them
+  // primitives.def's elementwise kind: vmap batches them as they are, buffer assignment lets them
   // overwrite a dead operand of the result's type (identities are views of it instead).
   for (Prim p : {Prim::neg, Prim::tanh, Prim::convert_element_type, Prim::lt, Prim::select_n}) {
     EXPECT_TRUE(prim_info(p).elementwise) << prim_name(p);

@@ -3,11 +3,11 @@
 // the handler reaches the caller once the code returns.
 #include <fmt/format.h>
 
-#include "passes/dce.h"
+#include "backend/test_util.h"
 #include "driver/pipeline.h"
+#include "passes/simplify/dce.h"
 #include "runtime/host_callbacks.h"
 #include "runtime/interpreter.h"
-#include "backend/test_util.h"
 
 namespace refjit {
 namespace {

@@ -10,9 +10,9 @@
 #include <map>
 #include <string>
 
-#include "passes/jvp.h"
-#include "passes/linearize.h"
-#include "passes/transpose.h"
+#include "passes/ad/jvp.h"
+#include "passes/ad/linearize.h"
+#include "passes/ad/transpose.h"
 #include "test/passes/ad_test_util.h"
 
 namespace refjit::testing {

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <memory>
 
-#include "passes/inline.h"
-#include "passes/vjp.h"
+#include "passes/ad/vjp.h"
+#include "passes/simplify/inline.h"
 #include "test/passes/ad_check.h"
 
 namespace refjit {

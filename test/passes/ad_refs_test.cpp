@@ -2,7 +2,7 @@
 // arguments, plumbing refs and error E1.
 #include <gtest/gtest.h>
 
-#include "passes/vjp.h"
+#include "passes/ad/vjp.h"
 #include "refjit/ir/error.h"
 #include "test/passes/ad_check.h"
 

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "passes/vjp.h"
+#include "passes/ad/vjp.h"
 #include "test/passes/ad_check.h"
 
 namespace refjit {
@@ -180,7 +180,7 @@ TEST(AdRegressions, ScatterWithDuplicatesOnAnInnerAxisAndTwoDimIndices) {
 
 TEST(AdRegressions, ScatterWithManyDuplicateIndicesUsesTheScratchMask) {
   // 40 indices into an axis of 5: more than the pairwise mask's limit (see
-  // passes/last_write_mask.h), so the mask goes through an int scratch of the axis's size.
+  // passes/ad/last_write_mask.h), so the mask goes through an int scratch of the axis's size.
   std::vector<int32_t> h;
   for (int k = 0; k < 40; ++k) h.push_back((k * 7) % 9 - 2);  // in [-2, 6]: duplicates, drops
   AdCase c{parse(R"({ lambda ; a:f64[5] u:f64[40] h:i32[40]. let

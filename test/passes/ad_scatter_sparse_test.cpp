@@ -6,8 +6,8 @@
 
 #include <memory>
 
+#include "passes/ad/vjp.h"
 #include "passes/emitter.h"
-#include "passes/vjp.h"
 #include "test/passes/ad_check.h"
 
 namespace refjit {

@@ -1,8 +1,8 @@
 // Reverse mode through a scan whose carry is written by a scatter at a contiguous run of
 // indices (`row * w + col + iota(k)`, the seed's x.at[row, cols].set): the index math is
-// recomputed in the linear scan from the xs (passes/linearize_scan.cpp, no stacked index
+// recomputed in the linear scan from the xs (passes/ad/linearize_scan.cpp, no stacked index
 // residual), which keeps the run visible to the scatter's transpose, whose "an out-of-range
-// index clamps onto a written entry" tests become scalar (passes/transpose_rules_scatter.cpp,
+// index clamps onto a written entry" tests become scalar (passes/ad/transpose_rules_scatter.cpp,
 // no reduction). Gradients stay exact: checked against central differences with runs partly
 // or wholly out of range, clamping onto written entries, and wrapping past INT_MAX.
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 #include <climits>
 #include <memory>
 
+#include "passes/ad/vjp.h"
 #include "passes/emitter.h"
-#include "passes/vjp.h"
 #include "test/passes/ad_check.h"
 
 namespace refjit {

@@ -2,7 +2,7 @@
 // reduction and contraction primitives, plus structural checks of the sparse transposes.
 #include <gtest/gtest.h>
 
-#include "passes/vjp.h"
+#include "passes/ad/vjp.h"
 #include "test/passes/ad_check.h"
 
 namespace refjit {

@@ -1,6 +1,6 @@
 // Buffer assignment: in-place updates, copies and their sizes, carries, refs, the seed's
 // insert/pop programs (seeds/grad-scan-slice-update-slow.txt).
-#include "passes/buffer_assignment.h"
+#include "passes/buffers/buffer_assignment.h"
 
 #include <gtest/gtest.h>
 

@@ -3,8 +3,8 @@
 
 #include <memory>
 
-#include "passes/dce.h"
-#include "passes/inline.h"
+#include "passes/simplify/dce.h"
+#include "passes/simplify/inline.h"
 #include "test/passes/ad_test_util.h"
 
 namespace refjit {

@@ -1,6 +1,6 @@
-// Dead-region elimination of values (passes/dead_regions.h): which eqns are computed over
+// Dead-region elimination of values (passes/simplify/dead_regions.h): which eqns are computed over
 // the box their slices read, what is left whole, and that results never change (interpreter).
-#include "passes/dead_regions.h"
+#include "passes/simplify/dead_regions.h"
 
 #include <gtest/gtest.h>
 

@@ -12,10 +12,10 @@
 #include <set>
 #include <sstream>
 
-#include "passes/accumulate_products.h"
-#include "passes/canonicalize.h"
-#include "passes/concat_windows.h"
-#include "passes/simplify_dots.h"
+#include "passes/simplify/accumulate_products.h"
+#include "passes/simplify/canonicalize.h"
+#include "passes/simplify/concat_windows.h"
+#include "passes/simplify/simplify_dots.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/text.h"
 #include "refjit/ir/verifier.h"

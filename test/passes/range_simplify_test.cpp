@@ -1,13 +1,13 @@
-// Range simplification (passes/range_simplify.h): what it folds, the windows (also before
+// Range simplification (passes/simplify/range_simplify.h): what it folds, the windows (also before
 // autodiff), the merged read-and-zero, what it leaves alone, and that results never change
 // (interpreter).
-#include "passes/range_simplify.h"
+#include "passes/simplify/range_simplify.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "passes/vjp.h"
+#include "passes/ad/vjp.h"
 #include "refjit/ir/text.h"
 #include "refjit/ir/verifier.h"
 #include "runtime/interpreter.h"

@@ -3,10 +3,10 @@
 
 #include <cmath>
 
-#include "passes/dce.h"
-#include "passes/linearize.h"
-#include "passes/transpose.h"
-#include "passes/vjp.h"
+#include "passes/ad/linearize.h"
+#include "passes/ad/transpose.h"
+#include "passes/ad/vjp.h"
+#include "passes/simplify/dce.h"
 #include "refjit/ir/text.h"
 #include "test/passes/ad_test_util.h"
 

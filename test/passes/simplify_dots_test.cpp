@@ -1,12 +1,12 @@
-// Pass simplify-dots (passes/simplify_dots.h): which products it rewrites, and that the
+// Pass simplify-dots (passes/simplify/simplify_dots.h): which products it rewrites, and that the
 // rewritten program computes what the original does (both run on the interpreter).
-#include "passes/simplify_dots.h"
+#include "passes/simplify/simplify_dots.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "passes/dce.h"
+#include "passes/simplify/dce.h"
 #include "refjit/ir/text.h"
 #include "refjit/ir/verifier.h"
 #include "runtime/interpreter.h"

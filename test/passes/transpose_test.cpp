@@ -1,7 +1,7 @@
 // transpose_jaxpr on hand-written linear jaxprs: every linear rule, including those the JVP
 // never emits (sub, div by a residual, convert, select_n, ...), checked by the identity
 // <ct, L t> = <L^T ct, t>, and the accumulator kinds' interface.
-#include "passes/transpose.h"
+#include "passes/ad/transpose.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// Row trimming (passes/trim_rows.h): which carries and refs lose their untouched trailing
+// Row trimming (passes/simplify/trim_rows.h): which carries and refs lose their untouched trailing
 // rows, that clamped starts keep enough rows to clamp to the same place, and that the trimmed
 // program computes exactly what the original does (interpreter, same constants).
-#include "passes/trim_rows.h"
+#include "passes/simplify/trim_rows.h"
 
 #include <gtest/gtest.h>
 

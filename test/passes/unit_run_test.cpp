@@ -1,6 +1,6 @@
-// The one recogniser of index runs (passes/unit_run.h): iota plus or minus scalars, whether
-// the scalars are rank-0 operands or broadcasts of them, and nothing else.
-#include "passes/unit_run.h"
+// The one recogniser of index runs (passes/simplify/unit_run.h): iota plus or minus scalars,
+// whether the scalars are rank-0 operands or broadcasts of them, and nothing else.
+#include "passes/simplify/unit_run.h"
 
 #include <gtest/gtest.h>
 

@@ -11,15 +11,15 @@
 #include <random>
 
 #include "compiler/backend/native.h"
-#include "passes/dead_regions.h"
-#include "passes/discharge.h"
-#include "passes/jvp.h"
-#include "passes/linearize.h"
 #include "driver/pipeline.h"
-#include "passes/range_simplify.h"
-#include "passes/transpose.h"
-#include "passes/trim_rows.h"
-#include "passes/vmap.h"
+#include "passes/ad/jvp.h"
+#include "passes/ad/linearize.h"
+#include "passes/ad/transpose.h"
+#include "passes/batching/vmap.h"
+#include "passes/discharge.h"
+#include "passes/simplify/dead_regions.h"
+#include "passes/simplify/range_simplify.h"
+#include "passes/simplify/trim_rows.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/text.h"
 #include "refjit/ir/verifier.h"
@@ -178,9 +178,9 @@ void check_buffers(const Program& p, const CheckOptions& o, double tol) {
                "buffer-assigned vs every value in its own buffer, value");
 }
 
-// The pipeline's dead regions (passes/dead_regions.h: sliced values, row trimming) and range
-// simplification (passes/range_simplify.h), with the program's integer array/scalar inputs
-// taken as constants of known range (as jit does with closed-over constants): when they
+// The pipeline's dead regions (passes/simplify/dead_regions.h: sliced values, row trimming) and
+// range simplification (passes/simplify/range_simplify.h), with the program's integer array/scalar
+// inputs taken as constants of known range (as jit does with closed-over constants): when they
 // change the program, it computes exactly what the original does.
 void check_specialise(const Program& p) {
   Jaxpr j = p.jaxpr;
@@ -255,8 +255,8 @@ Array row(const Array& a, int64_t b) {
   return Array(t, a.data() + b * t.byte_size());
 }
 
-// vmap (passes/vmap.h) over a batch of 3: the batched program's outputs and final ref values
-// are, row by row, what the program computes on each example alone. Float arguments (and
+// vmap (passes/batching/vmap.h) over a batch of 3: the batched program's outputs and final ref
+// values are, row by row, what the program computes on each example alone. Float arguments (and
 // every ref, so no example writes a ref another one reads) are batched with a different
 // example per row; the rest are batched at random, with equal rows, or left unbatched.
 void check_vmap(const Program& p, std::mt19937_64& rng) {

@@ -9,7 +9,7 @@
 // address is a part that depends only on the row plus a part that depends only on the window
 // and channel, so the native code multiplies without ever writing the concatenation (an
 // implicit im2col). Shared by the type rule, the interpreter, the lowering and the pass that
-// makes it (passes/implicit_im2col.h).
+// makes it (passes/simplify/implicit_im2col.h).
 #pragma once
 
 #include <cstdint>

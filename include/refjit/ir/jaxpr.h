@@ -78,7 +78,7 @@ bool has_host_effect(const Eqn& e);
 
 // The param marking a custom_vjp_call staged by linearize whose `call_jaxpr` (its linear map,
 // run forward) is unknown because its bwd rule could not be transposed
-// (passes/jvp_rules_control.cpp, custom_lin_forward): transposing it runs bwd; running it
+// (passes/ad/jvp_rules_control.cpp, custom_lin_forward): transposing it runs bwd; running it
 // forward (the interpreter, native code) is refused by refuse_unknown_forward_map.
 inline constexpr const char* kForwardUnknown = "forward_unknown";
 // Throws Error when `e` is a custom_vjp_call marked kForwardUnknown.

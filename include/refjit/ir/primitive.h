@@ -14,13 +14,13 @@
 namespace refjit {
 
 enum class Prim : uint16_t {
-#define PRIM(id, name, ad) id,
+#define PRIM(id, name, ad, kind, effect) id,
 #include "refjit/ir/primitives.def"
 #undef PRIM
 };
 
 inline constexpr int kNumPrims = 0
-#define PRIM(id, name, ad) +1
+#define PRIM(id, name, ad, kind, effect) +1
 #include "refjit/ir/primitives.def"
 #undef PRIM
     ;
@@ -39,6 +39,15 @@ enum class RefEffect : uint8_t { none, read, write, accum, create, consume };
 
 // Which derivative rules a primitive has (primitives.def explains each).
 enum class AdRules : uint8_t { linear, jvp, no_ad };
+
+// What kind of computation a primitive is (primitives.def's fourth column).
+enum class PrimKind : uint8_t {
+  other,
+  elementwise,  // result[i] is computed from operands[i] (or scalar operands) alone
+  structured,   // has sub-jaxprs (jit, scan, cond, ...)
+  collective,   // communicates: every rank runs it, in the same order
+  host_call,    // calls the host: kept, in place, even unused
+};
 
 struct PrimInfo {
   Prim prim;

@@ -1,0 +1,104 @@
+#include "passes/ad/cotangent_ref.h"
+
+namespace refjit {
+
+namespace {
+
+Atom reshaped(Emitter& e, const Atom& x, const Shape& shape) {
+  if (e.array_type_of(x).shape == shape) return x;
+  return e.emit1(Prim::reshape, {x},
+                 Params{{"new_sizes", IntList(shape)}, {"dimensions", NoneParam{}}});
+}
+
+}  // namespace
+
+CotangentRef::CotangentRef(Atom ref, ArrayType type, std::optional<Shape> view, bool borrowed)
+    : ref_(std::move(ref)), type_(std::move(type)), borrowed_(borrowed) {
+  if (view && *view != type_.shape) view_ = std::move(view);
+}
+
+bool CotangentRef::view_indexer(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn,
+                                Indexer& out, std::vector<Atom>& out_dyn) {
+  // Supported: one index array on a rank-1 view (a flattened buffer, e.g. a scatter on
+  // reshape(carry, [n])). The flat index is clamped into [0, n-1] first, as the view's own
+  // index array would be, so the split indices are in range and name the same entry. A
+  // rank-0 buffer (a [1] view of a scalar, e.g. squeeze's operand aliasing a scalar carry's
+  // cotangent) has no dim to put an index array on: no indexer on it selects the index
+  // array's shape, so the caller copies the single element into a ref of the view's shape.
+  if (type_.rank() != 1 || view_->empty() || idx.dims.size() != 1 ||
+      idx.dims[0].kind != IndexerDim::Kind::index_array || dyn.size() != 1)
+    return false;
+  const Shape& s = *view_;
+  out.dims.assign(s.size(), IndexerDim{IndexerDim::Kind::index_array, 0, 0, 1, true});
+  if (split_ && is_var(dyn[0]) && split_->first == as_var(dyn[0]).id &&
+      split_->second.size() == s.size()) {
+    out_dyn = split_->second;
+    return true;
+  }
+  const DType it = e.array_type_of(dyn[0]).dtype;
+  Atom flat = e.emit1(Prim::max, {dyn[0], e.scalar(it, 0.0)});
+  flat = e.emit1(Prim::min, {flat, e.scalar(it, static_cast<double>(type_.shape[0] - 1))});
+  out_dyn.clear();
+  int64_t stride = type_.shape[0];
+  MaybeAtom prev;  // flat / stride of the previous (outer) dim
+  for (int64_t d : s) {
+    stride /= d;
+    Atom q = stride == 1 ? flat : e.div(flat, e.scalar(it, static_cast<double>(stride)));
+    Atom comp = prev ? e.sub(q, e.mul(*prev, e.scalar(it, static_cast<double>(d)))) : q;
+    prev = q;
+    out_dyn.push_back(comp);
+  }
+  if (is_var(dyn[0])) split_.emplace(as_var(dyn[0]).id, out_dyn);
+  return true;
+}
+
+void CotangentRef::materialize(Emitter& e) {
+  Atom whole = borrowed_ ? e.get(ref_, Indexer{}, {}) : e.freeze(ref_);
+  ref_ = e.new_ref(reshaped(e, whole, type_.shape));
+  view_.reset();
+  borrowed_ = false;
+  split_.reset();
+}
+
+Atom CotangentRef::get(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn) {
+  if (view_) {
+    if (idx.is_whole()) return reshaped(e, e.get(ref_, idx, dyn), type_.shape);
+    Indexer ri;
+    std::vector<Atom> rd;
+    if (view_indexer(e, idx, dyn, ri, rd)) return e.get(ref_, ri, rd);
+    materialize(e);
+  }
+  return e.get(ref_, idx, dyn);
+}
+
+Atom CotangentRef::swap(Emitter& e, const Atom& g, const Indexer& idx,
+                        const std::vector<Atom>& dyn) {
+  if (view_) {
+    if (idx.is_whole())
+      return reshaped(e, e.swap(ref_, reshaped(e, g, *view_), idx, dyn), type_.shape);
+    Indexer ri;
+    std::vector<Atom> rd;
+    if (view_indexer(e, idx, dyn, ri, rd)) return e.swap(ref_, g, ri, rd);
+    materialize(e);
+  }
+  return e.swap(ref_, g, idx, dyn);
+}
+
+void CotangentRef::addupdate(Emitter& e, const Atom& ct, const Indexer& idx,
+                             const std::vector<Atom>& dyn) {
+  if (view_) {
+    if (idx.is_whole()) return e.addupdate(ref_, reshaped(e, ct, *view_), idx, dyn);
+    Indexer ri;
+    std::vector<Atom> rd;
+    if (view_indexer(e, idx, dyn, ri, rd)) return e.addupdate(ref_, ct, ri, rd);
+    materialize(e);
+  }
+  e.addupdate(ref_, ct, idx, dyn);
+}
+
+Atom CotangentRef::read_out(Emitter& e) {
+  Atom whole = borrowed_ ? e.get(ref_, Indexer{}, {}) : e.freeze(ref_);
+  return view_ ? reshaped(e, whole, type_.shape) : whole;
+}
+
+}  // namespace refjit

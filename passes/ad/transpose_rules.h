@@ -1,0 +1,61 @@
+// Internal: the transpose rule table, one entry per linear primitive, filled by the
+// transpose_rules_<family>.cpp files.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "passes/ad/accum.h"
+#include "passes/ad/transpose.h"
+#include "refjit/ir/jaxpr.h"
+
+namespace refjit {
+
+struct TransposeArgs {
+  const Eqn& eqn;
+  std::vector<Accum*> acc;      // per operand: its accumulator, nullptr if not linear
+  std::vector<Atom> val;        // per operand: its value if not linear (mapped)
+  std::vector<MaybeAtom> ct;    // per array output: the cotangent (nullopt = zero)
+  std::vector<Accum*> out_acc;  // per output: its accumulator (new_ref reads the ref's)
+
+  bool linear(size_t i) const { return acc.at(i) != nullptr; }
+  bool wants(size_t i) const { return acc.at(i) && acc[i]->wanted(); }
+  // Dynamic operands (indices) from position `first` on; they are never linear.
+  std::vector<Atom> dyn(size_t first) const {
+    return std::vector<Atom>(val.begin() + static_cast<long>(first), val.end());
+  }
+};
+
+using TransposeRule = std::function<void(Emitter&, TransposeArgs&)>;
+using TransposeRuleTable = RuleTable<TransposeRule>;
+
+void register_elementwise_transpose_rules(TransposeRuleTable& t);
+void register_shape_transpose_rules(TransposeRuleTable& t);
+void register_window_transpose_rules(TransposeRuleTable& t);  // transpose_rules_window.cpp
+void register_ref_transpose_rules(TransposeRuleTable& t);
+void register_control_transpose_rules(TransposeRuleTable& t);
+void register_collective_transpose_rules(TransposeRuleTable& t);
+void register_linalg_transpose_rules(TransposeRuleTable& t);  // transpose_rules_linalg.cpp
+
+// Primitives whose rules receive their outputs' accumulators unfrozen (args.ct is all
+// nullopt, out_acc is set): they may hand an output's buffer to an operand
+// (Accum::alias_of) or pass it into a loop by reference instead of reading it densely.
+using LazyCotangentTable = RuleTable<bool>;
+// scan (passes/ad/transpose_rules_scan.cpp).
+void register_scan_transpose_rules(TransposeRuleTable& t, LazyCotangentTable& lazy);
+// dynamic_update_slice, reshape/squeeze/expand_dims, scatter and scatter-add
+// (passes/ad/transpose_rules_scatter.cpp).
+void register_aliasing_transpose_rules(TransposeRuleTable& t, LazyCotangentTable& lazy);
+
+const TransposeRuleTable& transpose_rules();
+const LazyCotangentTable& lazy_cotangent_rules();
+
+// transpose_jaxpr for a loop body whose cotangents live in refs across iterations: output k
+// with held[k] >= 0 has no cotangent argument; instead, on entry, its cotangent is held in
+// the ref accumulator of linear input held[k] (whose kind must be `ref`), and on exit that
+// ref holds the cotangent of that input. Inside, the output's accumulator is the ref itself,
+// so sparse contributions stay sparse (Accum::held_in, Accum::alias_of).
+Jaxpr transpose_jaxpr_holding(const Jaxpr& linear, int num_nonlinear,
+                              const std::vector<AccumKind>& kinds, const std::vector<int>& held);
+
+}  // namespace refjit

@@ -1,0 +1,502 @@
+#include "passes/simplify/range_simplify.h"
+
+#include <algorithm>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+
+#include "passes/jaxpr_util.h"
+#include "passes/simplify/inline.h"
+#include "passes/simplify/unit_run.h"
+
+namespace refjit {
+namespace {
+
+bool is_zero_literal(const Literal& l) { return l.equals(0.0); }
+
+bool same_atom(const Atom& a, const Atom& b) {
+  if (is_var(a) != is_var(b)) return false;
+  return is_var(a) ? as_var(a) == as_var(b) : std::get<Literal>(a) == std::get<Literal>(b);
+}
+
+// Which rewrites a Simplifier makes: all of them, or only those that turn indexed accesses
+// into windows (before autodiff, where folding and the cotangent merge have nothing to do).
+enum class Scope { everything, windows };
+
+class Simplifier {
+ public:
+  Simplifier(Jaxpr& j, IntRanges r, Scope scope) : j_(j), r_(std::move(r)), scope_(scope) {}
+
+  int run() {
+    for (size_t i = 0; i < j_.eqns.size(); ++i) {
+      Eqn& e = j_.eqns[i];
+      for (Atom& a : e.ins) a = subst_(a);
+      if (e.prim == Prim::scan) {
+        simplify_scan_body(e);
+        continue;
+      }
+      if (scope_ == Scope::everything) fold(e);
+    }
+    for (Atom& a : j_.outvars) a = subst_(a);
+    rewrite_index_runs();
+    lift_flat_updates();
+    if (scope_ == Scope::everything) merge_reads_before_zeroing();
+    remove_dead_eqns();
+    return changes_;
+  }
+
+ private:
+  std::optional<bool> known(const Atom& a) const {
+    if (const Literal* l = std::get_if<Literal>(&a))
+      return l->dtype == DType::bool_ ? std::optional<bool>(l->i != 0) : std::nullopt;
+    auto it = known_.find(as_var(a).id);
+    return it == known_.end() ? std::nullopt : std::optional<bool>(it->second);
+  }
+
+  // `out` is `x` (same type): later reads of `out` read `x`.
+  bool forward(Var out, const Atom& x) {
+    if (j_.type_of(x) != j_.type_of(out)) return false;
+    subst_.set(out, x);
+    ++changes_;
+    return true;
+  }
+
+  // `e`'s single result is the constant `b` everywhere.
+  void make_constant(Eqn& e, bool b) {
+    const Var out = e.outs.at(0);
+    known_[out.id] = b;
+    const ArrayType t = j_.type_of(out).array;
+    if (t.shape.empty()) return;  // a scalar comparison costs nothing; readers use `known_`
+    e = Eqn{Prim::broadcast_in_dim,
+            Params{{"shape", IntList(t.shape)},
+                   {"broadcast_dimensions", IntList{}},
+                   {"sharding", NoneParam{}}},
+            {Literal::of_bool(b)},
+            {out}};
+    ++changes_;
+  }
+
+  void fold(Eqn& e) {
+    if (e.outs.size() != 1) return;
+    const Var out = e.outs[0];
+    switch (e.prim) {
+      case Prim::lt:
+      case Prim::le:
+      case Prim::gt:
+      case Prim::ge:
+      case Prim::eq:
+      case Prim::ne: {
+        auto a = range_of(r_, e.ins.at(0)), b = range_of(r_, e.ins.at(1));
+        if (!a || !b) return;
+        if (std::optional<bool> v = decide_comparison(e.prim, *a, *b)) make_constant(e, *v);
+        return;
+      }
+      case Prim::and_:
+      case Prim::or_: {
+        if (j_.type_of(out).array.dtype != DType::bool_) return;
+        const bool absorbing = e.prim == Prim::or_;  // x or true = true; x and false = false
+        std::optional<bool> ka = known(e.ins.at(0)), kb = known(e.ins.at(1));
+        if (ka == absorbing || kb == absorbing) return make_constant(e, absorbing);
+        if (ka && kb) return make_constant(e, *ka && *kb);
+        if (ka == !absorbing) forward(out, e.ins[1]);
+        if (kb == !absorbing) forward(out, e.ins[0]);
+        return;
+      }
+      case Prim::not_:
+        if (std::optional<bool> k = known(e.ins.at(0))) make_constant(e, !*k);
+        return;
+      case Prim::select_n: {
+        if (e.ins.size() != 3 || j_.type_of(e.ins[0]).array.dtype != DType::bool_) return;
+        if (std::optional<bool> k = known(e.ins[0])) forward(out, e.ins[*k ? 2 : 1]);
+        return;
+      }
+      case Prim::max:
+      case Prim::min: {
+        auto a = range_of(r_, e.ins.at(0)), b = range_of(r_, e.ins.at(1));
+        if (!a || !b) return;
+        const bool is_max = e.prim == Prim::max;
+        if (is_max ? a->lo >= b->hi : a->hi <= b->lo)
+          forward(out, e.ins[0]);
+        else if (is_max ? b->lo >= a->hi : b->hi <= a->lo)
+          forward(out, e.ins[1]);
+        return;
+      }
+      default: return;
+    }
+  }
+
+  void simplify_scan_body(Eqn& e) {
+    Jaxpr body = *e.params.get<JaxprPtr>("jaxpr");
+    Simplifier inner(body, scan_body_int_ranges(e, r_), scope_);
+    if (inner.run() == 0) return;
+    changes_ += inner.changes_;
+    e.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(body)));
+  }
+
+  // Defining eqn of var `a` in this jaxpr, or nullptr.
+  // Defining eqn of var `a`, or nullptr. The index is rebuilt after eqns move (stale_defs).
+  const Eqn* def(const Atom& a) const {
+    if (!is_var(a)) return nullptr;
+    if (defs_.size() != j_.vars.size()) {
+      defs_.assign(j_.vars.size(), -1);
+      for (size_t i = 0; i < j_.eqns.size(); ++i)
+        for (Var o : j_.eqns[i].outs) defs_[o.id] = static_cast<int32_t>(i);
+    }
+    const int32_t i = defs_.at(as_var(a).id);
+    return i < 0 ? nullptr : &j_.eqns[static_cast<size_t>(i)];
+  }
+  void stale_defs() { defs_.clear(); }
+
+  static bool is_literal_int(const Atom& a, int64_t v) {
+    const Literal* l = std::get_if<Literal>(&a);
+    return l && is_int(l->dtype) && l->i == v;
+  }
+
+  // x for `a` = mul(x, v) or mul(v, x).
+  std::optional<Atom> times(const Atom& a, int64_t v) const {
+    const Eqn* m = def(a);
+    if (!m || m->prim != Prim::mul || m->ins.size() != 2) return std::nullopt;
+    if (is_literal_int(m->ins[1], v)) return m->ins[0];
+    if (is_literal_int(m->ins[0], v)) return m->ins[1];
+    return std::nullopt;
+  }
+
+  // (r, c) if the scalars `terms` add up to W*r + c with r in [0, rows-1] and c in [0, W-n].
+  std::optional<std::pair<Atom, Atom>> row_and_column(const std::vector<UnitRun::Term>& terms,
+                                                      int64_t n, int64_t rows,
+                                                      int64_t width) const {
+    // One scalar is W*r; at most one more is c; none is subtracted.
+    std::optional<Atom> r, c;
+    for (const UnitRun::Term& term : terms) {
+      if (term.negated) return std::nullopt;
+      const Atom& s = term.scalar;
+      std::optional<Atom> x = times(s, width);
+      if (x && !r)
+        r = x;
+      else if (!c)
+        c = s;
+      else
+        return std::nullopt;
+    }
+    if (!r) return std::nullopt;
+    const Atom col0 = c ? *c : Atom(Literal::of_int(j_.type_of(*r).array.dtype, 0));
+    auto rr = range_of(r_, *r), cr = range_of(r_, col0);
+    if (!rr || !cr || rr->lo < 0 || rr->hi > rows - 1 || cr->lo < 0 || cr->hi > width - n)
+      return std::nullopt;
+    return std::pair{*r, col0};
+  }
+
+  // (r, c) if the scalar start `s` is W*r + c with ranges putting a window of n elements
+  // starting there inside row r of a [rows, W] array: r in [0, rows-1], c in [0, W-n].
+  std::optional<std::pair<Atom, Atom>> start_in_one_row(const Atom& s, int64_t n, int64_t rows,
+                                                        int64_t width) const {
+    return row_and_column(scalar_sum_terms(j_, s), n, rows, width);
+  }
+
+  static bool is_row_major_reshape(const Eqn& e) {
+    if (e.prim != Prim::reshape || e.ins.size() != 1 || e.outs.size() != 1) return false;
+    const ParamValue* d = e.params.find("dimensions");
+    return !d || std::holds_alternative<NoneParam>(*d);
+  }
+
+  Var emit(std::vector<Eqn>& out, Prim p, Params params, std::vector<Atom> ins, ArrayType t) {
+    const Var v = j_.new_var(Type(std::move(t)));
+    out.push_back(Eqn{p, std::move(params), std::move(ins), {v}});
+    return v;
+  }
+
+  Var reshaped(std::vector<Eqn>& out, const Atom& x, Shape shape) {
+    ArrayType t{j_.type_of(x).array.dtype, shape};
+    return emit(out, Prim::reshape,
+                Params{{"new_sizes", IntList(shape)}, {"dimensions", NoneParam{}}}, {x}, t);
+  }
+
+  // The 1-D update `u` (n elements) as a [1, n] row. A concatenate of flattened rows and
+  // scalars is rebuilt as a concatenate of the rows themselves (so slice moves see its
+  // dynamic_slice pieces); anything else is reshaped.
+  Atom as_row(const Atom& u, int64_t n, std::vector<Eqn>& out) {
+    const DType dt = j_.type_of(u).array.dtype;
+    const Eqn* cat = def(u);
+    if (!cat || cat->prim != Prim::concatenate || cat->params.get<int64_t>("dimension") != 0)
+      return reshaped(out, u, {1, n});
+    std::vector<Atom> pieces;
+    for (const Atom& piece : cat->ins) {
+      const int64_t len = j_.type_of(piece).array.shape.at(0);
+      const Eqn* rs = def(piece);
+      const Shape src =
+          rs && is_row_major_reshape(*rs) ? j_.type_of(rs->ins[0]).array.shape : Shape{-1};
+      if (src == Shape{1, len}) {
+        pieces.push_back(rs->ins[0]);
+      } else if (src.empty()) {
+        pieces.push_back(emit(out, Prim::broadcast_in_dim,
+                              Params{{"shape", IntList{1, 1}},
+                                     {"broadcast_dimensions", IntList{}},
+                                     {"sharding", NoneParam{}}},
+                              {rs->ins[0]}, ArrayType{dt, {1, 1}}));
+      } else {
+        pieces.push_back(reshaped(out, piece, {1, len}));
+      }
+    }
+    return emit(out, Prim::concatenate, Params{{"dimension", int64_t{1}}}, pieces,
+                ArrayType{dt, {1, n}});
+  }
+
+  // The eqns to insert before each eqn (filled by a rewrite), then put in place.
+  void insert_before(std::vector<std::vector<Eqn>>& before) {
+    std::vector<Eqn> eqns;
+    for (size_t i = 0; i < j_.eqns.size(); ++i) {
+      for (Eqn& e : before[i]) eqns.push_back(std::move(e));
+      eqns.push_back(std::move(j_.eqns[i]));
+    }
+    j_.eqns = std::move(eqns);
+    stale_defs();
+    for (Eqn& e : j_.eqns)
+      for (Atom& a : e.ins) a = subst_(a);
+    for (Atom& a : j_.outvars) a = subst_(a);
+    r_.resize(j_.vars.size());
+  }
+
+  // The sum of `terms` (scalars of dtype `dt`), emitted into `out`.
+  Atom emit_sum(std::vector<Eqn>& out, const std::vector<UnitRun::Term>& terms, DType dt) {
+    std::optional<Atom> sum;
+    for (const UnitRun::Term& t : terms) {
+      if (!sum) {
+        sum = t.negated ? Atom(emit(out, Prim::neg, {}, {t.scalar}, ArrayType{dt, {}})) : t.scalar;
+        continue;
+      }
+      sum = emit(out, t.negated ? Prim::sub : Prim::add, {}, {*sum, t.scalar}, ArrayType{dt, {}});
+    }
+    return sum ? *sum : Atom(Literal::of_int(dt, 0));
+  }
+
+  // A gather or scatter whose index vector is a unit run (passes/simplify/unit_run.h) lying inside
+  // its axis reads or writes one contiguous window: it becomes a dynamic_slice or a
+  // dynamic_update_slice at the run's first index (the sum of the run's scalar terms). Exact:
+  // every index is in range, so the gather's clamping and the scatter's dropping never apply,
+  // and no two updates land on one element.
+  void rewrite_index_runs() {
+    std::vector<std::vector<Eqn>> before(j_.eqns.size());
+    bool any = false;
+    for (size_t i = 0; i < j_.eqns.size(); ++i) {
+      const Eqn& e = j_.eqns[i];
+      const bool gather = e.prim == Prim::gather;
+      if ((!gather && e.prim != Prim::scatter) || e.outs.size() != 1 ||
+          e.ins.size() != (gather ? 2u : 3u))
+        continue;
+      const ArrayType x = j_.type_of(e.ins[0]).array;
+      const int64_t axis = e.params.get_or<int64_t>("axis", -1);
+      if (axis < 0 || axis >= x.rank()) continue;
+      std::optional<UnitRun> run = as_unit_run(j_, e.ins[1]);
+      std::optional<IntRange> range = range_of(r_, e.ins[1]);
+      if (!run || run->length < 1 || !range || range->lo < 0 || range->hi > x.shape[axis] - 1)
+        continue;
+      const DType dt = j_.type_of(e.ins[1]).array.dtype;
+      std::vector<Atom> starts(static_cast<size_t>(x.rank()), Literal::of_int(dt, 0));
+      starts[static_cast<size_t>(axis)] = emit_sum(before[i], run->terms, dt);
+      const Var out = e.outs[0];
+      const ArrayType t = j_.type_of(out).array;
+      Var replacement;
+      if (gather) {
+        std::vector<Atom> ins{e.ins[0]};
+        ins.insert(ins.end(), starts.begin(), starts.end());
+        replacement =
+            emit(before[i], Prim::dynamic_slice,
+                 Params{{"slice_sizes", IntList(t.shape.begin(), t.shape.end())}}, ins, t);
+      } else {
+        std::vector<Atom> ins{e.ins[0], e.ins[2]};
+        ins.insert(ins.end(), starts.begin(), starts.end());
+        replacement = emit(before[i], Prim::dynamic_update_slice, {}, ins, t);
+      }
+      subst_.set(out, replacement);
+      any = true;
+      ++changes_;
+    }
+    if (any) insert_before(before);
+  }
+
+  // reshape(dynamic_update_slice(reshape(Y, [D*W]), U, W*r + c), [D, W]) whose window lies in
+  // row r (r in [0, D-1], c in [0, W-n]) is dynamic_update_slice(Y, U as a [1, n] row, r, c):
+  // an update of a flattened array written back in the array's shape (`x.at[r, c:c+n].set(u)`
+  // as JAX's general scatter, or a flat scatter, reads after rewrite_index_runs).
+  void lift_flat_updates() {
+    std::vector<std::vector<Eqn>> before(j_.eqns.size());
+    bool any = false;
+    for (size_t i = 0; i < j_.eqns.size(); ++i) {
+      const Eqn& e = j_.eqns[i];
+      if (e.prim != Prim::dynamic_update_slice || e.ins.size() != 3 || e.outs.size() != 1) continue;
+      const Eqn* flat = def(e.ins[0]);
+      if (!flat || !is_row_major_reshape(*flat)) continue;
+      const Type yt = j_.type_of(flat->ins[0]);
+      if (yt.is_ref || yt.array.rank() != 2) continue;
+      const int64_t rows = yt.array.shape[0], width = yt.array.shape[1];
+      const Shape& ushape = j_.type_of(e.ins[1]).array.shape;
+      if (ushape.size() != 1) continue;
+      const int64_t n = ushape[0];
+      // Every reader of the result reshapes it back to Y's shape.
+      const Var result = e.outs[0];
+      std::vector<Var> backs;
+      bool ok = true;
+      for (size_t k = i + 1; k < j_.eqns.size() && ok; ++k)
+        for (const Atom& a : j_.eqns[k].ins)
+          if (is_var(a) && as_var(a) == result) {
+            const Eqn& b = j_.eqns[k];
+            if (is_row_major_reshape(b) && j_.type_of(b.outs[0]) == yt)
+              backs.push_back(b.outs[0]);
+            else
+              ok = false;
+          }
+      for (const Atom& a : j_.outvars) ok &= !(is_var(a) && as_var(a) == result);
+      if (!ok || backs.empty()) continue;
+      std::optional<std::pair<Atom, Atom>> rc = start_in_one_row(e.ins[2], n, rows, width);
+      if (!rc) continue;
+      const Atom y = flat->ins[0], u = e.ins[1];
+      const Atom row = as_row(u, n, before[i]);
+      const Var updated = emit(before[i], Prim::dynamic_update_slice, {},
+                               {y, row, rc->first, rc->second}, yt.array);
+      for (Var b : backs) subst_.set(b, updated);
+      any = true;
+      ++changes_;
+    }
+    if (any) insert_before(before);
+  }
+
+  int uses_of(Var v) const {
+    int n = 0;
+    for (const Eqn& e : j_.eqns)
+      for (const Atom& a : e.ins) n += is_var(a) && as_var(a) == v;
+    for (const Atom& a : j_.outvars) n += is_var(a) && as_var(a) == v;
+    return n;
+  }
+
+  // The zero a swap writes: a zero literal, or a broadcast of one.
+  std::optional<Literal> zero_written(const Atom& x) const {
+    if (const Literal* l = std::get_if<Literal>(&x))
+      return is_zero_literal(*l) ? *l : std::optional<Literal>();
+    const Eqn* b = def(x);
+    if (!b || b->prim != Prim::broadcast_in_dim || b->ins.size() != 1) return std::nullopt;
+    const Literal* l = std::get_if<Literal>(&b->ins[0]);
+    return l && is_zero_literal(*l) ? std::optional<Literal>(*l) : std::nullopt;
+  }
+
+  // v <- R[w]; ...; _, R[w] <- R[w], zeros  ==>  v, R[w] <- R[w], zeros
+  void merge_reads_before_zeroing() {
+    for (size_t g = 0; g < j_.eqns.size(); ++g) {
+      Eqn& get = j_.eqns[g];
+      if (get.prim != Prim::get || get.outs.size() != 1 || !is_var(get.ins.at(0))) continue;
+      const Var ref = as_var(get.ins[0]);
+      size_t s = g + 1;
+      auto touches = [&](const Eqn& e) {
+        for (const Atom& a : e.ins)
+          if (is_var(a) && as_var(a) == ref) return true;
+        return false;
+      };
+      while (s < j_.eqns.size() && !touches(j_.eqns[s])) ++s;
+      if (s == j_.eqns.size()) continue;
+      Eqn& sw = j_.eqns[s];
+      if (sw.prim != Prim::swap || sw.outs.size() != 1 || sw.ins.size() != get.ins.size() + 1 ||
+          !(sw.params.find("indexer") && get.params.find("indexer") &&
+            *sw.params.find("indexer") == *get.params.find("indexer")) ||
+          uses_of(sw.outs[0]) != 0)
+        continue;
+      bool same = true;
+      for (size_t k = 1; k < get.ins.size(); ++k) same &= same_atom(get.ins[k], sw.ins[k + 1]);
+      std::optional<Literal> zero = zero_written(sw.ins[1]);
+      if (!same || !zero || j_.type_of(sw.ins[1]) != j_.type_of(get.outs[0])) continue;
+      // The zeros, made before the read.
+      const ArrayType vt = j_.type_of(get.outs[0]).array;
+      Atom zeros = *zero;
+      Eqn fill;
+      if (!vt.shape.empty()) {
+        const Var z = j_.new_var(Type(vt));
+        fill = Eqn{Prim::broadcast_in_dim,
+                   Params{{"shape", IntList(vt.shape)},
+                          {"broadcast_dimensions", IntList{}},
+                          {"sharding", NoneParam{}}},
+                   {*zero},
+                   {z}};
+        zeros = z;
+      }
+      Eqn merged = Eqn{Prim::swap, get.params, {}, get.outs};
+      merged.ins.push_back(get.ins[0]);
+      merged.ins.push_back(zeros);
+      for (size_t k = 1; k < get.ins.size(); ++k) merged.ins.push_back(get.ins[k]);
+      j_.eqns.erase(j_.eqns.begin() + static_cast<long>(s));
+      stale_defs();
+      j_.eqns[g] = std::move(merged);
+      if (!vt.shape.empty()) {
+        j_.eqns.insert(j_.eqns.begin() + static_cast<long>(g), std::move(fill));
+        ++g;
+      }
+      ++changes_;
+    }
+  }
+
+  // Eqns with no effect whose results nobody reads.
+  void remove_dead_eqns() {
+    std::vector<int> uses(j_.vars.size(), 0);
+    for (const Eqn& e : j_.eqns)
+      for (const Atom& a : e.ins)
+        if (is_var(a)) ++uses[as_var(a).id];
+    for (const Atom& a : j_.outvars)
+      if (is_var(a)) ++uses[as_var(a).id];
+    std::vector<bool> dead(j_.eqns.size(), false);
+    for (size_t i = j_.eqns.size(); i-- > 0;) {
+      const Eqn& e = j_.eqns[i];
+      switch (e.prim) {
+        case Prim::swap:
+        case Prim::addupdate:
+        case Prim::freeze:
+        case Prim::scan:
+        case Prim::cond:
+        case Prim::while_:
+        case Prim::jit:
+        case Prim::custom_vjp_call:
+        case Prim::linear_solve: continue;
+        default: break;
+      }
+      if (prim_info(e.prim).host_effect) continue;  // a host call: kept though it binds nothing
+      bool unused = true;
+      for (Var o : e.outs) unused &= uses[o.id] == 0;
+      if (!unused) continue;
+      dead[i] = true;
+      for (const Atom& a : e.ins)
+        if (is_var(a)) --uses[as_var(a).id];
+    }
+    std::vector<Eqn> kept;
+    for (size_t i = 0; i < j_.eqns.size(); ++i)
+      if (!dead[i]) kept.push_back(std::move(j_.eqns[i]));
+    j_.eqns = std::move(kept);
+    stale_defs();
+  }
+
+  Jaxpr& j_;
+  IntRanges r_;
+  Scope scope_;
+  Substitution subst_;
+  std::unordered_map<uint32_t, bool> known_;
+  mutable std::vector<int32_t> defs_;  // by var id: index of its defining eqn, or -1
+  int changes_ = 0;
+};
+
+}  // namespace
+
+Jaxpr simplify_with_ranges(const Jaxpr& jaxpr,
+                           const std::vector<std::optional<IntRange>>& const_ranges, int* changes) {
+  Jaxpr j = has_jit_eqn(jaxpr) ? inline_jit(jaxpr) : jaxpr;
+  IntRanges r = int_ranges_from_consts(j, const_ranges);
+  const int n = Simplifier(j, std::move(r), Scope::everything).run();
+  if (changes) *changes = n;
+  return n > 0 ? std::move(j) : jaxpr;
+}
+
+Jaxpr windows_before_autodiff(const Jaxpr& jaxpr,
+                              const std::vector<std::optional<IntRange>>& const_ranges,
+                              int* changes) {
+  Jaxpr j = jaxpr;
+  IntRanges r = int_ranges_from_consts(j, const_ranges);
+  const int n = Simplifier(j, std::move(r), Scope::windows).run();
+  if (changes) *changes = n;
+  return n > 0 ? std::move(j) : jaxpr;
+}
+
+}  // namespace refjit

@@ -1,0 +1,51 @@
+// Range simplification: what the integer ranges (int_ranges.h) decide is folded away. The
+// pipeline's `simplify-ranges` pass (driver/pipeline.h), after row trimming; the ranges start
+// from what is known of the constants (jit's captured values, `refjit run`'s VALUEs), iotas
+// and literals.
+//
+//  - comparisons of integers whose ranges decide them become constants; `and`/`or`/`not` of
+//    constants fold, `select_n` with a constant predicate is its chosen case, and `max`/`min`
+//    whose ranges decide them are the deciding operand;
+//  - a gather or scatter whose index vector is a unit run (passes/simplify/unit_run.h) inside its
+//  axis
+//    is a dynamic_slice / dynamic_update_slice at the run's first index, in any program;
+//  - a dynamic_update_slice of a flattened [D, W] array at W*r + c whose window stays in row
+//    r and whose result is only reshaped back (`x.at[r, c:c+n].set(u)` written on the
+//    flattened state) is a dynamic_update_slice of u as a [1, n] row at (r, c), a concatenate
+//    of flattened pieces rebuilt from the pieces themselves, which the backend lowers as
+//    memmoves (slice moves);
+//  - `v <- R[w]` followed by `R[w] <- zeros` (nothing touching R in between) is one
+//    `v, R[w] <- R[w], zeros`, the form the backend lowers as a cotangent shift.
+//
+// Eqns left without readers (and without effects) are removed.
+//
+// The rewrites into windows also run before autodiff (`windows_before_autodiff`: in the
+// pipeline's `autodiff` pass, the C++ API's grad / vjp / jvp / linearize and the Python
+// package's, from the ranges of the traced function's constants), so a gather or scatter proven to
+// touch one window is differentiated as the window it is: a row written with `x.at[idx].set`
+// through a constant index vector differentiates into the same per-step work as the same row
+// written with `dynamic_update_slice` (docs/backend.md).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "passes/simplify/int_ranges.h"
+#include "refjit/ir/jaxpr.h"
+
+namespace refjit {
+
+// `const_ranges`: per constvar of `jaxpr`, the range of its integer elements if known.
+// `changes`, when given, receives the number of rewrites made (0: `jaxpr` is returned as is).
+Jaxpr simplify_with_ranges(const Jaxpr& jaxpr,
+                           const std::vector<std::optional<IntRange>>& const_ranges,
+                           int* changes = nullptr);
+
+// Only the rewrites into windows (index runs, flat updates) and the removal of
+// what they leave unread, in `jaxpr` and its scan bodies (not inside nested jits): the form
+// autodiff is given. Same arguments as simplify_with_ranges.
+Jaxpr windows_before_autodiff(const Jaxpr& jaxpr,
+                              const std::vector<std::optional<IntRange>>& const_ranges,
+                              int* changes = nullptr);
+
+}  // namespace refjit

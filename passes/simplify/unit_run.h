@@ -1,0 +1,52 @@
+// Index vectors that are provably runs of consecutive integers ("unit runs"): `iota` plus or
+// minus scalars, e.g. `row * w + (col + iota(n))`. For such a vector a[i] == a[0] + i modulo
+// the integer type's wrap-around, so gather/scatter with it touch one contiguous block when
+// a[0] is in range (compiler/backend/lower_shape.cpp), whether it names an entry p is a
+// scalar test on a[0] and a[n-1] (passes/ad/transpose_rules_scatter.cpp), and the integer
+// ranges of its terms can place it inside one row (passes/simplify/range_simplify.cpp). This file
+// is the one recogniser of the idiom.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "refjit/ir/jaxpr.h"
+
+namespace refjit {
+
+// A unit run as the sum of one iota(length) and scalar terms: a[i] = sum of terms + i.
+struct UnitRun {
+  struct Term {
+    Atom scalar;  // a rank-0 atom of this jaxpr
+    bool negated = false;
+  };
+  int64_t length = 0;
+  std::vector<Term> terms;
+};
+
+// `a`'s decomposition if `a`, a rank-1 i32/i64 array defined in `j`, is a unit run: built by
+// add/sub from exactly one iota (dimension 0, added, not subtracted) and scalars (rank-0
+// operands or broadcasts of them). Looks only at `j`'s eqns (an invar or constvar is not
+// known to be one).
+std::optional<UnitRun> as_unit_run(const Jaxpr& j, const Atom& a);
+
+inline bool is_unit_run(const Jaxpr& j, const Atom& a) { return as_unit_run(j, a).has_value(); }
+
+// If the index arrays `idx` of a ref access on a ref of `shape` are the clamped row-major
+// split of a unit run x (flat = min(max(x, 0), M), idx[0] = flat / stride0, idx[d] =
+// flat / stride_d - idx[d-1] * shape[d]: how an accumulator's flattened view addresses its
+// ref, passes/ad/cotangent_ref.h), x; else nullopt.
+std::optional<Atom> split_unit_run(const Jaxpr& j, const std::vector<Atom>& idx,
+                                   const Shape& shape);
+
+// Whether eqn `e` of `j` indexes with a unit run the backend lowers as one window when the
+// run's first index is in range (tested at run time, the general code otherwise): a gather
+// or scatter whose rank-1 index is a unit run no longer than its axis, or a get / swap on a
+// ref whose index arrays split one.
+bool indexes_with_run(const Jaxpr& j, const Eqn& e);
+
+// `a`, a rank-0 integer atom, as the sum of the scalars an add/sub chain in `j` combines (a
+// single term when it is not such a chain): a start index `W*r + c` gives its two terms.
+std::vector<UnitRun::Term> scalar_sum_terms(const Jaxpr& j, const Atom& a);
+
+}  // namespace refjit
