@@ -134,8 +134,8 @@ namespace refjit {
 // addupdate reads or writes R's buffer or writes the buffer of the swap's start operands;
 // none of the eqns are fused or folded into a slice move. The zero broadcast is folded too when the
 // swap is its only reader.
-// v may have other readers besides the one leading to the addupdate (slice1's transpose keeps
-// the value's cotangent v[0:1] and shifts v[1:]): each must be a static slice of a run of v
+// v may have other readers besides the one leading to the addupdate (the transpose of
+// `x[1:] = x[:-1]` keeps the cotangent v[0:1] and shifts v[1:]): each must be a static slice of a run of v
 // placed between the swap and the addupdate. Such a "side slice" is lowered at its own
 // position as a copy straight out of R's window (R still holds the old values there: the swap
 // is only carried out at the addupdate).
