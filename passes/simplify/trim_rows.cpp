@@ -9,6 +9,7 @@
 #include "ir/loop_params.h"
 #include "passes/simplify/inline.h"
 #include "passes/simplify/int_ranges.h"
+#include "refjit/ir/use_def.h"
 
 namespace refjit {
 namespace {
@@ -158,9 +159,7 @@ void retype_ref(Jaxpr& j, Var ref, const Shape& shape) {
 class RowTrimmer {
  public:
   RowTrimmer(Jaxpr j, const std::vector<std::optional<IntRange>>& const_ranges)
-      : j_(std::move(j)), r_(int_ranges_from_consts(j_, const_ranges)) {
-    count_uses();
-  }
+      : j_(std::move(j)), r_(int_ranges_from_consts(j_, const_ranges)), use_def_(j_) {}
 
   int run() {
     int trimmed = 0;
@@ -175,18 +174,6 @@ class RowTrimmer {
   Jaxpr take() { return std::move(j_); }
 
  private:
-  void count_uses() {
-    uses_.assign(j_.vars.size(), 0);
-    def_.assign(j_.vars.size(), -1);
-    for (size_t i = 0; i < j_.eqns.size(); ++i) {
-      for (const Atom& a : j_.eqns[i].ins)
-        if (is_var(a)) ++uses_[as_var(a).id];
-      for (Var v : j_.eqns[i].outs) def_[v.id] = static_cast<int32_t>(i);
-    }
-    for (const Atom& a : j_.outvars)
-      if (is_var(a)) uses_[as_var(a).id] += 2;
-  }
-
   // The final carry `v` is read only by static slices: the rows they take.
   std::optional<int64_t> final_carry_rows(Var v, int64_t dim) const {
     int64_t need = 0;
@@ -260,8 +247,9 @@ class RowTrimmer {
       Atom& init = j_.eqns[it.eqn].ins.at(it.operand);
       if (!is_var(init)) continue;  // a literal scalar has no rows
       const Var v = as_var(init);
-      const int32_t d = def_[v.id];
-      if (d >= 0 && uses_[v.id] == 1 && j_.eqns[d].prim == Prim::broadcast_in_dim &&
+      // The trims change no eqn's operands, so the reads counted at the start still hold.
+      const int64_t d = use_def_.def_index(v);
+      if (d >= 0 && use_def_.read_once(v) && j_.eqns[d].prim == Prim::broadcast_in_dim &&
           j_.eqns[d].ins.size() == 1 && j_.type_of(j_.eqns[d].ins[0]).array.shape.empty()) {
         j_.eqns[d].params.set("shape", IntList(it.shape));
         j_.vars.at(v.id).type.array.shape = it.shape;
@@ -293,8 +281,7 @@ class RowTrimmer {
 
   Jaxpr j_;
   Ranges r_;
-  std::vector<int> uses_;
-  std::vector<int32_t> def_;
+  const UseDef use_def_;  // of j_ as it came in
   std::vector<InitTrim> init_trims_;
 };
 
