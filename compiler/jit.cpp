@@ -177,7 +177,7 @@ bool use_native(Backend backend) {
 std::shared_ptr<const CompiledFunction> compile_tier(JitState& state, const NativeProgram& prog,
                                                      int opt_level, double trace_ms) {
   PipelineOptions options = prog.options;
-  options.opt_level = opt_level;
+  options.compile.opt_level = opt_level;
   auto f = std::make_shared<const CompiledFunction>(compile_planned(prog.planned, options));
   ++g_native_compiles;
   const CompileTimings& t = f->timings();

@@ -90,7 +90,9 @@ AotArtifact compile_to_object(const Jaxpr& jaxpr, const AotOptions& options) {
   // The same passes as jit and `refjit run` (nothing is known of constvars here, and the
   // entry's derivative is already built, so the signature in the header stays).
   PipelineOptions pipeline;
-  pipeline.opt_level = options.opt_level;
+  pipeline.compile.opt_level = options.opt_level;
+  pipeline.compile.exact_math = pipeline.compile.exact_math || options.exact_math;
+  pipeline.compile.runtime_kernels = false;  // the object needs only libc and libm
   std::vector<PlannedProgram> planned;
   std::vector<aot::EntryCode> code;
   planned.reserve(plan.entries.size());
@@ -99,7 +101,7 @@ AotArtifact compile_to_object(const Jaxpr& jaxpr, const AotOptions& options) {
     code.push_back({&p.jaxpr, p.plan, pass_reporter(pipeline)});
 
   AotArtifact out;
-  out.object = aot::emit_object(plan.entries, code, rs, options);
+  out.object = aot::emit_object(plan.entries, code, rs, pipeline.compile, options);
   out.header = aot::make_header(options, plan.entries, rs);
   for (const aot::CEntry& e : plan.entries) out.symbols.push_back(e.symbol);
   if (rs) out.residual_bytes = rs->size;

@@ -12,7 +12,6 @@
 #include "passes/ad/jvp.h"
 #include "passes/ad/vjp.h"
 #include "passes/buffers/buffer_assignment.h"
-#include "passes/simplify/implicit_im2col.h"
 #include "passes/simplify/accumulate_products.h"
 #include "passes/simplify/canonicalize.h"
 #include "passes/simplify/concat_windows.h"
@@ -20,6 +19,7 @@
 #include "passes/simplify/dead_regions.h"
 #include "passes/simplify/hoist_accumulations.h"
 #include "passes/simplify/hoist_xs_products.h"
+#include "passes/simplify/implicit_im2col.h"
 #include "passes/simplify/inline.h"
 #include "passes/simplify/inline_consts.h"
 #include "passes/simplify/range_simplify.h"
@@ -245,9 +245,7 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
 }
 
 CompileOptions backend_options(const PlannedProgram& planned, const PipelineOptions& options) {
-  CompileOptions co;
-  co.opt_level = options.opt_level;
-  co.exact_math = options.exact_math;
+  CompileOptions co = options.compile;
   co.plan = planned.plan;
   co.after_pass = pass_reporter(options);
   return co;

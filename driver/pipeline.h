@@ -72,8 +72,10 @@ struct PipelineOptions {
   // Verify the program after every jaxpr pass, naming the pass that broke it. On in debug
   // builds and when REFJIT_VERIFY_EACH is set to anything but 0 (the test suites set it).
   bool verify_each = verify_each_by_default();
-  int opt_level = 3;                          // LLVM -O<n>; 0 is jit's fast tier
-  bool exact_math = exact_math_by_default();  // CompileOptions::exact_math
+  // The backend's options (opt_level: LLVM -O<n>, 0 is jit's fast tier; exact_math; the
+  // runtime kernels and parallel loops; subnormals). Its plan and after_pass are the
+  // pipeline's: compile_planned sets them.
+  CompileOptions compile;
   // Called after every pass that runs (print-after-all, timings).
   PassObserver after_pass;
 

@@ -36,7 +36,7 @@ PipelineOptions pipeline_options(const Options& o, const Jaxpr& program) {
   }
   p.buffers.fail_on_copy = o.fail_on_copy;
   p.verify_each = p.verify_each || o.verify_each;
-  p.exact_math = p.exact_math || o.exact_math;
+  p.compile.exact_math = p.compile.exact_math || o.exact_math;
   return p;
 }
 

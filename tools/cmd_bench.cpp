@@ -63,7 +63,7 @@ int bench_command(const Options& o, StageTimings& timings) {
   Source source = read_source(o.file);
   Jaxpr program = load_program(source, o, timings);
   PipelineOptions pipeline = pipeline_options(o, program);
-  pipeline.opt_level = o.tier == "fast" ? 0 : 3;
+  pipeline.compile.opt_level = o.tier == "fast" ? 0 : 3;
   Executable executable(program, o, pipeline, timings);
 
   std::vector<ValueSlot> slots = argument_slots(program, o.jvp);

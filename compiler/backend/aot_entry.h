@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "compiler/backend/buffer_plan.h"
+#include "compiler/backend/native.h"
 #include "passes/pass_report.h"
 #include "refjit/aot.h"
 #include "refjit/ir/jaxpr.h"
@@ -84,8 +85,11 @@ struct EntryCode {
 };
 
 // The object file holding every entry of `entries` (aot_object.cpp), compiled from `code`
-// (one per entry, in order); fills each entry's workspace_bytes.
+// (one per entry, in order) with `compile` (its plan and after_pass are each entry's; code
+// that stands alone needs runtime_kernels off) for `options.cpu`; fills each entry's
+// workspace_bytes.
 std::string emit_object(std::vector<CEntry>& entries, std::span<const EntryCode> code,
-                        const ResidualStruct* rs, const AotOptions& options);
+                        const ResidualStruct* rs, const CompileOptions& compile,
+                        const AotOptions& options);
 
 }  // namespace refjit::aot

@@ -18,15 +18,15 @@
 namespace refjit::aot {
 
 std::string emit_object(std::vector<CEntry>& entries, std::span<const EntryCode> code,
-                        const ResidualStruct* rs, const AotOptions& options) {
+                        const ResidualStruct* rs, const CompileOptions& compile,
+                        const AotOptions& options) {
   if (code.size() != entries.size())
     throw Error("aot: internal error, one planned program is needed per entry point");
-  auto tm = backend::make_target_machine(options.cpu, options.opt_level);
+  if (compile.runtime_kernels)
+    throw Error("aot: internal error, an object file cannot call the runtime's kernels");
+  auto tm = backend::make_target_machine(options.cpu, compile.opt_level);
   llvm::LLVMContext lctx;
-  CompileOptions co;
-  co.opt_level = options.opt_level;
-  co.exact_math = options.exact_math || exact_math_by_default();
-  co.runtime_kernels = false;  // the object needs only libc and libm
+  CompileOptions co = compile;
   std::unique_ptr<llvm::Module> linked;
   for (size_t i = 0; i < entries.size(); ++i) {
     CEntry& e = entries[i];
@@ -49,7 +49,7 @@ std::string emit_object(std::vector<CEntry>& entries, std::span<const EntryCode>
   llvm::raw_string_ostream vos(verify_msg);
   if (llvm::verifyModule(*linked, &vos))
     throw Error("aot: internal error, the generated LLVM IR does not verify:\n" + verify_msg);
-  backend::optimize_llvm_module(*linked, *tm, options.opt_level);
+  backend::optimize_llvm_module(*linked, *tm, compile.opt_level);
   // The object must stand alone: calls into MLIR's runtime support libraries (e.g.
   // memrefCopy for a strided memref.copy) would leave it needing more than libc/libm.
   for (const llvm::Function& fn : linked->functions()) {

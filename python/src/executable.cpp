@@ -79,8 +79,8 @@ Executable::Executable(const Jaxpr& program, const nb::list& consts, ExecutableO
     PipelineOptions p;
     p.consts = KnownConsts::of(values);
     p.buffers.donated = donated_;
-    p.exact_math = p.exact_math || options.exact_math;  // REFJIT_EXACT_MATH=1 turns it on too
-    p.opt_level = options.opt_level;
+    p.compile.exact_math = p.compile.exact_math || options.exact_math;  // or REFJIT_EXACT_MATH=1
+    p.compile.opt_level = options.opt_level;
     nb::gil_scoped_release unlocked;
     PlannedProgram planned = plan_program(program, p);
     compiled_ = std::make_shared<const CompiledFunction>(compile_planned(planned, p));

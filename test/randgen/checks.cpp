@@ -123,7 +123,7 @@ void check_native(const Program& p, const CheckOptions& o, double tol) {
   std::optional<CompiledFunction> fn;
   try {
     PipelineOptions po;
-    po.opt_level = o.native_opt_level;
+    po.compile.opt_level = o.native_opt_level;
     po.verify_each = true;
     fn.emplace(compile_program(p.jaxpr, po));
   } catch (const Error& e) {
@@ -164,7 +164,7 @@ void check_buffers(const Program& p, const CheckOptions& o, double tol) {
   std::optional<CompiledFunction> planned, naive;
   try {
     PipelineOptions po;
-    po.opt_level = o.native_opt_level;
+    po.compile.opt_level = o.native_opt_level;
     planned.emplace(compile_program(p.jaxpr, po));
     po.naive_buffers = true;
     naive.emplace(compile_program(p.jaxpr, po));
