@@ -276,6 +276,30 @@ TEST(ShapeTypes, Concatenate) {
               HasSubstr("operand 1 has type i32[2]"));
 }
 
+TEST(ShapeTypes, ConcatWindows) {
+  // x[:, 1:4:2] (2 columns) and all of y (3 columns), side by side.
+  const Params p{{"dimension", int64_t{1}},
+                 {"start_indices", IntListList{{0, 1}, {0, 0}}},
+                 {"limit_indices", IntListList{{2, 4}, {2, 3}}},
+                 {"strides", IntListList{{1, 2}, {1, 1}}}};
+  EXPECT_EQ(infer(Prim::concat_windows, {f32({2, 5}), f32({2, 3})}, p), Types{f32({2, 5})});
+  EXPECT_THAT(type_error([&] {
+                infer(Prim::concat_windows, {f32({2, 5}), f32({2, 2})}, p);
+              }),
+              HasSubstr("window 1: dim 1: start 0 and limit 3"));
+  Params rows = p;
+  rows.set("limit_indices", IntListList{{1, 4}, {2, 3}});
+  EXPECT_THAT(
+      type_error([&] {
+        infer(Prim::concat_windows, {f32({2, 5}), f32({2, 3})}, rows);
+      }),
+      HasSubstr("window 1 (f32, shape (2, 3)) does not match window 0 (f32, shape (1, 2))"));
+  EXPECT_THAT(type_error([&] {
+                infer(Prim::concat_windows, {f32({2, 5})}, p);
+              }),
+              HasSubstr("need one entry per operand (1), got 2"));
+}
+
 TEST(ShapeTypes, Pad) {
   Params p{{"padding_config", IntListList{{1, 2, 0}, {0, -1, 1}}}};
   // dim 0: 1+2+3 = 6; dim 1: 0-1+4+3*1 = 6.
