@@ -22,6 +22,7 @@
 #include "passes/simplify/implicit_im2col.h"
 #include "passes/simplify/inline.h"
 #include "passes/simplify/inline_consts.h"
+#include "passes/simplify/move_windows.h"
 #include "passes/simplify/range_simplify.h"
 #include "passes/simplify/simplify_dots.h"
 #include "refjit/ir/error.h"
@@ -64,12 +65,15 @@ constexpr PassInfo kPasses[] = {
     {"accumulate-products",
      "`ref += dot_general(x, y)` becomes dot_accumulate, which the matrix kernel adds into the "
      "ref in place"},
+    {"move-windows",
+     "a dynamic_update_slice of dynamic_slices (a row segment shifted in place) becomes "
+     "move_windows, which moves each window straight from its source into the result"},
     {"concat-windows",
      "a concatenate of slices read nowhere else becomes concat_windows, which copies the "
      "windows straight from the sliced arrays"},
     // ---- plans the lowering follows
     {"buffers", "each value gets a buffer; updates happen in place where the rules allow"},
-    {"fusion", "elementwise chains fused; slice moves, cotangent shifts, index runs"},
+    {"fusion", "elementwise chains fused; cotangent shifts, epilogues, index runs, row loops"},
     // ---- the backend (compiler/backend/native.cpp)
     {"mlir", "lowered to MLIR at the memref level"},
     {"llvm-dialect", "MLIR's conversion passes down to the LLVM dialect"},
@@ -213,6 +217,8 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
   // Decisions made as IR (docs/primitives.md "Decisions").
   run.pattern_pass("accumulate-products",
                    [&](const Jaxpr& j, RewriteStats* s) { return accumulate_products(j, s); });
+  run.pattern_pass("move-windows",
+                   [&](const Jaxpr& j, RewriteStats* s) { return move_windows(j, s); });
   run.pattern_pass("concat-windows",
                    [&](const Jaxpr& j, RewriteStats* s) { return concat_windows(j, s); });
   if (run.stopped()) return;

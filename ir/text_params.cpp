@@ -39,6 +39,7 @@ RuleTable<SpecList> make_specs() {
                              {"limit_indices", K::int_lists},
                              {"start_indices", K::int_lists},
                              {"strides", K::int_lists}});
+  set(Prim::move_windows, {{"dimension", K::integer}, {"slice_sizes", K::int_lists}});
   set(Prim::pad, {{"padding_config", K::int_lists}});
   set(Prim::slice,
       {{"limit_indices", K::ints}, {"start_indices", K::ints}, {"strides", K::ints_or_none}});

@@ -4,6 +4,7 @@
 
 #include "ir/type_rule_support.h"
 #include "ir/type_rules.h"
+#include "ir/window_params.h"
 
 namespace refjit {
 
@@ -272,6 +273,61 @@ std::vector<Type> dynamic_update_slice_rule(std::span<const Type> in, const Para
   return one(x);
 }
 
+// The windows (each as dynamic_slice takes it from its source), laid side by side along
+// `dimension`, must fit in operand 0; the result is operand 0's type.
+std::vector<Type> move_windows_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::move_windows, in, params);
+  c.expect_at_least(1);
+  const ArrayType& x = c.array(0);
+  if (x.rank() == 0) c.fail("operand 0 is a scalar ({}); windows are moved into arrays", x.str());
+  const auto& sizes = c.param<IntListList>("slice_sizes");
+  if (sizes.empty()) c.fail("slice_sizes lists no window");
+  const size_t rank = static_cast<size_t>(x.rank());
+  const size_t want = MoveWindowsParams::operand_count(rank, sizes.size());
+  if (in.size() != want)
+    c.fail(
+        "operand 0 ({}) has rank {} and slice_sizes lists {} windows, so {} operands are needed "
+        "(the array, {} start indices, then each window's source and {} start indices); got {}",
+        x.str(), rank, sizes.size(), want, rank, rank, in.size());
+  const int64_t dim = c.int_param("dimension");
+  c.check_axis(dim, x.rank(), "dimension");
+  for (size_t i = 1; i <= rank; ++i) c.int_scalar(i, "a start index");
+  Shape update;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const size_t s = MoveWindowsParams::operand_count(rank, k);
+    const ArrayType& src = c.array(s);
+    if (src.dtype != x.dtype || src.rank() != x.rank())
+      c.fail(
+          "window {}: its source (operand {}, {}) must have the dtype and rank of operand 0 ({})",
+          k, s, src.str(), x.str());
+    for (size_t i = 1; i <= rank; ++i) c.int_scalar(s + i, "a start index");
+    const IntList& w = sizes[k];
+    if (w.size() != rank)
+      c.fail("window {}: slice_sizes entry {} has {} entries for rank {}", k, ints_text(w),
+             w.size(), rank);
+    for (size_t d = 0; d < rank; ++d)
+      if (w[d] < 0 || w[d] > src.shape[d])
+        c.fail("window {}: size {} of dim {} must be in [0, {}] (dim {} of its source {})", k, w[d],
+               d, src.shape[d], d, src.str());
+    if (k == 0) {
+      update = w;
+      continue;
+    }
+    for (size_t d = 0; d < rank; ++d)
+      if (static_cast<int64_t>(d) != dim && w[d] != update[d])
+        c.fail(
+            "window {} (sizes {}) does not match window 0 (sizes {}); windows must have the same "
+            "sizes except along dimension {}",
+            k, ints_text(w), ints_text(sizes[0]), dim);
+    update[dim] += w[dim];
+  }
+  for (size_t d = 0; d < rank; ++d)
+    if (update[d] > x.shape[d])
+      c.fail("the windows together (shape {}) do not fit in operand 0 ({})", ints_text(update),
+             x.str());
+  return one(x);
+}
+
 std::vector<Type> iota_rule(std::span<const Type> in, const Params& params) {
   Checker c(Prim::iota, in, params);
   c.expect_count(0);
@@ -368,6 +424,7 @@ void register_shape_type_rules(TypeRuleTable& t) {
   set(Prim::slice, slice_rule);
   set(Prim::dynamic_slice, dynamic_slice_rule);
   set(Prim::dynamic_update_slice, dynamic_update_slice_rule);
+  set(Prim::move_windows, move_windows_rule);
   set(Prim::iota, iota_rule);
   set(Prim::gather, gather_rule);
   set(Prim::sort, sort_rule);

@@ -220,11 +220,7 @@ int Rewriter::run() {
   std::vector<Eqn> in = std::move(j_.eqns);
   j_.eqns.clear();
   j_.eqns.reserve(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    pending_ = std::span<const Eqn>(in).subspan(i + 1);
-    process(std::move(in[i]), 0);
-  }
-  pending_ = {};
+  for (Eqn& e : in) process(std::move(e), 0);
   for (Atom& a : j_.outvars) a = subst_(a);
   if (changes_ > 0) prune_unread();
   return changes_;

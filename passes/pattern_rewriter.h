@@ -87,9 +87,6 @@ class Rewriter {
   // The eqns kept after `kept` (an eqn def() returned), in order: those that run between it
   // and the eqn being rewritten.
   std::span<const Eqn> kept_after(const Eqn& kept) const;
-  // The eqns after the one being rewritten, not rewritten yet (their operands are read as
-  // written: before the replacements the driver makes on reaching them).
-  std::span<const Eqn> pending() const { return pending_; }
 
   // An earlier pure eqn with the same primitive, operands, params and result types as
   // `eqn`, or nullptr.
@@ -116,7 +113,6 @@ class Rewriter {
   mutable std::unordered_map<std::string, std::vector<size_t>> pure_by_key_;
   mutable bool pure_indexed_ = false;
   std::vector<Eqn> emitted_;                     // by the pattern now running
-  std::span<const Eqn> pending_;                 // the original eqns after the current one
   mutable std::deque<ArrayType> literal_types_;  // array_type() of literals
   int changes_ = 0;
 };

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/window_params.h"
 #include "refjit/ir/error.h"
 #include "runtime/dtype_dispatch.h"
 #include "runtime/eval_rules.h"
@@ -308,6 +309,32 @@ std::vector<RtValue> eval_dynamic_update_slice(const EvalContext&, const Eqn& e,
   return {out};
 }
 
+// Each window as dynamic_slice takes it, the windows concatenated as concatenate does, then
+// written into x as dynamic_update_slice writes its update.
+std::vector<RtValue> eval_move_windows(const EvalContext&, const Eqn& e,
+                                       std::span<const RtValue> ins) {
+  const MoveWindowsParams p = MoveWindowsParams::of(e);
+  expect_operands(e, ins, MoveWindowsParams::operand_count(p.rank, p.num_windows()));
+  std::vector<Array> windows;
+  for (size_t k = 0; k < p.num_windows(); ++k) {
+    const size_t s = p.source_operand(k);
+    const Array& src = array_in(e, ins, s);
+    const std::vector<int64_t> starts =
+        clamped_starts(e, ins.first(s + 1 + p.rank), s + 1, src.shape(), p.sizes(k));
+    windows.push_back(
+        take_elements(src, p.sizes(k), window_offsets(src.shape(), starts, p.sizes(k))));
+  }
+  std::vector<const Array*> parts;
+  for (const Array& w : windows) parts.push_back(&w);
+  const Array update = concatenated(e, parts, p.dimension);
+  const Array& x = array_in(e, ins, 0);
+  const std::vector<int64_t> starts =
+      clamped_starts(e, ins.first(1 + p.rank), 1, x.shape(), update.shape());
+  Array out = x.clone();
+  put_elements(out, window_offsets(x.shape(), starts, update.shape()), update);
+  return {out};
+}
+
 std::vector<RtValue> eval_iota(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
   expect_operands(e, ins, 0);
   DType d = e.params.get<DType>("dtype");
@@ -508,6 +535,7 @@ void register_shape_eval_rules(EvalRuleTable& t) {
   t.set(Prim::concat_windows, &eval_concat_windows);
   t.set(Prim::dynamic_slice, &eval_dynamic_slice);
   t.set(Prim::dynamic_update_slice, &eval_dynamic_update_slice);
+  t.set(Prim::move_windows, &eval_move_windows);
   t.set(Prim::iota, &eval_iota);
   t.set(Prim::gather, &eval_gather);
   t.set(Prim::sort, &eval_sort);

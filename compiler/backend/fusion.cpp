@@ -174,7 +174,7 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
             !operands_clobbered(i, g, groups[g].front());
     int32_t target = all && readers.size() == 1 ? readers[0] : -1;
     // A view roots no group: one alone is a copy, which its own rule (or the plans that read
-    // slices in place: slice moves, concat_windows) does as well. Nor does one join that
+    // slices in place: move_windows, concat_windows) does as well. Nor does one join that
     // reads the value a swap took out of a ref: a cotangent shift (below) reads those slices
     // from the ref's window and never stores the value.
     if (view && (target < 0 || swapped_out(e.ins[0]))) continue;
@@ -251,88 +251,6 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
   return plan;
 }
 
-SliceMovePlan plan_slice_moves(const Jaxpr& j, const JaxprBuffers* buffers,
-                               const FusionPlan& fusion) {
-  const size_t n = j.eqns.size();
-  SliceMovePlan plan;
-  plan.folded_into.assign(n, -1);
-  plan.move_of.assign(n, -1);
-  if (!buffers || buffers->eqns.size() != n) return plan;
-  const JaxprBuffers& p = *buffers;
-  auto buf = [&](const Atom& a) { return buffer_of(p, a); };
-  const UseDef use_def(j);
-  const std::vector<std::vector<int>> writes = written_buffers(j, p);
-  // Whether an eqn in (from, to) writes buffer b.
-  auto written_between = [&](int b, size_t from, size_t to) {
-    if (b < 0) return false;
-    for (size_t k = from + 1; k < to; ++k)
-      if (std::find(writes[k].begin(), writes[k].end(), b) != writes[k].end()) return true;
-    return false;
-  };
-  // The eqn defining `a` if it is a single-use, unfused eqn of prim `prim` before `before`.
-  auto single_use_def = [&](const Atom& a, Prim prim, size_t before) -> int32_t {
-    if (!is_var(a)) return -1;
-    Var v = as_var(a);
-    const int64_t d = use_def.def_index(v);
-    if (d < 0 || static_cast<size_t>(d) >= before || !use_def.read_once(v)) return -1;
-    const Eqn& e = j.eqns[d];
-    if (e.prim != prim || e.outs.size() != 1 || !fusion.lowered_alone(d)) return -1;
-    if (plan.folded_into[d] >= 0) return -1;
-    return d;
-  };
-  auto contiguous_run = [&](Var v) {
-    const Shape& s = j.type_of(v).array.shape;
-    for (size_t i = 0; i + 1 < s.size(); ++i)
-      if (s[i] != 1) return false;
-    return !s.empty();
-  };
-
-  for (size_t d = 0; d < n; ++d) {
-    const Eqn& e = j.eqns[d];
-    if (e.prim != Prim::dynamic_update_slice || e.ins.size() < 2 || e.outs.size() != 1) continue;
-    const int dst = buf(e.outs[0]);
-    if (dst < 0 || buf(e.ins[0]) != dst || j.type_of(e.outs[0]).is_ref) continue;
-    SliceMove m;
-    std::vector<Atom> pieces;
-    if (int32_t q = single_use_def(e.ins[1], Prim::dynamic_slice, d); q >= 0) {
-      pieces = {e.ins[1]};
-    } else if (int32_t c = single_use_def(e.ins[1], Prim::concatenate, d); c >= 0) {
-      m.concat = c;
-      pieces = j.eqns[c].ins;
-    } else {
-      continue;
-    }
-    bool ok = true;
-    int reads_dst = 0;
-    const size_t first = m.concat >= 0 ? static_cast<size_t>(m.concat) : d;
-    for (const Atom& a : pieces) {
-      int32_t q = single_use_def(a, Prim::dynamic_slice, m.concat >= 0 ? first : d);
-      if (q >= 0 && contiguous_run(as_var(a))) {
-        const Eqn& s = j.eqns[q];
-        for (const Atom& x : s.ins)
-          if (written_between(buf(x), static_cast<size_t>(q), d)) ok = false;
-        for (size_t k = 1; k < s.ins.size(); ++k)
-          if (buf(s.ins[k]) == dst) ok = false;
-        reads_dst += buf(s.ins[0]) == dst;
-        m.slice_of_piece.push_back(q);
-      } else {
-        if (buf(a) == dst || written_between(buf(a), first, d)) ok = false;
-        m.slice_of_piece.push_back(-1);
-      }
-    }
-    bool any_slice = false;
-    for (int32_t q : m.slice_of_piece) any_slice |= q >= 0;
-    // Operands of the update's own start indices are read at its position anyway.
-    if (!ok || !any_slice || reads_dst > 1) continue;
-    plan.move_of[d] = static_cast<int32_t>(plan.moves.size());
-    if (m.concat >= 0) plan.folded_into[m.concat] = static_cast<int32_t>(d);
-    for (int32_t q : m.slice_of_piece)
-      if (q >= 0) plan.folded_into[q] = static_cast<int32_t>(d);
-    plan.moves.push_back(std::move(m));
-  }
-  return plan;
-}
-
 }  // namespace refjit
 
 namespace refjit {
@@ -369,7 +287,7 @@ bool contiguous_window(const Indexer& idx, const Shape& ref_shape, int64_t& size
 }
 
 CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buffers,
-                                         const FusionPlan& fusion, const SliceMovePlan& moves) {
+                                         const FusionPlan& fusion) {
   const size_t n = j.eqns.size();
   CotangentShiftPlan plan;
   plan.folded_into.assign(n, -1);
@@ -381,10 +299,7 @@ CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buf
   const UseDef use_def(j);
   const std::vector<std::vector<int>> writes = written_buffers(j, p);
   // An eqn lowered on its own (the copies the plan lists for these eqns are their own reads).
-  auto plain = [&](size_t i) {
-    return fusion.lowered_alone(i) && moves.folded_into.at(i) < 0 && moves.move_of.at(i) < 0 &&
-           plan.folded_into[i] < 0;
-  };
+  auto plain = [&](size_t i) { return fusion.lowered_alone(i) && plan.folded_into[i] < 0; };
   // The single reader of `v`, if `v` is read once (and not returned).
   auto only_reader = [&](Var v) -> int32_t {
     return use_def.read_once(v) ? use_def.readers(v).front() : -1;
@@ -543,8 +458,8 @@ int32_t entry(const std::vector<int32_t>& table, size_t i) {
 
 bool folded_into_nothing(const LoweringDecisions& d, size_t i) {
   for (const std::vector<int32_t>* t :
-       {&d.moves.folded_into, &d.moves.move_of, &d.shifts.folded_into, &d.shifts.side_of,
-        &d.shifts.shift_of, &d.epilogues.root_of_dot, &d.epilogues.dot_of_root})
+       {&d.shifts.folded_into, &d.shifts.side_of, &d.shifts.shift_of, &d.epilogues.root_of_dot,
+        &d.epilogues.dot_of_root})
     if (entry(*t, i) >= 0) return false;
   return true;
 }
@@ -639,8 +554,7 @@ std::vector<size_t> LoweringDecisions::epilogue_members(size_t root) const {
 LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffers) {
   LoweringDecisions d;
   d.fusion = plan_fusion(jaxpr, buffers);
-  d.moves = plan_slice_moves(jaxpr, buffers, d.fusion);
-  d.shifts = plan_cotangent_shifts(jaxpr, buffers, d.fusion, d.moves);
+  d.shifts = plan_cotangent_shifts(jaxpr, buffers, d.fusion);
   d.epilogues = plan_epilogues(jaxpr, buffers, d);
   d.index_run.resize(jaxpr.eqns.size());
   for (size_t i = 0; i < jaxpr.eqns.size(); ++i)

@@ -78,42 +78,6 @@ int buffer_of(const JaxprBuffers& p, const Atom& a);
 // `buffers`: the buffer assignment of this jaxpr (nullptr: every value owns its buffer).
 FusionPlan plan_fusion(const Jaxpr& jaxpr, const JaxprBuffers* buffers = nullptr);
 
-// Slice moves: an in-place dynamic_update_slice (operand 0's buffer is the result's) whose
-// update is a dynamic_slice, or a concatenate of pieces some of which are dynamic_slices,
-// writes the sliced elements straight from the slice's source into the destination (one
-// memmove per piece, so a row segment shifted inside the same buffer costs one pass, not
-// three: slice into a temp, concatenate into another, write back). The folded
-// dynamic_slice / concatenate eqns are then not lowered on their own. A piece qualifies if
-//  - it is a dynamic_slice whose sizes are 1 in every dim but the last (one contiguous run
-//    of a row-major buffer), its result read only by the concatenate (or the update);
-//  - no eqn between it and the update writes the buffer of one of its operands (its source
-//    or start indices), so reading them at the update's position reads the same values;
-//  - at most one piece reads the destination buffer itself: that piece is moved first
-//    (memmove handles the overlap), then the other pieces are written.
-// The concatenate (when there is one) must be read only by the update; its other pieces
-// are read from their own buffers at the update's position, so they must not be written
-// in between either, and must not live in the destination buffer.
-struct SliceMove {
-  int32_t concat = -1;  // the folded concatenate eqn, or -1 (the update is one dynamic_slice)
-  // Per piece of the update (one piece without a concatenate): the folded dynamic_slice
-  // eqn computing it, or -1 for a piece read from its own buffer.
-  std::vector<int32_t> slice_of_piece;
-};
-
-struct SliceMovePlan {
-  // folded_into[eqn] = the dynamic_update_slice eqn that computes it, or -1.
-  std::vector<int32_t> folded_into;
-  // move_of[eqn]: index into `moves` for a dynamic_update_slice lowered as moves, or -1.
-  std::vector<int32_t> move_of;
-  std::vector<SliceMove> moves;
-};
-
-// Slice moves of the top-level eqns of `jaxpr` under the buffer assignment `buffers`
-// (none without one: every value owns its buffer, so no update is in place). Eqns of
-// fusion groups are never folded.
-SliceMovePlan plan_slice_moves(const Jaxpr& jaxpr, const JaxprBuffers* buffers,
-                               const FusionPlan& fusion);
-
 }  // namespace refjit
 
 namespace refjit {
@@ -132,11 +96,11 @@ namespace refjit {
 // run out, writing zeros, and adding the copy back. Conditions: v (and v') is read only by
 // the next eqn of the pattern and is not returned; no eqn between the swap and the
 // addupdate reads or writes R's buffer or writes the buffer of the swap's start operands;
-// none of the eqns are fused or folded into a slice move. The zero broadcast is folded too when the
-// swap is its only reader.
+// none of the eqns are fused. The zero broadcast is folded too when the swap is its only
+// reader.
 // v may have other readers besides the one leading to the addupdate (the transpose of
-// `x[1:] = x[:-1]` keeps the cotangent v[0:1] and shifts v[1:]): each must be a static slice of a run of v
-// placed between the swap and the addupdate. Such a "side slice" is lowered at its own
+// `x[1:] = x[:-1]` keeps the cotangent v[0:1] and shifts v[1:]): each must be a static slice of a
+// run of v placed between the swap and the addupdate. Such a "side slice" is lowered at its own
 // position as a copy straight out of R's window (R still holds the old values there: the swap
 // is only carried out at the addupdate).
 struct CotangentShift {
@@ -167,14 +131,14 @@ bool contiguous_window(const Indexer& idx, const Shape& ref_shape, int64_t& size
 
 // Cotangent shifts of the top-level eqns of `jaxpr` (none without a buffer assignment).
 CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& jaxpr, const JaxprBuffers* buffers,
-                                         const FusionPlan& fusion, const SliceMovePlan& moves);
+                                         const FusionPlan& fusion);
 
 }  // namespace refjit
 
 namespace refjit {
 
 // Every lowering decision about the eqns of one jaxpr: which are fused, which are folded
-// into a slice move or a cotangent shift. The pipeline's `fusion` pass takes them once, for
+// into a cotangent shift or an epilogue. The pipeline's `fusion` pass takes them once, for
 // every jaxpr of the buffer plan; `refjit dump --emit=fusion` prints them and the lowering
 // only follows them.
 // Matrix-product epilogues: a float dot_general (or im2col_dot) whose result p is read only by
@@ -198,7 +162,6 @@ struct EpiloguePlan {
 
 struct LoweringDecisions {
   FusionPlan fusion;
-  SliceMovePlan moves;
   CotangentShiftPlan shifts;
   EpiloguePlan epilogues;
   // The eqns computing eqn `root`'s epilogue (EpiloguePlan): its group, or the root alone.
@@ -211,8 +174,8 @@ struct LoweringDecisions {
   RowLoopPlan row_loops;
 };
 
-// Whether eqn `i` is folded into no slice move, cotangent shift, product accumulation or
-// epilogue (it may be in a fusion group).
+// Whether eqn `i` is folded into no cotangent shift or epilogue (it may be in a fusion
+// group).
 bool folded_into_nothing(const LoweringDecisions& d, size_t i);
 // Whether eqn `i` is lowered by its own rule: in no fusion group, and folded into nothing.
 bool lowered_by_itself(const LoweringDecisions& d, size_t i);
@@ -224,7 +187,7 @@ LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffer
 std::vector<LoweringDecisions> decide_lowering(const BufferAssignment& assignment);
 
 // The text of `refjit dump --emit=fusion` (format in docs/backend.md): per jaxpr of the plan
-// that has decisions, one line per fusion group, slice move and cotangent shift, naming eqns
+// that has decisions, one line per fusion group, cotangent shift and epilogue, naming eqns
 // by the values print_jaxpr gives them.
 std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& assignment,
                                      const std::vector<LoweringDecisions>& decisions);

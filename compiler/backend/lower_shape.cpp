@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "compiler/backend/lowering.h"
+#include "ir/window_params.h"
 #include "passes/simplify/unit_run.h"
 
 namespace refjit::backend {
@@ -150,16 +151,21 @@ void lower_slice(LowerCtx& c, const Eqn& e) {
   });
 }
 
-// Clamped dynamic starts (XLA): start_i in [0, dim_i - size_i].
+// Clamped dynamic starts (XLA): start_i in [0, dim_i - size_i], from the index operands `at`.
+std::vector<Value> clamped_starts(LowerCtx& c, std::span<const Atom> at, const Shape& dims,
+                                  const Shape& sizes) {
+  std::vector<Value> starts;
+  for (size_t i = 0; i < dims.size(); ++i)
+    starts.push_back(c.clamp_to_index(c.load_index_scalar(at[i]), 0, dims[i] - sizes[i]));
+  return starts;
+}
+
+// The same for operands first, first + 1, ... of `e`, which must be its last ones.
 std::vector<Value> clamped_starts(LowerCtx& c, const Eqn& e, size_t first, const Shape& dims,
                                   const Shape& sizes) {
   if (e.ins.size() != first + dims.size())
     fail_eqn(e, fmt::format("expected {} start indices", dims.size()));
-  std::vector<Value> starts;
-  for (size_t i = 0; i < dims.size(); ++i)
-    starts.push_back(
-        c.clamp_to_index(c.load_index_scalar(e.ins[first + i]), 0, dims[i] - sizes[i]));
-  return starts;
+  return clamped_starts(c, std::span(e.ins).subspan(first), dims, sizes);
 }
 
 void lower_dynamic_slice(LowerCtx& c, const Eqn& e) {
@@ -175,56 +181,48 @@ void lower_dynamic_slice(LowerCtx& c, const Eqn& e) {
   });
 }
 
-// A slice move (fusion.h): the update's pieces are written straight from their sources,
-// the piece that reads the destination buffer first (one memmove, overlap allowed), then
-// the others. Each folded dynamic_slice clamps its own starts against its source, as it
-// would have on its own.
-void lower_slice_move(LowerCtx& c, const Eqn& e, const SliceMove& m,
-                      const std::vector<Value>& starts, Value dst) {
-  ArrayType rt = c.type_of(e.outs[0]).array;
-  const Jaxpr& j = c.jaxpr_of_frame();
-  std::vector<Atom> pieces = {e.ins[1]};
-  int64_t dim = 0;
-  if (m.concat >= 0) {
-    pieces = j.eqns.at(m.concat).ins;
-    dim = j.eqns.at(m.concat).params.get<int64_t>("dimension");
-  }
-  struct Placed {
-    size_t piece;
-    std::vector<Value> at;  // destination index of the piece's first element
-  };
-  std::vector<Placed> placed;
-  int64_t offset = 0;
-  for (size_t k = 0; k < pieces.size(); ++k) {
+// move_windows: x (copied first unless the result is in its buffer), then each window written
+// straight from its source. A window read from the destination buffer itself (buffer
+// assignment allows one, a contiguous run) is moved first with memmove, which allows the
+// overlap; every other window is read from a buffer the writes do not touch.
+void lower_move_windows(LowerCtx& c, const Eqn& e) {
+  const MoveWindowsParams p = MoveWindowsParams::of(e);
+  const ArrayType rt = c.type_of(e.outs[0]).array;
+  Shape update = p.sizes(0);
+  for (size_t k = 1; k < p.num_windows(); ++k) update.at(p.dimension) += p.sizes(k)[p.dimension];
+  const std::vector<Value> starts = clamped_starts(c, p.starts(e), rt.shape, update);
+  Value dst = c.result_buffer(e.outs[0]);
+  const bool in_place = c.shares_buffer(e.ins[0], e.outs[0]);
+  if (!in_place) c.copy(c.buffer(e.ins[0]), dst, rt);
+  std::vector<size_t> order, rest;
+  for (size_t k = 0; k < p.num_windows(); ++k)
+    (c.shares_buffer(p.source(e, k), e.outs[0]) ? order : rest).push_back(k);
+  if (order.size() > 1 || (order.size() == 1 && !p.contiguous_run(order[0])))
+    fail_eqn(e,
+             "a window that is not one contiguous run, or more than one window, is read from "
+             "the buffer it writes (the buffer plan must copy operand 0 first)");
+  order.insert(order.end(), rest.begin(), rest.end());
+  std::vector<int64_t> offset(p.num_windows(), 0);
+  for (size_t k = 1; k < p.num_windows(); ++k)
+    offset[k] = offset[k - 1] + p.sizes(k - 1)[p.dimension];
+  for (size_t k : order) {
+    const Atom& src = p.source(e, k);
+    const Shape& sizes = p.sizes(k);
     std::vector<Value> at = starts;
-    if (offset) at.at(dim) = add_idx(c, at.at(dim), c.index(offset));
-    placed.push_back({k, at});
-    offset += c.type_of(pieces[k]).array.shape.at(dim);
-  }
-  auto reads_dst = [&](const Placed& p) {
-    int32_t q = m.slice_of_piece.at(p.piece);
-    return q >= 0 && c.shares_buffer(j.eqns.at(q).ins[0], e.outs[0]);
-  };
-  std::vector<Placed> order;
-  for (const Placed& p : placed)
-    if (reads_dst(p)) order.push_back(p);
-  for (const Placed& p : placed)
-    if (!reads_dst(p)) order.push_back(p);
-  for (const Placed& p : order) {
-    const Atom& a = pieces[p.piece];
-    ArrayType pt = c.type_of(a).array;
-    int32_t q = m.slice_of_piece.at(p.piece);
-    if (q >= 0) {
-      const Eqn& s = j.eqns.at(q);
-      ArrayType st = c.type_of(s.ins[0]).array;
-      std::vector<Value> from = clamped_starts(c, s, 1, st.shape, pt.shape);
-      c.move_elements(dst, p.at, c.buffer(s.ins[0]), from, pt.shape.back(), rt.dtype);
+    if (offset[k]) at.at(p.dimension) = add_idx(c, at.at(p.dimension), c.index(offset[k]));
+    const std::vector<Value> from =
+        clamped_starts(c, p.window_starts(e, k), c.type_of(src).array.shape, sizes);
+    if (p.contiguous_run(k)) {
+      c.move_elements(dst, at, c.buffer(src), from, sizes.back(), rt.dtype);
       continue;
     }
-    c.loop_nest(pt.shape, [&](Ivs ivs) {
-      std::vector<Value> out;
-      for (size_t i = 0; i < ivs.size(); ++i) out.push_back(add_idx(c, ivs[i], p.at[i]));
-      c.store(c.load(a, ivs), dst, rt.dtype, out);
+    c.loop_nest(sizes, [&](Ivs ivs) {
+      std::vector<Value> in, out;
+      for (size_t i = 0; i < ivs.size(); ++i) {
+        in.push_back(add_idx(c, ivs[i], from[i]));
+        out.push_back(add_idx(c, ivs[i], at[i]));
+      }
+      c.store(c.load(src, in), dst, rt.dtype, out);
     });
   }
 }
@@ -235,10 +233,6 @@ void lower_dynamic_update_slice(LowerCtx& c, const Eqn& e) {
   ArrayType ut = c.type_of(e.ins[1]).array;
   std::vector<Value> starts = clamped_starts(c, e, 2, rt.shape, ut.shape);
   Value dst = c.result_buffer(e.outs[0]);
-  if (const SliceMove* m = c.slice_move()) {
-    lower_slice_move(c, e, *m, starts, dst);
-    return;
-  }
   // In place (operand 0's buffer is the result's): write only the region.
   if (!c.shares_buffer(e.ins[0], e.outs[0])) c.copy(c.buffer(e.ins[0]), dst, rt);
   c.loop_nest(ut.shape, [&](Ivs ivs) {
@@ -666,6 +660,7 @@ void register_shape_lowerings(LowerTable& t) {
   t.set(Prim::slice, &lower_slice);
   t.set(Prim::dynamic_slice, &lower_dynamic_slice);
   t.set(Prim::dynamic_update_slice, &lower_dynamic_update_slice);
+  t.set(Prim::move_windows, &lower_move_windows);
   t.set(Prim::iota, &lower_iota);
   t.set(Prim::pad, &lower_pad);
   t.set(Prim::gather, &lower_gather);

@@ -584,14 +584,6 @@ std::vector<Value> LowerCtx::lower_inline(const Jaxpr& body, const std::vector<V
   return outs;
 }
 
-const SliceMove* LowerCtx::slice_move() const {
-  const Frame& f = frames_.back();
-  if (!f.decisions || f.eqn < 0 || static_cast<size_t>(f.eqn) >= f.decisions->moves.move_of.size())
-    return nullptr;
-  int32_t m = f.decisions->moves.move_of[f.eqn];
-  return m >= 0 ? &f.decisions->moves.moves[m] : nullptr;
-}
-
 bool LowerCtx::index_run_decided() const {
   const Frame& f = frames_.back();
   return f.decisions && f.eqn >= 0 && static_cast<size_t>(f.eqn) < f.decisions->index_run.size() &&
@@ -620,8 +612,6 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
   for (size_t i = 0; i < j.eqns.size(); ++i) {
     const Eqn& e = j.eqns[i];
     frames_.back().eqn = static_cast<int>(i);
-    // Computed by the dynamic_update_slice they feed (a slice move).
-    if (d.moves.folded_into[i] >= 0) continue;
     // Computed by the addupdate they feed (a cotangent shift).
     if (d.shifts.folded_into[i] >= 0) continue;
     if (int32_t s = d.shifts.side_of[i]; s >= 0) {

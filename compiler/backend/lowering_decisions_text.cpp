@@ -38,16 +38,6 @@ void print_one(std::string& out, const BufferNames& names, int plan, const Jaxpr
       body +=
           fmt::format("      eqn {}: {}\n", k, eqn_text(names, plan, j, static_cast<int32_t>(k)));
   }
-  for (size_t i = 0; i < d.moves.move_of.size(); ++i) {
-    int32_t m = d.moves.move_of[i];
-    if (m < 0) continue;
-    const SliceMove& move = d.moves.moves[m];
-    std::vector<int32_t> folded = move.slice_of_piece;
-    if (move.concat >= 0) folded.insert(folded.begin(), move.concat);
-    body += fmt::format("  slice move at eqn {}: {}\n    folds\n{}\n", i,
-                        eqn_text(names, plan, j, static_cast<int32_t>(i)),
-                        folded_list(names, plan, j, folded));
-  }
   for (size_t i = 0; i < d.shifts.shift_of.size(); ++i) {
     int32_t s = d.shifts.shift_of[i];
     if (s < 0) continue;
@@ -105,8 +95,7 @@ std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& a
   std::string out;
   for (size_t i = 0; i < assignment.jaxprs.size() && i < decisions.size(); ++i)
     print_one(out, names, static_cast<int>(i), assignment.jaxprs[i], decisions[i]);
-  if (out.empty())
-    out = "no fused groups, slice moves, cotangent shifts, index runs or row loops\n";
+  if (out.empty()) out = "no fused groups, cotangent shifts, epilogues, index runs or row loops\n";
   return out;
 }
 

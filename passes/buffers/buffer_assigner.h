@@ -145,6 +145,10 @@ class JaxprAssigner {
 
   void update(const Eqn& e, size_t i);
 
+  // Whether update eqn `e` reads operand 0's buffer `b` through another operand in a way that
+  // writing b in place would spoil (then operand 0 is copied first).
+  bool reads_updated_buffer(const Eqn& e, int b) const;
+
   // ------------------------------------------------------------ refs
 
   void ref_op(const Eqn& e, size_t i);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <set>
 
+#include "ir/window_params.h"
 #include "passes/buffers/buffer_assigner.h"
 #include "passes/buffers/buffer_rules.h"
 #include "refjit/ir/error.h"
@@ -301,15 +302,33 @@ void JaxprAssigner::read(const Eqn& e, size_t i) {
                                           "read into a buffer of its own"));
 }
 
+bool JaxprAssigner::reads_updated_buffer(const Eqn& e, int b) const {
+  if (e.prim != Prim::move_windows) {
+    for (size_t m = 1; m < e.ins.size(); ++m)
+      if (buf(e.ins[m]) == b) return true;
+    return false;
+  }
+  // move_windows moves the one window read from the destination first, with memmove (which
+  // allows the overlap), then writes the others: that window must be one contiguous run, and
+  // no other operand may be read from the destination.
+  const MoveWindowsParams p = MoveWindowsParams::of(e);
+  int windows_in_b = 0;
+  for (size_t m = 1; m < e.ins.size(); ++m) {
+    if (buf(e.ins[m]) != b) continue;
+    const std::optional<size_t> k = p.window_of_source(m);
+    if (!k || !p.contiguous_run(*k)) return true;
+    ++windows_in_b;
+  }
+  return windows_in_b > 1;
+}
+
 void JaxprAssigner::update(const Eqn& e, size_t i) {
   Var out = e.outs.at(0);
   const ArrayType& t = j_.type_of(out).array;
   int b = buf(e.ins.at(0));
   int ii = static_cast<int>(i);
   if (b >= 0 && p_.buffers[b].writable && !live_after(b, ii)) {
-    bool reads_b = false;  // the update or indices must not be read from the buffer
-    for (size_t m = 1; m < e.ins.size(); ++m) reads_b |= buf(e.ins[m]) == b;
-    if (!reads_b) {
+    if (!reads_updated_buffer(e, b)) {
       set(out, b);
       origin_get_[out.id] = origin_get_[as_var(e.ins[0]).id];
       p_.eqns[i].action = EqnAction::in_place;

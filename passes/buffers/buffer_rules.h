@@ -13,8 +13,9 @@ enum class BufferBehaviour : uint8_t {
   elementwise,  // result[i] depends only on operands[i]: may overwrite a dead, same-typed operand
   view,         // result is operand 0's bytes reinterpreted (reshape, copy): shares its buffer
   read,         // result is a part of operand 0 (slice, gather): copied out at the read's size
-  update,       // result is operand 0 with a region rewritten (dynamic_update_slice, scatter):
-                // in place when operand 0's buffer is writable and dead afterwards
+  update,       // result is operand 0 with a region rewritten (dynamic_update_slice, scatter,
+                // move_windows): in place when operand 0's buffer is writable and dead
+                // afterwards
   ref_op,       // new_ref, get, swap, addupdate, freeze: decided by the ref rules
   structured,   // jit, scan, cond, custom_vjp_call: sub-jaxprs with their own plans
 };

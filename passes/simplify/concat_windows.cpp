@@ -24,15 +24,6 @@ bool foldable(const Eqn& slice, Rewriter& r) {
   return true;
 }
 
-// Whether the one reader of `v` is a dynamic_update_slice writing it (a slice move's update).
-bool updates_alone(const Var& v, Rewriter& r) {
-  if (r.use_count(v) != 1) return false;
-  for (const Eqn& e : r.pending())
-    if (e.prim == Prim::dynamic_update_slice && e.ins.size() > 1 && e.ins[1] == Atom(v))
-      return true;
-  return false;
-}
-
 Rewritten concatenate_of_slices(Eqn& concat, Rewriter& r) {
   if (concat.outs.size() != 1 || concat.ins.empty()) return Rewritten::no;
   const IntList full_stride(static_cast<size_t>(r.array_type(concat.outs[0]).rank()), 1);
@@ -55,7 +46,7 @@ Rewritten concatenate_of_slices(Eqn& concat, Rewriter& r) {
     strides.push_back(full_stride);
     operands.push_back(piece);
   }
-  if (!any || updates_alone(concat.outs[0], r)) return Rewritten::no;
+  if (!any) return Rewritten::no;
   Params params;
   params.set("dimension", concat.params.get<int64_t>("dimension"));
   params.set("limit_indices", std::move(limits));

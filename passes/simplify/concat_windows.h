@@ -9,9 +9,9 @@
 //   - the operand is a value, not a ref, nor the value a swap took out of a ref (a cotangent
 //     shift reads those slices from the ref's window, fusion.h);
 //   - every eqn between the slice and the concatenate that reads the operand is another slice
-//     (no in-place update of the operand is pushed into a copy by the longer life);
-//   - the concatenate is not the update of a dynamic_update_slice that reads it alone (a
-//     slice move writes those pieces straight into the destination, fusion.h).
+//     (no in-place update of the operand is pushed into a copy by the longer life).
+// It runs after `move-windows` (passes/simplify/move_windows.h), which writes the pieces of a
+// dynamic_update_slice's update straight into the result where it can.
 // One named pattern, `concatenate-of-slices`, applied by the pattern driver
 // (passes/pattern_rewriter.h) in every body, after autodiff and the simplifications, just
 // before buffer assignment (docs/pipeline.md).

@@ -48,7 +48,7 @@ CotangentShiftPlan plan_of(const Jaxpr& j) {
   BufferPlan bp = default_buffer_plan(j);
   const JaxprBuffers* p = &bp.assignment->jaxprs.at(0);
   FusionPlan f = plan_fusion(j, p);
-  return plan_cotangent_shifts(j, p, f, plan_slice_moves(j, p, f));
+  return plan_cotangent_shifts(j, p, f);
 }
 
 void check_random_windows(const char* text, uint32_t seed) {

@@ -300,6 +300,47 @@ TEST(ShapeTypes, ConcatWindows) {
               HasSubstr("need one entry per operand (1), got 2"));
 }
 
+TEST(ShapeTypes, MoveWindows) {
+  // x[r, c:c+5] = concatenate(v, y[r', c':c'+4]) along dim 1: a whole [1, 1] piece, then a
+  // [1, 4] window of y; the result is x's type.
+  const Type i = i32({});
+  const Params p{{"dimension", int64_t{1}}, {"slice_sizes", IntListList{{1, 1}, {1, 4}}}};
+  const Types ok{f32({3, 8}), i, i, f32({1, 1}), i, i, f32({2, 6}), i, i};
+  EXPECT_EQ(infer(Prim::move_windows, ok, p), Types{f32({3, 8})});
+  EXPECT_THAT(type_error([&] {
+                Types short_of_one = ok;
+                short_of_one.pop_back();
+                infer(Prim::move_windows, short_of_one, p);
+              }),
+              HasSubstr("so 9 operands are needed (the array, 2 start indices, then each "
+                        "window's source and 2 start indices); got 8"));
+  EXPECT_THAT(type_error([&] {
+                Types wrong_source = ok;
+                wrong_source[6] = i32({2, 6});
+                infer(Prim::move_windows, wrong_source, p);
+              }),
+              HasSubstr("window 1: its source (operand 6, i32[2,6]) must have the dtype"));
+  EXPECT_THAT(type_error([&] {
+                Types float_index = ok;
+                float_index[7] = f32({});
+                infer(Prim::move_windows, float_index, p);
+              }),
+              HasSubstr("start index"));
+  Params too_big = p;
+  too_big.set("slice_sizes", IntListList{{1, 1}, {1, 7}});
+  EXPECT_THAT(type_error([&] { infer(Prim::move_windows, ok, too_big); }),
+              HasSubstr("window 1: size 7 of dim 1 must be in [0, 6]"));
+  Params rows = p;
+  rows.set("slice_sizes", IntListList{{1, 1}, {2, 4}});
+  EXPECT_THAT(type_error([&] { infer(Prim::move_windows, ok, rows); }),
+              HasSubstr("window 1 (sizes (2, 4)) does not match window 0 (sizes (1, 1))"));
+  Params wide = p;
+  wide.set("slice_sizes", IntListList{{1, 3}, {1, 6}});
+  const Types wide_ok{f32({3, 8}), i, i, f32({1, 3}), i, i, f32({2, 6}), i, i};
+  EXPECT_THAT(type_error([&] { infer(Prim::move_windows, wide_ok, wide); }),
+              HasSubstr("the windows together (shape (1, 9)) do not fit in operand 0 (f32[3,8])"));
+}
+
 TEST(ShapeTypes, Pad) {
   Params p{{"padding_config", IntListList{{1, 2, 0}, {0, -1, 1}}}};
   // dim 0: 1+2+3 = 6; dim 1: 0-1+4+3*1 = 6.

@@ -15,6 +15,7 @@
 #include "passes/simplify/accumulate_products.h"
 #include "passes/simplify/canonicalize.h"
 #include "passes/simplify/concat_windows.h"
+#include "passes/simplify/move_windows.h"
 #include "passes/simplify/simplify_dots.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/text.h"
@@ -226,26 +227,6 @@ TEST(PatternRewriter, EmittingWithoutRewritingIsAnError) {
   EXPECT_THROW(apply_patterns(j, bad), Error);
 }
 
-// Records, for the one exp, the primitives of the eqns after it that are not rewritten yet.
-std::vector<Prim> g_pending;
-Rewritten note_pending(Eqn&, Rewriter& r) {
-  for (const Eqn& e : r.pending()) g_pending.push_back(e.prim);
-  return Rewritten::no;
-}
-
-TEST(PatternRewriter, PendingListsTheEqnsAfterTheOneBeingRewritten) {
-  const RewritePattern patterns[] = {{"note-pending", Prim::exp, note_pending}};
-  Jaxpr j = parse_jaxpr(R"({ lambda ; x:f32[3]. let
-    a:f32[3] = neg x
-    b:f32[3] = exp a
-    c:f32[3] = sin b
-    d:f32[3] = cos c
-  in (d,) })");
-  g_pending.clear();
-  EXPECT_EQ(apply_patterns(j, patterns), 0);
-  EXPECT_EQ(g_pending, (std::vector<Prim>{Prim::sin, Prim::cos}));
-}
-
 TEST(PatternRewriter, PureEqns) {
   const Jaxpr j = parse_jaxpr(R"({ lambda ; x:f32[3] r:Ref{f32[3]}. let
     a:f32[3] = exp x
@@ -274,8 +255,9 @@ TEST(PatternRewriter, EveryPatternHasItsLitTestAndItsDocumentation) {
   for (const auto& entry : fs::directory_iterator(test_dir / "lit" / "patterns"))
     if (entry.path().extension() == ".jaxpr") files.insert(entry.path().stem().string());
   std::set<std::string> names;
-  for (auto patterns : {canonicalize_patterns(), simplify_dots_patterns(),
-                        accumulate_products_patterns(), concat_windows_patterns()})
+  for (auto patterns :
+       {canonicalize_patterns(), simplify_dots_patterns(), accumulate_products_patterns(),
+        move_windows_patterns(), concat_windows_patterns()})
     for (const RewritePattern& p : patterns) names.insert(std::string(p.name));
   for (const std::string& name : names) {
     std::string file = name;

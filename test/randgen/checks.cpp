@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 
 #include "compiler/backend/native.h"
 #include "driver/pipeline.h"
@@ -141,12 +142,34 @@ void check_native(const Program& p, const CheckOptions& o, double tol) {
 // The program as the pipeline leaves it for the backend (every jaxpr pass, the decisions
 // written as IR among them: dot_accumulate, im2col_dot) runs on the interpreter and computes
 // what the original does: the oracle checks the decisions, not only the code made of them.
-void check_decided(const Program& p, double tol) {
+// The decision primitives (docs/primitives.md "Decisions") anywhere in `j`, bodies included.
+void note_decisions(const Jaxpr& j, std::set<std::string>& found) {
+  for (const Eqn& e : j.eqns) {
+    switch (e.prim) {
+      case Prim::im2col_dot:
+      case Prim::im2col_tdot:
+      case Prim::dot_accumulate:
+      case Prim::concat_windows:
+      case Prim::move_windows: found.insert(std::string(prim_name(e.prim))); break;
+      default: break;
+    }
+    for (const auto& [name, value] : e.params.entries()) {
+      if (const auto* body = std::get_if<JaxprPtr>(&value); body && *body)
+        note_decisions(**body, found);
+      if (const auto* list = std::get_if<JaxprList>(&value))
+        for (const JaxprPtr& body : *list)
+          if (body) note_decisions(*body, found);
+    }
+  }
+}
+
+void check_decided(const Program& p, double tol, std::set<std::string>& decisions) {
   Jaxpr decided;
   try {
     PipelineOptions po;
     po.verify_each = true;
     decided = plan_program(p.jaxpr, po).jaxpr;
+    note_decisions(decided, decisions);
   } catch (const Error& e) {
     if (std::string(e.what()).find("does not verify after pass") != std::string::npos)
       throw Disagreement{e.what()};
@@ -551,9 +574,13 @@ void check_seed(uint64_t seed, const CheckOptions& options, Tally& tally) {
       run_check(tally, seed, "native" + suffix, p, [&] {
         check_native(p, options, dt == DType::f32 ? kNativeTolF32 : kNativeTolF64);
       });
-    if (v.control)
-      run_check(tally, seed, "decided" + suffix, p,
-                [&] { check_decided(p, dt == DType::f32 ? kNativeTolF32 : kNativeTolF64); });
+    if (v.control) {
+      std::set<std::string> decisions;
+      run_check(tally, seed, "decided" + suffix, p, [&] {
+        check_decided(p, dt == DType::f32 ? kNativeTolF32 : kNativeTolF64, decisions);
+      });
+      for (const std::string& d : decisions) ++tally.decided_with[d + suffix];
+    }
     if (options.native && v.control)
       run_check(tally, seed, "buffers" + suffix, p, [&] {
         check_buffers(p, options, dt == DType::f32 ? kNativeTolF32 : kNativeTolF64);

@@ -30,6 +30,9 @@ struct Tally {
   std::map<std::string, int> skipped;  // per check: programs a layer declined (refjit::Error)
   std::map<std::string, std::string> first_skip_reason;
   std::vector<Mismatch> mismatches;
+  // Per decision primitive (docs/primitives.md "Decisions"): how many decided programs hold
+  // one, so a run shows which decisions its `decided` checks covered.
+  std::map<std::string, int> decided_with;
 };
 
 // Tolerances, relative with the same absolute floor: |got - want| <= tol * (1 + |want|).

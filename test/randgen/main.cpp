@@ -16,10 +16,8 @@ namespace {
 int randtest(int argc, char** argv) {
   using namespace refjit::randgen;
   if (argc < 3) {
-    std::fprintf(
-        stderr,
-        "usage: %s randtest COUNT [SEED] [--no-native] [--no-autodiff]\n",
-        argv[0]);
+    std::fprintf(stderr, "usage: %s randtest COUNT [SEED] [--no-native] [--no-autodiff]\n",
+                 argv[0]);
     return 2;
   }
   const long count = std::strtol(argv[2], nullptr, 10);
@@ -54,6 +52,8 @@ int randtest(int argc, char** argv) {
                 skipped ? " (first: " : "",
                 skipped ? (tally.first_skip_reason.at(check).substr(0, 160) + ")").c_str() : "");
   }
+  for (const auto& [decision, n] : tally.decided_with)
+    std::printf("  decided programs with %s: %d\n", decision.c_str(), n);
   std::printf("randtest: %d programs, %zu mismatches\n", tally.programs, tally.mismatches.size());
   return tally.mismatches.empty() ? 0 : 1;
 }

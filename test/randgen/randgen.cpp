@@ -505,15 +505,31 @@ class Generator {
     emit_float(s, Prim::dynamic_slice, ins, {{"slice_sizes", sizes}});
   }
 
+  // x with a window written at dynamic starts. The update is sin of a window of an array of
+  // x's shape, or (the programs move-windows rewrites) a window of one row run moved as it is,
+  // taken from x itself half of the time, maybe beside a one-element piece along the last dim
+  // (an insert shifting the run by one).
   void dynamic_update(Scope& s) {
     Var x = pick(s.floats);
     const Shape xs = shape_of(s, x);
+    const bool moved = !xs.empty() && coin(0.5);
+    const bool insert = moved && xs.back() > 1 && coin(0.5);
     IntList sizes;
-    for (int64_t d : xs) sizes.push_back(uniform(1, d));
-    std::vector<Atom> ds_ins{same_shape_float(s, x)};
+    for (int64_t d : xs) sizes.push_back(moved ? 1 : uniform(1, d));
+    if (moved) sizes.back() = uniform(1, xs.back() - (insert ? 1 : 0));
+    std::vector<Atom> ds_ins{moved && coin(0.5) ? x : same_shape_float(s, x)};
     for (Atom& a : indices(s, xs.size())) ds_ins.push_back(a);
     Var u = emit(s, Prim::dynamic_slice, ds_ins, {{"slice_sizes", sizes}});
-    u = emit(s, Prim::sin, {u});
+    if (!moved) u = emit(s, Prim::sin, {u});
+    if (insert) {
+      std::vector<Atom> one_ins{same_shape_float(s, x)};
+      for (Atom& a : indices(s, xs.size())) one_ins.push_back(a);
+      Var one = emit(s, Prim::dynamic_slice, one_ins, {{"slice_sizes", IntList(xs.size(), 1)}});
+      one = emit(s, Prim::sin, {one});
+      const bool before = coin(0.5);
+      u = emit(s, Prim::concatenate, {before ? one : u, before ? u : one},
+               {{"dimension", static_cast<int64_t>(xs.size() - 1)}});
+    }
     std::vector<Atom> ins{x, u};
     for (Atom& a : indices(s, xs.size())) ins.push_back(a);
     emit_float(s, Prim::dynamic_update_slice, ins);
