@@ -100,6 +100,11 @@ RuleTable<SpecList> make_specs() {
                                      {"select_prim", K::name},
                                      {"window_dimensions", K::ints},
                                      {"window_strides", K::ints}});
+  set(Prim::shift_add, {{"add_sizes", K::ints},
+                        {"offset", K::integer},
+                        {"side_lengths", K::ints},
+                        {"side_offsets", K::ints},
+                        {"write_sizes", K::ints}});
   set(Prim::get, {{"indexer", K::indexer}});
   set(Prim::swap, {{"indexer", K::indexer}});
   set(Prim::addupdate, {{"indexer", K::indexer}});

@@ -1,6 +1,7 @@
 // Type rules of the ref primitives (docs/primitives.md "Refs").
 #include "ir/type_rule_support.h"
 #include "ir/type_rules.h"
+#include "ir/window_params.h"
 #include "refjit/ir/indexing.h"
 
 namespace refjit {
@@ -8,6 +9,7 @@ namespace refjit {
 namespace {
 
 using type_rules::Checker;
+using type_rules::ints_text;
 
 std::vector<Type> new_ref_rule(std::span<const Type> in, const Params& params) {
   Checker c(Prim::new_ref, in, params);
@@ -93,6 +95,64 @@ std::vector<Type> freeze_rule(std::span<const Type> in, const Params& params) {
   return {Type(c.ref(0))};
 }
 
+// r, the value written over w1 (a scalar of r's dtype), then w1's and w2's starts; both windows
+// contiguous runs of r, the added run inside w1's; one result per side run.
+std::vector<Type> shift_add_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::shift_add, in, params);
+  c.expect_at_least(2);
+  const ArrayType& r = c.ref(0);
+  if (r.dtype == DType::bool_) c.fail("the ref holds {}; only numbers are added", r.str());
+  const ArrayType& zero = c.array(1);
+  if (zero.rank() != 0 || zero.dtype != r.dtype)
+    c.fail("operand 1 (the value written) has type {}; it must be a {} scalar", zero.str(),
+           short_name(r.dtype));
+  const size_t rank = static_cast<size_t>(r.rank());
+  if (in.size() != ShiftAddParams::operand_count(rank))
+    c.fail(
+        "the ref has rank {}, so {} operands are needed (the ref, the value written, then {} "
+        "start indices for each window); got {}",
+        rank, ShiftAddParams::operand_count(rank), rank, in.size());
+  for (size_t i = 2; i < in.size(); ++i) c.int_scalar(i, "a start index");
+  auto run_length = [&](std::string_view name) {
+    const IntList& sizes = c.ints_param(name);
+    if (sizes.size() != rank)
+      c.fail("{} {} has {} entries for a ref of rank {}", name, ints_text(sizes), sizes.size(),
+             rank);
+    int64_t n = 1;
+    for (size_t d = 0; d < rank; ++d) {
+      if (sizes[d] < 0 || sizes[d] > r.shape[d])
+        c.fail("{} entry {} is {} but must be in [0, {}] (dim {} of {})", name, d, sizes[d],
+               r.shape[d], d, Type::ref(r).str());
+      n *= sizes[d];
+    }
+    if (!contiguous_run(sizes, r.shape))
+      c.fail(
+          "{} {} is not one contiguous run of {} (sizes 1, then one partial dim, then whole "
+          "dims)",
+          name, ints_text(sizes), Type::ref(r).str());
+    return n;
+  };
+  const int64_t written = run_length("write_sizes");
+  const int64_t added = run_length("add_sizes");
+  const int64_t offset = c.int_param("offset");
+  if (offset < 0 || offset + added > written)
+    c.fail("the added run [{}, {}) is not inside the written run of {} elements", offset,
+           offset + added, written);
+  const IntList& offsets = c.ints_param("side_offsets");
+  const IntList& lengths = c.ints_param("side_lengths");
+  if (offsets.size() != lengths.size())
+    c.fail("side_offsets {} and side_lengths {} differ in length", ints_text(offsets),
+           ints_text(lengths));
+  std::vector<Type> out;
+  for (size_t k = 0; k < offsets.size(); ++k) {
+    if (offsets[k] < 0 || lengths[k] < 0 || offsets[k] + lengths[k] > written)
+      c.fail("side run {} [{}, {}) is not inside the written run of {} elements", k, offsets[k],
+             offsets[k] + lengths[k], written);
+    out.emplace_back(ArrayType{r.dtype, {lengths[k]}});
+  }
+  return out;
+}
+
 }  // namespace
 
 void register_ref_type_rules(TypeRuleTable& t) {
@@ -102,6 +162,7 @@ void register_ref_type_rules(TypeRuleTable& t) {
   set(Prim::swap, swap_rule);
   set(Prim::addupdate, addupdate_rule);
   set(Prim::freeze, freeze_rule);
+  set(Prim::shift_add, shift_add_rule);
 }
 
 }  // namespace refjit

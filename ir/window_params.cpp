@@ -44,4 +44,50 @@ bool MoveWindowsParams::contiguous_run(size_t k) const {
   return true;
 }
 
+ShiftAddParams ShiftAddParams::of(const Eqn& shift) {
+  if (shift.prim != Prim::shift_add)
+    throw Error(fmt::format("expected a shift_add eqn, got {}", prim_name(shift.prim)));
+  ShiftAddParams p;
+  p.write_sizes = &shift.params.get<IntList>("write_sizes");
+  p.add_sizes = &shift.params.get<IntList>("add_sizes");
+  p.offset = shift.params.get<int64_t>("offset");
+  p.side_offsets = &shift.params.get<IntList>("side_offsets");
+  p.side_lengths = &shift.params.get<IntList>("side_lengths");
+  p.rank = p.write_sizes->size();
+  if (p.add_sizes->size() != p.rank)
+    throw Error(fmt::format("shift_add: write_sizes has {} entries but add_sizes has {}", p.rank,
+                            p.add_sizes->size()));
+  if (p.side_offsets->size() != p.side_lengths->size() ||
+      p.side_offsets->size() != shift.outs.size())
+    throw Error(fmt::format(
+        "shift_add: side_offsets ({}) and side_lengths ({}) need one entry per result ({})",
+        p.side_offsets->size(), p.side_lengths->size(), shift.outs.size()));
+  if (shift.ins.size() != operand_count(p.rank))
+    throw Error(fmt::format("shift_add: windows of rank {} need {} operands, got {}", p.rank,
+                            operand_count(p.rank), shift.ins.size()));
+  return p;
+}
+
+namespace {
+
+int64_t product(const IntList& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+}  // namespace
+
+int64_t ShiftAddParams::write_length() const { return product(*write_sizes); }
+int64_t ShiftAddParams::add_length() const { return product(*add_sizes); }
+
+bool contiguous_run(const IntList& sizes, const Shape& shape) {
+  if (sizes.size() != shape.size()) return false;
+  size_t k = 0;
+  while (k < sizes.size() && sizes[k] == 1) ++k;
+  for (size_t d = k + 1; d < sizes.size(); ++d)
+    if (sizes[d] != shape[d]) return false;
+  return true;
+}
+
 }  // namespace refjit

@@ -1,4 +1,6 @@
-// Typed view of `move_windows`'s operands (primitives.def), which depend on the rank of the
+// Typed views of the window primitives whose operands depend on a rank (primitives.def).
+//
+// `move_windows` takes, by the rank of the
 // array it updates: the array x, one start index per dim of x, then for each window its source
 // and one start index per dim. Every window has x's rank; `slice_sizes` holds one list of
 // sizes per window, so the rank and the window count come from the params. `of` checks that
@@ -42,5 +44,34 @@ struct MoveWindowsParams {
   // the last), which one memmove copies even when it overlaps the destination.
   bool contiguous_run(size_t k) const;
 };
+
+// `shift_add r zero i... j...`: the ref, the value written over its first window, then the
+// start indices of the window written (w1) and of the window added to (w2), one per dim of the
+// ref each. Both windows are contiguous row-major runs (the type rule checks it).
+struct ShiftAddParams {
+  const IntList* write_sizes = nullptr;   // w1's size in each dim
+  const IntList* add_sizes = nullptr;     // w2's size in each dim
+  int64_t offset = 0;                     // the first element of w1's run that is added
+  const IntList* side_offsets = nullptr;  // per result: where its run starts in w1's run
+  const IntList* side_lengths = nullptr;  // per result: its element count
+  size_t rank = 0;
+
+  static ShiftAddParams of(const Eqn& shift);
+  static size_t operand_count(size_t rank) { return 2 + 2 * rank; }
+
+  std::span<const Atom> write_starts(const Eqn& shift) const {
+    return std::span(shift.ins).subspan(2, rank);
+  }
+  std::span<const Atom> add_starts(const Eqn& shift) const {
+    return std::span(shift.ins).subspan(2 + rank, rank);
+  }
+  // Element counts of the two runs.
+  int64_t write_length() const;
+  int64_t add_length() const;
+};
+
+// Whether a window of `sizes` in an array of `shape` is one contiguous row-major run: size 1 in
+// every dim before the first one of size > 1, the whole dim in every dim after it.
+bool contiguous_run(const IntList& sizes, const Shape& shape);
 
 }  // namespace refjit

@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "ir/window_params.h"
 #include "refjit/ir/error.h"
 #include "runtime/eval_rules.h"
 #include "runtime/flat_index.h"
@@ -85,6 +86,51 @@ std::vector<RtValue> eval_freeze(const EvalContext&, const Eqn& e, std::span<con
   return {value};
 }
 
+// The flat offsets, in row-major order, of the window of `sizes` at `starts` (operands, clamped
+// as dynamic_slice clamps them) in an array of `shape`.
+std::vector<int64_t> window_offsets(const Eqn& e, std::span<const RtValue> ins, size_t first,
+                                    const Shape& shape, const IntList& sizes) {
+  const std::vector<int64_t> strides = row_major_strides(shape);
+  std::vector<int64_t> starts;
+  for (size_t d = 0; d < shape.size(); ++d)
+    starts.push_back(clamp_index(int_scalar_in(e, ins, first + d), 0, shape[d] - sizes[d]));
+  std::vector<int64_t> offsets;
+  for_each_index(sizes, [&](const std::vector<int64_t>& idx) {
+    int64_t off = 0;
+    for (size_t d = 0; d < shape.size(); ++d) off += (starts[d] + idx[d]) * strides[d];
+    offsets.push_back(off);
+  });
+  return offsets;
+}
+
+// Read w1's run v, return the side runs of it, write `zero` over w1, add v's run at `offset` to
+// w2: what the swap, slices and addupdate it was made of do, in their order.
+std::vector<RtValue> eval_shift_add(const EvalContext&, const Eqn& e,
+                                    std::span<const RtValue> ins) {
+  const ShiftAddParams p = ShiftAddParams::of(e);
+  const RefBufferPtr& ref = ref_in(e, ins, 0);
+  Array& r = ref->value();
+  const Shape& shape = ref->type().shape;
+  if (shape.size() != p.rank)
+    eval_fail(e, fmt::format("windows of rank {} on {}", p.rank, Type::ref(ref->type()).str()));
+  const std::vector<int64_t> w1 = window_offsets(e, ins, 2, shape, *p.write_sizes);
+  const std::vector<int64_t> w2 = window_offsets(e, ins, 2 + p.rank, shape, *p.add_sizes);
+  const Array v = take_elements(r, {static_cast<int64_t>(w1.size())}, w1);
+  std::vector<RtValue> sides;
+  for (size_t k = 0; k < p.side_offsets->size(); ++k) {
+    std::vector<int64_t> run((*p.side_lengths)[k]);
+    for (size_t i = 0; i < run.size(); ++i) run[i] = (*p.side_offsets)[k] + static_cast<int64_t>(i);
+    sides.emplace_back(take_elements(v, {static_cast<int64_t>(run.size())}, run));
+  }
+  const Array& zero = array_in(e, ins, 1);
+  const std::vector<int64_t> all_zero(w1.size(), 0);
+  put_elements(r, w1, take_elements(zero, {static_cast<int64_t>(w1.size())}, all_zero));
+  std::vector<int64_t> added(w2.size());
+  for (size_t i = 0; i < added.size(); ++i) added[i] = p.offset + static_cast<int64_t>(i);
+  add_elements(r, w2, take_elements(v, {static_cast<int64_t>(w2.size())}, added));
+  return sides;
+}
+
 }  // namespace
 
 void register_ref_eval_rules(EvalRuleTable& t) {
@@ -93,6 +139,7 @@ void register_ref_eval_rules(EvalRuleTable& t) {
   t.set(Prim::swap, &eval_swap);
   t.set(Prim::addupdate, &eval_addupdate);
   t.set(Prim::freeze, &eval_freeze);
+  t.set(Prim::shift_add, &eval_shift_add);
 }
 
 }  // namespace refjit

@@ -125,12 +125,6 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
     return false;
   };
 
-  std::vector<bool> from_swap(j.vars.size(), false);
-  for (const Eqn& e : j.eqns)
-    if (e.prim == Prim::swap)
-      for (Var v : e.outs) from_swap[v.id] = true;
-  auto swapped_out = [&](const Atom& a) { return is_var(a) && from_swap[as_var(a).id]; };
-
   // Walk backwards so every consumer is placed before its producers.
   std::vector<std::vector<size_t>> groups;  // in reverse program order while building
   std::vector<Shape> group_shape;
@@ -173,11 +167,9 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
       all = all && (group_shape[g] == shape || (view && !read_by_other)) &&
             !operands_clobbered(i, g, groups[g].front());
     int32_t target = all && readers.size() == 1 ? readers[0] : -1;
-    // A view roots no group: one alone is a copy, which its own rule (or the plans that read
-    // slices in place: move_windows, concat_windows) does as well. Nor does one join that
-    // reads the value a swap took out of a ref: a cotangent shift (below) reads those slices
-    // from the ref's window and never stores the value.
-    if (view && (target < 0 || swapped_out(e.ins[0]))) continue;
+    // A view roots no group: one alone is a copy, which its own rule (or the decisions that
+    // read slices in place: move_windows, concat_windows) does as well.
+    if (view && target < 0) continue;
     if (all && readers.size() > 1 && duplicable(e.prim)) {
       for (int32_t g : readers) groups[g].push_back(i);
       plan.group_of[i] = FusionPlan::kDuplicated;
@@ -255,197 +247,6 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
 
 namespace refjit {
 
-bool contiguous_window(const Indexer& idx, const Shape& ref_shape, int64_t& size) {
-  const size_t rank = ref_shape.size();
-  if (idx.dims.size() > rank) return false;
-  // Per dim: the number of elements taken, and whether the dim is taken whole.
-  std::vector<int64_t> taken(rank);
-  std::vector<bool> whole(rank);
-  for (size_t d = 0; d < rank; ++d) {
-    if (d >= idx.dims.size()) {
-      taken[d] = ref_shape[d];
-      whole[d] = true;
-      continue;
-    }
-    const IndexerDim& id = idx.dims[d];
-    if (id.kind == IndexerDim::Kind::index_array) return false;
-    if (id.kind == IndexerDim::Kind::index) {
-      taken[d] = 1;
-    } else {
-      if (id.stride != 1 || id.size < 0 || id.size > ref_shape[d]) return false;
-      taken[d] = id.size;
-    }
-    whole[d] = taken[d] == ref_shape[d];
-  }
-  size_t k = 0;
-  while (k < rank && taken[k] == 1) ++k;
-  for (size_t d = k + 1; d < rank; ++d)
-    if (!whole[d]) return false;
-  size = 1;
-  for (int64_t t : taken) size *= t;
-  return true;
-}
-
-CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& j, const JaxprBuffers* buffers,
-                                         const FusionPlan& fusion) {
-  const size_t n = j.eqns.size();
-  CotangentShiftPlan plan;
-  plan.folded_into.assign(n, -1);
-  plan.shift_of.assign(n, -1);
-  plan.side_of.assign(n, -1);
-  if (!buffers || buffers->eqns.size() != n) return plan;
-  const JaxprBuffers& p = *buffers;
-  auto buf = [&](const Atom& a) { return buffer_of(p, a); };
-  const UseDef use_def(j);
-  const std::vector<std::vector<int>> writes = written_buffers(j, p);
-  // An eqn lowered on its own (the copies the plan lists for these eqns are their own reads).
-  auto plain = [&](size_t i) { return fusion.lowered_alone(i) && plan.folded_into[i] < 0; };
-  // The single reader of `v`, if `v` is read once (and not returned).
-  auto only_reader = [&](Var v) -> int32_t {
-    return use_def.read_once(v) ? use_def.readers(v).front() : -1;
-  };
-  auto is_zero = [](const Literal& l) { return l.equals(0.0); };
-
-  for (size_t s = 0; s < n; ++s) {
-    const Eqn& sw = j.eqns[s];
-    if (sw.prim != Prim::swap || sw.ins.size() < 2 || sw.outs.size() != 1 || !plain(s)) continue;
-    if (!is_var(sw.ins[0])) continue;
-    const Var ref = as_var(sw.ins[0]);
-    const Type rt = j.type_of(ref);
-    if (!rt.is_ref || rt.array.dtype == DType::bool_) continue;
-    const int ref_buf = buf(ref);
-    if (ref_buf < 0) continue;
-    const ParamValue* pv = sw.params.find("indexer");
-    const Indexer whole;
-    const Indexer& idx1 = pv && std::get_if<Indexer>(pv) ? *std::get_if<Indexer>(pv) : whole;
-    int64_t m = 0;
-    if (!contiguous_window(idx1, rt.array.shape, m)) continue;
-    // The written value: zeros.
-    CotangentShift cs;
-    cs.swap = static_cast<int32_t>(s);
-    if (const Literal* lit = std::get_if<Literal>(&sw.ins[1])) {
-      if (!is_zero(*lit)) continue;
-      cs.zero = *lit;
-    } else {
-      const auto z = static_cast<int32_t>(use_def.def_index(as_var(sw.ins[1])));
-      if (z < 0 || j.eqns[z].prim != Prim::broadcast_in_dim || j.eqns[z].ins.size() != 1) continue;
-      const Literal* l = std::get_if<Literal>(&j.eqns[z].ins[0]);
-      if (!l || !is_zero(*l)) continue;
-      cs.zero = *l;
-      if (only_reader(as_var(sw.ins[1])) == cs.swap && plain(static_cast<size_t>(z))) cs.zeros = z;
-    }
-    if (cs.zero.dtype != rt.array.dtype) continue;
-    // The old value v: read by one addupdate of R, directly or through a static slice of a
-    // run of v, and otherwise only by side slices (static slices of runs of v).
-    const Var v = sw.outs[0];
-    const std::vector<int32_t> v_readers = use_def.readers(v);
-    if (v_readers.empty() || use_def.is_output(v)) continue;
-    const Shape& vs = j.type_of(v).array.shape;
-    // Whether eqn q is a static slice of one run of v's last dim: its offset and length.
-    auto run_slice = [&](int32_t q, int64_t& offset, int64_t& length) {
-      const Eqn& sl = j.eqns[q];
-      if (sl.prim != Prim::slice || sl.outs.size() != 1 || vs.empty() || !plain(q)) return false;
-      const IntList& start = sl.params.get<IntList>("start_indices");
-      const IntList& limit = sl.params.get<IntList>("limit_indices");
-      IntList strides = sl.params.get_or<IntList>("strides", IntList(vs.size(), 1));
-      if (start.size() != vs.size() || limit.size() != vs.size() || strides.size() != vs.size())
-        return false;
-      for (size_t d = 0; d < vs.size(); ++d) {
-        if (strides[d] != 1) return false;
-        if (d + 1 < vs.size() && vs[d] != 1) return false;  // a run of the last dim only
-      }
-      offset = start.back();
-      length = limit.back() - start.back();
-      return true;
-    };
-    // Whether eqn q is `R[w2] += x` with a contiguous window of `length` elements.
-    auto adds_to_ref = [&](int32_t q, Var x, int64_t length) {
-      if (q < 0 || !plain(static_cast<size_t>(q))) return false;
-      const Eqn& add = j.eqns[q];
-      if (add.prim != Prim::addupdate || add.ins.size() < 2 || !is_var(add.ins[0]) ||
-          as_var(add.ins[0]) != ref || !is_var(add.ins[1]) || as_var(add.ins[1]) != x)
-        return false;
-      const ParamValue* pv2 = add.params.find("indexer");
-      const Indexer& idx2 = pv2 && std::get_if<Indexer>(pv2) ? *std::get_if<Indexer>(pv2) : whole;
-      int64_t l2 = 0;
-      return contiguous_window(idx2, rt.array.shape, l2) && l2 == length;
-    };
-    // The chain from v to the addupdate: [static slice of a run] [reshape] addupdate.
-    auto is_plain_reshape = [&](int32_t q) {
-      if (q < 0 || !plain(static_cast<size_t>(q))) return false;
-      const Eqn& e = j.eqns[q];
-      const ParamValue* d = e.params.find("dimensions");
-      return e.prim == Prim::reshape && e.outs.size() == 1 &&
-             (!d || std::holds_alternative<NoneParam>(*d));
-    };
-    int32_t r = -1;
-    int32_t main_reader = -1;
-    for (int32_t q : v_readers) {
-      int64_t off = 0, len = m;
-      int32_t slice = -1, reshape = -1, step = q;
-      Var x = v;
-      if (run_slice(q, off, len)) {
-        slice = q;
-        x = j.eqns[q].outs[0];
-        step = only_reader(x);
-      } else {
-        off = 0;
-        len = m;
-      }
-      if (is_plain_reshape(step)) {
-        reshape = step;
-        x = j.eqns[step].outs[0];
-        step = only_reader(x);
-      }
-      if (!adds_to_ref(step, x, len)) continue;
-      r = step;
-      cs.slice = slice;
-      cs.reshape = reshape;
-      cs.offset = off;
-      cs.length = len;
-      main_reader = q;
-      break;
-    }
-    if (r < 0) continue;
-    bool sides_ok = true;
-    for (int32_t q : v_readers) {
-      if (q == main_reader) continue;
-      int64_t off = 0, len = 0;
-      // Read from R's window at its own position: R must still hold v there.
-      if (!run_slice(q, off, len) || q <= cs.swap || q >= r ||
-          std::count(v_readers.begin(), v_readers.end(), q) != 1) {
-        sides_ok = false;
-        break;
-      }
-      cs.side_slices.push_back(q);
-    }
-    if (!sides_ok) continue;
-    // Nothing in between touches R, or overwrites the swap's start operands.
-    bool ok = true;
-    for (size_t k = s + 1; k < static_cast<size_t>(r) && ok; ++k) {
-      if (static_cast<int32_t>(k) == cs.slice || static_cast<int32_t>(k) == cs.reshape) continue;
-      if (std::count(cs.side_slices.begin(), cs.side_slices.end(), static_cast<int32_t>(k)))
-        continue;
-      for (const Atom& a : j.eqns[k].ins)
-        if (buf(a) == ref_buf) ok = false;
-      for (int b : writes[k]) {
-        if (b == ref_buf) ok = false;
-        for (size_t q = 2; q < sw.ins.size(); ++q)
-          if (b == buf(sw.ins[q])) ok = false;
-      }
-    }
-    if (!ok) continue;
-    plan.shift_of[r] = static_cast<int32_t>(plan.shifts.size());
-    plan.folded_into[s] = r;
-    if (cs.slice >= 0) plan.folded_into[cs.slice] = r;
-    if (cs.reshape >= 0) plan.folded_into[cs.reshape] = r;
-    if (cs.zeros >= 0) plan.folded_into[cs.zeros] = r;
-    for (int32_t q : cs.side_slices) plan.side_of[q] = static_cast<int32_t>(plan.shifts.size());
-    plan.shifts.push_back(cs);
-  }
-  return plan;
-}
-
 namespace {
 
 // Entry i of a per-eqn plan table, or -1 where the plan has none (a plan made without a buffer
@@ -457,9 +258,7 @@ int32_t entry(const std::vector<int32_t>& table, size_t i) {
 }  // namespace
 
 bool folded_into_nothing(const LoweringDecisions& d, size_t i) {
-  for (const std::vector<int32_t>* t :
-       {&d.shifts.folded_into, &d.shifts.side_of, &d.shifts.shift_of, &d.epilogues.root_of_dot,
-        &d.epilogues.dot_of_root})
+  for (const std::vector<int32_t>* t : {&d.epilogues.root_of_dot, &d.epilogues.dot_of_root})
     if (entry(*t, i) >= 0) return false;
   return true;
 }
@@ -554,7 +353,6 @@ std::vector<size_t> LoweringDecisions::epilogue_members(size_t root) const {
 LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffers) {
   LoweringDecisions d;
   d.fusion = plan_fusion(jaxpr, buffers);
-  d.shifts = plan_cotangent_shifts(jaxpr, buffers, d.fusion);
   d.epilogues = plan_epilogues(jaxpr, buffers, d);
   d.index_run.resize(jaxpr.eqns.size());
   for (size_t i = 0; i < jaxpr.eqns.size(); ++i)

@@ -20,9 +20,8 @@
 // sum(f(x))). A static slice or a pad without interior padding joins as a view: it is
 // evaluated where it is read, at the index its reader asks for (a view of a view composes the
 // index maps), so it may have another shape when only views read it; an elementwise member
-// never feeds a view, a view never roots a group or reads a value a swap took out of a ref
-// (the cotangent shifts below read those), and a group whose root writes a buffer a view
-// reads keeps no views (docs/backend.md). Members are
+// never feeds a view, a view never roots a group, and a group whose root writes a buffer a
+// view reads keeps no views (docs/backend.md). Members are
 // evaluated at the root's position. With a buffer assignment, buffers are reused in place,
 // so moving a member later is only safe while its operands' buffers are not overwritten in
 // between: an eqn also joins only if no eqn between it and the root (outside the group)
@@ -82,63 +81,8 @@ FusionPlan plan_fusion(const Jaxpr& jaxpr, const JaxprBuffers* buffers = nullptr
 
 namespace refjit {
 
-// Cotangent shifts: the transpose of a row segment shifted inside a ref leaves
-//   v, R[w1] <- R[w1], zeros      (zeros: a literal 0, or a broadcast_in_dim of one)
-//   [v' = slice v[a:a+L]]          (optional static slice of the run, stride 1)
-//   [v'' = reshape v']             (optional: the run's elements in the same order)
-//   R[w2] += v'                    (same ref var)
-// where w1 and w2 are contiguous row-major runs of R (M and L elements, dynamic starts
-// clamped like dynamic_slice). Per element p of R the result is
-//   R'[p] = (p in w1 ? 0 : R[p]) + (p in w2 ? R[p - s2 + s1 + a] : 0)
-// (s1, s2 the flat clamped starts), which the lowering computes at the addupdate in one pass
-// over w2 (backward when the run moves up, forward when it moves down, so every read of
-// R[p - s2 + s1 + a] sees the old value) plus zeroing w1 minus w2, instead of copying the
-// run out, writing zeros, and adding the copy back. Conditions: v (and v') is read only by
-// the next eqn of the pattern and is not returned; no eqn between the swap and the
-// addupdate reads or writes R's buffer or writes the buffer of the swap's start operands;
-// none of the eqns are fused. The zero broadcast is folded too when the swap is its only
-// reader.
-// v may have other readers besides the one leading to the addupdate (the transpose of
-// `x[1:] = x[:-1]` keeps the cotangent v[0:1] and shifts v[1:]): each must be a static slice of a
-// run of v placed between the swap and the addupdate. Such a "side slice" is lowered at its own
-// position as a copy straight out of R's window (R still holds the old values there: the swap
-// is only carried out at the addupdate).
-struct CotangentShift {
-  int32_t swap = -1;                 // the folded swap eqn
-  int32_t slice = -1;                // the folded static slice of its old value, or -1
-  int32_t reshape = -1;              // the folded reshape of the added run, or -1
-  int32_t zeros = -1;                // the folded broadcast of the zero literal, or -1
-  Literal zero;                      // the value the swap writes
-  int64_t offset = 0;                // the first element of the swapped-out run that is added (a)
-  int64_t length = 0;                // elements added (L)
-  std::vector<int32_t> side_slices;  // other static slices of v, read from R's window
-};
-
-struct CotangentShiftPlan {
-  // folded_into[eqn] = the addupdate eqn that computes it, or -1.
-  std::vector<int32_t> folded_into;
-  // shift_of[eqn]: index into `shifts` for an addupdate lowered as a shift, or -1.
-  std::vector<int32_t> shift_of;
-  // side_of[eqn]: index into `shifts` for a side slice copied out of the shift's window, or -1.
-  std::vector<int32_t> side_of;
-  std::vector<CotangentShift> shifts;
-};
-
-// Whether indexer `idx` of a ref of shape `ref_shape` addresses one contiguous row-major run
-// (no index arrays, unit strides, every dim before the first one of size > 1 has size 1 and
-// every dim after it is taken whole); its element count goes to `size`.
-bool contiguous_window(const Indexer& idx, const Shape& ref_shape, int64_t& size);
-
-// Cotangent shifts of the top-level eqns of `jaxpr` (none without a buffer assignment).
-CotangentShiftPlan plan_cotangent_shifts(const Jaxpr& jaxpr, const JaxprBuffers* buffers,
-                                         const FusionPlan& fusion);
-
-}  // namespace refjit
-
-namespace refjit {
-
-// Every lowering decision about the eqns of one jaxpr: which are fused, which are folded
-// into a cotangent shift or an epilogue. The pipeline's `fusion` pass takes them once, for
+// Every lowering decision about the eqns of one jaxpr: which are fused, which are computed as
+// a product's epilogue. The pipeline's `fusion` pass takes them once, for
 // every jaxpr of the buffer plan; `refjit dump --emit=fusion` prints them and the lowering
 // only follows them.
 // Matrix-product epilogues: a float dot_general (or im2col_dot) whose result p is read only by
@@ -162,7 +106,6 @@ struct EpiloguePlan {
 
 struct LoweringDecisions {
   FusionPlan fusion;
-  CotangentShiftPlan shifts;
   EpiloguePlan epilogues;
   // The eqns computing eqn `root`'s epilogue (EpiloguePlan): its group, or the root alone.
   std::vector<size_t> epilogue_members(size_t root) const;
@@ -174,8 +117,7 @@ struct LoweringDecisions {
   RowLoopPlan row_loops;
 };
 
-// Whether eqn `i` is folded into no cotangent shift or epilogue (it may be in a fusion
-// group).
+// Whether eqn `i` is no part of an epilogue (it may be in a fusion group).
 bool folded_into_nothing(const LoweringDecisions& d, size_t i);
 // Whether eqn `i` is lowered by its own rule: in no fusion group, and folded into nothing.
 bool lowered_by_itself(const LoweringDecisions& d, size_t i);
@@ -187,7 +129,7 @@ LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffer
 std::vector<LoweringDecisions> decide_lowering(const BufferAssignment& assignment);
 
 // The text of `refjit dump --emit=fusion` (format in docs/backend.md): per jaxpr of the plan
-// that has decisions, one line per fusion group, cotangent shift and epilogue, naming eqns
+// that has decisions, one line per fusion group, epilogue, index run and row loop, naming eqns
 // by the values print_jaxpr gives them.
 std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& assignment,
                                      const std::vector<LoweringDecisions>& decisions);

@@ -7,6 +7,7 @@
 
 #include "compiler/backend/flat_run.h"
 #include "compiler/backend/lowering.h"
+#include "ir/window_params.h"
 #include "refjit/ir/indexing.h"
 
 namespace refjit::backend {
@@ -251,49 +252,43 @@ void lower_addupdate(LowerCtx& c, const Eqn& e) {
   c.loop_nest(map.shape(), [&](Ivs ivs) { add_at(ivs, map(ivs)); });
 }
 
-// The flat row-major position of the first element of `idx`'s window (a contiguous run,
-// fusion.h contiguous_window), starts clamped like dynamic_slice.
-Value flat_window_start(LowerCtx& c, const Eqn& e, const ArrayType& ref) {
-  const ParamValue* pv = e.params.find("indexer");
-  const Indexer* idx = pv ? std::get_if<Indexer>(pv) : nullptr;
+// The flat row-major position of the first element of the window of `sizes` at `starts`
+// (operands, clamped as dynamic_slice clamps them) in an array of `shape`.
+Value flat_window_start(LowerCtx& c, std::span<const Atom> starts, const Shape& shape,
+                        const IntList& sizes) {
   Value flat = c.index(0);
   int64_t stride = 1;
-  size_t k = 2 + (idx ? idx->num_dynamic() : 0);  // dynamic operands are read last first
-  for (size_t d = ref.shape.size(); d-- > 0;) {
-    if (idx && d < idx->dims.size()) {
-      const IndexerDim& id = idx->dims[d];
-      Value start;
-      if (id.dynamic) {
-        int64_t hi = id.kind == IndexerDim::Kind::slice ? ref.shape[d] - id.size : ref.shape[d] - 1;
-        start = c.clamp_to_index(c.load_index_scalar(e.ins.at(--k)), 0, hi);
-      } else {
-        start = c.index(id.start);
-      }
-      Value term = c.b.create<arith::MulIOp>(c.loc, start, c.index(stride));
-      flat = c.b.create<arith::AddIOp>(c.loc, flat, term);
-    }
-    stride *= ref.shape[d];
+  for (size_t d = shape.size(); d-- > 0;) {
+    Value start = c.clamp_to_index(c.load_index_scalar(starts[d]), 0, shape[d] - sizes[d]);
+    flat = c.b.create<arith::AddIOp>(c.loc, flat,
+                                     c.b.create<arith::MulIOp>(c.loc, start, c.index(stride)));
+    stride *= shape[d];
   }
   return flat;
 }
 
 }  // namespace
 
+// shift_add: first the side runs, copied out of w1 while R still holds them. Then, with `zero`
+// the value written over w1 (operand 1),
 // R'[p] = (p in w1 ? zero : R[p]) + (p in w2 ? R[p - s2 + src] : 0), src = s1 + offset.
 // Every source R[p - s2 + src] lies in w1, so: first the part of w2 outside w1 (at most two
 // runs; writes there clobber no source), then the part of w2 inside w1 is `zero + source`:
 // one memmove (plus, for a +0.0 zero, a pass adding it, which only turns -0.0 into +0.0),
 // then zeros on w1 minus w2 (at most two runs).
-void lower_cotangent_shift(LowerCtx& c, const Jaxpr& j, const Eqn& add, const CotangentShift& s) {
-  const Eqn& sw = j.eqns.at(s.swap);
-  ArrayType rt = ref_type(c, add);
+void lower_shift_add(LowerCtx& c, const Eqn& e) {
+  const ShiftAddParams p = ShiftAddParams::of(e);
+  ArrayType rt = ref_type(c, e);
   const DType d = rt.dtype;
-  Value ref = c.view_as(c.buffer(add.ins[0]), ArrayType{d, {rt.num_elements()}});
-  Value s1 = flat_window_start(c, sw, rt);
-  Value s2 = flat_window_start(c, add, rt);
-  int64_t m = 1;
-  for (int64_t x : c.type_of(sw.outs[0]).array.shape) m *= x;
+  Value ref = c.view_as(c.buffer(e.ins[0]), ArrayType{d, {rt.num_elements()}});
+  Value s1 = flat_window_start(c, p.write_starts(e), rt.shape, *p.write_sizes);
+  Value s2 = flat_window_start(c, p.add_starts(e), rt.shape, *p.add_sizes);
   auto add_i = [&](Value a, Value b) { return c.b.create<arith::AddIOp>(c.loc, a, b).getResult(); };
+  for (size_t k = 0; k < e.outs.size(); ++k) {
+    const int64_t n = (*p.side_lengths)[k];
+    Value dst = c.view_as(c.result_buffer(e.outs[k]), ArrayType{d, {n}});
+    c.move_elements(dst, {c.index(0)}, ref, {add_i(s1, c.index((*p.side_offsets)[k]))}, n, d);
+  }
   auto min_i = [&](Value a, Value b) {
     return c.b.create<arith::MinSIOp>(c.loc, a, b).getResult();
   };
@@ -301,11 +296,11 @@ void lower_cotangent_shift(LowerCtx& c, const Jaxpr& j, const Eqn& add, const Co
     return c.b.create<arith::MaxSIOp>(c.loc, a, b).getResult();
   };
   auto sum = [&](Value a, Value b) { return c.add(d, a, b); };
-  Value e1 = add_i(s1, c.index(m));
-  Value e2 = add_i(s2, c.index(s.length));
-  Value src = add_i(s1, c.index(s.offset));
+  Value e1 = add_i(s1, c.index(p.write_length()));
+  Value e2 = add_i(s2, c.index(p.add_length()));
+  Value src = add_i(s1, c.index(p.offset));
   Value shift = c.b.create<arith::SubIOp>(c.loc, s2, src);  // p - shift is p's source
-  Value zero = c.literal(s.zero);
+  Value zero = c.load(e.ins[1], {});
   // for p in [lo, hi): body(p)
   auto run = [&](Value lo, Value hi, const std::function<void(Value)>& body) {
     auto loop = c.b.create<mlir::scf::ForOp>(c.loc, lo, hi, c.index(1));
@@ -323,25 +318,15 @@ void lower_cotangent_shift(LowerCtx& c, const Jaxpr& j, const Eqn& add, const Co
   Value lo = max_i(s1, s2), hi = min_i(e1, e2);
   Value n = max_i(c.b.create<arith::SubIOp>(c.loc, hi, lo), c.index(0));
   c.move_elements(ref, {lo}, ref, {c.b.create<arith::SubIOp>(c.loc, lo, shift)}, n, d);
-  if (is_float(d) && !std::signbit(s.zero.f))
+  // `zero + source` there; the pass is skipped only where it changes nothing (an integer 0, a
+  // float -0.0).
+  const Literal* z = std::get_if<Literal>(&e.ins[1]);
+  const bool adds_nothing = z && z->equals(0.0) && (!is_float(d) || std::signbit(z->f));
+  if (!adds_nothing)
     run(lo, hi, [&](Value p) { c.store(sum(zero, c.load_mem(ref, d, {p})), ref, d, {p}); });
   auto store_zero = [&](Value p) { c.store(zero, ref, d, {p}); };
   run(s1, min_i(e1, s2), store_zero);
   run(max_i(s1, e2), e1, store_zero);
-}
-
-void lower_cotangent_side_slice(LowerCtx& c, const Jaxpr& j, const Eqn& slice,
-                                const CotangentShift& s) {
-  const Eqn& sw = j.eqns.at(s.swap);
-  ArrayType rt = ref_type(c, sw);
-  const DType d = rt.dtype;
-  Value ref = c.view_as(c.buffer(sw.ins[0]), ArrayType{d, {rt.num_elements()}});
-  ArrayType out = c.type_of(slice.outs[0]).array;
-  Value dst = c.view_as(c.result_buffer(slice.outs[0]), ArrayType{d, {out.num_elements()}});
-  const IntList& start = slice.params.get<IntList>("start_indices");
-  Value src = c.b.create<arith::AddIOp>(c.loc, flat_window_start(c, sw, rt),
-                                        c.index(start.empty() ? 0 : start.back()));
-  c.move_elements(dst, {c.index(0)}, ref, {src}, out.num_elements(), d);
 }
 
 namespace {
@@ -361,6 +346,7 @@ void register_ref_lowerings(LowerTable& t) {
   t.set(Prim::swap, &lower_swap);
   t.set(Prim::addupdate, &lower_addupdate);
   t.set(Prim::freeze, &lower_freeze);
+  t.set(Prim::shift_add, &lower_shift_add);
 }
 
 }  // namespace refjit::backend

@@ -612,16 +612,6 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
   for (size_t i = 0; i < j.eqns.size(); ++i) {
     const Eqn& e = j.eqns[i];
     frames_.back().eqn = static_cast<int>(i);
-    // Computed by the addupdate they feed (a cotangent shift).
-    if (d.shifts.folded_into[i] >= 0) continue;
-    if (int32_t s = d.shifts.side_of[i]; s >= 0) {
-      lower_cotangent_side_slice(*this, j, e, d.shifts.shifts[s]);
-      continue;
-    }
-    if (int32_t s = d.shifts.shift_of[i]; s >= 0) {
-      lower_cotangent_shift(*this, j, e, d.shifts.shifts[s]);
-      continue;
-    }
     // A row loop is lowered at its first item's root, every item in it.
     if (int32_t r = d.row_loops.loop_of[i]; r >= 0) {
       const RowLoop& loop = d.row_loops.loops[r];

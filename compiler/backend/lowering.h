@@ -394,12 +394,6 @@ void lower_im2col_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t product, siz
 void lower_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t dot, size_t root,
                                  const std::vector<size_t>& members);
 
-// Lowers addupdate `add` with the swap (and slice) folded into it (fusion.h, CotangentShift).
-void lower_cotangent_shift(LowerCtx& c, const Jaxpr& j, const Eqn& add, const CotangentShift& s);
-// A side slice of that shift: copies its run straight out of the ref's window (lower_ref.cpp).
-void lower_cotangent_side_slice(LowerCtx& c, const Jaxpr& j, const Eqn& slice,
-                                const CotangentShift& s);
-
 // Reductions computed row by row (lower_reduce.cpp, for row loops): `reduce_row` folds
 // every operand dim but the first at `row`, from the identity; `combine_partials` folds
 // the `n` elements of `partials` (one per row) in order.

@@ -38,18 +38,6 @@ void print_one(std::string& out, const BufferNames& names, int plan, const Jaxpr
       body +=
           fmt::format("      eqn {}: {}\n", k, eqn_text(names, plan, j, static_cast<int32_t>(k)));
   }
-  for (size_t i = 0; i < d.shifts.shift_of.size(); ++i) {
-    int32_t s = d.shifts.shift_of[i];
-    if (s < 0) continue;
-    const CotangentShift& shift = d.shifts.shifts[s];
-    body += fmt::format(
-        "  cotangent shift at eqn {}: {}\n    adds {} elements from offset {}; folds\n{}\n", i,
-        eqn_text(names, plan, j, static_cast<int32_t>(i)), shift.length, shift.offset,
-        folded_list(names, plan, j, {shift.zeros, shift.swap, shift.slice, shift.reshape}));
-    if (!shift.side_slices.empty())
-      body += fmt::format("    side slices read from the window\n{}\n",
-                          folded_list(names, plan, j, shift.side_slices));
-  }
   for (size_t i = 0; i < d.epilogues.root_of_dot.size(); ++i)
     if (int32_t r = d.epilogues.root_of_dot[i]; r >= 0) {
       std::vector<int32_t> members;
@@ -95,7 +83,7 @@ std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& a
   std::string out;
   for (size_t i = 0; i < assignment.jaxprs.size() && i < decisions.size(); ++i)
     print_one(out, names, static_cast<int>(i), assignment.jaxprs[i], decisions[i]);
-  if (out.empty()) out = "no fused groups, cotangent shifts, epilogues, index runs or row loops\n";
+  if (out.empty()) out = "no fused groups, epilogues, index runs or row loops\n";
   return out;
 }
 

@@ -127,6 +127,14 @@ void JaxprAssigner::ref_op(const Eqn& e, size_t i) {
       E.action = EqnAction::in_place;
       return;
     }
+    case Prim::shift_add: {
+      // The ref is shifted in place; the runs read out of it first have buffers of their own.
+      Var r = as_var(e.ins.at(0));
+      for (Var v : e.outs) set(v, fresh(j_.type_of(v).array, BufferOrigin::internal, ii));
+      if (!before_ref_write(r, ii)) return;
+      E.action = EqnAction::in_place;
+      return;
+    }
     case Prim::freeze: {
       Var r = as_var(e.ins.at(0));
       set(e.outs.at(0), buf(r));

@@ -27,8 +27,8 @@ Table make_table() {
   for (Prim p : {Prim::dynamic_update_slice, Prim::move_windows, Prim::scatter, Prim::scatter_add,
                  Prim::scatter_mul, Prim::scatter_min, Prim::scatter_max})
     t.set(p, B::update);
-  for (Prim p :
-       {Prim::new_ref, Prim::get, Prim::swap, Prim::addupdate, Prim::dot_accumulate, Prim::freeze})
+  for (Prim p : {Prim::new_ref, Prim::get, Prim::swap, Prim::addupdate, Prim::dot_accumulate,
+                 Prim::shift_add, Prim::freeze})
     t.set(p, B::ref_op);
   for (Prim p :
        {Prim::jit, Prim::scan, Prim::cond, Prim::while_, Prim::custom_vjp_call, Prim::linear_solve})

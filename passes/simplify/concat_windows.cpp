@@ -16,7 +16,6 @@ bool foldable(const Eqn& slice, Rewriter& r) {
     return false;
   const Atom& x = slice.ins[0];
   if (r.type_of(x).is_ref) return false;
-  if (const Eqn* d = r.def(x); d && d->prim == Prim::swap) return false;
   for (const Eqn& between : r.kept_after(slice))
     if (between.prim != Prim::slice &&
         std::find(between.ins.begin(), between.ins.end(), x) != between.ins.end())

@@ -6,8 +6,7 @@
 // nine windows of its input.
 //
 // A slice is folded only when reading its operand later changes no buffer decision:
-//   - the operand is a value, not a ref, nor the value a swap took out of a ref (a cotangent
-//     shift reads those slices from the ref's window, fusion.h);
+//   - the operand is a value, not a ref;
 //   - every eqn between the slice and the concatenate that reads the operand is another slice
 //     (no in-place update of the operand is pushed into a copy by the longer life).
 // It runs after `move-windows` (passes/simplify/move_windows.h), which writes the pieces of a

@@ -16,7 +16,6 @@ bool movable(const Eqn& slice, const Atom& updated, Rewriter& r) {
     return false;
   const Atom& source = slice.ins[0];
   if (r.type_of(source).is_ref || r.type_of(slice.outs[0]).is_ref) return false;
-  if (const Eqn* d = r.def(source); d && d->prim == Prim::swap) return false;
   const Shape& window = r.array_type(slice.outs[0]).shape;
   if (window.empty() ||
       !std::all_of(window.begin(), window.end() - 1, [](int64_t n) { return n == 1; }))

@@ -8,8 +8,7 @@
 // A dynamic_slice piece is folded when it is read nowhere else and
 //   - its window is one contiguous run of its row-major source (size 1 in every dim but the
 //     last): the lowering moves it with memmove, overlap allowed;
-//   - its source is a value, not a ref, nor the value a swap took out of a ref (a cotangent
-//     shift reads those from the ref's window, compiler/backend/fusion.h);
+//   - its source is a value, not a ref;
 //   - its source is the updated array itself, or every eqn between the slice and the update
 //     that reads the source is another slice (no in-place update of the source is pushed into
 //     a copy by the longer life).

@@ -1,14 +1,15 @@
-// Cotangent shifts (fusion.h plan_cotangent_shifts): `v, R[w1] <- R[w1], zeros` whose old
-// value (or a static slice of it) is added back at R[w2] becomes one pass over w2 plus the
-// zeroing of w1 minus w2. Each case is compared with the interpreter on randomized windows,
-// clamped starts, and full / partial / no overlap.
+// Cotangent shifts: the shift-adds pass (passes/simplify/shift_adds.h) makes
+// `v, R[w1] <- R[w1], zeros` whose old value (or a static slice of it) is added back at R[w2]
+// one shift_add eqn, lowered as one pass over w2 plus the zeroing of w1 minus w2. Each case
+// runs the pass, then compares native code of the decided program, and the interpreter on it,
+// with the interpreter on the original, on randomized windows, clamped starts, and full /
+// partial / no overlap.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "compiler/backend/buffer_plan.h"
-#include "compiler/backend/fusion.h"
+#include "passes/simplify/shift_adds.h"
 #include "test/backend/test_util.h"
 
 namespace refjit::testing {
@@ -44,11 +45,37 @@ const char* kInsertWithSideSlice =
     s:f32[] = reduce_sum[axes=(0, 1)] h
   in (s,) })";
 
-CotangentShiftPlan plan_of(const Jaxpr& j) {
-  BufferPlan bp = default_buffer_plan(j);
-  const JaxprBuffers* p = &bp.assignment->jaxprs.at(0);
-  FusionPlan f = plan_fusion(j, p);
-  return plan_cotangent_shifts(j, p, f);
+// The shift_add eqns the pass makes of `text`'s top level.
+std::vector<Eqn> shifts_of(const std::string& text) {
+  std::vector<Eqn> shifts;
+  for (const Eqn& e : shift_adds(parse_jaxpr(text)).eqns)
+    if (e.prim == Prim::shift_add) shifts.push_back(e);
+  return shifts;
+}
+
+// Native code of the decided program, and the interpreter on it, against the interpreter on
+// the original: equal exactly (a shift adds each element once, in the same order).
+void check_decided(const std::string& text, const std::vector<RtValue>& args) {
+  SCOPED_TRACE(text);
+  const Jaxpr original = parse_jaxpr(text);
+  const Jaxpr j = shift_adds(original);
+  std::vector<RtValue> a1 = deep_copy(args), a2 = deep_copy(args), a3 = deep_copy(args);
+  const std::vector<RtValue> want = interpret(original, a1);
+  const std::vector<RtValue> interpreted = interpret(j, a2);
+  const std::vector<RtValue> got = compile_native(j)(a3);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    expect_close(as_array(interpreted[i]), as_array(want[i]), 0,
+                 "interpreted, output " + std::to_string(i));
+    expect_close(as_array(got[i]), as_array(want[i]), 0, "native, output " + std::to_string(i));
+  }
+  for (size_t i = 0; i < args.size(); ++i)
+    if (auto* r = std::get_if<RefBufferPtr>(&a1[i])) {
+      expect_close(std::get<RefBufferPtr>(a2[i])->value(), (*r)->value(), 0,
+                   "interpreted, ref argument " + std::to_string(i));
+      expect_close(std::get<RefBufferPtr>(a3[i])->value(), (*r)->value(), 0,
+                   "native, ref argument " + std::to_string(i));
+    }
 }
 
 void check_random_windows(const char* text, uint32_t seed) {
@@ -60,53 +87,49 @@ void check_random_windows(const char* text, uint32_t seed) {
     int d = trial % 3 == 0 ? b : row(rng);
     int e = trial % 3 == 0 ? c + small(rng) : col(rng);
     SCOPED_TRACE(fmt::format("b={} c={} d={} e={}", b, c, d, e));
-    check_text(text,
-               {ref_of(random_array(at(DType::f32, {4, 12}), seed + trial)), i32(b), i32(c), i32(d),
-                i32(e)},
-               0.0);
+    check_decided(text, {ref_of(random_array(at(DType::f32, {4, 12}), seed + trial)), i32(b),
+                         i32(c), i32(d), i32(e)});
   }
 }
 
-TEST(NativeCotangentShift, DeleteTransposeIsPlannedAsOneShift) {
-  Jaxpr j = parse_jaxpr(kDelete);
-  CotangentShiftPlan p = plan_of(j);
-  ASSERT_EQ(p.shifts.size(), 1u);
-  EXPECT_EQ(p.shift_of[2], 0);
-  EXPECT_EQ(p.folded_into[0], 2);  // the zero broadcast
-  EXPECT_EQ(p.folded_into[1], 2);  // the swap
-  EXPECT_EQ(p.shifts[0].length, 5);
-  EXPECT_EQ(p.shifts[0].offset, 0);
+TEST(NativeCotangentShift, DeleteTransposeIsOneShift) {
+  const Jaxpr j = shift_adds(parse_jaxpr(kDelete));
+  ASSERT_EQ(j.eqns.size(), 1u);  // the zero broadcast, the swap and the addupdate are one eqn
+  const Eqn& e = j.eqns[0];
+  ASSERT_EQ(e.prim, Prim::shift_add);
+  EXPECT_EQ(e.params.get<IntList>("write_sizes"), (IntList{1, 5}));
+  EXPECT_EQ(e.params.get<IntList>("add_sizes"), (IntList{1, 5}));
+  EXPECT_EQ(e.params.get<int64_t>("offset"), 0);
+  EXPECT_TRUE(e.outs.empty());
 }
 
 TEST(NativeCotangentShift, DeleteTransposeMatchesTheInterpreterOnRandomWindows) {
   check_random_windows(kDelete, 11);
 }
 
-TEST(NativeCotangentShift, InsertTransposeWithStaticSliceIsPlannedAsOneShift) {
-  Jaxpr j = parse_jaxpr(kInsert);
-  CotangentShiftPlan p = plan_of(j);
-  ASSERT_EQ(p.shifts.size(), 1u);
-  EXPECT_EQ(p.shift_of[3], 0);
-  EXPECT_EQ(p.folded_into[2], 3);  // the slice
-  EXPECT_EQ(p.shifts[0].offset, 1);
-  EXPECT_EQ(p.shifts[0].length, 4);
+TEST(NativeCotangentShift, InsertTransposeWithStaticSliceIsOneShift) {
+  const Jaxpr j = shift_adds(parse_jaxpr(kInsert));
+  ASSERT_EQ(j.eqns.size(), 1u);  // the slice is folded too
+  EXPECT_EQ(j.eqns[0].params.get<int64_t>("offset"), 1);
+  EXPECT_EQ(j.eqns[0].params.get<IntList>("add_sizes"), (IntList{1, 4}));
 }
 
 TEST(NativeCotangentShift, InsertTransposeMatchesTheInterpreterOnRandomWindows) {
   check_random_windows(kInsert, 23);
 }
 
-TEST(NativeCotangentShift, SideSliceOfTheSwappedOutRunIsReadFromTheWindow) {
-  Jaxpr j = parse_jaxpr(kInsertWithSideSlice);
-  CotangentShiftPlan p = plan_of(j);
-  ASSERT_EQ(p.shifts.size(), 1u);
-  EXPECT_EQ(p.shift_of[4], 0);
-  EXPECT_EQ(p.folded_into[3], 4);  // the shifted slice
-  EXPECT_EQ(p.side_of[2], 0);      // the value's cotangent, copied out of R before the shift
-  EXPECT_EQ(p.folded_into[2], -1);
-  EXPECT_EQ(p.shifts[0].side_slices, std::vector<int32_t>{2});
-  EXPECT_EQ(p.shifts[0].offset, 1);
-  EXPECT_EQ(p.shifts[0].length, 6);
+TEST(NativeCotangentShift, SideSliceOfTheSwappedOutRunIsAResultOfTheShift) {
+  const Jaxpr j = shift_adds(parse_jaxpr(kInsertWithSideSlice));
+  // shift_add (its one result the value's cotangent, copied out of R before the shift), the
+  // reshape of that run to the side slice's [1, 1], the reduce_sum.
+  ASSERT_EQ(j.eqns.size(), 3u) << print_jaxpr(j);
+  const Eqn& e = j.eqns[0];
+  ASSERT_EQ(e.prim, Prim::shift_add);
+  EXPECT_EQ(e.params.get<IntList>("side_offsets"), IntList{0});
+  EXPECT_EQ(e.params.get<IntList>("side_lengths"), IntList{1});
+  EXPECT_EQ(e.params.get<int64_t>("offset"), 1);
+  EXPECT_EQ(e.params.get<IntList>("add_sizes"), (IntList{1, 6}));
+  EXPECT_EQ(j.eqns[1].prim, Prim::reshape);
 }
 
 TEST(NativeCotangentShift, SideSliceMatchesTheInterpreterOnRandomWindows) {
@@ -125,16 +148,16 @@ TEST(NativeCotangentShift, AReshapedRunIsShiftedToo) {
     r[d:d+1,e:e+6] += x
     s:f32[] = reshape[dimensions=None new_sizes=()] h
   in (s,) })";
-  CotangentShiftPlan p = plan_of(parse_jaxpr(text));
-  ASSERT_EQ(p.shifts.size(), 1u);
-  EXPECT_EQ(p.shift_of[5], 0);
-  EXPECT_EQ(p.folded_into[4], 5);  // the reshape
-  EXPECT_EQ(p.folded_into[3], 5);  // the slice
-  EXPECT_EQ(p.side_of[2], 0);
+  const std::vector<Eqn> shifts = shifts_of(text);
+  ASSERT_EQ(shifts.size(), 1u);
+  EXPECT_EQ(shifts[0].params.get<IntList>("write_sizes"), (IntList{1, 7}));
+  EXPECT_EQ(shifts[0].params.get<int64_t>("offset"), 1);
+  EXPECT_EQ(shifts[0].outs.size(), 1u);
+  EXPECT_EQ(shift_adds(parse_jaxpr(text)).eqns.size(), 3u);  // shift_add, the side's two reshapes
   check_random_windows(text, 41);
 }
 
-TEST(NativeCotangentShift, SideSliceAfterTheAddupdateIsNotPlanned) {
+TEST(NativeCotangentShift, SideSliceAfterTheAddupdateIsNotFolded) {
   // Reading the old run after R was updated needs the swapped-out copy.
   const char* late = R"({ lambda ; r:Ref{f32[4,12]} b:i32[] c:i32[] d:i32[] e:i32[]. let
     z:f32[1,7] = broadcast_in_dim[broadcast_dimensions=() shape=(1, 7) sharding=None] 0.0:f32[]
@@ -144,7 +167,7 @@ TEST(NativeCotangentShift, SideSliceAfterTheAddupdateIsNotPlanned) {
     h:f32[1,1] = slice[limit_indices=(1, 1) start_indices=(0, 0) strides=(1, 1)] v
     s:f32[] = reduce_sum[axes=(0, 1)] h
   in (s,) })";
-  EXPECT_TRUE(plan_of(parse_jaxpr(late)).shifts.empty());
+  EXPECT_TRUE(shifts_of(late).empty());
   check_random_windows(late, 37);
 }
 
@@ -154,9 +177,8 @@ TEST(NativeCotangentShift, FullOverlapAndNoOverlapMatchTheInterpreter) {
            {1, 3, 1, 3}, {0, 0, 3, 7}, {2, 0, 2, 5}, {2, 5, 2, 0}, {3, 7, 3, 8}, {9, 99, -4, -9}}) {
     SCOPED_TRACE(fmt::format("b={} c={} d={} e={}", b, c, d, e));
     for (const char* text : {kDelete, kInsert, kInsertWithSideSlice})
-      check_text(text,
-                 {ref_of(random_array(at(DType::f32, {4, 12}), 5)), i32(b), i32(c), i32(d), i32(e)},
-                 0.0);
+      check_decided(
+          text, {ref_of(random_array(at(DType::f32, {4, 12}), 5)), i32(b), i32(c), i32(d), i32(e)});
   }
 }
 
@@ -167,12 +189,12 @@ TEST(NativeCotangentShift, WholeRowWindowsAndIntegerRefsMatchTheInterpreter) {
     v:i32[2,3], r[b:b+2,:] <- r[b:b+2,:], z
     r[d:d+2,:] += v
   in () })";
-  EXPECT_EQ(plan_of(parse_jaxpr(text)).shifts.size(), 1u);
+  EXPECT_EQ(shifts_of(text).size(), 1u);
   for (auto [b, d] : std::vector<std::pair<int, int>>{{0, 1}, {1, 0}, {3, 3}, {0, 3}, {7, -2}})
-    check_text(text, {ref_of(random_array(at(DType::i32, {5, 3}), 7)), i32(b), i32(d)});
+    check_decided(text, {ref_of(random_array(at(DType::i32, {5, 3}), 7)), i32(b), i32(d)});
 }
 
-TEST(NativeCotangentShift, NotPlannedWhenTheRefIsReadInBetweenOrTheValueIsReused) {
+TEST(NativeCotangentShift, NotFoldedWhenTheRefIsReadInBetweenOrTheValueIsReused) {
   const char* read_between = R"({ lambda ; r:Ref{f32[4,12]} b:i32[] c:i32[]. let
     z:f32[5] = broadcast_in_dim[broadcast_dimensions=() shape=(5,) sharding=None] 0.0:f32[]
     v:f32[5], r[b,c:c+5] <- r[b,c:c+5], z
@@ -191,8 +213,8 @@ TEST(NativeCotangentShift, NotPlannedWhenTheRefIsReadInBetweenOrTheValueIsReused
   in () })";
   for (const char* text : {read_between, reused, nonzero}) {
     SCOPED_TRACE(text);
-    EXPECT_TRUE(plan_of(parse_jaxpr(text)).shifts.empty());
-    check_text(text, {ref_of(random_array(at(DType::f32, {4, 12}), 9)), i32(1), i32(6)}, 0.0);
+    EXPECT_TRUE(shifts_of(text).empty());
+    check_decided(text, {ref_of(random_array(at(DType::f32, {4, 12}), 9)), i32(1), i32(6)});
   }
 }
 
@@ -207,11 +229,27 @@ TEST(NativeCotangentShift, ShiftInsideAReversedScanMatchesTheInterpreter) {
       in () } length=6 num_carry=0 num_consts=1 reverse=True] r rs cs
     b:f32[3,9] = freeze r
   in (b,) })";
-  check_text(text,
-             {random_array(at(DType::f32, {3, 9}), 3),
-              Array::from_vector<int32_t>({0, 2, 1, 2, 7, -2}, {6}),
-              Array::from_vector<int32_t>({0, 4, 3, 8, 1, 2}, {6})},
-             0.0);
+  const Jaxpr j = shift_adds(parse_jaxpr(text));
+  const Jaxpr& body = *j.eqns.at(1).params.get<JaxprPtr>("jaxpr");
+  EXPECT_EQ(std::count_if(body.eqns.begin(), body.eqns.end(),
+                          [](const Eqn& e) { return e.prim == Prim::shift_add; }),
+            1);
+  check_decided(text, {random_array(at(DType::f32, {3, 9}), 3),
+                       Array::from_vector<int32_t>({0, 2, 1, 2, 7, -2}, {6}),
+                       Array::from_vector<int32_t>({0, 4, 3, 8, 1, 2}, {6})});
+}
+
+TEST(NativeCotangentShift, NotFoldedWhenTheAddedWindowStartsAfterTheSwap) {
+  // The addupdate's start is computed after the swap: the shift_add, placed at the swap, could
+  // not read it, so the eqns stay as they are (and still compute the same).
+  const char* text = R"({ lambda ; r:Ref{f32[4,12]} b:i32[] c:i32[]. let
+    z:f32[5] = broadcast_in_dim[broadcast_dimensions=() shape=(5,) sharding=None] 0.0:f32[]
+    v:f32[5], r[b,c:c+5] <- r[b,c:c+5], z
+    n:i32[] = add c 1:i32[]
+    r[b,n:n+5] += v
+  in () })";
+  EXPECT_TRUE(shifts_of(text).empty());
+  check_decided(text, {ref_of(random_array(at(DType::f32, {4, 12}), 9)), i32(1), i32(6)});
 }
 
 }  // namespace

@@ -668,8 +668,9 @@ class Generator {
     std::vector<Atom> get_ins{r};
     get_ins.insert(get_ins.end(), dyn.begin(), dyn.end());
     Var g = emit_float(s, Prim::get, get_ins, {{"indexer", idx}});
-    const int kind = uniform(0, 2);
+    const int kind = uniform(0, 3);
     if (kind == 0) return;  // just a read
+    if (kind == 3 && !shape.empty()) return shift(s, r, shape);
     // A new value of the indexed shape: f(read) or read * other.
     Var u = coin(0.5) ? emit(s, Prim::sin, {g}) : emit(s, Prim::mul, {g, same_shape_float(s, g)});
     if (coin(0.5)) redraw_dynamic(s, idx, dyn);
@@ -679,6 +680,48 @@ class Generator {
       emit_float(s, Prim::swap, ins, {{"indexer", idx}});
     else
       s.b.add_eqn(Prim::addupdate, ins, {{"indexer", idx}});
+  }
+
+  // What the transpose of a row segment shifted inside an array leaves on a cotangent ref (the
+  // programs shift-adds rewrites): a run of r swapped out for zeros, part of it added back at
+  // another run, maybe its first element read as well (a side slice).
+  void shift(Scope& s, Var r, const Shape& shape) {
+    const int64_t m = uniform(1, shape.back());
+    auto run_indexer = [&](int64_t size, std::vector<Atom>& dyn) {
+      Indexer idx;
+      for (size_t d = 0; d + 1 < shape.size(); ++d) {
+        idx.dims.push_back(IndexerDim{IndexerDim::Kind::index, 0, 0, 1, true});
+        dyn.push_back(index(s));
+      }
+      idx.dims.push_back(IndexerDim{IndexerDim::Kind::slice, 0, size, 1, true});
+      dyn.push_back(index(s));
+      return idx;
+    };
+    const bool side = m > 1 && coin(0.5);
+    const int64_t offset = side ? 1 : 0;
+    const int64_t length = uniform(1, m - offset);
+    // Both windows' starts first: the addupdate's must exist at the swap to be folded.
+    std::vector<Atom> dyn1, dyn2;
+    const Indexer w1 = run_indexer(m, dyn1);
+    const Indexer w2 = run_indexer(length, dyn2);
+    Var zeros = emit(s, Prim::broadcast_in_dim, {flit(0.0)},
+                     {{"broadcast_dimensions", IntList{}}, {"shape", IntList{m}}});
+    std::vector<Atom> swap_ins{r, zeros};
+    swap_ins.insert(swap_ins.end(), dyn1.begin(), dyn1.end());
+    Var v = emit(s, Prim::swap, swap_ins, {{"indexer", w1}});
+    if (side)
+      emit_float(
+          s, Prim::slice, {v},
+          {{"start_indices", IntList{0}}, {"limit_indices", IntList{1}}, {"strides", IntList{1}}});
+    Var added = v;
+    if (offset > 0 || length < m)
+      added = emit(s, Prim::slice, {v},
+                   {{"start_indices", IntList{offset}},
+                    {"limit_indices", IntList{offset + length}},
+                    {"strides", IntList{1}}});
+    std::vector<Atom> add_ins{r, added};
+    add_ins.insert(add_ins.end(), dyn2.begin(), dyn2.end());
+    s.b.add_eqn(Prim::addupdate, add_ins, {{"indexer", w2}});
   }
 
   // A body scope whose invars have `types`; floats/refs/ints among them go to the pools.
