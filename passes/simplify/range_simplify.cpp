@@ -12,15 +12,8 @@
 namespace refjit {
 namespace {
 
-bool is_zero_literal(const Literal& l) { return l.equals(0.0); }
-
-bool same_atom(const Atom& a, const Atom& b) {
-  if (is_var(a) != is_var(b)) return false;
-  return is_var(a) ? as_var(a) == as_var(b) : std::get<Literal>(a) == std::get<Literal>(b);
-}
-
 // Which rewrites a Simplifier makes: all of them, or only those that turn indexed accesses
-// into windows (before autodiff, where folding and the cotangent merge have nothing to do).
+// into windows (before autodiff, where folding has nothing to do).
 enum class Scope { everything, windows };
 
 class Simplifier {
@@ -40,7 +33,6 @@ class Simplifier {
     for (Atom& a : j_.outvars) a = subst_(a);
     rewrite_index_runs();
     lift_flat_updates();
-    if (scope_ == Scope::everything) merge_reads_before_zeroing();
     remove_dead_eqns();
     return changes_;
   }
@@ -358,77 +350,6 @@ class Simplifier {
       ++changes_;
     }
     if (any) insert_before(before);
-  }
-
-  int uses_of(Var v) const {
-    int n = 0;
-    for (const Eqn& e : j_.eqns)
-      for (const Atom& a : e.ins) n += is_var(a) && as_var(a) == v;
-    for (const Atom& a : j_.outvars) n += is_var(a) && as_var(a) == v;
-    return n;
-  }
-
-  // The zero a swap writes: a zero literal, or a broadcast of one.
-  std::optional<Literal> zero_written(const Atom& x) const {
-    if (const Literal* l = std::get_if<Literal>(&x))
-      return is_zero_literal(*l) ? *l : std::optional<Literal>();
-    const Eqn* b = def(x);
-    if (!b || b->prim != Prim::broadcast_in_dim || b->ins.size() != 1) return std::nullopt;
-    const Literal* l = std::get_if<Literal>(&b->ins[0]);
-    return l && is_zero_literal(*l) ? std::optional<Literal>(*l) : std::nullopt;
-  }
-
-  // v <- R[w]; ...; _, R[w] <- R[w], zeros  ==>  v, R[w] <- R[w], zeros
-  void merge_reads_before_zeroing() {
-    for (size_t g = 0; g < j_.eqns.size(); ++g) {
-      Eqn& get = j_.eqns[g];
-      if (get.prim != Prim::get || get.outs.size() != 1 || !is_var(get.ins.at(0))) continue;
-      const Var ref = as_var(get.ins[0]);
-      size_t s = g + 1;
-      auto touches = [&](const Eqn& e) {
-        for (const Atom& a : e.ins)
-          if (is_var(a) && as_var(a) == ref) return true;
-        return false;
-      };
-      while (s < j_.eqns.size() && !touches(j_.eqns[s])) ++s;
-      if (s == j_.eqns.size()) continue;
-      Eqn& sw = j_.eqns[s];
-      if (sw.prim != Prim::swap || sw.outs.size() != 1 || sw.ins.size() != get.ins.size() + 1 ||
-          !(sw.params.find("indexer") && get.params.find("indexer") &&
-            *sw.params.find("indexer") == *get.params.find("indexer")) ||
-          uses_of(sw.outs[0]) != 0)
-        continue;
-      bool same = true;
-      for (size_t k = 1; k < get.ins.size(); ++k) same &= same_atom(get.ins[k], sw.ins[k + 1]);
-      std::optional<Literal> zero = zero_written(sw.ins[1]);
-      if (!same || !zero || j_.type_of(sw.ins[1]) != j_.type_of(get.outs[0])) continue;
-      // The zeros, made before the read.
-      const ArrayType vt = j_.type_of(get.outs[0]).array;
-      Atom zeros = *zero;
-      Eqn fill;
-      if (!vt.shape.empty()) {
-        const Var z = j_.new_var(Type(vt));
-        fill = Eqn{Prim::broadcast_in_dim,
-                   Params{{"shape", IntList(vt.shape)},
-                          {"broadcast_dimensions", IntList{}},
-                          {"sharding", NoneParam{}}},
-                   {*zero},
-                   {z}};
-        zeros = z;
-      }
-      Eqn merged = Eqn{Prim::swap, get.params, {}, get.outs};
-      merged.ins.push_back(get.ins[0]);
-      merged.ins.push_back(zeros);
-      for (size_t k = 1; k < get.ins.size(); ++k) merged.ins.push_back(get.ins[k]);
-      j_.eqns.erase(j_.eqns.begin() + static_cast<long>(s));
-      stale_defs();
-      j_.eqns[g] = std::move(merged);
-      if (!vt.shape.empty()) {
-        j_.eqns.insert(j_.eqns.begin() + static_cast<long>(g), std::move(fill));
-        ++g;
-      }
-      ++changes_;
-    }
   }
 
   // Eqns with no effect whose results nobody reads.

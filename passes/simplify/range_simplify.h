@@ -13,9 +13,7 @@
 //    r and whose result is only reshaped back (`x.at[r, c:c+n].set(u)` written on the
 //    flattened state) is a dynamic_update_slice of u as a [1, n] row at (r, c), a concatenate
 //    of flattened pieces rebuilt from the pieces themselves, which the backend lowers as
-//    memmoves (slice moves);
-//  - `v <- R[w]` followed by `R[w] <- zeros` (nothing touching R in between) is one
-//    `v, R[w] <- R[w], zeros`, the form the backend lowers as a cotangent shift.
+//    memmoves (move_windows, passes/simplify/move_windows.h).
 //
 // Eqns left without readers (and without effects) are removed.
 //

@@ -26,12 +26,13 @@ struct Window {
   int64_t length = 1;
 };
 
-// The window of `e` if it is one contiguous row-major run.
-std::optional<Window> contiguous_window(const Eqn& e, const Shape& shape) {
+// The window of `e` if it is one contiguous row-major run; its dynamic starts are its operands
+// from `first_dynamic` on, in dim order (after the ref and, for swap and addupdate, the value).
+std::optional<Window> contiguous_window(const Eqn& e, const Shape& shape, size_t first_dynamic) {
   const Indexer& idx = indexer_of(e);
   if (idx.dims.size() > shape.size()) return std::nullopt;
   Window w;
-  size_t k = 2;  // the dynamic starts follow the ref and the value, in dim order
+  size_t k = first_dynamic;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (d >= idx.dims.size()) {
       w.starts.emplace_back(Literal::of_int(DType::i32, 0));
@@ -84,27 +85,48 @@ bool plain_reshape(const Eqn& e) {
          (!d || std::holds_alternative<NoneParam>(*d));
 }
 
-// One shift found at swap `swap`: what replaces it and which eqns go.
+// One shift found at the eqn reading the run out: what replaces it and which eqns go.
 struct Shift {
-  size_t swap = 0;
   size_t add = 0;
   std::vector<size_t> dropped;  // the chain, the addupdate, the zero broadcast
   std::vector<size_t> sides;    // side slices, replaced by results of the shift_add
   Eqn eqn;                      // the shift_add, placed at the swap
 };
 
+// The run is read out by eqn `s`: a swap of zeros, or a get followed by a swap of zeros over the
+// same window whose old value nobody reads, with nothing naming the ref in between (how the
+// transpose of a read and a zeroing comes out).
 std::optional<Shift> shift_at(Jaxpr& j, const UseDef& ud, size_t s) {
-  const Eqn& sw = j.eqns[s];
-  if (sw.prim != Prim::swap || sw.ins.size() < 2 || sw.outs.size() != 1 || !is_var(sw.ins[0]))
+  const Eqn& read = j.eqns[s];
+  const bool get = read.prim == Prim::get;
+  if ((!get && read.prim != Prim::swap) || read.ins.empty() || read.outs.size() != 1 ||
+      !is_var(read.ins[0]))
     return std::nullopt;
-  const Var ref = as_var(sw.ins[0]);
+  const Var ref = as_var(read.ins[0]);
   const Type rt = j.type_of(ref);
   if (!rt.is_ref || rt.array.dtype == DType::bool_) return std::nullopt;
   const Shape& shape = rt.array.shape;
-  const std::optional<Window> w1 = contiguous_window(sw, shape);
+  const std::optional<Window> w1 = contiguous_window(read, shape, get ? 1 : 2);
   if (!w1) return std::nullopt;
+  auto names_ref = [&](const Eqn& e) {
+    return std::find(e.ins.begin(), e.ins.end(), Atom(ref)) != e.ins.end();
+  };
   Shift shift;
-  shift.swap = s;
+  size_t zeroing = s;  // the swap writing the zeros
+  if (get) {
+    zeroing = s + 1;
+    while (zeroing < j.eqns.size() && !names_ref(j.eqns[zeroing])) ++zeroing;
+    if (zeroing == j.eqns.size()) return std::nullopt;
+    const Eqn& z = j.eqns[zeroing];
+    if (z.prim != Prim::swap || z.outs.size() > 1 ||
+        (z.outs.size() == 1 && (ud.use_count(z.outs[0]) != 0 || ud.is_output(z.outs[0]))) ||
+        z.ins.size() != read.ins.size() + 1 || !(indexer_of(z) == indexer_of(read)) ||
+        !std::equal(read.ins.begin() + 1, read.ins.end(), z.ins.begin() + 2))
+      return std::nullopt;
+    shift.dropped.push_back(zeroing);
+  }
+  const Eqn& sw = j.eqns[zeroing];
+  if (sw.ins.size() < 2) return std::nullopt;
   // The value written: a zero literal, or a broadcast of one.
   const Literal* zero = std::get_if<Literal>(&sw.ins[1]);
   if (!zero) {
@@ -117,7 +139,7 @@ std::optional<Shift> shift_at(Jaxpr& j, const UseDef& ud, size_t s) {
   }
   if (!zero || !zero->equals(0.0) || zero->dtype != rt.array.dtype) return std::nullopt;
   // v: read by one chain ending in an addupdate of the same ref, else only by side slices.
-  const Var v = sw.outs[0];
+  const Var v = read.outs[0];
   if (ud.is_output(v)) return std::nullopt;
   const std::vector<int32_t> readers = ud.readers(v);
   auto only_reader = [&](Var x) -> int64_t { return ud.read_once(x) ? ud.readers(x).front() : -1; };
@@ -147,7 +169,7 @@ std::optional<Shift> shift_at(Jaxpr& j, const UseDef& ud, size_t s) {
     if (add.prim != Prim::addupdate || add.ins.size() < 2 || !(add.ins[0] == Atom(ref)) ||
         !(add.ins[1] == Atom(x)))
       continue;
-    w2 = contiguous_window(add, shape);
+    w2 = contiguous_window(add, shape, 2);
     if (!w2 || w2->length != len) continue;
     shift.add = static_cast<size_t>(step);
     offset = off;
@@ -169,11 +191,10 @@ std::optional<Shift> shift_at(Jaxpr& j, const UseDef& ud, size_t s) {
   }
   // Nothing else between the swap and the addupdate touches the ref.
   for (size_t k = s + 1; k < shift.add; ++k) {
-    if (std::count(chain.begin(), chain.end(), k) ||
+    if (k == zeroing || std::count(chain.begin(), chain.end(), k) ||
         std::count(shift.sides.begin(), shift.sides.end(), k))
       continue;
-    const Eqn& e = j.eqns[k];
-    if (std::find(e.ins.begin(), e.ins.end(), Atom(ref)) != e.ins.end()) return std::nullopt;
+    if (names_ref(j.eqns[k])) return std::nullopt;
   }
   // The addupdate's starts must exist at the swap.
   for (const Atom& a : w2->starts)

@@ -4,7 +4,9 @@
 //   [v' = slice v[..., a:a+L]]    (optional: a run of v)
 //   [v'' = reshape v']            (optional: the run's elements in the same order)
 //   R[w2] += v''                  (the same ref)
-// with w1 and w2 contiguous row-major runs of R. Done as written that is three passes over the
+// with w1 and w2 contiguous row-major runs of R. The run may also be read out first and zeroed
+// later, `v <- R[w1]` then `_, R[w1] <- R[w1], 0` with nothing naming R in between (how the
+// transpose of a read followed by a write of the same window comes out): the same shift. Done as written that is three passes over the
 // run and a temporary per step; as one `shift_add` eqn at the swap's place it is one memmove
 // of the overlapping part, the few elements outside the overlap added or zeroed one by one.
 // Other readers of v are allowed when each is a static slice of a run of v between the swap

@@ -86,22 +86,6 @@ TEST(RangeSimplify, DecidedComparisonsFoldAndSelectsTakeTheirCase) {
   EXPECT_NE(kept.find("select_n"), std::string::npos) << kept;
 }
 
-TEST(RangeSimplify, AReadOfAWindowThenItsZeroingAreOneSwap) {
-  // What the transpose of `x.at[r, c:c+3].set(u)` does to the carry's cotangent R.
-  const char* text = R"({ lambda r:i32[] c:i32[]; a:f32[4,6]. let
-    R:Ref{f32[4,6]} = new_ref a
-    v:f32[1,3] <- R[r:r+1,c:c+3]
-    z:f32[1,3] = broadcast_in_dim[broadcast_dimensions=() shape=(1, 3) sharding=None] 0.0:f32[]
-    _:f32[1,3], R[r:r+1,c:c+3] <- R[r:r+1,c:c+3], z
-    h:f32[4,6] = freeze R
-  in (v, h) })";
-  int changes = 0;
-  const std::string out = simplify_and_compare(text, {2, 3}, {random_f32({4, 6}, 3)}, &changes);
-  EXPECT_GT(changes, 0);
-  EXPECT_NE(out.find(", d[a:a+1,b:b+3] <- d[a:a+1,b:b+3], "), std::string::npos) << out;
-  EXPECT_EQ(out.find(" <- d[a:a+1,b:b+3]\n"), std::string::npos) << out;  // no separate read
-}
-
 // x.at[r, c:c+3].set(concat(v, x[r, c:c+2])) written as a scatter into the flattened [4, 6] x.
 std::string flat_scatter_program(
     const std::string& back = "y:f32[4,6] = reshape[dimensions=None new_sizes=(4, 6)] g") {
