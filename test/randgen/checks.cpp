@@ -150,7 +150,8 @@ void note_decisions(const Jaxpr& j, std::set<std::string>& found) {
       case Prim::im2col_tdot:
       case Prim::dot_accumulate:
       case Prim::concat_windows:
-      case Prim::move_windows: found.insert(std::string(prim_name(e.prim))); break;
+      case Prim::move_windows:
+      case Prim::shift_add: found.insert(std::string(prim_name(e.prim))); break;
       default: break;
     }
     for (const auto& [name, value] : e.params.entries()) {
