@@ -230,4 +230,10 @@ int apply_patterns(Jaxpr& jaxpr, std::span<const RewritePattern> patterns, Rewri
   return Rewriter(jaxpr, patterns, stats).run();
 }
 
+Jaxpr with_patterns(const Jaxpr& jaxpr, std::span<const RewritePattern> patterns,
+                    RewriteStats* stats) {
+  return rewritten_copy(
+      jaxpr, [&](Jaxpr& j) { return apply_patterns(j, patterns, stats); }, nullptr);
+}
+
 }  // namespace refjit

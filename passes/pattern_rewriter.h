@@ -121,4 +121,9 @@ class Rewriter {
 int apply_patterns(Jaxpr& jaxpr, std::span<const RewritePattern> patterns,
                    RewriteStats* stats = nullptr);
 
+// A pattern pass's entry point: `jaxpr` with `patterns` applied (`jaxpr` itself when none
+// applied).
+Jaxpr with_patterns(const Jaxpr& jaxpr, std::span<const RewritePattern> patterns,
+                    RewriteStats* stats = nullptr);
+
 }  // namespace refjit

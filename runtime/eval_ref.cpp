@@ -86,21 +86,12 @@ std::vector<RtValue> eval_freeze(const EvalContext&, const Eqn& e, std::span<con
   return {value};
 }
 
-// The flat offsets, in row-major order, of the window of `sizes` at `starts` (operands, clamped
-// as dynamic_slice clamps them) in an array of `shape`.
-std::vector<int64_t> window_offsets(const Eqn& e, std::span<const RtValue> ins, size_t first,
-                                    const Shape& shape, const IntList& sizes) {
-  const std::vector<int64_t> strides = row_major_strides(shape);
-  std::vector<int64_t> starts;
-  for (size_t d = 0; d < shape.size(); ++d)
-    starts.push_back(clamp_index(int_scalar_in(e, ins, first + d), 0, shape[d] - sizes[d]));
-  std::vector<int64_t> offsets;
-  for_each_index(sizes, [&](const std::vector<int64_t>& idx) {
-    int64_t off = 0;
-    for (size_t d = 0; d < shape.size(); ++d) off += (starts[d] + idx[d]) * strides[d];
-    offsets.push_back(off);
-  });
-  return offsets;
+// The flat offsets, in row-major order, of the window of `sizes` whose starts are operands
+// first, first + 1, ... (clamped as dynamic_slice clamps them) in an array of `shape`.
+std::vector<int64_t> window_at(const Eqn& e, std::span<const RtValue> ins, size_t first,
+                               const Shape& shape, const IntList& sizes) {
+  return window_offsets(
+      shape, clamped_starts(e, ins.first(first + shape.size()), first, shape, sizes), sizes);
 }
 
 // Read w1's run v, return the side runs of it, write `zero` over w1, add v's run at `offset` to
@@ -113,8 +104,8 @@ std::vector<RtValue> eval_shift_add(const EvalContext&, const Eqn& e,
   const Shape& shape = ref->type().shape;
   if (shape.size() != p.rank)
     eval_fail(e, fmt::format("windows of rank {} on {}", p.rank, Type::ref(ref->type()).str()));
-  const std::vector<int64_t> w1 = window_offsets(e, ins, 2, shape, *p.write_sizes);
-  const std::vector<int64_t> w2 = window_offsets(e, ins, 2 + p.rank, shape, *p.add_sizes);
+  const std::vector<int64_t> w1 = window_at(e, ins, 2, shape, *p.write_sizes);
+  const std::vector<int64_t> w2 = window_at(e, ins, 2 + p.rank, shape, *p.add_sizes);
   const Array v = take_elements(r, {static_cast<int64_t>(w1.size())}, w1);
   std::vector<RtValue> sides;
   for (size_t k = 0; k < p.side_offsets->size(); ++k) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "refjit/ir/error.h"
+#include "runtime/flat_index.h"
 
 namespace refjit {
 
@@ -71,6 +72,20 @@ int64_t int_scalar_in(const Eqn& e, std::span<const RtValue> ins, size_t i) {
 void bad_dtype(const Eqn& e, size_t i, DType got, std::string_view allowed) {
   eval_fail(e, fmt::format("operand {} has dtype {}; {} accepts {}", i, long_name(got),
                            prim_name(e.prim), allowed));
+}
+
+std::vector<int64_t> clamped_starts(const Eqn& e, std::span<const RtValue> ins, size_t first,
+                                    const Shape& shape, const Shape& size) {
+  if (ins.size() != first + shape.size())
+    eval_fail(e, fmt::format("expected {} start index operands (one per dim), got {}", shape.size(),
+                             ins.size() > first ? ins.size() - first : 0));
+  std::vector<int64_t> starts;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (size[i] < 0 || size[i] > shape[i])
+      eval_fail(e, fmt::format("window size {} exceeds dim {} of size {}", size[i], i, shape[i]));
+    starts.push_back(clamp_index(int_scalar_in(e, ins, first + i), 0, shape[i] - size[i]));
+  }
+  return starts;
 }
 
 }  // namespace refjit

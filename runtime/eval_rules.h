@@ -61,6 +61,10 @@ const Array& array_in(const Eqn& e, std::span<const RtValue> ins, size_t i);
 const RefBufferPtr& ref_in(const Eqn& e, std::span<const RtValue> ins, size_t i);
 // Operand i as an integer scalar (i32/i64/bool array of rank 0).
 int64_t int_scalar_in(const Eqn& e, std::span<const RtValue> ins, size_t i);
+// The start indices (operands first, first + 1, ..., the last ones of `ins`) of a window of
+// `size` in an array of `shape`, clamped into the array as XLA clamps dynamic starts.
+std::vector<int64_t> clamped_starts(const Eqn& e, std::span<const RtValue> ins, size_t first,
+                                    const Shape& shape, const Shape& size);
 // Throws: operand i has a dtype the primitive does not accept.
 [[noreturn]] void bad_dtype(const Eqn& e, size_t i, DType got, std::string_view allowed);
 

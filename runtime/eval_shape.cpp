@@ -258,34 +258,6 @@ std::vector<RtValue> eval_concat_windows(const EvalContext&, const Eqn& e,
   return {concatenated(e, parts, e.params.get<int64_t>("dimension"))};
 }
 
-// Clamped start indices (XLA) for a window of `size` in `shape`, from operands [first, ...).
-std::vector<int64_t> clamped_starts(const Eqn& e, std::span<const RtValue> ins, size_t first,
-                                    const Shape& shape, const Shape& size) {
-  if (ins.size() != first + shape.size())
-    eval_fail(e, fmt::format("expected {} start index operands (one per dim), got {}", shape.size(),
-                             ins.size() > first ? ins.size() - first : 0));
-  std::vector<int64_t> starts;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (size[i] < 0 || size[i] > shape[i])
-      eval_fail(e, fmt::format("window size {} exceeds dim {} of size {}", size[i], i, shape[i]));
-    starts.push_back(clamp_index(int_scalar_in(e, ins, first + i), 0, shape[i] - size[i]));
-  }
-  return starts;
-}
-
-// Flat offsets, in `window` row-major order, of the window at `starts` in an array of `shape`.
-std::vector<int64_t> window_offsets(const Shape& shape, const std::vector<int64_t>& starts,
-                                    const Shape& window) {
-  std::vector<int64_t> xs = row_major_strides(shape);
-  std::vector<int64_t> offsets;
-  for_each_index(window, [&](const std::vector<int64_t>& idx) {
-    int64_t off = 0;
-    for (size_t i = 0; i < shape.size(); ++i) off += (starts[i] + idx[i]) * xs[i];
-    offsets.push_back(off);
-  });
-  return offsets;
-}
-
 std::vector<RtValue> eval_dynamic_slice(const EvalContext&, const Eqn& e,
                                         std::span<const RtValue> ins) {
   const Array& x = array_in(e, ins, 0);

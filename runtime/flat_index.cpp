@@ -59,4 +59,16 @@ void add_elements(Array& dst, std::span<const int64_t> offsets, const Array& src
   });
 }
 
+std::vector<int64_t> window_offsets(const Shape& shape, const std::vector<int64_t>& starts,
+                                    const Shape& window) {
+  std::vector<int64_t> xs = row_major_strides(shape);
+  std::vector<int64_t> offsets;
+  for_each_index(window, [&](const std::vector<int64_t>& idx) {
+    int64_t off = 0;
+    for (size_t i = 0; i < shape.size(); ++i) off += (starts[i] + idx[i]) * xs[i];
+    offsets.push_back(off);
+  });
+  return offsets;
+}
+
 }  // namespace refjit

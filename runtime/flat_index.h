@@ -35,6 +35,10 @@ void put_elements(Array& dst, std::span<const int64_t> offsets, const Array& src
 // dst[offsets[i]] += src[i] for every i (duplicates accumulate). dst/src have one number dtype.
 void add_elements(Array& dst, std::span<const int64_t> offsets, const Array& src);
 
+// Flat offsets, in `window` row-major order, of the window at `starts` in an array of `shape`.
+std::vector<int64_t> window_offsets(const Shape& shape, const std::vector<int64_t>& starts,
+                                    const Shape& window);
+
 // Clamps v into [lo, hi] (hi < lo gives lo), as XLA clamps dynamic starts.
 inline int64_t clamp_index(int64_t v, int64_t lo, int64_t hi) {
   if (hi < lo) return lo;

@@ -40,8 +40,7 @@ const RewritePattern kPatterns[] = {
 std::span<const RewritePattern> accumulate_products_patterns() { return kPatterns; }
 
 Jaxpr accumulate_products(const Jaxpr& jaxpr, RewriteStats* stats) {
-  return rewritten_copy(
-      jaxpr, [&](Jaxpr& j) { return apply_patterns(j, kPatterns, stats); }, nullptr);
+  return with_patterns(jaxpr, kPatterns, stats);
 }
 
 }  // namespace refjit

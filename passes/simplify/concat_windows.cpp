@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "passes/jaxpr_util.h"
-
 namespace refjit {
 
 namespace {
@@ -64,8 +62,7 @@ const RewritePattern kPatterns[] = {
 std::span<const RewritePattern> concat_windows_patterns() { return kPatterns; }
 
 Jaxpr concat_windows(const Jaxpr& jaxpr, RewriteStats* stats) {
-  return rewritten_copy(
-      jaxpr, [&](Jaxpr& j) { return apply_patterns(j, kPatterns, stats); }, nullptr);
+  return with_patterns(jaxpr, kPatterns, stats);
 }
 
 }  // namespace refjit

@@ -127,8 +127,7 @@ const RewritePattern kPatterns[] = {
 std::span<const RewritePattern> simplify_dots_patterns() { return kPatterns; }
 
 Jaxpr simplify_dots(const Jaxpr& jaxpr, RewriteStats* stats) {
-  return rewritten_copy(
-      jaxpr, [&](Jaxpr& j) { return apply_patterns(j, kPatterns, stats); }, nullptr);
+  return with_patterns(jaxpr, kPatterns, stats);
 }
 
 }  // namespace refjit

@@ -53,30 +53,12 @@ std::vector<Eqn> shifts_of(const std::string& text) {
   return shifts;
 }
 
-// Native code of the decided program, and the interpreter on it, against the interpreter on
-// the original: the refs equal exactly (a shift adds each element once, in the same order); a
-// returned sum may round differently natively.
+// The pass's output against its input (test_util.h): the refs equal exactly (a shift adds each
+// element once, in the same order); a returned sum may round differently natively.
 void check_decided(const std::string& text, const std::vector<RtValue>& args) {
   SCOPED_TRACE(text);
   const Jaxpr original = parse_jaxpr(text);
-  const Jaxpr j = shift_adds(original);
-  std::vector<RtValue> a1 = deep_copy(args), a2 = deep_copy(args), a3 = deep_copy(args);
-  const std::vector<RtValue> want = interpret(original, a1);
-  const std::vector<RtValue> interpreted = interpret(j, a2);
-  const std::vector<RtValue> got = compile_native(j)(a3);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    expect_close(as_array(interpreted[i]), as_array(want[i]), 0,
-                 "interpreted, output " + std::to_string(i));
-    expect_close(as_array(got[i]), as_array(want[i]), 1e-6, "native, output " + std::to_string(i));
-  }
-  for (size_t i = 0; i < args.size(); ++i)
-    if (auto* r = std::get_if<RefBufferPtr>(&a1[i])) {
-      expect_close(std::get<RefBufferPtr>(a2[i])->value(), (*r)->value(), 0,
-                   "interpreted, ref argument " + std::to_string(i));
-      expect_close(std::get<RefBufferPtr>(a3[i])->value(), (*r)->value(), 0,
-                   "native, ref argument " + std::to_string(i));
-    }
+  expect_decided_matches(original, shift_adds(original), args, 1e-6);
 }
 
 void check_random_windows(const char* text, uint32_t seed) {

@@ -26,22 +26,10 @@ Jaxpr decided(const std::string& text, int moves) {
   return j;
 }
 
-// Native code of the decided program against the interpreter on the original (close: a sum
-// may round differently), and the interpreter on the decided program (equal exactly).
+// The pass's output against its input (test_util.h).
 void check_decided(const std::string& text, int moves, const std::vector<RtValue>& args) {
   SCOPED_TRACE(text);
-  const Jaxpr original = parse_jaxpr(text);
-  const Jaxpr j = decided(text, moves);
-  std::vector<RtValue> a1 = deep_copy(args), a2 = deep_copy(args), a3 = deep_copy(args);
-  const std::vector<RtValue> want = interpret(original, a1);
-  const std::vector<RtValue> interpreted = interpret(j, a2);
-  const std::vector<RtValue> got = compile_native(j)(a3);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    expect_close(as_array(interpreted[i]), as_array(want[i]), 0,
-                 "interpreted, output " + std::to_string(i));
-    expect_close(as_array(got[i]), as_array(want[i]), 1e-6, "native, output " + std::to_string(i));
-  }
+  expect_decided_matches(parse_jaxpr(text), decided(text, moves), args, 1e-6);
 }
 
 // A fresh value computed first and the updated value not returned, so the updated buffer

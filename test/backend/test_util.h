@@ -103,6 +103,31 @@ inline void expect_matches_interpreter(const Jaxpr& j, const std::vector<RtValue
                    "ref argument " + std::to_string(i));
 }
 
+// A pass's output `decided` against its input `original`: native code of `decided` and the
+// interpreter on it, each against the interpreter on `original`. Outputs within `rtol`
+// natively (a sum may round differently) and exactly on the interpreter; the final contents
+// of ref arguments exactly on both.
+inline void expect_decided_matches(const Jaxpr& original, const Jaxpr& decided,
+                                   const std::vector<RtValue>& args, double rtol) {
+  std::vector<RtValue> a1 = deep_copy(args), a2 = deep_copy(args), a3 = deep_copy(args);
+  const std::vector<RtValue> want = interpret(original, a1);
+  const std::vector<RtValue> interpreted = interpret(decided, a2);
+  const std::vector<RtValue> got = compile_native(decided)(a3);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const std::string what = "output " + std::to_string(i);
+    expect_close(as_array(interpreted[i]), as_array(want[i]), 0, "interpreted, " + what);
+    expect_close(as_array(got[i]), as_array(want[i]), rtol, "native, " + what);
+  }
+  for (size_t i = 0; i < args.size(); ++i)
+    if (auto* r = std::get_if<RefBufferPtr>(&a1[i])) {
+      const std::string what = "ref argument " + std::to_string(i);
+      expect_close(std::get<RefBufferPtr>(a2[i])->value(), (*r)->value(), 0,
+                   "interpreted, " + what);
+      expect_close(std::get<RefBufferPtr>(a3[i])->value(), (*r)->value(), 0, "native, " + what);
+    }
+}
+
 // Parses `text`, then expect_matches_interpreter.
 inline void check_text(const std::string& text, const std::vector<RtValue>& args,
                        double rtol = 1e-6, const CompileOptions& opts = {}) {
