@@ -193,24 +193,35 @@ void Rewriter::process(Eqn e, int depth) {
   keep(std::move(e));
 }
 
-void Rewriter::prune_unread() {
-  std::vector<bool> drop(j_.eqns.size(), false);
-  bool any = false;
-  for (size_t i = j_.eqns.size(); i-- > 0;) {
-    const Eqn& e = j_.eqns[i];
-    if (!is_pure(j_, e)) continue;
+int remove_unread_pure_eqns(Jaxpr& j) {
+  const UseDef index(j);
+  std::vector<int64_t> uses(j.vars.size(), 0);
+  for (size_t v = 0; v < j.vars.size(); ++v)
+    uses[v] = static_cast<int64_t>(index.use_count(Var{static_cast<uint32_t>(v)}));
+  std::vector<bool> drop(j.eqns.size(), false);
+  int dropped = 0;
+  for (size_t i = j.eqns.size(); i-- > 0;) {
+    const Eqn& e = j.eqns[i];
+    if (!is_pure(j, e)) continue;
     bool read = false;
-    for (Var o : e.outs) read |= uses_[o.id] > 0;
+    for (Var o : e.outs) read |= uses[o.id] > 0;
     if (read) continue;
-    drop[i] = any = true;
-    count_reads(e.ins, -1);
+    drop[i] = true;
+    ++dropped;
+    for (const Atom& a : e.ins)
+      if (is_var(a)) --uses[as_var(a).id];
   }
-  if (!any) return;
+  if (dropped == 0) return 0;
   std::vector<Eqn> kept;
-  kept.reserve(j_.eqns.size());
-  for (size_t i = 0; i < j_.eqns.size(); ++i)
-    if (!drop[i]) kept.push_back(std::move(j_.eqns[i]));
-  j_.eqns = std::move(kept);
+  kept.reserve(j.eqns.size() - dropped);
+  for (size_t i = 0; i < j.eqns.size(); ++i)
+    if (!drop[i]) kept.push_back(std::move(j.eqns[i]));
+  j.eqns = std::move(kept);
+  return dropped;
+}
+
+void Rewriter::prune_unread() {
+  if (remove_unread_pure_eqns(j_) == 0) return;
   defs_.clear();  // indices moved; nothing reads them after the walk
   pure_by_key_.clear();
   pure_indexed_ = false;

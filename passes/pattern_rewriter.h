@@ -65,6 +65,11 @@ class RewriteStats {
 // Such an eqn may be removed when nobody reads it, or share the results of an equal one.
 bool is_pure(const Jaxpr& jaxpr, const Eqn& eqn);
 
+// Removes the pure eqns (is_pure) of `jaxpr`'s own eqns whose results nobody reads, last first
+// (so a chain feeding only removed eqns goes too); returns how many it removed. The dead-eqn
+// pruning of the pattern driver and of the passes that rewrite by hand.
+int remove_unread_pure_eqns(Jaxpr& jaxpr);
+
 // What a pattern sees of the program and the changes it may make.
 class Rewriter {
  public:

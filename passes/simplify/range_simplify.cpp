@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "passes/jaxpr_util.h"
+#include "passes/pattern_rewriter.h"
 #include "passes/simplify/inline.h"
 #include "passes/simplify/unit_run.h"
 
@@ -33,7 +34,7 @@ class Simplifier {
     for (Atom& a : j_.outvars) a = subst_(a);
     rewrite_index_runs();
     lift_flat_updates();
-    remove_dead_eqns();
+    remove_unread_pure_eqns(j_);
     return changes_;
   }
 
@@ -350,44 +351,6 @@ class Simplifier {
       ++changes_;
     }
     if (any) insert_before(before);
-  }
-
-  // Eqns with no effect whose results nobody reads.
-  void remove_dead_eqns() {
-    std::vector<int> uses(j_.vars.size(), 0);
-    for (const Eqn& e : j_.eqns)
-      for (const Atom& a : e.ins)
-        if (is_var(a)) ++uses[as_var(a).id];
-    for (const Atom& a : j_.outvars)
-      if (is_var(a)) ++uses[as_var(a).id];
-    std::vector<bool> dead(j_.eqns.size(), false);
-    for (size_t i = j_.eqns.size(); i-- > 0;) {
-      const Eqn& e = j_.eqns[i];
-      switch (e.prim) {
-        case Prim::swap:
-        case Prim::addupdate:
-        case Prim::freeze:
-        case Prim::scan:
-        case Prim::cond:
-        case Prim::while_:
-        case Prim::jit:
-        case Prim::custom_vjp_call:
-        case Prim::linear_solve: continue;
-        default: break;
-      }
-      if (prim_info(e.prim).host_effect) continue;  // a host call: kept though it binds nothing
-      bool unused = true;
-      for (Var o : e.outs) unused &= uses[o.id] == 0;
-      if (!unused) continue;
-      dead[i] = true;
-      for (const Atom& a : e.ins)
-        if (is_var(a)) --uses[as_var(a).id];
-    }
-    std::vector<Eqn> kept;
-    for (size_t i = 0; i < j_.eqns.size(); ++i)
-      if (!dead[i]) kept.push_back(std::move(j_.eqns[i]));
-    j_.eqns = std::move(kept);
-    stale_defs();
   }
 
   Jaxpr& j_;

@@ -5,6 +5,7 @@
 
 #include "ir/window_params.h"
 #include "passes/jaxpr_util.h"
+#include "passes/pattern_rewriter.h"
 #include "refjit/ir/use_def.h"
 
 namespace refjit {
@@ -250,6 +251,7 @@ int shift_adds_in(Jaxpr& j) {
       eqns.push_back(std::move(j.eqns[k]));
   }
   j.eqns = std::move(eqns);
+  remove_unread_pure_eqns(j);  // a zero broadcast another swap read, now read by none
   return changes;
 }
 
