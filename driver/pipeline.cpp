@@ -23,8 +23,8 @@
 #include "passes/simplify/inline.h"
 #include "passes/simplify/inline_consts.h"
 #include "passes/simplify/move_windows.h"
-#include "passes/simplify/shift_adds.h"
 #include "passes/simplify/range_simplify.h"
+#include "passes/simplify/shift_adds.h"
 #include "passes/simplify/simplify_dots.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/text.h"
@@ -77,7 +77,7 @@ constexpr PassInfo kPasses[] = {
      "windows straight from the sliced arrays"},
     // ---- plans the lowering follows
     {"buffers", "each value gets a buffer; updates happen in place where the rules allow"},
-    {"fusion", "elementwise chains fused; cotangent shifts, epilogues, index runs, row loops"},
+    {"fusion", "elementwise chains fused; epilogues, index runs, row loops"},
     // ---- the backend (compiler/backend/native.cpp)
     {"mlir", "lowered to MLIR at the memref level"},
     {"llvm-dialect", "MLIR's conversion passes down to the LLVM dialect"},

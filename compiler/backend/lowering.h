@@ -86,8 +86,6 @@ class LowerCtx {
 
   // ---- values of the jaxpr being lowered
   const Jaxpr& jaxpr() const { return *jaxpr_; }
-  // The jaxpr of the innermost frame (the one whose eqns are being lowered).
-  const Jaxpr& jaxpr_of_frame() const { return *frames_.back().jaxpr; }
   Type type_of(const Atom& a) const;
   // The buffer of a var (throws if unbound); for a literal, a fresh rank-0 buffer holding it.
   mlir::Value buffer(const Atom& a);

@@ -205,7 +205,7 @@ class Simplifier {
   }
 
   // The 1-D update `u` (n elements) as a [1, n] row. A concatenate of flattened rows and
-  // scalars is rebuilt as a concatenate of the rows themselves (so slice moves see its
+  // scalars is rebuilt as a concatenate of the rows themselves (so move-windows sees its
   // dynamic_slice pieces); anything else is reshaped.
   Atom as_row(const Atom& u, int64_t n, std::vector<Eqn>& out) {
     const DType dt = j_.type_of(u).array.dtype;
