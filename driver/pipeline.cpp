@@ -20,6 +20,7 @@
 #include "passes/simplify/hoist_accumulations.h"
 #include "passes/simplify/hoist_xs_products.h"
 #include "passes/simplify/implicit_im2col.h"
+#include "passes/simplify/index_runs.h"
 #include "passes/simplify/inline.h"
 #include "passes/simplify/inline_consts.h"
 #include "passes/simplify/move_windows.h"
@@ -75,9 +76,12 @@ constexpr PassInfo kPasses[] = {
     {"concat-windows",
      "a concatenate of slices read nowhere else becomes concat_windows, which copies the "
      "windows straight from the sliced arrays"},
+    {"index-runs",
+     "a gather or scatter whose indices are iota plus scalars becomes gather_run / scatter_run, "
+     "which take the run's first index (no index array; one block moved when it is in range)"},
     // ---- plans the lowering follows
     {"buffers", "each value gets a buffer; updates happen in place where the rules allow"},
-    {"fusion", "elementwise chains fused; epilogues, index runs, row loops"},
+    {"fusion", "elementwise chains fused; epilogues, flat ref runs, row loops"},
     // ---- the backend (compiler/backend/native.cpp)
     {"mlir", "lowered to MLIR at the memref level"},
     {"llvm-dialect", "MLIR's conversion passes down to the LLVM dialect"},
@@ -226,6 +230,7 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
                    [&](const Jaxpr& j, RewriteStats* s) { return move_windows(j, s); });
   run.pattern_pass("concat-windows",
                    [&](const Jaxpr& j, RewriteStats* s) { return concat_windows(j, s); });
+  run.pattern_pass("index-runs", [&](const Jaxpr& j, RewriteStats* s) { return index_runs(j, s); });
   if (run.stopped()) return;
 
   // Plans the lowering follows.

@@ -389,6 +389,50 @@ std::vector<Type> scatter_rule(std::span<const Type> in, const Params& params) {
   return one(x);
 }
 
+// gather_run x start: x with `length` entries along `axis`, from the run of indices at start.
+std::vector<Type> gather_run_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::gather_run, in, params);
+  c.expect_count(2);
+  const ArrayType& x = c.array(0);
+  const int64_t axis = c.int_param("axis");
+  c.check_axis(axis, x.rank(), "axis");
+  c.int_scalar(1, "the run's first index");
+  const int64_t length = c.int_param("length");
+  if (length < 0) c.fail("length {} is negative", length);
+  Shape shape = x.shape;
+  shape[static_cast<size_t>(axis)] = length;
+  const ArrayType out{x.dtype, shape};
+  if (x.shape[axis] == 0 && out.num_elements() > 0)
+    c.fail("operand 0 ({}) has size 0 along axis {}; there is nothing to gather", x.str(), axis);
+  return one(out);
+}
+
+// scatter_run x start u: x, u's entries along `axis` combined in at the run of indices at start.
+std::vector<Type> scatter_run_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::scatter_run, in, params);
+  c.expect_count(3);
+  const std::string& combine = c.param<std::string>("combine");
+  const std::optional<Prim> combines = scatter_of_combine(combine);
+  if (!combines) c.fail("combine '{}' is none of set, add, mul, min, max", combine);
+  const Prim how = *combines;
+  const ArrayType& x =
+      c.array_of(0, how == Prim::scatter                                   ? DTypeClass::any
+                    : how == Prim::scatter_add || how == Prim::scatter_mul ? DTypeClass::arith
+                                                                           : DTypeClass::number);
+  const int64_t axis = c.int_param("axis");
+  c.check_axis(axis, x.rank(), "axis");
+  c.int_scalar(1, "the run's first index");
+  const ArrayType& u = c.array(2);
+  bool fits = u.dtype == x.dtype && u.rank() == x.rank();
+  for (int d = 0; fits && d < x.rank(); ++d) fits = d == axis || u.shape[d] == x.shape[d];
+  if (!fits)
+    c.fail(
+        "operand 2 (the updates) has type {} but must be operand 0 ({}) with any size along "
+        "axis {}",
+        u.str(), x.str(), axis);
+  return one(x);
+}
+
 // sort: operands of one shape, sorted together along `dimension` by the first num_keys.
 std::vector<Type> sort_rule(std::span<const Type> in, const Params& params) {
   Checker c(Prim::sort, in, params);
@@ -427,12 +471,14 @@ void register_shape_type_rules(TypeRuleTable& t) {
   set(Prim::move_windows, move_windows_rule);
   set(Prim::iota, iota_rule);
   set(Prim::gather, gather_rule);
+  set(Prim::gather_run, gather_run_rule);
   set(Prim::sort, sort_rule);
   set(Prim::scatter, scatter_rule<Prim::scatter>);
   set(Prim::scatter_add, scatter_rule<Prim::scatter_add>);
   set(Prim::scatter_mul, scatter_rule<Prim::scatter_mul>);
   set(Prim::scatter_min, scatter_rule<Prim::scatter_min>);
   set(Prim::scatter_max, scatter_rule<Prim::scatter_max>);
+  set(Prim::scatter_run, scatter_run_rule);
 }
 
 }  // namespace refjit

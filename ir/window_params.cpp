@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 #include "refjit/ir/error.h"
 
 namespace refjit {
@@ -88,6 +90,27 @@ bool contiguous_run(const IntList& sizes, const Shape& shape) {
   for (size_t d = k + 1; d < sizes.size(); ++d)
     if (sizes[d] != shape[d]) return false;
   return true;
+}
+
+namespace {
+
+constexpr std::pair<std::string_view, Prim> kCombines[] = {
+    {"set", Prim::scatter},     {"add", Prim::scatter_add}, {"mul", Prim::scatter_mul},
+    {"min", Prim::scatter_min}, {"max", Prim::scatter_max},
+};
+
+}  // namespace
+
+std::optional<Prim> scatter_of_combine(std::string_view combine) {
+  for (const auto& [word, scatter] : kCombines)
+    if (word == combine) return scatter;
+  return std::nullopt;
+}
+
+std::string_view combine_of_scatter(Prim scatter) {
+  for (const auto& [word, p] : kCombines)
+    if (p == scatter) return word;
+  throw Error(fmt::format("{} is not a scatter", prim_name(scatter)));
 }
 
 }  // namespace refjit

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
 
 #include "refjit/ir/jaxpr.h"
 
@@ -69,6 +70,12 @@ struct ShiftAddParams {
   int64_t write_length() const;
   int64_t add_length() const;
 };
+
+// scatter_run's `combine` param names the scatter whose combining it does: `set` (scatter),
+// `add` (scatter-add), `mul`, `min`, `max`; nullopt for any other word.
+std::optional<Prim> scatter_of_combine(std::string_view combine);
+// The word for `scatter` (one of the five scatter primitives).
+std::string_view combine_of_scatter(Prim scatter);
 
 // Whether a window of `sizes` in an array of `shape` is one contiguous row-major run: size 1 in
 // every dim before the first one of size > 1, the whole dim in every dim after it.

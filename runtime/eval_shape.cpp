@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <type_traits>
 
 #include "ir/window_params.h"
 #include "refjit/ir/error.h"
@@ -466,12 +468,10 @@ void combine_elements(Array& dst, std::span<const int64_t> offsets, const Array&
   });
 }
 
-template <ScatterCombine kHow>
-std::vector<RtValue> eval_scatter(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
-  expect_operands(e, ins, 3);
-  const Array& x = array_in(e, ins, 0);
-  const Array& u = array_in(e, ins, 2);
-  AxisIndexing s = axis_indexing(e, x, array_in(e, ins, 1), /*clamp=*/false);
+// x with u's elements combined in at the indices idx names along the eqn's axis.
+Array scatter_into(const Eqn& e, const Array& x, const Array& idx, const Array& u,
+                   ScatterCombine how) {
+  AxisIndexing s = axis_indexing(e, x, idx, /*clamp=*/false);
   if (u.dtype() != x.dtype() || u.shape() != s.shape)
     eval_fail(e, fmt::format("updates have type {}, expected {}[{}]", u.type().str(),
                              short_name(x.dtype()), shape_text(s.shape)));
@@ -484,13 +484,69 @@ std::vector<RtValue> eval_scatter(const EvalContext&, const Eqn& e, std::span<co
   }
   Array kept = take_elements(u, {static_cast<int64_t>(src.size())}, src);
   Array out = x.clone();
-  if constexpr (kHow == ScatterCombine::add)
+  if (how == ScatterCombine::add)
     add_elements(out, dst, kept);
-  else if constexpr (kHow == ScatterCombine::set)
+  else if (how == ScatterCombine::set)
     put_elements(out, dst, kept);
   else
-    combine_elements(out, dst, kept, kHow);
-  return {out};
+    combine_elements(out, dst, kept, how);
+  return out;
+}
+
+template <ScatterCombine kHow>
+std::vector<RtValue> eval_scatter(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 3);
+  return {scatter_into(e, array_in(e, ins, 0), array_in(e, ins, 1), array_in(e, ins, 2), kHow)};
+}
+
+// The index vector of a run (gather_run, scatter_run): start + k for k < n, the sum wrapping in
+// start's integer dtype as the add chain the run replaced wraps.
+Array run_indices(const Eqn& e, const Array& start, int64_t n) {
+  if (start.rank() != 0 || !is_int(start.dtype()))
+    eval_fail(e, fmt::format("the run's first index must be an integer scalar, got {}",
+                             start.type().str()));
+  Array idx(ArrayType{start.dtype(), {n}});
+  visit_dtype(start.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsInt<T>) {
+      using U = std::make_unsigned_t<T>;
+      const U first = static_cast<U>(start.values<T>()[0]);
+      std::span<T> out = idx.mutable_values<T>();
+      for (int64_t k = 0; k < n; ++k)
+        out[static_cast<size_t>(k)] = static_cast<T>(static_cast<U>(first + static_cast<U>(k)));
+    }
+  });
+  return idx;
+}
+
+std::vector<RtValue> eval_gather_run(const EvalContext&, const Eqn& e,
+                                     std::span<const RtValue> ins) {
+  expect_operands(e, ins, 2);
+  const Array& x = array_in(e, ins, 0);
+  const Array idx = run_indices(e, array_in(e, ins, 1), e.params.get<int64_t>("length"));
+  AxisIndexing g = axis_indexing(e, x, idx, /*clamp=*/true);
+  return {take_elements(x, g.shape, g.offsets)};
+}
+
+std::vector<RtValue> eval_scatter_run(const EvalContext&, const Eqn& e,
+                                      std::span<const RtValue> ins) {
+  expect_operands(e, ins, 3);
+  const Array& x = array_in(e, ins, 0);
+  const Array& u = array_in(e, ins, 2);
+  const int64_t axis = e.params.get<int64_t>("axis");
+  if (axis < 0 || axis >= u.rank())
+    eval_fail(e, fmt::format("axis {} is out of range for the updates {}", axis, u.type().str()));
+  const std::string& combine = e.params.get<std::string>("combine");
+  const std::optional<Prim> scatter = scatter_of_combine(combine);
+  if (!scatter)
+    eval_fail(e, fmt::format("combine '{}' is none of set, add, mul, min, max", combine));
+  const ScatterCombine how = *scatter == Prim::scatter       ? ScatterCombine::set
+                             : *scatter == Prim::scatter_add ? ScatterCombine::add
+                             : *scatter == Prim::scatter_mul ? ScatterCombine::mul
+                             : *scatter == Prim::scatter_min ? ScatterCombine::min
+                                                             : ScatterCombine::max;
+  const Array idx = run_indices(e, array_in(e, ins, 1), u.shape()[static_cast<size_t>(axis)]);
+  return {scatter_into(e, x, idx, u, how)};
 }
 
 }  // namespace
@@ -510,12 +566,14 @@ void register_shape_eval_rules(EvalRuleTable& t) {
   t.set(Prim::move_windows, &eval_move_windows);
   t.set(Prim::iota, &eval_iota);
   t.set(Prim::gather, &eval_gather);
+  t.set(Prim::gather_run, &eval_gather_run);
   t.set(Prim::sort, &eval_sort);
   t.set(Prim::scatter, &eval_scatter<ScatterCombine::set>);
   t.set(Prim::scatter_add, &eval_scatter<ScatterCombine::add>);
   t.set(Prim::scatter_mul, &eval_scatter<ScatterCombine::mul>);
   t.set(Prim::scatter_min, &eval_scatter<ScatterCombine::min>);
   t.set(Prim::scatter_max, &eval_scatter<ScatterCombine::max>);
+  t.set(Prim::scatter_run, &eval_scatter_run);
 }
 
 }  // namespace refjit

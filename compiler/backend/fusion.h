@@ -109,9 +109,9 @@ struct LoweringDecisions {
   EpiloguePlan epilogues;
   // The eqns computing eqn `root`'s epilogue (EpiloguePlan): its group, or the root alone.
   std::vector<size_t> epilogue_members(size_t root) const;
-  // index_run[eqn]: a gather, scatter, get or swap indexing with a unit run
-  // (passes/simplify/unit_run.h indexes_with_run), lowered as one window when the run's first index
-  // is in range at run time.
+  // index_run[eqn]: a get or swap whose index arrays split a unit run (passes/simplify/unit_run.h
+  // indexes_with_run), lowered as one window when the run's first index is in range at run
+  // time. (A gather or scatter with a unit run is gather_run / scatter_run, as IR.)
   std::vector<bool> index_run;
   // Consecutive groups and reductions computed row by row in one loop (row_loops.h).
   RowLoopPlan row_loops;

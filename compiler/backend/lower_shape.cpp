@@ -5,10 +5,11 @@
 
 #include <functional>
 #include <optional>
+#include <span>
+#include <string>
 
 #include "compiler/backend/lowering.h"
 #include "ir/window_params.h"
-#include "passes/simplify/unit_run.h"
 
 namespace refjit::backend {
 namespace {
@@ -286,60 +287,66 @@ void lower_pad(LowerCtx& c, const Eqn& e) {
   });
 }
 
-// ---- contiguous index runs
-// An index vector built as `iota` plus scalars (passes/simplify/unit_run.h) names n consecutive
-// positions idx[0], idx[0] + 1, ... (modulo integer wrap-around). When
-// 0 <= idx[0] <= dim - n no entry wraps or leaves the axis, so gather/scatter there is one
-// contiguous block per leading index: a memmove (or a guard-free loop). Otherwise the
-// general per-element code runs, which keeps the clamp / drop semantics exactly.
-
-// For gather/scatter eqn `e` whose index operand (ins[1]) is a provable unit run of n >= 1
-// entries: the run's first index (i64) and whether the whole run lies in [0, dim). Null
-// values when the pattern does not apply.
-struct RunBase {
-  Value base;    // i64
-  Value inside;  // i1
+// ---- gather and scatter along one axis
+// The indices come from an index array (gather, scatter: operand 1), or are a run
+// start + k, k < n (gather_run, scatter_run: operand 1 is the start; passes/simplify/index_runs.h).
+// A run with 0 <= start <= dim - n neither wraps nor leaves the axis, so there the access is one
+// contiguous block per leading index: a memmove (or a loop without guards), tested at run time.
+// Otherwise the per-element code runs, which keeps the clamp / drop semantics exactly.
+struct AxisIndices {
+  size_t rank = 0;         // the index array's rank (1 for a run)
+  int64_t run_length = 0;  // a run's length; 0 for an index array
+  // The index at `at` (induction variables over the index array's shape), as i64.
+  std::function<Value(std::span<const Value> at)> load;
 };
-std::optional<RunBase> unit_run(LowerCtx& c, const Eqn& e, int64_t dim) {
-  ArrayType it = c.type_of(e.ins[1]).array;
-  if (it.rank() != 1 || it.shape[0] < 1 || !is_int(it.dtype)) return std::nullopt;
-  // Decided by the pipeline's fusion pass (passes/simplify/unit_run.h indexes_with_run).
-  if (!c.index_run_decided()) return std::nullopt;
-  const int64_t n = it.shape[0];
-  if (n > dim) return std::nullopt;  // never inside: the general code alone
-  Value base = c.load(e.ins[1], {c.index(0)});
-  base = c.index_to_i64(base, it.dtype);
-  Value inside =
-      c.b.create<arith::AndIOp>(c.loc,
-                                c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sge, base,
-                                                          c.int_constant(DType::i64, 0)),
-                                c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sle, base,
-                                                          c.int_constant(DType::i64, dim - n)));
-  return RunBase{base, inside};
+
+AxisIndices axis_indices(LowerCtx& c, const Eqn& e, int64_t run_length) {
+  const Atom index = e.ins.at(1);
+  const DType dt = c.type_of(index).array.dtype;
+  AxisIndices a;
+  if (run_length == 0) {
+    a.rank = static_cast<size_t>(c.type_of(index).array.rank());
+    a.load = [&c, index, dt](std::span<const Value> at) {
+      return c.index_to_i64(
+          c.load(index, mlir::ValueRange(llvm::ArrayRef<Value>(at.data(), at.size()))), dt);
+    };
+    return a;
+  }
+  a.rank = 1;
+  a.run_length = run_length;
+  a.load = [&c, index, dt](std::span<const Value> at) {
+    // start + k in the start's dtype: wraps as the add chain the run replaced wraps.
+    Value k = c.b.create<arith::IndexCastOp>(c.loc, c.elem_type(dt), at[0]);
+    return c.index_to_i64(c.b.create<arith::AddIOp>(c.loc, c.load(index, {}), k), dt);
+  };
+  return a;
 }
 
-// Emits `fast()` under `if run.inside` and `general()` in the else branch.
 Value as_index(LowerCtx& c, Value i64) {
   return c.b.create<arith::IndexCastOp>(c.loc, c.b.getIndexType(), i64);
 }
 
-// Lowers gather/scatter `e` (`elements` result or update elements along an axis of `dim`):
-// `fast(base)` (base: the run's first index, an index value) when its indices are a unit run
-// found inside [0, dim) at run time, else `general()`; only `general()` when they are not a
-// provable unit run.
-void lower_by_unit_run(LowerCtx& c, const Eqn& e, int64_t dim, int64_t elements,
-                       const std::function<void(Value)>& fast,
-                       const std::function<void()>& general) {
-  std::optional<RunBase> run;
-  if (elements > 0) run = unit_run(c, e, dim);
-  if (!run) {
+// Emits `fast(start)` (start: the run's first index, an index value) when `indices` are a run
+// of 1 to `dim` entries found inside [0, dim) at run time, else `general()`; only `general()`
+// for an index array, or when there is nothing to move.
+void lower_by_run(LowerCtx& c, const AxisIndices& indices, int64_t dim, int64_t elements,
+                  const std::function<void(Value)>& fast, const std::function<void()>& general) {
+  const int64_t n = indices.run_length;
+  if (n < 1 || n > dim || elements == 0) {
     general();
     return;
   }
-  auto branch = c.b.create<mlir::scf::IfOp>(c.loc, run->inside, /*withElseRegion=*/true);
+  Value start = indices.load(std::vector<Value>{c.index(0)});
+  Value inside =
+      c.b.create<arith::AndIOp>(c.loc,
+                                c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sge, start,
+                                                          c.int_constant(DType::i64, 0)),
+                                c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sle, start,
+                                                          c.int_constant(DType::i64, dim - n)));
+  auto branch = c.b.create<mlir::scf::IfOp>(c.loc, inside, /*withElseRegion=*/true);
   mlir::OpBuilder::InsertionGuard g(c.b);
   c.b.setInsertionPoint(branch.thenBlock()->getTerminator());
-  fast(as_index(c, run->base));
+  fast(as_index(c, start));
   c.b.setInsertionPoint(branch.elseBlock()->getTerminator());
   general();
 }
@@ -367,14 +374,15 @@ void move_runs(LowerCtx& c, const Shape& shape, int64_t axis, int64_t n, Value d
 // row, then a memmove) instead of element by element.
 constexpr int64_t kMinGatherRowElements = 16;
 
-// gather x idx (axis a): out[pre, k, post] = x[pre, clamp(idx[k]), post].
-void lower_gather(LowerCtx& c, const Eqn& e) {
+// gather x idx (axis a): out[pre, k, post] = x[pre, clamp(idx[k]), post]; gather_run the same
+// with idx[k] = start + k.
+void lower_gather(LowerCtx& c, const Eqn& e, int64_t run_length) {
   expect_ins(e, 2);
   ArrayType rt = c.type_of(e.outs[0]).array;
   ArrayType xt = c.type_of(e.ins[0]).array;
-  ArrayType it = c.type_of(e.ins[1]).array;
+  const AxisIndices indices = axis_indices(c, e, run_length);
   int64_t axis = e.params.get<int64_t>("axis");
-  size_t k = it.shape.size();
+  size_t k = indices.rank;
   Value dst = c.result_buffer(e.outs[0]);
   int64_t row = 1;  // the elements of x after the gathered axis: one contiguous row
   for (size_t d = static_cast<size_t>(axis) + 1; d < xt.shape.size(); ++d) row *= xt.shape[d];
@@ -384,8 +392,7 @@ void lower_gather(LowerCtx& c, const Eqn& e) {
       // An embedding lookup: per index, its clamped row of x, copied whole.
       const Shape outer(rt.shape.begin(), rt.shape.begin() + axis + static_cast<int64_t>(k));
       c.loop_nest(outer, [&](Ivs ivs) {
-        std::vector<Value> ii(ivs.begin() + axis, ivs.end());
-        Value raw = c.index_to_i64(c.load(e.ins[1], ii), it.dtype);
+        Value raw = indices.load(std::span(ivs).subspan(static_cast<size_t>(axis)));
         std::vector<Value> from(ivs.begin(), ivs.begin() + axis);
         from.push_back(c.clamp_to_index(raw, 0, xt.shape.at(axis) - 1));
         std::vector<Value> to(ivs.begin(), ivs.end());
@@ -396,35 +403,32 @@ void lower_gather(LowerCtx& c, const Eqn& e) {
       return;
     }
     c.loop_nest(rt.shape, [&](Ivs ivs) {
-      std::vector<Value> ii(ivs.begin() + axis, ivs.begin() + axis + k);
-      Value raw = c.load(e.ins[1], ii);
-      raw = c.index_to_i64(raw, it.dtype);
+      Value raw = indices.load(std::span(ivs).subspan(static_cast<size_t>(axis), k));
       std::vector<Value> in(ivs.begin(), ivs.begin() + axis);
       in.push_back(c.clamp_to_index(raw, 0, xt.shape.at(axis) - 1));
-      in.insert(in.end(), ivs.begin() + axis + k, ivs.end());
+      in.insert(in.end(), ivs.begin() + axis + static_cast<int64_t>(k), ivs.end());
       c.store(c.load(e.ins[0], in), dst, rt.dtype, ivs);
     });
   };
-  lower_by_unit_run(
-      c, e, xt.shape.at(axis), rt.num_elements(),
-      [&](Value base) {
-        move_runs(c, rt.shape, axis, it.shape[0], dst, c.index(0), c.buffer(e.ins[0]), base,
-                  rt.dtype);
+  lower_by_run(
+      c, indices, xt.shape.at(axis), rt.num_elements(),
+      [&](Value start) {
+        move_runs(c, rt.shape, axis, run_length, dst, c.index(0), src, start, rt.dtype);
       },
       general);
 }
 
-// scatter / scatter-add: result = x, then for each update element (row-major order, so the
-// last duplicate wins) write or add it at idx; out-of-range indices are dropped.
-// scatter's combine; `set` stores the update, the others combine it with what is there.
-void lower_scatter(LowerCtx& c, const Eqn& e, Prim how) {
+// scatter / scatter-add / ...: result = x, then for each update element (row-major order, so
+// the last duplicate wins) write or combine it at idx; out-of-range indices are dropped.
+// scatter_run the same with idx[k] = start + k. `how`: the scatter primitive whose combine it is.
+void lower_scatter(LowerCtx& c, const Eqn& e, Prim how, bool run) {
   const bool add = how != Prim::scatter;  // every kind but set reads the old element
   expect_ins(e, 3);
   ArrayType rt = c.type_of(e.outs[0]).array;
-  ArrayType it = c.type_of(e.ins[1]).array;
   ArrayType ut = c.type_of(e.ins[2]).array;
   int64_t axis = e.params.get<int64_t>("axis");
-  size_t k = it.shape.size();
+  const AxisIndices indices = axis_indices(c, e, run ? ut.shape.at(axis) : 0);
+  size_t k = indices.rank;
   Value dst = c.result_buffer(e.outs[0]);
   if (!c.shares_buffer(e.ins[0], e.outs[0])) c.copy(c.buffer(e.ins[0]), dst, rt);
   // Adds u to (or stores it at) `out`.
@@ -441,9 +445,7 @@ void lower_scatter(LowerCtx& c, const Eqn& e, Prim how) {
   };
   auto general = [&] {
     c.loop_nest(ut.shape, [&](Ivs ivs) {
-      std::vector<Value> ii(ivs.begin() + axis, ivs.begin() + axis + k);
-      Value raw = c.load(e.ins[1], ii);
-      raw = c.index_to_i64(raw, it.dtype);
+      Value raw = indices.load(std::span(ivs).subspan(static_cast<size_t>(axis), k));
       Value ok = c.b.create<arith::AndIOp>(
           c.loc,
           c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sge, raw,
@@ -455,23 +457,23 @@ void lower_scatter(LowerCtx& c, const Eqn& e, Prim how) {
       c.b.setInsertionPoint(guard.thenBlock()->getTerminator());
       std::vector<Value> out(ivs.begin(), ivs.begin() + axis);
       out.push_back(as_index(c, raw));
-      out.insert(out.end(), ivs.begin() + axis + k, ivs.end());
+      out.insert(out.end(), ivs.begin() + axis + static_cast<int64_t>(k), ivs.end());
       put(c.load(e.ins[2], ivs), out);
     });
   };
-  // The run is in range and has no duplicates: a set is a block move, an add a loop
+  // The run is in range and has no duplicates: a set is a block move, a combine a loop
   // without per-element guards.
-  lower_by_unit_run(
-      c, e, rt.shape.at(axis), ut.num_elements(),
-      [&](Value base) {
+  lower_by_run(
+      c, indices, rt.shape.at(axis), ut.num_elements(),
+      [&](Value start) {
         if (!add) {
-          move_runs(c, ut.shape, axis, it.shape[0], dst, base, c.buffer(e.ins[2]), c.index(0),
-                    rt.dtype);
+          move_runs(c, ut.shape, axis, indices.run_length, dst, start, c.buffer(e.ins[2]),
+                    c.index(0), rt.dtype);
           return;
         }
         c.loop_nest(ut.shape, [&](Ivs ivs) {
           std::vector<Value> out = ivs;
-          out.at(axis) = add_idx(c, ivs[axis], base);
+          out.at(axis) = add_idx(c, ivs[axis], start);
           put(c.load(e.ins[2], ivs), out);
         });
       },
@@ -663,11 +665,21 @@ void register_shape_lowerings(LowerTable& t) {
   t.set(Prim::move_windows, &lower_move_windows);
   t.set(Prim::iota, &lower_iota);
   t.set(Prim::pad, &lower_pad);
-  t.set(Prim::gather, &lower_gather);
+  t.set(Prim::gather, [](LowerCtx& c, const Eqn& e) { lower_gather(c, e, 0); });
+  t.set(Prim::gather_run,
+        [](LowerCtx& c, const Eqn& e) { lower_gather(c, e, e.params.get<int64_t>("length")); });
   t.set(Prim::sort, &lower_sort);
   for (Prim p :
        {Prim::scatter, Prim::scatter_add, Prim::scatter_mul, Prim::scatter_min, Prim::scatter_max})
-    t.set(p, [p](LowerCtx& c, const Eqn& e) { lower_scatter(c, e, p); });
+    t.set(p, [p](LowerCtx& c, const Eqn& e) { lower_scatter(c, e, p, /*run=*/false); });
+  t.set(Prim::scatter_run, [](LowerCtx& c, const Eqn& e) {
+    const std::string& combine = e.params.get<std::string>("combine");
+    const std::optional<Prim> how = scatter_of_combine(combine);
+    if (!how)
+      throw Error(
+          fmt::format("scatter_run: combine '{}' is none of set, add, mul, min, max", combine));
+    lower_scatter(c, e, *how, /*run=*/true);
+  });
 }
 
 }  // namespace refjit::backend

@@ -23,9 +23,10 @@ Table make_table() {
   for (Prim p : {Prim::reshape, Prim::squeeze, Prim::expand_dims, Prim::copy, Prim::checkpoint_name,
                  Prim::stop_gradient})
     t.set(p, B::view);
-  for (Prim p : {Prim::slice, Prim::dynamic_slice, Prim::gather}) t.set(p, B::read);
+  for (Prim p : {Prim::slice, Prim::dynamic_slice, Prim::gather, Prim::gather_run})
+    t.set(p, B::read);
   for (Prim p : {Prim::dynamic_update_slice, Prim::move_windows, Prim::scatter, Prim::scatter_add,
-                 Prim::scatter_mul, Prim::scatter_min, Prim::scatter_max})
+                 Prim::scatter_mul, Prim::scatter_min, Prim::scatter_max, Prim::scatter_run})
     t.set(p, B::update);
   for (Prim p : {Prim::new_ref, Prim::get, Prim::swap, Prim::addupdate, Prim::dot_accumulate,
                  Prim::shift_add, Prim::freeze})

@@ -251,15 +251,9 @@ class Simplifier {
 
   // The sum of `terms` (scalars of dtype `dt`), emitted into `out`.
   Atom emit_sum(std::vector<Eqn>& out, const std::vector<UnitRun::Term>& terms, DType dt) {
-    std::optional<Atom> sum;
-    for (const UnitRun::Term& t : terms) {
-      if (!sum) {
-        sum = t.negated ? Atom(emit(out, Prim::neg, {}, {t.scalar}, ArrayType{dt, {}})) : t.scalar;
-        continue;
-      }
-      sum = emit(out, t.negated ? Prim::sub : Prim::add, {}, {*sum, t.scalar}, ArrayType{dt, {}});
-    }
-    return sum ? *sum : Atom(Literal::of_int(dt, 0));
+    return sum_of_terms(terms, dt, [&](Prim p, std::vector<Atom> ins) -> Atom {
+      return emit(out, p, {}, std::move(ins), ArrayType{dt, {}});
+    });
   }
 
   // A gather or scatter whose index vector is a unit run (passes/simplify/unit_run.h) lying inside

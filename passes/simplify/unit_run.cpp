@@ -78,32 +78,6 @@ std::optional<Atom> operand_with(const Jaxpr& j, const Atom& a, Prim p, std::opt
   return q->ins[0];
 }
 
-// A gather or one of the scatters: lowered by a window when its index is a run.
-bool indexes_an_axis(Prim p) {
-  switch (p) {
-    case Prim::gather:
-    case Prim::scatter:
-    case Prim::scatter_add:
-    case Prim::scatter_mul:
-    case Prim::scatter_min:
-    case Prim::scatter_max: return true;
-    default: return false;
-  }
-}
-
-bool axis_run(const Jaxpr& j, const Eqn& e) {
-  const bool gather = e.prim == Prim::gather;
-  if (e.ins.size() != (gather ? 2u : 3u) || e.outs.size() != 1) return false;
-  const ArrayType x = j.type_of(e.ins[0]).array;
-  const ArrayType it = j.type_of(e.ins[1]).array;
-  const int64_t axis = e.params.get_or<int64_t>("axis", -1);
-  if (axis < 0 || axis >= x.rank() || it.rank() != 1 || it.shape[0] < 1 ||
-      it.shape[0] > x.shape[static_cast<size_t>(axis)])
-    return false;
-  const ArrayType moved = j.type_of(gather ? Atom(e.outs[0]) : e.ins[2]).array;
-  return moved.num_elements() > 0 && is_unit_run(j, e.ins[1]);
-}
-
 bool ref_run(const Jaxpr& j, const Eqn& e) {
   const size_t first = e.prim == Prim::get ? 1 : 2;
   if (e.ins.empty() || (e.prim == Prim::swap && (e.ins.size() < 2 || !is_var(e.ins[1]))))
@@ -168,9 +142,7 @@ std::optional<Atom> split_unit_run(const Jaxpr& j, const std::vector<Atom>& idx,
 }
 
 bool indexes_with_run(const Jaxpr& j, const Eqn& e) {
-  if (indexes_an_axis(e.prim)) return axis_run(j, e);
-  if (e.prim == Prim::get || e.prim == Prim::swap) return ref_run(j, e);
-  return false;
+  return (e.prim == Prim::get || e.prim == Prim::swap) && ref_run(j, e);
 }
 
 std::vector<UnitRun::Term> scalar_sum_terms(const Jaxpr& j, const Atom& a) {
@@ -188,6 +160,18 @@ std::optional<UnitRun> as_unit_run(const Jaxpr& j, const Atom& a) {
   // The iotas' coefficients must sum to 1: then a[i] is the scalars' sum plus i.
   if (!collect(j, a, run.length, false, 0, run, iotas) || iotas != 1) return std::nullopt;
   return run;
+}
+
+Atom sum_of_terms(std::span<const UnitRun::Term> terms, DType dt,
+                  const std::function<Atom(Prim, std::vector<Atom>)>& make) {
+  std::optional<Atom> sum;
+  for (const UnitRun::Term& t : terms) {
+    if (!sum)
+      sum = t.negated ? make(Prim::neg, {t.scalar}) : t.scalar;
+    else
+      sum = make(t.negated ? Prim::sub : Prim::add, {*sum, t.scalar});
+  }
+  return sum ? *sum : Atom(Literal::of_int(dt, 0));
 }
 
 }  // namespace refjit

@@ -1,13 +1,16 @@
 // Index vectors that are provably runs of consecutive integers ("unit runs"): `iota` plus or
 // minus scalars, e.g. `row * w + (col + iota(n))`. For such a vector a[i] == a[0] + i modulo
-// the integer type's wrap-around, so gather/scatter with it touch one contiguous block when
-// a[0] is in range (compiler/backend/lower_shape.cpp), whether it names an entry p is a
+// the integer type's wrap-around, so gather/scatter with it take a[0] alone (gather_run,
+// scatter_run: passes/simplify/index_runs.h) and touch one contiguous block when a[0] is in
+// range, whether it names an entry p is a
 // scalar test on a[0] and a[n-1] (passes/ad/transpose_rules_scatter.cpp), and the integer
 // ranges of its terms can place it inside one row (passes/simplify/range_simplify.cpp). This file
 // is the one recogniser of the idiom.
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "refjit/ir/jaxpr.h"
@@ -39,14 +42,19 @@ inline bool is_unit_run(const Jaxpr& j, const Atom& a) { return as_unit_run(j, a
 std::optional<Atom> split_unit_run(const Jaxpr& j, const std::vector<Atom>& idx,
                                    const Shape& shape);
 
-// Whether eqn `e` of `j` indexes with a unit run the backend lowers as one window when the
-// run's first index is in range (tested at run time, the general code otherwise): a gather
-// or scatter whose rank-1 index is a unit run no longer than its axis, or a get / swap on a
-// ref whose index arrays split one.
+// Whether eqn `e` of `j`, a get or swap, indexes its ref with index arrays that split a unit
+// run (split_unit_run), which the backend lowers as one window when the run lies inside the
+// ref at run time (the general code otherwise). Gathers and scatters with a unit run become
+// gather_run / scatter_run instead (passes/simplify/index_runs.h).
 bool indexes_with_run(const Jaxpr& j, const Eqn& e);
 
 // `a`, a rank-0 integer atom, as the sum of the scalars an add/sub chain in `j` combines (a
 // single term when it is not such a chain): a start index `W*r + c` gives its two terms.
 std::vector<UnitRun::Term> scalar_sum_terms(const Jaxpr& j, const Atom& a);
+
+// The sum of `terms` (rank-0 atoms of dtype `dt`) built by `make(prim, operands)`, which emits
+// one neg, add or sub eqn and returns its result: a run's first index. A literal 0 for no terms.
+Atom sum_of_terms(std::span<const UnitRun::Term> terms, DType dt,
+                  const std::function<Atom(Prim, std::vector<Atom>)>& make);
 
 }  // namespace refjit

@@ -300,6 +300,51 @@ TEST(ShapeTypes, ConcatWindows) {
               HasSubstr("need one entry per operand (1), got 2"));
 }
 
+TEST(ShapeTypes, GatherRunAndScatterRun) {
+  // gather_run x start: x with `length` entries along `axis`; scatter_run x start u: x.
+  const Params gp{{"axis", int64_t{1}}, {"length", int64_t{3}}};
+  EXPECT_EQ(infer(Prim::gather_run, {f32({2, 5}), i32({})}, gp), Types{f32({2, 3})});
+  EXPECT_EQ(infer(Prim::gather_run, {f32({2, 5}), Type(ArrayType{DType::i64, {}})}, gp),
+            Types{f32({2, 3})});
+  EXPECT_THAT(type_error([&] {
+                infer(Prim::gather_run, {f32({2, 5}), i32({3})}, gp);
+              }),
+              HasSubstr("operand 1 (the run's first index) has type i32[3]"));
+  Params bad_axis = gp;
+  bad_axis.set("axis", int64_t{2});
+  EXPECT_THAT(type_error([&] {
+                infer(Prim::gather_run, {f32({2, 5}), i32({})}, bad_axis);
+              }),
+              HasSubstr("axis"));
+  EXPECT_THAT(type_error([&] {
+                infer(Prim::gather_run, {f32({2, 0}), i32({})}, gp);
+              }),
+              HasSubstr("has size 0 along axis 1; there is nothing to gather"));
+
+  const Params sp{{"axis", int64_t{1}}, {"combine", std::string("add")}};
+  EXPECT_EQ(infer(Prim::scatter_run, {f32({2, 5}), i32({}), f32({2, 7})}, sp), Types{f32({2, 5})});
+  EXPECT_THAT(
+      type_error([&] {
+        infer(Prim::scatter_run, {f32({2, 5}), i32({}), f32({3, 2})}, sp);
+      }),
+      HasSubstr("operand 2 (the updates) has type f32[3,2] but must be operand 0 (f32[2,5]) "
+                "with any size along axis 1"));
+  Params xor_ = sp;
+  xor_.set("combine", std::string("xor"));
+  EXPECT_THAT(type_error([&] {
+                infer(Prim::scatter_run, {f32({2, 5}), i32({}), f32({2, 2})}, xor_);
+              }),
+              HasSubstr("combine 'xor' is none of set, add, mul, min, max"));
+  // min and max compare: a bool array has no order to combine by, as for scatter-min.
+  Params min = sp;
+  min.set("combine", std::string("min"));
+  const Type b{ArrayType{DType::bool_, {2, 5}}};
+  EXPECT_THAT(type_error([&] {
+                infer(Prim::scatter_run, {b, i32({}), Type(ArrayType{DType::bool_, {2, 1}})}, min);
+              }),
+              HasSubstr("scatter_run"));
+}
+
 TEST(ShapeTypes, MoveWindows) {
   // x[r, c:c+5] = concatenate(v, y[r', c':c'+4]) along dim 1: a whole [1, 1] piece, then a
   // [1, 4] window of y; the result is x's type.

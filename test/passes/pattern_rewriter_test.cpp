@@ -15,6 +15,7 @@
 #include "passes/simplify/accumulate_products.h"
 #include "passes/simplify/canonicalize.h"
 #include "passes/simplify/concat_windows.h"
+#include "passes/simplify/index_runs.h"
 #include "passes/simplify/move_windows.h"
 #include "passes/simplify/simplify_dots.h"
 #include "refjit/ir/error.h"
@@ -257,7 +258,7 @@ TEST(PatternRewriter, EveryPatternHasItsLitTestAndItsDocumentation) {
   std::set<std::string> names;
   for (auto patterns :
        {canonicalize_patterns(), simplify_dots_patterns(), accumulate_products_patterns(),
-        move_windows_patterns(), concat_windows_patterns()})
+        move_windows_patterns(), concat_windows_patterns(), index_runs_patterns()})
     for (const RewritePattern& p : patterns) names.insert(std::string(p.name));
   for (const std::string& name : names) {
     std::string file = name;

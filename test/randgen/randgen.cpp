@@ -274,7 +274,23 @@ class Generator {
     const Shape xs = shape_of(s, x);
     if (xs.empty()) return unary(s);
     const int64_t axis = uniform(0, xs.size() - 1);
-    Var idx = int_array(s);  // any shape; values in about [-4, 4]: clamp (gather) or drop
+    // Any shape, values in about [-4, 4]: clamp (gather) or drop (scatter); or (the programs
+    // index-runs rewrites) a run `start + iota(n)` of up to one more than the axis holds.
+    Var idx;
+    if (coin(0.4)) {
+      const int64_t n = uniform(1, xs[static_cast<size_t>(axis)] + 1);
+      Var i = emit(s, Prim::iota, {},
+                   {{"dimension", int64_t{0}},
+                    {"dtype", DType::i32},
+                    {"shape", IntList{n}},
+                    {"sharding", NoneParam{}}});
+      Var start = emit(
+          s, Prim::broadcast_in_dim, {index(s)},
+          {{"broadcast_dimensions", IntList{}}, {"shape", IntList{n}}, {"sharding", NoneParam{}}});
+      idx = coin(0.5) ? emit(s, Prim::add, {start, i}) : emit(s, Prim::add, {i, start});
+    } else {
+      idx = int_array(s);
+    }
     if (shape_of(s, idx).size() + xs.size() > 5) return unary(s);
     Var g = emit_float(s, Prim::gather, {x, idx}, {{"axis", axis}});
     if (coin(0.5)) return;

@@ -1,0 +1,72 @@
+#include "passes/simplify/index_runs.h"
+
+#include <optional>
+#include <utility>
+
+#include "ir/window_params.h"
+#include "passes/simplify/unit_run.h"
+
+namespace refjit {
+
+namespace {
+
+// The first index of eqn `e`'s index vector (operand 1) if it is a unit run, emitted as the sum
+// of the run's scalars; nullopt otherwise.
+std::optional<Atom> run_start(const Eqn& e, Rewriter& r) {
+  if (e.ins.size() < 2 || e.outs.size() != 1 || !e.params.find("axis")) return std::nullopt;
+  const Type x = r.type_of(e.ins[0]);
+  const int64_t axis = e.params.get<int64_t>("axis");
+  if (x.is_ref || axis < 0 || axis >= x.array.rank()) return std::nullopt;
+  const std::optional<UnitRun> run = as_unit_run(r.jaxpr(), e.ins[1]);
+  if (!run || run->length < 1) return std::nullopt;
+  const DType dt = r.array_type(e.ins[1]).dtype;
+  return sum_of_terms(run->terms, dt, [&](Prim p, std::vector<Atom> ins) -> Atom {
+    const Var v = r.new_var(Type(ArrayType{dt, {}}));
+    r.emit(Eqn{p, {}, std::move(ins), {v}});
+    return v;
+  });
+}
+
+Rewritten gather_of_run(Eqn& gather, Rewriter& r) {
+  if (gather.ins.size() != 2) return Rewritten::no;
+  const std::optional<Atom> start = run_start(gather, r);
+  if (!start) return Rewritten::no;
+  Params params;
+  params.set("axis", gather.params.get<int64_t>("axis"));
+  params.set("length", r.array_type(gather.ins[1]).shape.at(0));
+  r.emit(Eqn{Prim::gather_run, std::move(params), {gather.ins[0], *start}, gather.outs});
+  return Rewritten::replaced;
+}
+
+Rewritten scatter_of_run(Eqn& scatter, Rewriter& r) {
+  if (scatter.ins.size() != 3) return Rewritten::no;
+  const std::optional<Atom> start = run_start(scatter, r);
+  if (!start) return Rewritten::no;
+  Params params;
+  params.set("axis", scatter.params.get<int64_t>("axis"));
+  params.set("combine", std::string(combine_of_scatter(scatter.prim)));
+  r.emit(Eqn{Prim::scatter_run,
+             std::move(params),
+             {scatter.ins[0], *start, scatter.ins[2]},
+             scatter.outs});
+  return Rewritten::replaced;
+}
+
+const RewritePattern kPatterns[] = {
+    {"gather-of-run", Prim::gather, gather_of_run},
+    {"scatter-of-run", Prim::scatter, scatter_of_run},
+    {"scatter-of-run", Prim::scatter_add, scatter_of_run},
+    {"scatter-of-run", Prim::scatter_mul, scatter_of_run},
+    {"scatter-of-run", Prim::scatter_min, scatter_of_run},
+    {"scatter-of-run", Prim::scatter_max, scatter_of_run},
+};
+
+}  // namespace
+
+std::span<const RewritePattern> index_runs_patterns() { return kPatterns; }
+
+Jaxpr index_runs(const Jaxpr& jaxpr, RewriteStats* stats) {
+  return with_patterns(jaxpr, kPatterns, stats);
+}
+
+}  // namespace refjit
