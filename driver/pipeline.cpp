@@ -77,11 +77,12 @@ constexpr PassInfo kPasses[] = {
      "a concatenate of slices read nowhere else becomes concat_windows, which copies the "
      "windows straight from the sliced arrays"},
     {"index-runs",
-     "a gather or scatter whose indices are iota plus scalars becomes gather_run / scatter_run, "
-     "which take the run's first index (no index array; one block moved when it is in range)"},
+     "a gather, scatter, get or swap whose indices are iota plus scalars becomes gather_run, "
+     "scatter_run, get_flat_run or swap_flat_run, which take the run's first index (no index "
+     "array; one block moved when it is in range)"},
     // ---- plans the lowering follows
     {"buffers", "each value gets a buffer; updates happen in place where the rules allow"},
-    {"fusion", "elementwise chains fused; epilogues, flat ref runs, row loops"},
+    {"fusion", "elementwise chains fused; matrix-product epilogues; row loops"},
     // ---- the backend (compiler/backend/native.cpp)
     {"mlir", "lowered to MLIR at the memref level"},
     {"llvm-dialect", "MLIR's conversion passes down to the LLVM dialect"},

@@ -153,6 +153,28 @@ std::vector<Type> shift_add_rule(std::span<const Type> in, const Params& params)
   return out;
 }
 
+// get_flat_run r start: `length` elements of the ref; swap_flat_run r start v: the same, v of
+// their type written over them. The ref has rank 1 or more, the bound is 0 or more.
+template <Prim P>
+std::vector<Type> flat_run_rule(std::span<const Type> in, const Params& params) {
+  Checker c(P, in, params);
+  c.expect_count(P == Prim::get_flat_run ? 2 : 3);
+  const ArrayType& r = c.ref(0);
+  if (r.rank() == 0) c.fail("the ref holds {}; a run needs rank 1 or more", r.str());
+  c.int_scalar(1, "the run's first index");
+  const int64_t length = c.int_param("length");
+  if (length < 0) c.fail("length {} is negative", length);
+  const int64_t bound = c.int_param("bound");
+  if (bound < 0) c.fail("bound {} is negative", bound);
+  if (r.num_elements() == 0 && length > 0)
+    c.fail("the ref holds {}; there is no element to read", r.str());
+  const ArrayType run{r.dtype, {length}};
+  if (P == Prim::swap_flat_run && c.array(2) != run)
+    c.fail("operand 2 (the values written) has type {} but the run is {}", c.array(2).str(),
+           run.str());
+  return {Type(run)};
+}
+
 }  // namespace
 
 void register_ref_type_rules(TypeRuleTable& t) {
@@ -163,6 +185,8 @@ void register_ref_type_rules(TypeRuleTable& t) {
   set(Prim::addupdate, addupdate_rule);
   set(Prim::freeze, freeze_rule);
   set(Prim::shift_add, shift_add_rule);
+  set(Prim::get_flat_run, flat_run_rule<Prim::get_flat_run>);
+  set(Prim::swap_flat_run, flat_run_rule<Prim::swap_flat_run>);
 }
 
 }  // namespace refjit

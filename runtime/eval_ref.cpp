@@ -3,6 +3,7 @@
 // its address for the whole run.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "ir/window_params.h"
@@ -122,6 +123,52 @@ std::vector<RtValue> eval_shift_add(const EvalContext&, const Eqn& e,
   return sides;
 }
 
+// The flat positions in the ref that get_flat_run / swap_flat_run address (primitives.def):
+// f = clamp(start + k, 0, bound); past the ref's end, the split of f with its first index
+// clamped into the ref, which keeps f's place within the last row-major block of dim 0.
+std::vector<int64_t> flat_run_positions(const Eqn& e, std::span<const RtValue> ins,
+                                        const ArrayType& ref) {
+  const Shape& shape = ref.shape;
+  const int64_t bound = e.params.get<int64_t>("bound");
+  const int64_t length = e.params.get<int64_t>("length");
+  const int64_t total = num_elements(shape);
+  if (shape.empty() || bound < 0 || (total == 0 && length > 0))
+    eval_fail(e, fmt::format("cannot address a run of {} in {} with bound {}", length,
+                             Type::ref(ref).str(), bound));
+  const int64_t block = total / shape[0];  // the elements under one index of dim 0
+  const Array idx = run_indices(e, array_in(e, ins, 1), length);
+  std::vector<int64_t> at;
+  for (int64_t k = 0; k < length; ++k) {
+    const int64_t f = std::min(std::max<int64_t>(idx.as_int(k), 0), bound);
+    at.push_back(f < total ? f : (shape[0] - 1) * block + f % block);
+  }
+  return at;
+}
+
+std::vector<RtValue> eval_get_flat_run(const EvalContext&, const Eqn& e,
+                                       std::span<const RtValue> ins) {
+  expect_operands(e, ins, 2);
+  const RefBufferPtr& ref = ref_in(e, ins, 0);
+  const std::vector<int64_t> at = flat_run_positions(e, ins, ref->type());
+  return {take_elements(ref->value(), {static_cast<int64_t>(at.size())}, at)};
+}
+
+// Every old value is read first, then v is written in order (a later duplicate wins).
+std::vector<RtValue> eval_swap_flat_run(const EvalContext&, const Eqn& e,
+                                        std::span<const RtValue> ins) {
+  expect_operands(e, ins, 3);
+  const RefBufferPtr& ref = ref_in(e, ins, 0);
+  const std::vector<int64_t> at = flat_run_positions(e, ins, ref->type());
+  const Array& v = array_in(e, ins, 2);
+  const ArrayType run{ref->type().dtype, {static_cast<int64_t>(at.size())}};
+  if (v.type() != run)
+    eval_fail(e,
+              fmt::format("the values written are {}, the run is {}", v.type().str(), run.str()));
+  Array old = take_elements(ref->value(), run.shape, at);
+  put_elements(ref->value(), at, v);
+  return {old};
+}
+
 }  // namespace
 
 void register_ref_eval_rules(EvalRuleTable& t) {
@@ -131,6 +178,8 @@ void register_ref_eval_rules(EvalRuleTable& t) {
   t.set(Prim::addupdate, &eval_addupdate);
   t.set(Prim::freeze, &eval_freeze);
   t.set(Prim::shift_add, &eval_shift_add);
+  t.set(Prim::get_flat_run, &eval_get_flat_run);
+  t.set(Prim::swap_flat_run, &eval_swap_flat_run);
 }
 
 }  // namespace refjit

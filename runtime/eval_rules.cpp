@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <span>
+#include <type_traits>
+
 #include "refjit/ir/error.h"
+#include "runtime/dtype_dispatch.h"
 #include "runtime/flat_index.h"
 
 namespace refjit {
@@ -86,6 +90,24 @@ std::vector<int64_t> clamped_starts(const Eqn& e, std::span<const RtValue> ins, 
     starts.push_back(clamp_index(int_scalar_in(e, ins, first + i), 0, shape[i] - size[i]));
   }
   return starts;
+}
+
+Array run_indices(const Eqn& e, const Array& start, int64_t n) {
+  if (start.rank() != 0 || !is_int(start.dtype()))
+    eval_fail(e, fmt::format("the run's first index must be an integer scalar, got {}",
+                             start.type().str()));
+  Array idx(ArrayType{start.dtype(), {n}});
+  visit_dtype(start.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsInt<T>) {
+      using U = std::make_unsigned_t<T>;
+      const U first = static_cast<U>(start.values<T>()[0]);
+      std::span<T> out = idx.mutable_values<T>();
+      for (int64_t k = 0; k < n; ++k)
+        out[static_cast<size_t>(k)] = static_cast<T>(static_cast<U>(first + static_cast<U>(k)));
+    }
+  });
+  return idx;
 }
 
 }  // namespace refjit

@@ -65,6 +65,10 @@ int64_t int_scalar_in(const Eqn& e, std::span<const RtValue> ins, size_t i);
 // `size` in an array of `shape`, clamped into the array as XLA clamps dynamic starts.
 std::vector<int64_t> clamped_starts(const Eqn& e, std::span<const RtValue> ins, size_t first,
                                     const Shape& shape, const Shape& size);
+// The indices of a run (gather_run, scatter_run, get_flat_run, swap_flat_run): start + k for
+// k < n, an array of start's integer dtype, each sum wrapping in that dtype as the add chain
+// the run replaced wraps. `start` must be an integer scalar.
+Array run_indices(const Eqn& e, const Array& start, int64_t n);
 // Throws: operand i has a dtype the primitive does not accept.
 [[noreturn]] void bad_dtype(const Eqn& e, size_t i, DType got, std::string_view allowed);
 

@@ -499,26 +499,6 @@ std::vector<RtValue> eval_scatter(const EvalContext&, const Eqn& e, std::span<co
   return {scatter_into(e, array_in(e, ins, 0), array_in(e, ins, 1), array_in(e, ins, 2), kHow)};
 }
 
-// The index vector of a run (gather_run, scatter_run): start + k for k < n, the sum wrapping in
-// start's integer dtype as the add chain the run replaced wraps.
-Array run_indices(const Eqn& e, const Array& start, int64_t n) {
-  if (start.rank() != 0 || !is_int(start.dtype()))
-    eval_fail(e, fmt::format("the run's first index must be an integer scalar, got {}",
-                             start.type().str()));
-  Array idx(ArrayType{start.dtype(), {n}});
-  visit_dtype(start.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (kIsInt<T>) {
-      using U = std::make_unsigned_t<T>;
-      const U first = static_cast<U>(start.values<T>()[0]);
-      std::span<T> out = idx.mutable_values<T>();
-      for (int64_t k = 0; k < n; ++k)
-        out[static_cast<size_t>(k)] = static_cast<T>(static_cast<U>(first + static_cast<U>(k)));
-    }
-  });
-  return idx;
-}
-
 std::vector<RtValue> eval_gather_run(const EvalContext&, const Eqn& e,
                                      std::span<const RtValue> ins) {
   expect_operands(e, ins, 2);

@@ -33,7 +33,7 @@ struct LoweringCounts {
 struct BufferPlan {
   // The buffer assignment the lowering follows (shared: plans are copied with the options).
   std::shared_ptr<const BufferAssignment> assignment;
-  // The lowering decisions (fusion groups, epilogues, index runs, row loops) per jaxpr of the
+  // The lowering decisions (fusion groups, epilogues, row loops) per jaxpr of the
   // assignment, indexed like assignment->jaxprs: the pipeline's `fusion` pass.
   std::shared_ptr<const std::vector<LoweringDecisions>> decisions;
   // Every value in its own buffer; the assignment is ignored. output_slot[var id] = k: the

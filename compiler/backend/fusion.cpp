@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "passes/simplify/unit_run.h"
 #include "refjit/ir/use_def.h"
 
 namespace refjit {
@@ -354,9 +353,6 @@ LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffer
   LoweringDecisions d;
   d.fusion = plan_fusion(jaxpr, buffers);
   d.epilogues = plan_epilogues(jaxpr, buffers, d);
-  d.index_run.resize(jaxpr.eqns.size());
-  for (size_t i = 0; i < jaxpr.eqns.size(); ++i)
-    d.index_run[i] = indexes_with_run(jaxpr, jaxpr.eqns[i]);
   d.row_loops = plan_row_loops(jaxpr, buffers, d);
   return d;
 }

@@ -109,10 +109,6 @@ struct LoweringDecisions {
   EpiloguePlan epilogues;
   // The eqns computing eqn `root`'s epilogue (EpiloguePlan): its group, or the root alone.
   std::vector<size_t> epilogue_members(size_t root) const;
-  // index_run[eqn]: a get or swap whose index arrays split a unit run (passes/simplify/unit_run.h
-  // indexes_with_run), lowered as one window when the run's first index is in range at run
-  // time. (A gather or scatter with a unit run is gather_run / scatter_run, as IR.)
-  std::vector<bool> index_run;
   // Consecutive groups and reductions computed row by row in one loop (row_loops.h).
   RowLoopPlan row_loops;
 };
@@ -129,7 +125,7 @@ LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffer
 std::vector<LoweringDecisions> decide_lowering(const BufferAssignment& assignment);
 
 // The text of `refjit dump --emit=fusion` (format in docs/backend.md): per jaxpr of the plan
-// that has decisions, one line per fusion group, epilogue, index run and row loop, naming eqns
+// that has decisions, one line per fusion group, epilogue and row loop, naming eqns
 // by the values print_jaxpr gives them.
 std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& assignment,
                                      const std::vector<LoweringDecisions>& decisions);

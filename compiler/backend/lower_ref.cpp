@@ -3,9 +3,10 @@
 // slices, dynamic starts, integer indices and index arrays all share one code path.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
-#include "compiler/backend/flat_run.h"
 #include "compiler/backend/lowering.h"
 #include "ir/window_params.h"
 #include "refjit/ir/indexing.h"
@@ -172,14 +173,8 @@ void lower_get(LowerCtx& c, const Eqn& e) {
   IndexMap map(c, e, rt, std::span<const Atom>(e.ins).subspan(1));
   Value ref = c.buffer(e.ins[0]);
   Value dst = c.result_buffer(e.outs[0]);
-  auto general = [&] {
-    c.loop_nest(map.shape(),
-                [&](Ivs ivs) { c.store(c.load_mem(ref, rt.dtype, map(ivs)), dst, rt.dtype, ivs); });
-  };
-  auto run = [&](Value flat, Value start, int64_t n) {
-    c.move_elements(dst, {c.index(0)}, flat, {start}, n, rt.dtype);
-  };
-  if (!lower_with_flat_run(c, e, 1, run, general)) general();
+  c.loop_nest(map.shape(),
+              [&](Ivs ivs) { c.store(c.load_mem(ref, rt.dtype, map(ivs)), dst, rt.dtype, ivs); });
 }
 
 // swap: read every old value first, then write (index arrays may repeat positions).
@@ -200,21 +195,100 @@ void lower_swap(LowerCtx& c, const Eqn& e) {
       c.fill(ref, rt, c.literal(std::get<Literal>(e.ins[1])));
     return;
   }
-  const bool keep_old = !c.has_no_buffer(e.outs[0]);
-  Value old = keep_old ? c.result_buffer(e.outs[0]) : Value();
-  auto general = [&] {
-    if (keep_old)
-      c.loop_nest(map.shape(), [&](Ivs ivs) {
-        c.store(c.load_mem(ref, rt.dtype, map(ivs)), old, rt.dtype, ivs);
-      });
+  if (!c.has_no_buffer(e.outs[0])) {
+    Value old = c.result_buffer(e.outs[0]);
     c.loop_nest(map.shape(),
-                [&](Ivs ivs) { c.store(c.load(e.ins[1], ivs), ref, rt.dtype, map(ivs)); });
+                [&](Ivs ivs) { c.store(c.load_mem(ref, rt.dtype, map(ivs)), old, rt.dtype, ivs); });
+  }
+  c.loop_nest(map.shape(),
+              [&](Ivs ivs) { c.store(c.load(e.ins[1], ivs), ref, rt.dtype, map(ivs)); });
+}
+
+// ---- get_flat_run / swap_flat_run (primitives.def): the ref seen as rank 1, at positions
+// f = clamp(start + k, 0, bound) (the sum wrapping in start's dtype), a position past the
+// ref's end folded into dim 0's last block as an index array access clamps it. When
+// 0 <= start <= min(bound, |r| - 1) - (n - 1), tested at run time, no entry wraps, is clamped
+// or folded: the run is the flat elements [start, start + n), one memmove.
+
+// Emits `fast(flat, start)` under that test and `general(flat, position)` otherwise (only
+// `general` when no start passes it); `position(k)` is the flat position of entry k (index).
+void lower_flat_run(LowerCtx& c, const Eqn& e, const std::function<void(Value, Value)>& fast,
+                    const std::function<void(Value, const std::function<Value(Value)>&)>& general) {
+  const ArrayType rt = ref_type(c, e);
+  const int64_t total = rt.num_elements();
+  const int64_t n = e.params.get<int64_t>("length");
+  const int64_t bound = e.params.get<int64_t>("bound");
+  if (rt.rank() == 0 || total == 0 || n == 0) return;
+  const Atom start = e.ins.at(1);
+  const DType dt = c.type_of(start).array.dtype;
+  const Value flat = c.view_as(c.buffer(e.ins[0]), ArrayType{rt.dtype, {total}});
+  const int64_t block = total / rt.shape[0];
+  auto position = [&](Value k) -> Value {
+    Value sum = c.b.create<arith::AddIOp>(
+        c.loc, c.load(start, {}), c.b.create<arith::IndexCastOp>(c.loc, c.elem_type(dt), k));
+    Value f = c.clamp_to_index(c.index_to_i64(sum, dt), 0, bound);
+    Value past = c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::uge, f, c.index(total));
+    Value folded = c.b.create<arith::AddIOp>(c.loc, c.index((rt.shape[0] - 1) * block),
+                                             c.b.create<arith::RemUIOp>(c.loc, f, c.index(block)));
+    return c.b.create<arith::SelectOp>(c.loc, past, folded, f);
   };
-  auto run = [&](Value flat, Value start, int64_t n) {
-    if (keep_old) c.move_elements(old, {c.index(0)}, flat, {start}, n, rt.dtype);
-    c.move_elements(flat, {start}, c.buffer(e.ins[1]), {c.index(0)}, n, rt.dtype);
-  };
-  if (!is_var(e.ins[1]) || !lower_with_flat_run(c, e, 2, run, general)) general();
+  const int64_t last_start = std::min(bound, total - 1) - (n - 1);
+  if (last_start < 0) {
+    general(flat, position);
+    return;
+  }
+  Value first = c.index_to_i64(c.load(start, {}), dt);
+  Value inside =
+      c.b.create<arith::AndIOp>(c.loc,
+                                c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sge, first,
+                                                          c.int_constant(DType::i64, 0)),
+                                c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sle, first,
+                                                          c.int_constant(DType::i64, last_start)));
+  auto branch = c.b.create<mlir::scf::IfOp>(c.loc, inside, /*withElseRegion=*/true);
+  mlir::OpBuilder::InsertionGuard g(c.b);
+  c.b.setInsertionPoint(branch.thenBlock()->getTerminator());
+  fast(flat, c.b.create<arith::IndexCastOp>(c.loc, c.b.getIndexType(), first));
+  c.b.setInsertionPoint(branch.elseBlock()->getTerminator());
+  general(flat, position);
+}
+
+void lower_get_flat_run(LowerCtx& c, const Eqn& e) {
+  const ArrayType out = c.type_of(e.outs.at(0)).array;
+  const Value dst = c.result_buffer(e.outs[0]);
+  lower_flat_run(
+      c, e,
+      [&](Value flat, Value start) {
+        c.move_elements(dst, {c.index(0)}, flat, {start}, out.shape[0], out.dtype);
+      },
+      [&](Value flat, const std::function<Value(Value)>& position) {
+        c.loop_nest(out.shape, [&](Ivs k) {
+          c.store(c.load_mem(flat, out.dtype, {position(k[0])}), dst, out.dtype, k);
+        });
+      });
+}
+
+// Every old value is read before the first write; the writes go in order (a later duplicate
+// wins).
+void lower_swap_flat_run(LowerCtx& c, const Eqn& e) {
+  const ArrayType run = c.type_of(e.outs.at(0)).array;
+  const bool keep_old = !c.has_no_buffer(e.outs[0]);
+  const Value old = keep_old ? c.result_buffer(e.outs[0]) : Value();
+  const Value v = c.buffer(e.ins.at(2));
+  lower_flat_run(
+      c, e,
+      [&](Value flat, Value start) {
+        if (keep_old) c.move_elements(old, {c.index(0)}, flat, {start}, run.shape[0], run.dtype);
+        c.move_elements(flat, {start}, v, {c.index(0)}, run.shape[0], run.dtype);
+      },
+      [&](Value flat, const std::function<Value(Value)>& position) {
+        if (keep_old)
+          c.loop_nest(run.shape, [&](Ivs k) {
+            c.store(c.load_mem(flat, run.dtype, {position(k[0])}), old, run.dtype, k);
+          });
+        c.loop_nest(run.shape, [&](Ivs k) {
+          c.store(c.load_mem(v, run.dtype, {k[0]}), flat, run.dtype, {position(k[0])});
+        });
+      });
 }
 
 void lower_addupdate(LowerCtx& c, const Eqn& e) {
@@ -344,6 +418,8 @@ void register_ref_lowerings(LowerTable& t) {
   t.set(Prim::new_ref, &lower_new_ref);
   t.set(Prim::get, &lower_get);
   t.set(Prim::swap, &lower_swap);
+  t.set(Prim::get_flat_run, &lower_get_flat_run);
+  t.set(Prim::swap_flat_run, &lower_swap_flat_run);
   t.set(Prim::addupdate, &lower_addupdate);
   t.set(Prim::freeze, &lower_freeze);
   t.set(Prim::shift_add, &lower_shift_add);

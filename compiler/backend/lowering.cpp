@@ -584,12 +584,6 @@ std::vector<Value> LowerCtx::lower_inline(const Jaxpr& body, const std::vector<V
   return outs;
 }
 
-bool LowerCtx::index_run_decided() const {
-  const Frame& f = frames_.back();
-  return f.decisions && f.eqn >= 0 && static_cast<size_t>(f.eqn) < f.decisions->index_run.size() &&
-         f.decisions->index_run[static_cast<size_t>(f.eqn)];
-}
-
 const LoweringDecisions& LowerCtx::decisions_for(const Jaxpr& j) {
   Frame& f = frames_.back();
   if (f.plan && plan_.decisions && plan_.assignment) {

@@ -216,8 +216,6 @@ class LowerCtx {
   // The element of broadcast_in_dim `e`'s operand that its result element `ivs` reads.
   std::vector<mlir::Value> broadcast_operand_index(const Eqn& e, Ivs ivs);
 
-  // Whether the eqn being lowered indexes with a unit run (LoweringDecisions::index_run).
-  bool index_run_decided() const;
   // The lowering decisions for `j`, the jaxpr of the innermost frame.
   const LoweringDecisions& decisions_for(const Jaxpr& j);
 

@@ -67,10 +67,6 @@ void print_one(std::string& out, const BufferNames& names, int plan, const Jaxpr
           folded_list(names, plan, j,
                       std::vector<int32_t>(loop.passengers.begin(), loop.passengers.end())));
   }
-  for (size_t i = 0; i < d.index_run.size(); ++i)
-    if (d.index_run[i])
-      body += fmt::format("  index run at eqn {}: {}\n", i,
-                          eqn_text(names, plan, j, static_cast<int32_t>(i)));
   if (body.empty()) return;
   out += fmt::format("{}:\n{}", p.where, body);
 }
@@ -83,7 +79,7 @@ std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& a
   std::string out;
   for (size_t i = 0; i < assignment.jaxprs.size() && i < decisions.size(); ++i)
     print_one(out, names, static_cast<int>(i), assignment.jaxprs[i], decisions[i]);
-  if (out.empty()) out = "no fused groups, epilogues, index runs or row loops\n";
+  if (out.empty()) out = "no fused groups, epilogues or row loops\n";
   return out;
 }
 

@@ -135,6 +135,30 @@ void JaxprAssigner::ref_op(const Eqn& e, size_t i) {
       E.action = EqnAction::in_place;
       return;
     }
+    case Prim::get_flat_run: {
+      Var r = as_var(e.ins.at(0));
+      const ArrayType& t = j_.type_of(e.outs.at(0)).array;
+      int d = fresh(t, BufferOrigin::internal, ii);
+      set(e.outs[0], d);
+      E.copies.push_back(
+          make_copy(CopyKind::read, buf(r), d, t.byte_size(), ii, r, "run read out of a ref"));
+      return;
+    }
+    case Prim::swap_flat_run: {
+      // The old run is copied out (when anyone reads it), then the ref written in place.
+      Var r = as_var(e.ins.at(0));
+      Var old = e.outs.at(0);
+      const ArrayType& t = j_.type_of(old).array;
+      if (!is_dropped(j_, old) && last_use_[old.id] >= 0) {
+        int d = fresh(t, BufferOrigin::internal, ii);
+        set(old, d);
+        E.copies.push_back(make_copy(CopyKind::read, buf(r), d, t.byte_size(), ii, r,
+                                     "swap returns the old contents of the run"));
+      }
+      if (!before_ref_write(r, ii)) return;
+      E.action = EqnAction::in_place;
+      return;
+    }
     case Prim::freeze: {
       Var r = as_var(e.ins.at(0));
       set(e.outs.at(0), buf(r));

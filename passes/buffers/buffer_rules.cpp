@@ -29,7 +29,7 @@ Table make_table() {
                  Prim::scatter_mul, Prim::scatter_min, Prim::scatter_max, Prim::scatter_run})
     t.set(p, B::update);
   for (Prim p : {Prim::new_ref, Prim::get, Prim::swap, Prim::addupdate, Prim::dot_accumulate,
-                 Prim::shift_add, Prim::freeze})
+                 Prim::shift_add, Prim::get_flat_run, Prim::swap_flat_run, Prim::freeze})
     t.set(p, B::ref_op);
   for (Prim p :
        {Prim::jit, Prim::scan, Prim::cond, Prim::while_, Prim::custom_vjp_call, Prim::linear_solve})

@@ -10,6 +10,18 @@ namespace refjit {
 
 namespace {
 
+// The first index of unit run `run`, emitted as the sum of its scalars (a sum already
+// computed, for a get and a swap of the same run, is reused).
+Atom emit_start(const UnitRun& run, DType dt, Rewriter& r) {
+  return sum_of_terms(run.terms, dt, [&](Prim p, std::vector<Atom> ins) -> Atom {
+    Eqn sum{p, {}, std::move(ins), {r.new_var(Type(ArrayType{dt, {}}))}};
+    if (const Eqn* earlier = r.earlier_equal(sum)) return earlier->outs[0];
+    const Var v = sum.outs[0];
+    r.emit(std::move(sum));
+    return v;
+  });
+}
+
 // The first index of eqn `e`'s index vector (operand 1) if it is a unit run, emitted as the sum
 // of the run's scalars; nullopt otherwise.
 std::optional<Atom> run_start(const Eqn& e, Rewriter& r) {
@@ -19,12 +31,7 @@ std::optional<Atom> run_start(const Eqn& e, Rewriter& r) {
   if (x.is_ref || axis < 0 || axis >= x.array.rank()) return std::nullopt;
   const std::optional<UnitRun> run = as_unit_run(r.jaxpr(), e.ins[1]);
   if (!run || run->length < 1) return std::nullopt;
-  const DType dt = r.array_type(e.ins[1]).dtype;
-  return sum_of_terms(run->terms, dt, [&](Prim p, std::vector<Atom> ins) -> Atom {
-    const Var v = r.new_var(Type(ArrayType{dt, {}}));
-    r.emit(Eqn{p, {}, std::move(ins), {v}});
-    return v;
-  });
+  return emit_start(*run, r.array_type(e.ins[1]).dtype, r);
 }
 
 Rewritten gather_of_run(Eqn& gather, Rewriter& r) {
@@ -52,6 +59,28 @@ Rewritten scatter_of_run(Eqn& scatter, Rewriter& r) {
   return Rewritten::replaced;
 }
 
+// A get or swap whose index arrays split a unit run (one array per dim of the ref).
+Rewritten access_of_flat_run(Eqn& access, Rewriter& r) {
+  const std::optional<SplitRun> split = flat_run_of_access(r.jaxpr(), access);
+  if (!split) return Rewritten::no;
+  const std::optional<UnitRun> run = as_unit_run(r.jaxpr(), split->run);
+  if (!run) return Rewritten::no;
+  Params params;
+  params.set("length", run->length);
+  params.set("bound", split->bound);
+  const bool get = access.prim == Prim::get;
+  const ArrayType run_type{r.array_type(access.outs[0]).dtype, {run->length}};
+  if (r.type_of(access.outs[0]) != Type(run_type) ||
+      (!get && r.type_of(access.ins[1]) != Type(run_type)))
+    return Rewritten::no;
+  const Atom start = emit_start(*run, r.array_type(split->run).dtype, r);
+  std::vector<Atom> ins{access.ins[0], start};
+  if (!get) ins.push_back(access.ins[1]);
+  r.emit(Eqn{get ? Prim::get_flat_run : Prim::swap_flat_run, std::move(params), std::move(ins),
+             access.outs});
+  return Rewritten::replaced;
+}
+
 const RewritePattern kPatterns[] = {
     {"gather-of-run", Prim::gather, gather_of_run},
     {"scatter-of-run", Prim::scatter, scatter_of_run},
@@ -59,6 +88,8 @@ const RewritePattern kPatterns[] = {
     {"scatter-of-run", Prim::scatter_mul, scatter_of_run},
     {"scatter-of-run", Prim::scatter_min, scatter_of_run},
     {"scatter-of-run", Prim::scatter_max, scatter_of_run},
+    {"access-of-flat-run", Prim::get, access_of_flat_run},
+    {"access-of-flat-run", Prim::swap, access_of_flat_run},
 };
 
 }  // namespace

@@ -78,34 +78,10 @@ std::optional<Atom> operand_with(const Jaxpr& j, const Atom& a, Prim p, std::opt
   return q->ins[0];
 }
 
-bool ref_run(const Jaxpr& j, const Eqn& e) {
-  const size_t first = e.prim == Prim::get ? 1 : 2;
-  if (e.ins.empty() || (e.prim == Prim::swap && (e.ins.size() < 2 || !is_var(e.ins[1]))))
-    return false;
-  const Type rt = j.type_of(e.ins[0]);
-  const ParamValue* pv = e.params.find("indexer");
-  const Indexer* ix = pv ? std::get_if<Indexer>(pv) : nullptr;
-  if (!rt.is_ref || !ix) return false;
-  const Shape& shape = rt.array.shape;
-  if (shape.empty() || ix->dims.size() != shape.size() || e.ins.size() != first + shape.size())
-    return false;
-  int64_t n = -1;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (ix->dims[d].kind != IndexerDim::Kind::index_array || !ix->dims[d].dynamic) return false;
-    const Type t = j.type_of(e.ins[first + d]);
-    if (t.is_ref || t.array.rank() != 1) return false;
-    if (n >= 0 && t.array.shape[0] != n) return false;
-    n = t.array.shape[0];
-  }
-  if (n < 1 || n > rt.array.num_elements()) return false;
-  const std::vector<Atom> idx(e.ins.begin() + static_cast<long>(first), e.ins.end());
-  return split_unit_run(j, idx, shape).has_value();
-}
-
 }  // namespace
 
-std::optional<Atom> split_unit_run(const Jaxpr& j, const std::vector<Atom>& idx,
-                                   const Shape& shape) {
+std::optional<SplitRun> split_unit_run(const Jaxpr& j, std::span<const Atom> idx,
+                                       const Shape& shape) {
   const size_t rank = shape.size();
   if (rank == 0 || idx.size() != rank) return std::nullopt;
   // q[d] = flat / stride(d); idx[0] = q[0]; idx[d] = q[d] - q[d-1] * shape[d].
@@ -125,24 +101,44 @@ std::optional<Atom> split_unit_run(const Jaxpr& j, const std::vector<Atom>& idx,
     std::optional<Atom> f = operand_with(j, q[d], Prim::div, stride);
     if (!f || !same_var(*f, flat)) return std::nullopt;
   }
-  // flat = min(max(x, 0), M), or (rank 1) x itself: the access clamps it anyway. M is
-  // total - 1 as the transpose emits it, or larger once row trimming (passes/simplify/trim_rows.h)
-  // has shrunk the ref; any M is safe because the backend's run-time test rejects every run
-  // that a clamp changed (a clamp by a constant never raises a step above 1).
-  Atom x = flat;
+  // flat = min(max(x, 0), M), or (rank 1) x itself, which the access clamps into [0, n - 1]
+  // anyway. M is total - 1 as the transpose emits it, or larger once row trimming
+  // (passes/simplify/trim_rows.h) has shrunk the ref.
+  SplitRun split{flat, shape[0] - 1};
   if (std::optional<Atom> lo = operand_with(j, flat, Prim::min, std::nullopt)) {
     std::optional<Atom> inner = operand_with(j, *lo, Prim::max, 0);
     if (!inner) return std::nullopt;
-    x = *inner;
+    split.run = *inner;
+    split.bound = std::get<Literal>(producer_of(j, as_var(flat))->ins[1]).i;
   } else if (rank != 1) {
     return std::nullopt;
   }
-  if (!is_unit_run(j, x)) return std::nullopt;
-  return x;
+  if (split.bound < 0 || !is_unit_run(j, split.run)) return std::nullopt;
+  return split;
 }
 
-bool indexes_with_run(const Jaxpr& j, const Eqn& e) {
-  return (e.prim == Prim::get || e.prim == Prim::swap) && ref_run(j, e);
+std::optional<SplitRun> flat_run_of_access(const Jaxpr& j, const Eqn& e) {
+  if (e.prim != Prim::get && e.prim != Prim::swap) return std::nullopt;
+  const size_t first = e.prim == Prim::get ? 1 : 2;
+  if (e.ins.size() < first || e.outs.size() != 1) return std::nullopt;
+  const Type rt = j.type_of(e.ins[0]);
+  const ParamValue* pv = e.params.find("indexer");
+  const Indexer* ix = pv ? std::get_if<Indexer>(pv) : nullptr;
+  if (!rt.is_ref || !ix) return std::nullopt;
+  const Shape& shape = rt.array.shape;
+  if (shape.empty() || ix->dims.size() != shape.size() || e.ins.size() != first + shape.size())
+    return std::nullopt;
+  int64_t n = -1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (ix->dims[d].kind != IndexerDim::Kind::index_array || !ix->dims[d].dynamic)
+      return std::nullopt;
+    const Type t = j.type_of(e.ins[first + d]);
+    if (t.is_ref || t.array.rank() != 1) return std::nullopt;
+    if (n >= 0 && t.array.shape[0] != n) return std::nullopt;
+    n = t.array.shape[0];
+  }
+  if (n < 1) return std::nullopt;
+  return split_unit_run(j, std::span(e.ins).subspan(first), shape);
 }
 
 std::vector<UnitRun::Term> scalar_sum_terms(const Jaxpr& j, const Atom& a) {

@@ -35,18 +35,24 @@ std::optional<UnitRun> as_unit_run(const Jaxpr& j, const Atom& a);
 
 inline bool is_unit_run(const Jaxpr& j, const Atom& a) { return as_unit_run(j, a).has_value(); }
 
-// If the index arrays `idx` of a ref access on a ref of `shape` are the clamped row-major
-// split of a unit run x (flat = min(max(x, 0), M), idx[0] = flat / stride0, idx[d] =
-// flat / stride_d - idx[d-1] * shape[d]: how an accumulator's flattened view addresses its
-// ref, passes/ad/cotangent_ref.h), x; else nullopt.
-std::optional<Atom> split_unit_run(const Jaxpr& j, const std::vector<Atom>& idx,
-                                   const Shape& shape);
+// A unit run `run` as a ref access's index arrays address the ref: flat = min(max(run, 0),
+// bound), split row-major into one index per dim (idx[0] = flat / stride0, idx[d] =
+// flat / stride_d - idx[d-1] * shape[d]; each index clamped into its dim as the access clamps
+// it). How an accumulator's flattened view addresses its ref (passes/ad/cotangent_ref.h).
+struct SplitRun {
+  Atom run;
+  int64_t bound = 0;  // the clamp's upper bound; shape[0] - 1 for an unclamped rank-1 index
+};
 
-// Whether eqn `e` of `j`, a get or swap, indexes its ref with index arrays that split a unit
-// run (split_unit_run), which the backend lowers as one window when the run lies inside the
-// ref at run time (the general code otherwise). Gathers and scatters with a unit run become
-// gather_run / scatter_run instead (passes/simplify/index_runs.h).
-bool indexes_with_run(const Jaxpr& j, const Eqn& e);
+// If the index arrays `idx` of a ref access on a ref of `shape` are such a split of a unit run
+// (with a bound of at least 0), the split; else nullopt.
+std::optional<SplitRun> split_unit_run(const Jaxpr& j, std::span<const Atom> idx,
+                                       const Shape& shape);
+
+// The split run eqn `e` of `j` indexes its ref with, if `e` is a get or swap whose index
+// arrays (one rank-1 array per dim of the ref) are one (split_unit_run). Such accesses become
+// get_flat_run / swap_flat_run (passes/simplify/index_runs.h).
+std::optional<SplitRun> flat_run_of_access(const Jaxpr& j, const Eqn& e);
 
 // `a`, a rank-0 integer atom, as the sum of the scalars an add/sub chain in `j` combines (a
 // single term when it is not such a chain): a start index `W*r + c` gives its two terms.

@@ -1,10 +1,10 @@
 // Contiguous index runs (passes/simplify/unit_run.h): gather / scatter / scatter-add whose indices
 // are `iota` plus scalars become gather_run / scatter_run (the pass index-runs,
 // passes/simplify/index_runs.h), and ref get/swap through the row-major split of such a run (the
-// transposed scatter on a flattened carry) are decided by the fusion pass; both take a
+// transposed scatter on a flattened carry) become get_flat_run / swap_flat_run; all take a
 // block-move fast path when the whole run is in range and the general per-element code
 // otherwise. Every case is compared with the interpreter on the original program bit for bit,
-// natively and (for the runs) interpreted, including runs partly or wholly out of range,
+// natively and interpreted, including runs partly or wholly out of range,
 // negative starts and i32 wrap-around.
 #include <gtest/gtest.h>
 
@@ -155,11 +155,16 @@ const char* kSplitRunAccess = R"({ lambda ; a:f32[4,6] b:i32[] c:i32[]. let
   in (g, o, h) })";
 
 TEST(NativeContiguousRun, RefGetAndSwapThroughASplitRunMatchTheInterpreter) {
-  EXPECT_TRUE(has_memmove(kSplitRunAccess));
+  const Jaxpr j = decided(kSplitRunAccess);
+  EXPECT_TRUE(mentions(j, "get_flat_run[bound=23 length=7]")) << print_jaxpr(j);
+  EXPECT_TRUE(mentions(j, "swap_flat_run[bound=23 length=7]")) << print_jaxpr(j);
+  EXPECT_FALSE(mentions(j, "div")) << "the split is still computed:\n" << print_jaxpr(j);
+  EXPECT_TRUE(has_memmove(j));
+  EXPECT_FALSE(has_memmove(kSplitRunAccess));  // a plain get or swap: no run of its own
   for (auto [b, c] : std::vector<std::pair<int32_t, int32_t>>{
            {0, 0}, {1, 4}, {2, 3}, {3, -1}, {0, -3}, {3, 0}, {-1, 2}, {4, 0}, {0, INT_MAX - 3}}) {
     SCOPED_TRACE(::testing::Message() << "b " << b << " c " << c);
-    check_text(kSplitRunAccess, {random_array(at(DType::f32, {4, 6}), 10), i32(b), i32(c)}, 0.0);
+    check_decided(kSplitRunAccess, {random_array(at(DType::f32, {4, 6}), 10), i32(b), i32(c)});
   }
 }
 
@@ -168,9 +173,10 @@ TEST(NativeContiguousRun, RefGetAndSwapThroughASplitRunMatchTheInterpreter) {
 TEST(NativeContiguousRun, MismatchedSplitTakesTheGeneralPath) {
   std::string text = kSplitRunAccess;
   text.replace(text.find("e:i32[7] = mul d 6"), 18, "e:i32[7] = mul d 5");
-  EXPECT_FALSE(has_memmove(text));
+  EXPECT_FALSE(mentions(decided(text), "flat_run"));
+  EXPECT_FALSE(has_memmove(decided(text)));
   for (auto [b, c] : std::vector<std::pair<int32_t, int32_t>>{{0, 0}, {1, 4}, {3, -1}})
-    check_text(text, {random_array(at(DType::f32, {4, 6}), 11), i32(b), i32(c)}, 0.0);
+    check_decided(text, {random_array(at(DType::f32, {4, 6}), 11), i32(b), i32(c)});
 }
 
 // After row trimming the clamp bound is larger than the (smaller) ref's last element: still
@@ -178,10 +184,41 @@ TEST(NativeContiguousRun, MismatchedSplitTakesTheGeneralPath) {
 TEST(NativeContiguousRun, ClampBoundBeyondTheRefKeepsTheFastPath) {
   std::string text = kSplitRunAccess;
   text.replace(text.find("min x 23"), 8, "min x 59");
-  EXPECT_TRUE(has_memmove(text));
+  EXPECT_TRUE(mentions(decided(text), "get_flat_run[bound=59 length=7]"));
+  EXPECT_TRUE(has_memmove(decided(text)));
   for (auto [b, c] : std::vector<std::pair<int32_t, int32_t>>{
            {0, 0}, {1, 4}, {3, -1}, {3, 0}, {4, 0}, {5, 2}, {9, 9}, {-1, 2}})
-    check_text(text, {random_array(at(DType::f32, {4, 6}), 12), i32(b), i32(c)}, 0.0);
+    check_decided(text, {random_array(at(DType::f32, {4, 6}), 12), i32(b), i32(c)});
+}
+
+// A rank-3 ref split by strides 12 and 4, clamped at 40 (past its 24 elements): a position
+// past the end keeps its place within dim 0's last block, as the index arrays' clamping of the
+// first index leaves it; runs inside, across the end, wholly past it, below 0 and wrapping.
+TEST(NativeContiguousRun, RankThreeSplitRunFoldsPastTheEnd) {
+  const char* text = R"({ lambda ; a:f32[2,3,4] c:i32[]. let
+    R:Ref{f32[2,3,4]} = new_ref a
+    q:i32[5] = iota[dimension=0 dtype=int32 shape=(5,)]
+    x:i32[5] = add q c
+    m:i32[5] = max x 0:i32[]
+    y:i32[5] = min m 40:i32[]
+    d:i32[5] = div y 12:i32[]
+    s:i32[5] = div y 4:i32[]
+    t:i32[5] = mul d 3:i32[]
+    e:i32[5] = sub s t
+    u:i32[5] = mul s 4:i32[]
+    f:i32[5] = sub y u
+    g:f32[5] <- R[d,e,f]
+    z:f32[5] = mul g 2.0:f32[]
+    o:f32[5], R[d,e,f] <- R[d,e,f], z
+    h:f32[2,3,4] = freeze R
+  in (g, o, h) })";
+  const Jaxpr j = decided(text);
+  EXPECT_TRUE(mentions(j, "get_flat_run[bound=40 length=5]")) << print_jaxpr(j);
+  EXPECT_TRUE(mentions(j, "swap_flat_run[bound=40 length=5]")) << print_jaxpr(j);
+  for (int32_t c : {0, 7, 19, 20, 22, 30, 38, 45, -2, -9, INT_MAX - 2}) {
+    SCOPED_TRACE(::testing::Message() << "c " << c);
+    check_decided(text, {random_array(at(DType::f32, {2, 3, 4}), 13), i32(c)});
+  }
 }
 
 }  // namespace
