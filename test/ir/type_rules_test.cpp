@@ -661,6 +661,34 @@ TEST(RefTypes, FreezeGivesTheHeldArray) {
               HasSubstr("E12: freeze: operand 0 has type f32[2] but a ref is needed"));
 }
 
+TEST(RefTypes, FlatRunsReadAndWriteLengthElements) {
+  const Params p{{"length", int64_t{5}}, {"bound", int64_t{30}}};
+  EXPECT_EQ(infer(Prim::get_flat_run, {ref_f32({4, 6}), i32({})}, p), Types{f32({5})});
+  EXPECT_EQ(infer(Prim::swap_flat_run, {ref_f32({4, 6}), i32({}), f32({5})}, p), Types{f32({5})});
+  EXPECT_THAT(type_error([&] {
+                infer(Prim::swap_flat_run, {ref_f32({4, 6}), i32({}), f32({4})}, p);
+              }),
+              HasSubstr("operand 2 (the values written) has type f32[4] but the run is f32[5]"));
+  EXPECT_THAT(ref_error([&] {
+                infer(Prim::get_flat_run, {f32({4, 6}), i32({})}, p);
+              }),
+              HasSubstr("a ref is needed"));
+  EXPECT_THAT(type_error([&] {
+                infer(Prim::get_flat_run, {ref_f32({}), i32({})}, p);
+              }),
+              HasSubstr("a run needs rank 1 or more"));
+  Params negative = p;
+  negative.set("bound", int64_t{-1});
+  EXPECT_THAT(type_error([&] {
+                infer(Prim::get_flat_run, {ref_f32({4, 6}), i32({})}, negative);
+              }),
+              HasSubstr("bound -1 is negative"));
+  EXPECT_THAT(type_error([&] {
+                infer(Prim::get_flat_run, {ref_f32({4, 6}), f32({})}, p);
+              }),
+              HasSubstr("the run's first index"));
+}
+
 // ---- Structured ----
 
 // { lambda ; a:f32[3] b:f32[]. let c = mul a b in (c,) }
