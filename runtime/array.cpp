@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <new>
 
 #include "refjit/ir/error.h"
 #include "refjit/ir/literal.h"
+#include "runtime/block_cache.h"
 #include "runtime/dtype_dispatch.h"
 
 namespace refjit {
@@ -25,15 +25,13 @@ constexpr DType dtype_of() {
   return d;
 }
 
-// 64-byte aligned storage, so compiled code can use aligned vector loads; zero-filled unless
-// `zeroed` is false.
+// 64-byte aligned storage, so compiled code can use aligned vector loads (large blocks
+// recycled: runtime/block_cache.h); zero-filled unless `zeroed` is false.
 std::shared_ptr<std::byte[]> allocate(int64_t bytes, bool zeroed = true) {
-  size_t n = static_cast<size_t>(bytes > 0 ? bytes : 1);
-  n = (n + 63) / 64 * 64;
-  auto* p = static_cast<std::byte*>(::operator new[](n, std::align_val_t{64}));
-  if (zeroed) std::memset(p, 0, n);
-  return std::shared_ptr<std::byte[]>(
-      p, [](std::byte* q) { ::operator delete[](q, std::align_val_t{64}); });
+  const size_t n = static_cast<size_t>(bytes > 0 ? bytes : 0);
+  std::shared_ptr<std::byte[]> storage = allocate_block(n);
+  if (zeroed) std::memset(storage.get(), 0, n == 0 ? 64 : (n + 63) / 64 * 64);
+  return storage;
 }
 
 }  // namespace

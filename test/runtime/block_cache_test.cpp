@@ -1,0 +1,91 @@
+// Large array storage is recycled (runtime/block_cache.h): a block freed is handed out again
+// for the same rounded size, the cache never holds more than its cap, small blocks are not
+// kept, and arrays built on the storage behave as before (zero-filled, independent).
+#include "runtime/block_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "refjit/array.h"
+
+namespace refjit {
+namespace {
+
+TEST(BlockCache, AFreedLargeBlockIsHandedOutAgainForTheSameSize) {
+  release_cached_blocks();
+  const size_t n = 5 << 20;
+  std::byte* first = nullptr;
+  {
+    std::shared_ptr<std::byte[]> a = allocate_block(n);
+    first = a.get();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % 64, 0u);
+    std::memset(a.get(), 1, n);  // every byte is usable
+  }
+  EXPECT_EQ(cached_block_bytes(), n);
+  std::shared_ptr<std::byte[]> again = allocate_block(n - 10);  // rounds up to the same size
+  EXPECT_EQ(again.get(), first);
+  EXPECT_EQ(cached_block_bytes(), 0u);
+  std::shared_ptr<std::byte[]> other = allocate_block(n);  // none left: a new block
+  EXPECT_NE(other.get(), first);
+  again.reset();
+  other.reset();
+  EXPECT_EQ(cached_block_bytes(), 2 * n);
+  release_cached_blocks();
+  EXPECT_EQ(cached_block_bytes(), 0u);
+}
+
+TEST(BlockCache, SmallBlocksAreNotKept) {
+  release_cached_blocks();
+  { std::shared_ptr<std::byte[]> a = allocate_block(kMinCachedBytes - 64); }
+  { std::shared_ptr<std::byte[]> a = allocate_block(0); }
+  EXPECT_EQ(cached_block_bytes(), 0u);
+}
+
+TEST(BlockCache, NeverHoldsMoreThanItsCap) {
+  release_cached_blocks();
+  const size_t n = (kMaxCachedBytes / 3 + 63) / 64 * 64;  // three of these do not fit
+  {
+    std::vector<std::shared_ptr<std::byte[]>> blocks;
+    for (int i = 0; i < 3; ++i) blocks.push_back(allocate_block(n));
+  }
+  EXPECT_EQ(cached_block_bytes(), 2 * n);
+  release_cached_blocks();
+}
+
+TEST(BlockCache, ArraysOnRecycledStorageStartZeroed) {
+  release_cached_blocks();
+  const ArrayType t{DType::f32, {1024, 1024}};
+  {
+    Array a = Array::uninitialized(t);
+    auto v = a.mutable_values<float>();
+    for (float& x : v) x = 7.0f;
+  }
+  ASSERT_GT(cached_block_bytes(), 0u);
+  Array zero(t);  // takes the block back, and must fill it
+  for (float x : zero.values<float>()) ASSERT_EQ(x, 0.0f);
+  Array copy = zero.clone();
+  copy.mutable_values<float>()[0] = 1.0f;
+  EXPECT_EQ(zero.values<float>()[0], 0.0f);
+  release_cached_blocks();
+}
+
+TEST(BlockCache, ThreadsShareItSafely) {
+  release_cached_blocks();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t] {
+      for (int i = 0; i < 200; ++i) {
+        std::shared_ptr<std::byte[]> b = allocate_block(kMinCachedBytes * (1 + (i + t) % 3));
+        b[0] = std::byte{1};
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  EXPECT_LE(cached_block_bytes(), kMaxCachedBytes);
+  release_cached_blocks();
+}
+
+}  // namespace
+}  // namespace refjit
