@@ -294,17 +294,17 @@ void lower_pad(LowerCtx& c, const Eqn& e) {
 // contiguous block per leading index: a memmove (or a loop without guards), tested at run time.
 // Otherwise the per-element code runs, which keeps the clamp / drop semantics exactly.
 struct AxisIndices {
-  size_t rank = 0;         // the index array's rank (1 for a run)
-  int64_t run_length = 0;  // a run's length; 0 for an index array
+  size_t rank = 0;                    // the index array's rank (1 for a run)
+  std::optional<int64_t> run_length;  // a run's length; none for an index array
   // The index at `at` (induction variables over the index array's shape), as i64.
   std::function<Value(std::span<const Value> at)> load;
 };
 
-AxisIndices axis_indices(LowerCtx& c, const Eqn& e, int64_t run_length) {
+AxisIndices axis_indices(LowerCtx& c, const Eqn& e, std::optional<int64_t> run_length) {
   const Atom index = e.ins.at(1);
   const DType dt = c.type_of(index).array.dtype;
   AxisIndices a;
-  if (run_length == 0) {
+  if (!run_length) {
     a.rank = static_cast<size_t>(c.type_of(index).array.rank());
     a.load = [&c, index, dt](std::span<const Value> at) {
       return c.index_to_i64(
@@ -331,7 +331,7 @@ Value as_index(LowerCtx& c, Value i64) {
 // for an index array, or when there is nothing to move.
 void lower_by_run(LowerCtx& c, const AxisIndices& indices, int64_t dim, int64_t elements,
                   const std::function<void(Value)>& fast, const std::function<void()>& general) {
-  const int64_t n = indices.run_length;
+  const int64_t n = indices.run_length.value_or(0);
   if (n < 1 || n > dim || elements == 0) {
     general();
     return;
@@ -376,7 +376,7 @@ constexpr int64_t kMinGatherRowElements = 16;
 
 // gather x idx (axis a): out[pre, k, post] = x[pre, clamp(idx[k]), post]; gather_run the same
 // with idx[k] = start + k.
-void lower_gather(LowerCtx& c, const Eqn& e, int64_t run_length) {
+void lower_gather(LowerCtx& c, const Eqn& e, std::optional<int64_t> run_length) {
   expect_ins(e, 2);
   ArrayType rt = c.type_of(e.outs[0]).array;
   ArrayType xt = c.type_of(e.ins[0]).array;
@@ -413,7 +413,7 @@ void lower_gather(LowerCtx& c, const Eqn& e, int64_t run_length) {
   lower_by_run(
       c, indices, xt.shape.at(axis), rt.num_elements(),
       [&](Value start) {
-        move_runs(c, rt.shape, axis, run_length, dst, c.index(0), src, start, rt.dtype);
+        move_runs(c, rt.shape, axis, *run_length, dst, c.index(0), src, start, rt.dtype);
       },
       general);
 }
@@ -427,7 +427,8 @@ void lower_scatter(LowerCtx& c, const Eqn& e, Prim how, bool run) {
   ArrayType rt = c.type_of(e.outs[0]).array;
   ArrayType ut = c.type_of(e.ins[2]).array;
   int64_t axis = e.params.get<int64_t>("axis");
-  const AxisIndices indices = axis_indices(c, e, run ? ut.shape.at(axis) : 0);
+  const AxisIndices indices =
+      axis_indices(c, e, run ? std::optional<int64_t>(ut.shape.at(axis)) : std::nullopt);
   size_t k = indices.rank;
   Value dst = c.result_buffer(e.outs[0]);
   if (!c.shares_buffer(e.ins[0], e.outs[0])) c.copy(c.buffer(e.ins[0]), dst, rt);
@@ -467,7 +468,7 @@ void lower_scatter(LowerCtx& c, const Eqn& e, Prim how, bool run) {
       c, indices, rt.shape.at(axis), ut.num_elements(),
       [&](Value start) {
         if (!add) {
-          move_runs(c, ut.shape, axis, indices.run_length, dst, start, c.buffer(e.ins[2]),
+          move_runs(c, ut.shape, axis, *indices.run_length, dst, start, c.buffer(e.ins[2]),
                     c.index(0), rt.dtype);
           return;
         }
@@ -665,7 +666,7 @@ void register_shape_lowerings(LowerTable& t) {
   t.set(Prim::move_windows, &lower_move_windows);
   t.set(Prim::iota, &lower_iota);
   t.set(Prim::pad, &lower_pad);
-  t.set(Prim::gather, [](LowerCtx& c, const Eqn& e) { lower_gather(c, e, 0); });
+  t.set(Prim::gather, [](LowerCtx& c, const Eqn& e) { lower_gather(c, e, std::nullopt); });
   t.set(Prim::gather_run,
         [](LowerCtx& c, const Eqn& e) { lower_gather(c, e, e.params.get<int64_t>("length")); });
   t.set(Prim::sort, &lower_sort);
