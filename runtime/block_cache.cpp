@@ -1,7 +1,9 @@
 #include "runtime/block_cache.h"
 
+#include <pthread.h>
 #include <sanitizer/asan_interface.h>
 
+#include <atomic>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -67,10 +69,20 @@ class BlockCache {
   size_t held_ = 0;
 };
 
-// Never destroyed: arrays freed during static destruction still give their blocks back.
+std::atomic<BlockCache*> g_cache{nullptr};
+
+// Never destroyed: arrays freed during static destruction still give their blocks back. A
+// forked child starts a cache of its own (the parent's lock may have been held by a thread
+// the child does not have; the parent's kept blocks are left to it).
 BlockCache& cache() {
-  static BlockCache* c = new BlockCache;
-  return *c;
+  BlockCache* c = g_cache.load(std::memory_order_acquire);
+  if (c) return *c;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    pthread_atfork(nullptr, nullptr, [] { g_cache.store(new BlockCache); });
+    g_cache.store(new BlockCache, std::memory_order_release);
+  });
+  return *g_cache.load(std::memory_order_acquire);
 }
 
 }  // namespace

@@ -4,7 +4,12 @@
 #include "runtime/block_cache.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -84,6 +89,42 @@ TEST(BlockCache, ThreadsShareItSafely) {
     });
   for (std::thread& th : threads) th.join();
   EXPECT_LE(cached_block_bytes(), kMaxCachedBytes);
+  release_cached_blocks();
+}
+
+// A child forked while another thread of the parent is inside the cache must not inherit its
+// lock held: each child allocates and frees a large block, and must exit within seconds.
+TEST(BlockCache, AForkedChildHasACacheOfItsOwn) {
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    while (!stop.load()) {
+      std::shared_ptr<std::byte[]> b = allocate_block(kMinCachedBytes);
+      b[0] = std::byte{1};
+    }
+  });
+  for (int k = 0; k < 20; ++k) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      { std::shared_ptr<std::byte[]> b = allocate_block(kMinCachedBytes * 2); }
+      std::shared_ptr<std::byte[]> again = allocate_block(kMinCachedBytes * 2);
+      _exit(again ? 0 : 1);
+    }
+    int status = 0;
+    bool exited = false;
+    for (int waited_ms = 0; waited_ms < 5000 && !exited; waited_ms += 5) {
+      exited = waitpid(child, &status, WNOHANG) == child;
+      if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (!exited) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+    }
+    EXPECT_TRUE(exited) << "child " << k << " hung";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child " << k;
+  }
+  stop = true;
+  churn.join();
   release_cached_blocks();
 }
 
