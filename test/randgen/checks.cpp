@@ -153,6 +153,8 @@ void note_decisions(const Jaxpr& j, std::set<std::string>& found) {
       case Prim::move_windows:
       case Prim::gather_run:
       case Prim::scatter_run:
+      case Prim::get_flat_run:
+      case Prim::swap_flat_run:
       case Prim::shift_add: found.insert(std::string(prim_name(e.prim))); break;
       default: break;
     }

@@ -684,9 +684,10 @@ class Generator {
     std::vector<Atom> get_ins{r};
     get_ins.insert(get_ins.end(), dyn.begin(), dyn.end());
     Var g = emit_float(s, Prim::get, get_ins, {{"indexer", idx}});
-    const int kind = uniform(0, 3);
+    const int kind = uniform(0, 4);
     if (kind == 0) return;  // just a read
     if (kind == 3 && !shape.empty()) return shift(s, r, shape);
+    if (kind == 4 && !shape.empty()) return flat_run_access(s, r, shape);
     // A new value of the indexed shape: f(read) or read * other.
     Var u = coin(0.5) ? emit(s, Prim::sin, {g}) : emit(s, Prim::mul, {g, same_shape_float(s, g)});
     if (coin(0.5)) redraw_dynamic(s, idx, dyn);
@@ -696,6 +697,51 @@ class Generator {
       emit_float(s, Prim::swap, ins, {{"indexer", idx}});
     else
       s.b.add_eqn(Prim::addupdate, ins, {{"indexer", idx}});
+  }
+
+  // How the transpose of a scatter on a flattened array addresses its cotangent ref (the
+  // programs index-runs rewrites into get_flat_run / swap_flat_run): index arrays splitting
+  // clamp(start + iota(n), 0, M) row-major, M the ref's last element or beyond it (a trimmed
+  // ref), or at rank 1 the run itself; a read, then maybe a write of f(read) at the same place.
+  void flat_run_access(Scope& s, Var r, const Shape& shape) {
+    int64_t total = 1;
+    for (int64_t d : shape) total *= d;
+    const int64_t n = uniform(1, total + 2);
+    Var q = emit(s, Prim::iota, {},
+                 {{"dimension", int64_t{0}},
+                  {"dtype", DType::i32},
+                  {"shape", IntList{n}},
+                  {"sharding", NoneParam{}}});
+    Var start = emit(
+        s, Prim::broadcast_in_dim, {index(s)},
+        {{"broadcast_dimensions", IntList{}}, {"shape", IntList{n}}, {"sharding", NoneParam{}}});
+    Var flat = emit(s, Prim::add, {start, q});
+    if (shape.size() > 1 || coin(0.5)) {
+      Var lo = emit(s, Prim::max, {flat, ilit(0)});
+      flat = emit(s, Prim::min, {lo, ilit(total - 1 + (coin(0.3) ? uniform(1, 9) : 0))});
+    }
+    // idx[0] = flat / stride0; idx[d] = flat / stride_d - (flat / stride_{d-1}) * shape[d].
+    std::vector<Atom> idx;
+    Atom outer;
+    int64_t stride = total;
+    Indexer ix;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      stride /= shape[d];
+      Atom quotient = stride == 1 ? Atom(flat) : Atom(emit(s, Prim::div, {flat, ilit(stride)}));
+      Atom index_d = quotient;
+      if (d > 0)
+        index_d = emit(s, Prim::sub, {quotient, emit(s, Prim::mul, {outer, ilit(shape[d])})});
+      outer = quotient;
+      idx.push_back(index_d);
+      ix.dims.push_back(IndexerDim{IndexerDim::Kind::index_array, 0, 0, 1, true});
+    }
+    std::vector<Atom> get_ins{r};
+    get_ins.insert(get_ins.end(), idx.begin(), idx.end());
+    Var g = emit_float(s, Prim::get, get_ins, {{"indexer", ix}});
+    if (coin(0.5)) return;
+    std::vector<Atom> swap_ins{r, emit(s, Prim::sin, {g})};
+    swap_ins.insert(swap_ins.end(), idx.begin(), idx.end());
+    emit_float(s, Prim::swap, swap_ins, {{"indexer", ix}});
   }
 
   // What the transpose of a row segment shifted inside an array leaves on a cotangent ref (the
