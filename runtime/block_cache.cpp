@@ -70,6 +70,19 @@ class BlockCache {
 };
 
 std::atomic<BlockCache*> g_cache{nullptr};
+std::once_flag g_cache_once;
+
+void create_cache() {
+  std::call_once(g_cache_once, [] {
+    pthread_atfork(nullptr, nullptr, [] { g_cache.store(new BlockCache); });
+    g_cache.store(new BlockCache, std::memory_order_release);
+  });
+}
+
+// Created when the library is loaded, before the process has threads that could fork while
+// another is inside call_once (a child would wait on it forever); create_cache() again covers
+// arrays made by other libraries' static initialisers first.
+[[maybe_unused]] const bool g_cache_created = (create_cache(), true);
 
 // Never destroyed: arrays freed during static destruction still give their blocks back. A
 // forked child starts a cache of its own (the parent's lock may have been held by a thread
@@ -77,11 +90,7 @@ std::atomic<BlockCache*> g_cache{nullptr};
 BlockCache& cache() {
   BlockCache* c = g_cache.load(std::memory_order_acquire);
   if (c) return *c;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    pthread_atfork(nullptr, nullptr, [] { g_cache.store(new BlockCache); });
-    g_cache.store(new BlockCache, std::memory_order_release);
-  });
+  create_cache();
   return *g_cache.load(std::memory_order_acquire);
 }
 
