@@ -4,6 +4,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "refjit/ir/builder.h"
 #include "refjit/ir/error.h"
@@ -269,6 +270,19 @@ class Generator {
     emit_float(s, Prim::mul, {x, f});
   }
 
+  // The two terms of an index run `start + iota(n)`: iota(n) and a start index broadcast to [n].
+  std::pair<Var, Var> iota_and_start(Scope& s, int64_t n) {
+    Var i = emit(s, Prim::iota, {},
+                 {{"dimension", int64_t{0}},
+                  {"dtype", DType::i32},
+                  {"shape", IntList{n}},
+                  {"sharding", NoneParam{}}});
+    Var start = emit(
+        s, Prim::broadcast_in_dim, {index(s)},
+        {{"broadcast_dimensions", IntList{}}, {"shape", IntList{n}}, {"sharding", NoneParam{}}});
+    return {i, start};
+  }
+
   void gather_scatter(Scope& s) {
     Var x = pick(s.floats);
     const Shape xs = shape_of(s, x);
@@ -279,14 +293,7 @@ class Generator {
     Var idx;
     if (coin(0.4)) {
       const int64_t n = uniform(1, xs[static_cast<size_t>(axis)] + 1);
-      Var i = emit(s, Prim::iota, {},
-                   {{"dimension", int64_t{0}},
-                    {"dtype", DType::i32},
-                    {"shape", IntList{n}},
-                    {"sharding", NoneParam{}}});
-      Var start = emit(
-          s, Prim::broadcast_in_dim, {index(s)},
-          {{"broadcast_dimensions", IntList{}}, {"shape", IntList{n}}, {"sharding", NoneParam{}}});
+      const auto [i, start] = iota_and_start(s, n);
       idx = coin(0.5) ? emit(s, Prim::add, {start, i}) : emit(s, Prim::add, {i, start});
     } else {
       idx = int_array(s);
@@ -707,14 +714,7 @@ class Generator {
     int64_t total = 1;
     for (int64_t d : shape) total *= d;
     const int64_t n = uniform(1, total + 2);
-    Var q = emit(s, Prim::iota, {},
-                 {{"dimension", int64_t{0}},
-                  {"dtype", DType::i32},
-                  {"shape", IntList{n}},
-                  {"sharding", NoneParam{}}});
-    Var start = emit(
-        s, Prim::broadcast_in_dim, {index(s)},
-        {{"broadcast_dimensions", IntList{}}, {"shape", IntList{n}}, {"sharding", NoneParam{}}});
+    const auto [q, start] = iota_and_start(s, n);
     Var flat = emit(s, Prim::add, {start, q});
     if (shape.size() > 1 || coin(0.5)) {
       Var lo = emit(s, Prim::max, {flat, ilit(0)});
