@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "compiler/backend/fusion.h"
 #include "compiler/backend/rule_tables.h"
 #include "passes/ad/jvp.h"
 #include "passes/ad/vjp.h"
@@ -80,9 +81,12 @@ constexpr PassInfo kPasses[] = {
      "a gather, scatter, get or swap whose indices are iota plus scalars becomes gather_run, "
      "scatter_run, get_flat_run or swap_flat_run, which take the run's first index (no index "
      "array; one block moved when it is in range)"},
+    {"fusion",
+     "elementwise chains (with the broadcasts, slices and pads they read, and a reduction of "
+     "them) become fused eqns, computed in one loop nest each"},
     // ---- plans the lowering follows
     {"buffers", "each value gets a buffer; updates happen in place where the rules allow"},
-    {"fusion", "elementwise chains fused; matrix-product epilogues; row loops"},
+    {"lowering-plan", "matrix-product epilogues; row loops"},
     // ---- the backend (compiler/backend/native.cpp)
     {"mlir", "lowered to MLIR at the memref level"},
     {"llvm-dialect", "MLIR's conversion passes down to the LLVM dialect"},
@@ -232,6 +236,12 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
   run.pattern_pass("concat-windows",
                    [&](const Jaxpr& j, RewriteStats* s) { return concat_windows(j, s); });
   run.pattern_pass("index-runs", [&](const Jaxpr& j, RewriteStats* s) { return index_runs(j, s); });
+  // Groups are planned under the buffers the program would get (a member is not moved past an
+  // in-place write of what it reads), then the fused program gets buffers of its own.
+  run.jaxpr_pass("fusion", [&](const Jaxpr& j) {
+    return options.naive_buffers ? fuse_elementwise(j, nullptr)
+                                 : fuse_elementwise(j, options.buffers);
+  });
   if (run.stopped()) return;
 
   // Plans the lowering follows.
@@ -250,12 +260,12 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
 
   t0 = Clock::now();
   if (options.naive_buffers) {
-    run.done("fusion", t0,
-             [] { return std::string("naive plan: fusion is decided per jaxpr while lowering"); });
+    run.done("lowering-plan", t0,
+             [] { return std::string("naive plan: no epilogues or row loops"); });
   } else {
     p.plan.decisions =
         std::make_shared<const std::vector<LoweringDecisions>>(decide_lowering(*p.plan.assignment));
-    run.done("fusion", t0, [&] {
+    run.done("lowering-plan", t0, [&] {
       return print_lowering_decisions(p.jaxpr, *p.plan.assignment, *p.plan.decisions);
     });
   }

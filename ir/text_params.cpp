@@ -50,6 +50,7 @@ RuleTable<SpecList> make_specs() {
   set(Prim::scatter_run, {{"axis", K::integer}, {"combine", K::name}});
   set(Prim::get_flat_run, {{"bound", K::integer}, {"length", K::integer}});
   set(Prim::swap_flat_run, {{"bound", K::integer}, {"length", K::integer}});
+  set(Prim::fused, {{"jaxpr", K::jaxpr}});
   set(Prim::sort, {{"dimension", K::integer}, {"is_stable", K::boolean}, {"num_keys", K::integer}});
   set(Prim::scatter, {{"axis", K::integer}, {"unique_indices", K::boolean}});
   set(Prim::scatter_add, {{"axis", K::integer}});

@@ -3,6 +3,7 @@
 // that they fit the eqn's operands and give its result types.
 #include <algorithm>
 
+#include "ir/fused_body.h"
 #include "ir/remat_policy.h"
 #include "ir/type_rule_support.h"
 #include "ir/type_rules.h"
@@ -99,6 +100,15 @@ std::vector<Type> jit_rule(std::span<const Type> in, const Params& params) {
         "save_any_names_but_these:NAME,...)",
         *policy);
   if (params.has("jvp_jaxpr")) check_custom_jvp_rule(c, body, c.jaxpr_param("jvp_jaxpr"));
+  return body.out_types();
+}
+
+// fused: the operands -> the body's one result (ir/fused_body.h says what the body may hold).
+std::vector<Type> fused_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::fused, in, params);
+  const Jaxpr& body = c.jaxpr_param("jaxpr");
+  check_operands_match(c, body, 0, "the fused body");
+  if (std::string problem = fused_body_problem(body); !problem.empty()) c.fail("{}", problem);
   return body.out_types();
 }
 
@@ -339,6 +349,7 @@ std::vector<Type> linear_solve_rule(std::span<const Type> in, const Params& para
 void register_structured_type_rules(TypeRuleTable& t) {
   auto set = [&t](Prim p, TypeRule r) { t[static_cast<int>(p)] = r; };
   set(Prim::jit, jit_rule);
+  set(Prim::fused, fused_rule);
   set(Prim::scan, scan_rule);
   set(Prim::while_, while_rule);
   set(Prim::cond, cond_rule);

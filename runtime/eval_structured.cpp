@@ -28,6 +28,11 @@ std::vector<RtValue> eval_jit(const EvalContext& cx, const Eqn& e, std::span<con
   return eval_call(cx, e, ins, "jaxpr", "jit body");
 }
 
+// fused: its body, run as written (native code computes it in one loop nest).
+std::vector<RtValue> eval_fused(const EvalContext& cx, const Eqn& e, std::span<const RtValue> ins) {
+  return eval_call(cx, e, ins, "jaxpr", "fused body");
+}
+
 std::vector<RtValue> eval_custom_vjp_call(const EvalContext& cx, const Eqn& e,
                                           std::span<const RtValue> ins) {
   refuse_unknown_forward_map(e);
@@ -168,6 +173,7 @@ std::vector<RtValue> eval_scan(const EvalContext& cx, const Eqn& e, std::span<co
 
 void register_structured_eval_rules(EvalRuleTable& t) {
   t.set(Prim::jit, &eval_jit);
+  t.set(Prim::fused, &eval_fused);
   t.set(Prim::scan, &eval_scan);
   t.set(Prim::cond, &eval_cond);
   t.set(Prim::while_, &eval_while);

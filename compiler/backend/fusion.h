@@ -1,8 +1,9 @@
 // Elementwise fusion, decided on the Jaxpr (MLIR-free).
 //
-// A fusion group is a chain (or tree/diamond) of elementwise eqns that the lowering turns
-// into ONE loop nest: every member is computed per element in registers and only the
-// group's root is stored. An eqn joins the group of its consumers when
+// A fusion group is a chain (or tree/diamond) of elementwise eqns that the pipeline's `fusion`
+// pass writes as ONE `fused` eqn (primitives.def) at its root, its members in the body; native
+// code computes every member per element in registers in one loop nest and stores only the
+// root. An eqn joins the group of its consumers when
 //  - it is elementwise (has an elementwise lowering: unary/binary/compare/select_n/
 //    convert_element_type/integer_pow/...), with every operand either of the result's
 //    shape or rank 0 (a broadcast scalar), or it is a broadcast_in_dim (read from its
@@ -22,12 +23,12 @@
 // index maps), so it may have another shape when only views read it; an elementwise member
 // never feeds a view, a view never roots a group, and a group whose root writes a buffer a
 // view reads keeps no views (docs/backend.md). Members are
-// evaluated at the root's position. With a buffer assignment, buffers are reused in place,
-// so moving a member later is only safe while its operands' buffers are not overwritten in
-// between: an eqn also joins only if no eqn between it and the root (outside the group)
-// writes the buffer of one of its operands (an in-place update, a merged result, a ref
-// write, a structured eqn's results or refs). Within the group, loads of an element
-// precede the root's store of that element, so the root may overwrite an operand's buffer.
+// evaluated at the root's position. Planned under a buffer assignment of the unfused program,
+// an eqn also joins only if no eqn between it and the root (outside the group) writes the
+// buffer of one of its operands there (an in-place update, a merged result, a ref write, a
+// structured eqn's results or refs): in the fused program that operand would live on to the
+// root, and the update would need a copy. The fused program is assigned buffers again, with a
+// fused eqn as one eqn, so the plan is a choice, not a condition of correctness.
 #pragma once
 
 #include <cstdint>
@@ -73,49 +74,56 @@ bool reduction_root(const Jaxpr& j, const Eqn& e);
 // The buffer `a` lives in under `p`; -1 for a literal or a var without one.
 int buffer_of(const JaxprBuffers& p, const Atom& a);
 
-// Groups the top-level eqns of `jaxpr` (sub-jaxprs are planned when they are lowered).
+// Groups the top-level eqns of `jaxpr` (fuse_elementwise does the sub-jaxprs).
 // `buffers`: the buffer assignment of this jaxpr (nullptr: every value owns its buffer).
 FusionPlan plan_fusion(const Jaxpr& jaxpr, const JaxprBuffers* buffers = nullptr);
+
+// The pipeline's `fusion` pass: every group plan_fusion finds, in `program` and in every jaxpr
+// its eqns hold, becomes one `fused` eqn at its root's position, whose body holds the members
+// (a duplicated member is copied into each group that computes it). `assignment`, when given,
+// is a buffer assignment of `program` that the groups are planned under (a member is not moved
+// past an eqn that overwrites one of its operands there); the program is assigned buffers
+// again afterwards, and a fused eqn is one eqn to that assignment, so the groups are a
+// choice, never a condition of correctness. Without one, every value owns its buffer.
+Jaxpr fuse_elementwise(const Jaxpr& program, const BufferAssignment* assignment);
+
+// The same with an assignment made with `options` first (what the pipeline runs).
+Jaxpr fuse_elementwise(const Jaxpr& program, const BufferOptions& options);
 
 }  // namespace refjit
 
 namespace refjit {
 
-// Every lowering decision about the eqns of one jaxpr: which are fused, which are computed as
-// a product's epilogue. The pipeline's `fusion` pass takes them once, for
-// every jaxpr of the buffer plan; `refjit dump --emit=fusion` prints them and the lowering
-// only follows them.
+// The lowering decisions still made beside the IR about the eqns of one jaxpr (fused groups are
+// IR: `fused` eqns): which are computed as a product's epilogue, which row by row in one loop.
+// The pipeline's `lowering-plan` pass takes them once, for every jaxpr of the buffer plan;
+// `refjit dump --emit=lowering-plan` prints them and the lowering only follows them.
+//
 // Matrix-product epilogues: a float dot_general (or im2col_dot) whose result p is read only by
-// one elementwise
-// consumer (a fusion group with an elementwise root, or a single elementwise eqn lowered on
-// its own), each read of p an operand of an elementwise member, is computed together with
+// one elementwise consumer (a `fused` eqn with an elementwise root, or a single elementwise
+// eqn), each read of p an operand of an elementwise eqn of it, is computed together with
 // that consumer: the matrix kernel calls the consumer's loops on rows of the product as soon
 // as they are final (runtime/kernels/gemm.h, Epilogue), so `relu(x @ w + b)` makes no
 // separate pass over the product. The consumer then runs at the product's position, before
 // the other eqns between the two (which keep theirs): it must not read their results or the
 // buffers they write, they must not read or write the buffer it writes, and none of them may
-// have a body. Its root's result must have p's type, and the root's buffer must be neither an
-// operand buffer of the product (the kernel still reads them while the epilogue writes) nor
-// the buffer of an operand of another shape (read by rows in any order). Where the product
-// does not go to the kernel (small, integer, or code that must stand alone), the product and
-// then the group are lowered at the product's position.
+// have a body (a fused eqn's is no program of its own: it may). Its result must have p's
+// type, and its buffer must be neither an operand buffer of the product (the kernel still reads
+// them while the epilogue writes) nor the buffer of an operand of another shape (read by rows
+// in any order). Where the product does not go to the kernel (small, integer, or code that
+// must stand alone), the product and then the consumer are lowered at the product's position.
 struct EpiloguePlan {
-  std::vector<int32_t> root_of_dot;  // [dot_general eqn] the root of its epilogue, or -1
-  std::vector<int32_t> dot_of_root;  // [root eqn] the dot_general it is the epilogue of, or -1
+  std::vector<int32_t> root_of_dot;  // [dot_general eqn] its epilogue's eqn, or -1
+  std::vector<int32_t> dot_of_root;  // [epilogue eqn] the dot_general it is the epilogue of, or -1
 };
 
 struct LoweringDecisions {
-  FusionPlan fusion;
   EpiloguePlan epilogues;
-  // The eqns computing eqn `root`'s epilogue (EpiloguePlan): its group, or the root alone.
-  std::vector<size_t> epilogue_members(size_t root) const;
-  // Consecutive groups and reductions computed row by row in one loop (row_loops.h).
+  // Consecutive fused eqns and reductions computed row by row in one loop (row_loops.h).
   RowLoopPlan row_loops;
 };
 
-// Whether eqn `i` is no part of an epilogue (it may be in a fusion group).
-bool folded_into_nothing(const LoweringDecisions& d, size_t i);
-// Whether eqn `i` is lowered by its own rule: in no fusion group, and folded into nothing.
+// Whether eqn `i` is lowered by its own rule: no part of an epilogue.
 bool lowered_by_itself(const LoweringDecisions& d, size_t i);
 
 // The decisions for `jaxpr`'s own eqns under `buffers` (nullptr: no buffer plan).
@@ -124,8 +132,8 @@ LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffer
 // The decisions for every jaxpr of `assignment`, indexed like assignment.jaxprs.
 std::vector<LoweringDecisions> decide_lowering(const BufferAssignment& assignment);
 
-// The text of `refjit dump --emit=fusion` (format in docs/backend.md): per jaxpr of the plan
-// that has decisions, one line per fusion group, epilogue and row loop, naming eqns
+// The text of `refjit dump --emit=lowering-plan` (format in docs/backend.md): per jaxpr of the
+// plan that has decisions, one line per epilogue and row loop, naming eqns
 // by the values print_jaxpr gives them.
 std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& assignment,
                                      const std::vector<LoweringDecisions>& decisions);

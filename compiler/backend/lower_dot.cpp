@@ -252,11 +252,10 @@ void emit_kernel_call(LowerCtx& c, const KernelCall& call) {
 }
 
 void emit_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t root,
-                                const std::vector<size_t>& members,
                                 const std::optional<KernelCall>& call, bool rows_are_results,
                                 const std::function<void()>& loops) {
   if (call && rows_are_results && call->target == call->out) {
-    c.lower_epilogue_rows(j, root, members);  // outline_epilogues hands it to the call
+    c.lower_epilogue_rows(j, root);  // outline_epilogues hands it to the call
     emit_kernel_call(c, *call);
     return;
   }
@@ -264,7 +263,7 @@ void emit_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t root,
     emit_kernel_call(c, *call);
   else
     loops();
-  c.lower_epilogue(j, root, members);
+  c.lower_epilogue(j, root);
 }
 
 llvm::SmallVector<int64_t> static_strides(Value memref) {
@@ -275,12 +274,11 @@ llvm::SmallVector<int64_t> static_strides(Value memref) {
   return strides;
 }
 
-void lower_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t dot, size_t root,
-                                 const std::vector<size_t>& members) {
+void lower_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t dot, size_t root) {
   const Eqn& d = j.eqns[dot];
   auto [lfree, rfree] = free_dims(c, d);
   // The kernel's rows are the result's dims but the last: one rhs free dim.
-  emit_product_with_epilogue(c, j, root, members, kernel_call(c, d, lfree, rfree, Value(), false),
+  emit_product_with_epilogue(c, j, root, kernel_call(c, d, lfree, rfree, Value(), false),
                              rfree.size() == 1, [&] { lower_dot_loops(c, d, lfree, rfree); });
 }
 

@@ -1,5 +1,5 @@
-// The loops of fused groups (fusion.h): a group's loop nest computing its members per element
-// in registers, its rows, and a matrix-product epilogue's row loop; views evaluated where they
+// The loops of `fused` eqns (fusion.h): a loop nest computing its body's eqns per element in
+// registers, its rows, and a matrix-product epilogue's row loop; views evaluated where they
 // are read. Part of LowerCtx (lowering.h).
 #include "compiler/backend/fusion.h"
 #include "compiler/backend/lowering.h"
@@ -10,7 +10,29 @@ namespace refjit::backend {
 
 using mlir::Value;
 
-void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group) {
+void LowerCtx::lower_fused(const Eqn& e) {
+  const Value dst = result_buffer(e.outs.at(0));
+  in_fused_body(e, dst, [&](const Jaxpr& body, const std::vector<size_t>& members) {
+    lower_fused_group(body, members, dst);
+  });
+}
+
+void LowerCtx::in_fused_body(
+    const Eqn& e, Value dst,
+    const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f) {
+  const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
+  std::vector<Value> operands;
+  for (const Atom& a : e.ins) operands.push_back(buffer(a));
+  push_frame(body, /*top_level=*/false);
+  for (size_t k = 0; k < body.invars.size(); ++k) bind_var(body.invars[k], operands.at(k));
+  frames_.back().result_into = std::make_pair(as_var(body.outvars.at(0)).id, dst);
+  std::vector<size_t> members(body.eqns.size());
+  for (size_t k = 0; k < members.size(); ++k) members[k] = k;
+  f(body, members);
+  pop_frame();
+}
+
+void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group, Value dst) {
   const Eqn& root = j.eqns[group.back()];
   const bool reduction = root.prim == Prim::reduce_sum || root.prim == Prim::reduce_max ||
                          root.prim == Prim::reduce_min;
@@ -24,7 +46,6 @@ void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& grou
     return;
   }
   ArrayType rt = j.type_of(root.outs[0]).array;
-  Value dst = result_buffer(root.outs[0]);
   const std::vector<bool> member = group_members(j, group);
   load_outside_scalars(j, group, member, rt);
   if (rt.rank() < 2) {
@@ -170,24 +191,29 @@ void LowerCtx::split_at_interior(int64_t n, std::optional<std::pair<int64_t, int
   range(interior->second, n, false);
 }
 
-void LowerCtx::lower_epilogue(const Jaxpr& j, size_t root, const std::vector<size_t>& members) {
-  const int saved = frames_.back().eqn;
-  frames_.back().eqn = static_cast<int>(root);
-  if (members.size() > 1)
-    lower_fused_group(j, members);
-  else
-    lower_eqn_at(j, root);
-  frames_.back().eqn = saved;
-}
+void LowerCtx::lower_epilogue(const Jaxpr& j, size_t root) { lower_eqn_at(j, root); }
 
-mlir::Operation* LowerCtx::lower_epilogue_rows(const Jaxpr& j, size_t root,
-                                               const std::vector<size_t>& members) {
+mlir::Operation* LowerCtx::lower_epilogue_rows(const Jaxpr& j, size_t root) {
   const int saved = frames_.back().eqn;
   frames_.back().eqn = static_cast<int>(root);
   const Eqn& e = j.eqns[root];
   const ArrayType rt = j.type_of(e.outs[0]).array;
   if (rt.rank() < 1) fail_eqn(e, "an epilogue needs a result of rank 1 or more");
-  Value dst = result_buffer(e.outs[0]);
+  const Value dst = result_buffer(e.outs[0]);
+  mlir::Operation* rows = nullptr;
+  auto lower_rows = [&](const Jaxpr& in, const std::vector<size_t>& members) {
+    rows = lower_rows_into(in, members, dst, rt);
+  };
+  if (e.prim == Prim::fused)
+    in_fused_body(e, dst, lower_rows);
+  else
+    lower_rows(j, {root});
+  frames_.back().eqn = saved;
+  return rows;
+}
+
+mlir::Operation* LowerCtx::lower_rows_into(const Jaxpr& j, const std::vector<size_t>& members,
+                                           Value dst, const ArrayType& rt) {
   const std::vector<bool> member = group_members(j, members);
   load_outside_scalars(j, members, member, rt);
   const Shape outer(rt.shape.begin(), rt.shape.end() - 1);
@@ -210,7 +236,6 @@ mlir::Operation* LowerCtx::lower_epilogue_rows(const Jaxpr& j, size_t root,
   }
   rows->setAttr(kEpilogueAttr, b.getUnitAttr());
   outside_scalar_.clear();
-  frames_.back().eqn = saved;
   return rows;
 }
 
@@ -321,6 +346,14 @@ Value LowerCtx::fused_element(const Jaxpr& j, const std::vector<size_t>& members
     element[e.outs[0].id] = (*f)(*this, e, type_of(e.ins.at(0)).dtype(), xs);
   }
   return element[j.eqns[members.back()].outs[0].id];
+}
+
+}  // namespace refjit::backend
+
+namespace refjit::backend {
+
+void register_fused_lowerings(LowerTable& t) {
+  t.set(Prim::fused, [](LowerCtx& c, const Eqn& e) { c.lower_fused(e); });
 }
 
 }  // namespace refjit::backend

@@ -141,12 +141,11 @@ void lower_im2col(LowerCtx& c, const Eqn& e) {
 
 }  // namespace
 
-void lower_im2col_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t product, size_t root,
-                                const std::vector<size_t>& members) {
+void lower_im2col_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t product, size_t root) {
   const Eqn& e = j.eqns[product];
   const Im2col g = Im2col::of(e.params);
   // The kernel's rows are the result's dims but the last.
-  emit_product_with_epilogue(c, j, root, members, kernel_call(c, e, g), true,
+  emit_product_with_epilogue(c, j, root, kernel_call(c, e, g), true,
                              [&] { lower_im2col_loops(c, e, g); });
 }
 

@@ -8,6 +8,28 @@ namespace refjit::backend {
 
 using mlir::Value;
 
+namespace {
+
+// The jaxpr holding the eqns that compute row-loop item eqn `e` (a fused eqn's body, or `j`)
+// and its root there.
+std::pair<const Jaxpr*, const Eqn*> item_root(const Jaxpr& j, const Eqn& e) {
+  if (e.prim != Prim::fused) return {&j, &e};
+  const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
+  return {&body, &body.eqns.back()};
+}
+
+}  // namespace
+
+void LowerCtx::in_row_item(const Jaxpr& j, const RowItem& item, Value dst,
+                           const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f) {
+  const Eqn& e = j.eqns[item.eqn];
+  frames_.back().eqn = static_cast<int>(item.eqn);
+  if (e.prim == Prim::fused)
+    in_fused_body(e, dst, f);
+  else
+    f(j, {item.eqn});
+}
+
 void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& loop) {
   const int saved = frames_.back().eqn;
   const size_t n = loop.items.size();
@@ -20,9 +42,10 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& loop) {
     const RowItem& item = loop.items[k];
     const Eqn& e = j.eqns[item.root()];
     frames_.back().eqn = static_cast<int>(item.root());
+    const auto [in, root] = item_root(j, e);
     const ArrayType rt = type_of(e.outs.at(0)).array;
-    const bool by_operand = is_row_reduction(e.prim) || item.kind == RowItemKind::matvec;
-    const ArrayType loops = by_operand ? type_of(e.ins.at(0)).array : rt;
+    const bool by_operand = is_row_reduction(root->prim) || item.kind == RowItemKind::matvec;
+    const ArrayType loops = by_operand ? in->type_of(root->ins.at(0)).array : rt;
     if (loops.rank() < 1 || loops.shape[0] != loop.rows)
       fail_eqn(e, "is in a row loop but its first dim is not the loop's rows");
     elements_per_row += loops.num_elements() / loop.rows;
@@ -37,13 +60,7 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& loop) {
     }
   }
   // Passengers next: a view of an item's result needs its buffer.
-  const FusionPlan& fusion = frames_.back().decisions->fusion;  // set by lower_eqns
-  for (size_t k : loop.passengers) {
-    if (fusion.is_root(k))
-      lower_fused_group(j, fusion.groups[fusion.group_of[k]]);
-    else
-      lower_eqn_at(j, k);
-  }
+  for (size_t k : loop.passengers) lower_eqn_at(j, k);
   auto over_blocks = b.create<mlir::scf::ForOp>(loc, index(0), index(blocks), index(1));
   {
     mlir::OpBuilder::InsertionGuard guard(b);
@@ -51,7 +68,9 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& loop) {
     Value block = over_blocks.getInductionVar();
     for (size_t k = 0; k < n; ++k)
       if (loop.items[k].kind == RowItemKind::columns)
-        start_block_partial(*this, j.eqns[loop.root_of(k)], dst[k], block);
+        in_row_item(j, loop.items[k], Value(), [&](const Jaxpr& in, const std::vector<size_t>& m) {
+          start_block_partial(*this, in.eqns[m.back()], dst[k], block);
+        });
     auto each_row = [&](Value row) {
       for (size_t k = 0; k < n; ++k) lower_row_item(j, loop.items[k], row, dst[k], block);
     };
@@ -74,21 +93,30 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& loop) {
     const Eqn& e = j.eqns[item.root()];
     frames_.back().eqn = static_cast<int>(item.root());
     const ArrayType rt = type_of(e.outs[0]).array;
-    if (item.kind == RowItemKind::partial)
-      store(combine_partials(*this, e, dst[k], loop.rows), result_buffer(e.outs[0]), rt.dtype, {});
-    else
-      combine_block_partials(*this, e, dst[k], blocks, result_buffer(e.outs[0]));
+    const Value result = result_buffer(e.outs[0]);
+    in_row_item(j, item, result, [&](const Jaxpr& in, const std::vector<size_t>& m) {
+      const Eqn& root = in.eqns[m.back()];
+      if (item.kind == RowItemKind::partial)
+        store(combine_partials(*this, root, dst[k], loop.rows), result, rt.dtype, {});
+      else
+        combine_block_partials(*this, root, dst[k], blocks, result);
+    });
   }
   frames_.back().eqn = saved;
 }
 
-void LowerCtx::lower_row_item(const Jaxpr& j, const RowItem& item, Value row, Value dst,
+void LowerCtx::lower_row_item(const Jaxpr& outer, const RowItem& item, Value row, Value dst,
                               Value block) {
-  const std::vector<size_t>& members = item.eqns;
-  const Eqn& root = j.eqns[item.root()];
-  frames_.back().eqn = static_cast<int>(item.root());
+  in_row_item(outer, item, dst, [&](const Jaxpr& j, const std::vector<size_t>& members) {
+    lower_row_of(j, members, item.kind, row, dst, block);
+  });
+}
+
+void LowerCtx::lower_row_of(const Jaxpr& j, const std::vector<size_t>& members, RowItemKind kind,
+                            Value row, Value dst, Value block) {
+  const Eqn& root = j.eqns[members.back()];
   const ArrayType rt = type_of(root.outs[0]).array;
-  if (item.kind == RowItemKind::matvec) {
+  if (kind == RowItemKind::matvec) {
     store(dot_row(*this, root, row), dst, rt.dtype, {row});
     return;
   }
@@ -96,7 +124,7 @@ void LowerCtx::lower_row_item(const Jaxpr& j, const RowItem& item, Value row, Va
     if (members.size() > 1)
       fused_operand_ = FusedOperand{as_var(root.ins[0]).id, &j,
                                     std::vector<size_t>(members.begin(), members.end() - 1)};
-    if (item.kind == RowItemKind::columns)
+    if (kind == RowItemKind::columns)
       fold_row_into_block(*this, root, row, dst, block);
     else  // a row's result, or a full reduction's partial
       store(reduce_row(*this, root, row), dst, rt.dtype, {row});

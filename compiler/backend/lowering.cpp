@@ -36,6 +36,7 @@ const LowerTable& lower_table() {
     register_linalg_lowerings(t);
     register_host_lowerings(t);
     register_im2col_lowerings(t);
+    register_fused_lowerings(t);
     return t;
   }();
   return table;
@@ -141,7 +142,9 @@ Value LowerCtx::result_buffer(Var v) {
   Frame& f = frames_.back();
   const ArrayType& t = f.jaxpr->type_of(v).array;
   Value m;
-  if (f.plan) {
+  if (f.result_into && f.result_into->first == v.id) {
+    m = f.result_into->second;
+  } else if (f.plan) {
     int b = v.id < f.plan->buffer_of_var.size() ? f.plan->buffer_of_var[v.id] : -1;
     m = b >= 0 ? view_as(buffer_memory(b), t) : alloc(t);
   } else {
@@ -601,8 +604,8 @@ const LoweringDecisions& LowerCtx::decisions_for(const Jaxpr& j) {
 
 void LowerCtx::lower_eqns(const Jaxpr& j) {
   const LoweringDecisions& d = decisions_for(j);
-  const FusionPlan& fusion = d.fusion;
-  if (plan_.counts) plan_.counts->fused_groups += static_cast<int>(fusion.groups.size());
+  if (plan_.counts)
+    for (const Eqn& e : j.eqns) plan_.counts->fused_groups += e.prim == Prim::fused ? 1 : 0;
   for (size_t i = 0; i < j.eqns.size(); ++i) {
     const Eqn& e = j.eqns[i];
     frames_.back().eqn = static_cast<int>(i);
@@ -618,14 +621,9 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
     if (int32_t r = d.epilogues.root_of_dot[i]; r >= 0) {
       const size_t root = static_cast<size_t>(r);
       if (e.prim == Prim::im2col_dot)
-        lower_im2col_with_epilogue(*this, j, i, root, d.epilogue_members(root));
+        lower_im2col_with_epilogue(*this, j, i, root);
       else
-        lower_product_with_epilogue(*this, j, i, root, d.epilogue_members(root));
-      continue;
-    }
-    if (!fusion.lowered_alone(i)) {
-      // Members are computed inside their root's loop nest (duplicates in every one of them).
-      if (fusion.is_root(i)) lower_fused_group(j, fusion.groups[fusion.group_of[i]]);
+        lower_product_with_epilogue(*this, j, i, root);
       continue;
     }
     lower_eqn_at(j, i);

@@ -84,8 +84,7 @@ class LowerCtx {
   mlir::Value add(DType d, mlir::Value x, mlir::Value y);
   mlir::Value mul(DType d, mlir::Value x, mlir::Value y);
 
-  // ---- values of the jaxpr being lowered
-  const Jaxpr& jaxpr() const { return *jaxpr_; }
+  // ---- values of the jaxpr being lowered (the innermost frame's)
   Type type_of(const Atom& a) const;
   // The buffer of a var (throws if unbound); for a literal, a fresh rank-0 buffer holding it.
   mlir::Value buffer(const Atom& a);
@@ -187,19 +186,26 @@ class LowerCtx {
   void lower_eqn_at(const Jaxpr& j, size_t index);
 
   // Lowers all eqns of `j` (already bound) in order.
-  // Elementwise chains chosen by plan_fusion (fusion.h) become one loop nest each.
   void lower_eqns(const Jaxpr& j);
-  // One loop nest computing the group's eqns (indices into j.eqns, root last) per element.
-  // A reduction root runs its own rule, reading its operand from the members (load()).
-  void lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group);
-  // A matrix-product epilogue (fusion.h, EpiloguePlan) of root eqn `root`, lowered at the
-  // product: `lower_epilogue` as usual (the group's loop nest, or the root's rule), or
-  // `lower_epilogue_rows` as one scf.for over the rows of the root's result (all its dims but
+  // A `fused` eqn: one loop nest computing its body's eqns per element into its result buffer.
+  void lower_fused(const Eqn& e);
+  // Runs `f(body, members)` in a frame of fused eqn `e`'s body (its invars bound to e's operands,
+  // its result to `dst`); `members` are all the body's eqns, in order.
+  void in_fused_body(const Eqn& e, mlir::Value dst,
+                     const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f);
+  // One loop nest computing the group's eqns (indices into j.eqns, root last) per element into
+  // `dst`. A reduction root runs its own rule, reading its operand from the members (load()).
+  void lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group, mlir::Value dst);
+  // A matrix-product epilogue (fusion.h, EpiloguePlan): eqn `root` (a fused eqn or one
+  // elementwise eqn), lowered at the product: `lower_epilogue` by its rule, or
+  // `lower_epilogue_rows` as one scf.for over the rows of its result (all its dims but
   // the last, flattened), marked kEpilogueAttr for outline_epilogues (parallel_loops.h) to hand
   // to the matrix kernel's call that must come right after it.
-  void lower_epilogue(const Jaxpr& j, size_t root, const std::vector<size_t>& members);
-  mlir::Operation* lower_epilogue_rows(const Jaxpr& j, size_t root,
-                                       const std::vector<size_t>& members);
+  void lower_epilogue(const Jaxpr& j, size_t root);
+  mlir::Operation* lower_epilogue_rows(const Jaxpr& j, size_t root);
+  // Its scf.for over the rows, computing `members` of `j` (root last) into `dst` of type `rt`.
+  mlir::Operation* lower_rows_into(const Jaxpr& j, const std::vector<size_t>& members,
+                                   mlir::Value dst, const ArrayType& rt);
   // A row loop (row_loops.h): its passengers, then one scf.for over the rows computing row i
   // of every item in turn; full reductions store a partial per row, combined in row order
   // after the loop.
@@ -232,6 +238,8 @@ class LowerCtx {
     // (On the heap: frames move when nested ones are pushed, and lower_eqns holds a reference.)
     const LoweringDecisions* decisions = nullptr;
     std::unique_ptr<const LoweringDecisions> unplanned;
+    // In a fused eqn's body: its result var and the eqn's result buffer (result_buffer's answer).
+    std::optional<std::pair<uint32_t, mlir::Value>> result_into;
   };
   void push_frame(const Jaxpr& j, bool top_level, const JaxprBuffers* plan = nullptr);
   void pop_frame();
@@ -267,6 +275,13 @@ class LowerCtx {
   // finished after the loop).
   void lower_row_item(const Jaxpr& j, const RowItem& item, mlir::Value row, mlir::Value dst,
                       mlir::Value block);
+  // The same for the eqns `members` of `j` (a fused eqn's body, or one eqn), root last.
+  void lower_row_of(const Jaxpr& j, const std::vector<size_t>& members, RowItemKind kind,
+                    mlir::Value row, mlir::Value dst, mlir::Value block);
+  // Runs `f(jaxpr, members)` on the eqns computing `item` (in_fused_body for a fused eqn, its
+  // result bound to `dst`; else the eqn alone, in `j`).
+  void in_row_item(const Jaxpr& j, const RowItem& item, mlir::Value dst,
+                   const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f);
   void count_copy(const ArrayType& t);
   int loop_depth_ = 0;  // scan bodies being lowered
   // While a reduction rooting a fusion group is lowered: its operand, which load() computes
@@ -286,7 +301,6 @@ class LowerCtx {
   mlir::ModuleOp module_;
   const BufferPlan& plan_;
   LoweringOptions options_;
-  const Jaxpr* jaxpr_ = nullptr;
   std::vector<Frame> frames_;
   std::vector<Scope> scopes_;
   std::vector<mlir::Value> output_buffers_;
@@ -321,6 +335,7 @@ void register_collective_lowerings(LowerTable& t);
 void register_linalg_lowerings(LowerTable& t);  // lower_linalg.cpp
 void register_host_lowerings(LowerTable& t);    // lower_host.cpp
 void register_im2col_lowerings(LowerTable& t);  // lower_im2col.cpp
+void register_fused_lowerings(LowerTable& t);   // lower_fused.cpp
 // The symbol a host call's operand of `dtype` is passed to (refjit_host_call_arg under one
 // name per element type, since each declaration fixes its memref type).
 std::string host_call_arg_symbol(DType dtype);
@@ -346,7 +361,6 @@ void emit_kernel_call(LowerCtx& c, const KernelCall& call);
 // are the result's (`rows_are_results`); otherwise the product (the call, or `loops`), then
 // the consumer.
 void emit_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t root,
-                                const std::vector<size_t>& members,
                                 const std::optional<KernelCall>& call, bool rows_are_results,
                                 const std::function<void()>& loops);
 
@@ -385,10 +399,8 @@ mlir::Value convert_complex(LowerCtx& c, mlir::Value x, DType from, DType to);
 // final, or, where the product is not a kernel call, both are lowered one after the other
 // (lower_dot.cpp).
 // The same for an im2col_dot (lower_im2col.cpp).
-void lower_im2col_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t product, size_t root,
-                                const std::vector<size_t>& members);
-void lower_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t dot, size_t root,
-                                 const std::vector<size_t>& members);
+void lower_im2col_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t product, size_t root);
+void lower_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t dot, size_t root);
 
 // Reductions computed row by row (lower_reduce.cpp, for row loops): `reduce_row` folds
 // every operand dim but the first at `row`, from the identity; `combine_partials` folds

@@ -1,4 +1,4 @@
-// The text of the `fusion` stage (`refjit dump --emit=fusion`): the lowering decisions of
+// The text of the `lowering-plan` stage (`refjit dump --emit=lowering-plan`): the decisions of
 // every jaxpr of the buffer plan, with eqns named by the values print_jaxpr gives them.
 #include <fmt/format.h>
 
@@ -30,23 +30,11 @@ void print_one(std::string& out, const BufferNames& names, int plan, const Jaxpr
                const LoweringDecisions& d) {
   const Jaxpr& j = *p.jaxpr;
   std::string body;
-  for (size_t g = 0; g < d.fusion.groups.size(); ++g) {
-    const std::vector<size_t>& group = d.fusion.groups[g];
-    body += fmt::format("  fused group {} ({} eqns, one loop nest at eqn {}):\n", g, group.size(),
-                        group.back());
-    for (size_t k : group)
-      body +=
-          fmt::format("      eqn {}: {}\n", k, eqn_text(names, plan, j, static_cast<int32_t>(k)));
-  }
   for (size_t i = 0; i < d.epilogues.root_of_dot.size(); ++i)
-    if (int32_t r = d.epilogues.root_of_dot[i]; r >= 0) {
-      std::vector<int32_t> members;
-      for (size_t k : d.epilogue_members(static_cast<size_t>(r)))
-        members.push_back(static_cast<int32_t>(k));
+    if (int32_t r = d.epilogues.root_of_dot[i]; r >= 0)
       body += fmt::format("  product with epilogue at eqn {}: {}\n    runs on its rows\n{}\n", i,
                           eqn_text(names, plan, j, static_cast<int32_t>(i)),
-                          folded_list(names, plan, j, members));
-    }
+                          folded_list(names, plan, j, {r}));
   for (const RowLoop& loop : d.row_loops.loops) {
     const std::string blocks =
         loop.block_rows == 1 ? ""
@@ -79,7 +67,7 @@ std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& a
   std::string out;
   for (size_t i = 0; i < assignment.jaxprs.size() && i < decisions.size(); ++i)
     print_one(out, names, static_cast<int>(i), assignment.jaxprs[i], decisions[i]);
-  if (out.empty()) out = "no fused groups, epilogues or row loops\n";
+  if (out.empty()) out = "no epilogues or row loops\n";
   return out;
 }
 

@@ -20,7 +20,7 @@ struct ItemAccess {
   int64_t rows = 0;
   int64_t row_elements = 0;  // of the item's loops (its result, or its operand)
   RowItemKind kind = RowItemKind::rows;
-  std::vector<size_t> eqns;           // members then root
+  size_t eqn = 0;
   std::vector<uint32_t> row_reads;    // vars read at the row being computed (outside the item)
   std::vector<uint32_t> whole_reads;  // vars read at other rows, or scalars
 };
@@ -39,17 +39,32 @@ bool is_matvec(const Jaxpr& j, const Eqn& e) {
          !j.type_of(e.ins[1]).is_ref;
 }
 
-// The item rooted at eqn `root` (members `eqns`, root last), or nullopt if it is none
+// The item eqn `i` makes (a fused eqn: its body's members), or nullopt if it is none
 // (row_loops.h lists what is).
-std::optional<ItemAccess> item_access(const Jaxpr& j, std::vector<size_t> eqns) {
-  const Eqn& root = j.eqns[eqns.back()];
-  if (root.outs.size() != 1 || j.type_of(root.outs[0]).is_ref) return std::nullopt;
+std::optional<ItemAccess> item_access(const Jaxpr& j, size_t i) {
+  const Eqn& top = j.eqns[i];
+  const bool fused = top.prim == Prim::fused;
+  // The eqns computing the item's elements and the jaxpr they are in: a fused eqn's body (whose
+  // invar k is operand k of the eqn), or the eqn alone.
+  const Jaxpr& in = fused ? *top.params.get<JaxprPtr>("jaxpr") : j;
+  std::vector<size_t> eqns;
+  if (fused)
+    for (size_t k = 0; k < in.eqns.size(); ++k) eqns.push_back(k);
+  else
+    eqns.push_back(i);
+  auto outside = [&](Var v) -> uint32_t {
+    if (!fused) return v.id;
+    const auto at = std::find(in.invars.begin(), in.invars.end(), v);
+    return as_var(top.ins.at(static_cast<size_t>(at - in.invars.begin()))).id;
+  };
+  const Eqn& root = in.eqns[eqns.back()];
+  if (root.outs.size() != 1 || in.type_of(root.outs[0]).is_ref) return std::nullopt;
   ItemAccess item;
-  const ArrayType rt = j.type_of(root.outs[0]).array;
+  const ArrayType rt = in.type_of(root.outs[0]).array;
   ArrayType loops = rt;  // the index space the members live in
   if (is_row_reduction(root.prim)) {
-    if (!reduction_root(j, root)) return std::nullopt;
-    const ArrayType xt = j.type_of(as_var(root.ins[0])).array;
+    if (!reduction_root(in, root)) return std::nullopt;
+    const ArrayType xt = in.type_of(as_var(root.ins[0])).array;
     IntList axes = root.params.get<IntList>("axes");
     std::sort(axes.begin(), axes.end());
     if (rt.rank() == 0 && xt.rank() >= 1) {
@@ -65,27 +80,27 @@ std::optional<ItemAccess> item_access(const Jaxpr& j, std::vector<size_t> eqns) 
     }
     loops = xt;
   } else if (root.prim == Prim::dot_general) {
-    if (eqns.size() != 1 || !is_matvec(j, root)) return std::nullopt;
+    if (fused || !is_matvec(j, root)) return std::nullopt;
     item.kind = RowItemKind::matvec;
     loops = j.type_of(root.ins[0]).array;
-  } else if (eqns.size() == 1 && (!fusible(j, root) || is_view(j, root))) {
+  } else if (!fused && (!fusible(j, root) || is_view(j, root))) {
     return std::nullopt;
   }
   if (loops.rank() < 1 || loops.shape[0] < 2) return std::nullopt;
   item.rows = loops.shape[0];
   item.row_elements = loops.num_elements() / item.rows;
-  std::vector<bool> member(j.vars.size(), false);
-  for (size_t k : eqns) member[j.eqns[k].outs.at(0).id] = true;
+  std::vector<bool> member(in.vars.size(), false);
+  for (size_t k : eqns) member[in.eqns[k].outs.at(0).id] = true;
   for (size_t k : eqns) {
-    const Eqn& e = j.eqns[k];
-    if (is_view(j, e)) return std::nullopt;
+    const Eqn& e = in.eqns[k];
+    if (is_view(in, e)) return std::nullopt;
     // Reads whose dim 0 is the loop's: a reduction's operand, a matrix-vector product's matrix.
     const bool by_rows =
         k == eqns.back() && (is_row_reduction(e.prim) || item.kind == RowItemKind::matvec);
-    const ArrayType et = j.type_of(e.outs[0]).array;
+    const ArrayType et = in.type_of(e.outs[0]).array;
     for (const Atom& a : e.ins) {
       if (!is_var(a) || member[as_var(a).id]) continue;
-      const ArrayType t = j.type_of(as_var(a)).array;
+      const ArrayType t = in.type_of(as_var(a)).array;
       bool row_local = false;
       if (t.rank() >= 1 && t.shape[0] == item.rows) {
         if (by_rows) {
@@ -97,10 +112,10 @@ std::optional<ItemAccess> item_access(const Jaxpr& j, std::vector<size_t> eqns) 
           row_local = t.shape == et.shape;
         }
       }
-      (row_local ? item.row_reads : item.whole_reads).push_back(as_var(a).id);
+      (row_local ? item.row_reads : item.whole_reads).push_back(outside(as_var(a)));
     }
   }
-  item.eqns = std::move(eqns);
+  item.eqn = i;
   return item;
 }
 
@@ -141,7 +156,7 @@ bool try_add(const Jaxpr& j, const JaxprBuffers& p, OpenLoop& open, const ItemAc
         if (buf(w) == b && row_bytes(j.type_of(Var{w}).array) != row_bytes(t)) return false;
     }
   }
-  const Var out = j.eqns[item.eqns.back()].outs[0];
+  const Var out = j.eqns[item.eqn].outs[0];
   const int w = buf(out.id);
   const bool after = finished_after_loop(item.kind);
   if (after && w >= 0) {
@@ -163,7 +178,7 @@ bool try_add(const Jaxpr& j, const JaxprBuffers& p, OpenLoop& open, const ItemAc
   }
   // Taken.
   if (open.loop.items.empty()) open.loop.rows = item.rows;
-  open.loop.items.push_back(RowItem{item.kind, item.eqns});
+  open.loop.items.push_back(RowItem{item.kind, item.eqn});
   (after ? open.after : open.computed).push_back(out.id);
   if (w >= 0) (after ? open.written_after : open.written).insert(w);
   for (uint32_t v : item.whole_reads)
@@ -187,12 +202,9 @@ bool try_carry(const Jaxpr& j, const JaxprBuffers& p, const LoweringDecisions& d
   const Eqn& e = j.eqns[i];
   const EqnBuffers& eb = p.eqns[i];
   const PrimInfo& info = prim_info(e.prim);
-  // The eqn alone, or a whole fusion group at its root (its members read what it reads).
-  const bool group = d.fusion.is_root(i);
-  const std::vector<size_t> eqns =
-      group ? d.fusion.groups[d.fusion.group_of[i]] : std::vector<size_t>{i};
-  if (open.loop.items.empty() || !(group ? folded_into_nothing(d, i) : lowered_by_itself(d, i)) ||
-      info.has_subjaxprs || info.communicates || info.host_effect ||
+  // (A fused eqn's body is no program of its own: its operands are all it reads.)
+  if (open.loop.items.empty() || !lowered_by_itself(d, i) ||
+      (info.has_subjaxprs && e.prim != Prim::fused) || info.communicates || info.host_effect ||
       info.effect != RefEffect::none || !eb.copies.empty() || !eb.handed_over.empty())
     return false;
   if (eb.action == EqnAction::view && e.ins.size() == 1 && e.outs.size() == 1 && is_var(e.ins[0]) &&
@@ -210,13 +222,12 @@ bool try_carry(const Jaxpr& j, const JaxprBuffers& p, const LoweringDecisions& d
   if (eb.action != EqnAction::fresh && eb.action != EqnAction::in_place &&
       eb.action != EqnAction::view)
     return false;
-  for (size_t k : eqns)
-    for (const Atom& a : j.eqns[k].ins) {
-      if (!is_var(a)) continue;
-      const uint32_t v = as_var(a).id;
-      if (j.type_of(as_var(a)).is_ref || contains(open.computed, v) || contains(open.after, v))
-        return false;
-    }
+  for (const Atom& a : e.ins) {
+    if (!is_var(a)) continue;
+    const uint32_t v = as_var(a).id;
+    if (j.type_of(as_var(a)).is_ref || contains(open.computed, v) || contains(open.after, v))
+      return false;
+  }
   for (Var o : e.outs) {
     if (j.type_of(o).is_ref) return false;
     const int w = buffer_of(p, o);
@@ -271,17 +282,11 @@ RowLoopPlan plan_row_loops(const Jaxpr& j, const JaxprBuffers* buffers,
     open = OpenLoop{};
   };
   for (size_t i = 0; i < n; ++i) {
-    const FusionPlan& f = d.fusion;
-    // Members of groups emit nothing where they stand.
-    if (!f.lowered_alone(i) && !f.is_root(i)) continue;
     std::optional<ItemAccess> item;
     const EqnBuffers& eb = p.eqns[i];
     const bool plain =
         eb.copies.empty() && (eb.action == EqnAction::fresh || eb.action == EqnAction::in_place);
-    if (plain && f.is_root(i) && folded_into_nothing(d, i))
-      item = item_access(j, f.groups[f.group_of[i]]);
-    else if (plain && lowered_by_itself(d, i))
-      item = item_access(j, {i});
+    if (plain && lowered_by_itself(d, i)) item = item_access(j, i);
     if (!item) {
       if (!try_carry(j, p, d, open, i)) close();
       continue;

@@ -7,8 +7,9 @@
 // from memory; in one row loop, a row is read from memory once and then from the cache. This
 // is XLA's loop fusion across reductions, restricted to what stays row-local.
 //
-// An item is a fusion group (fusion.h) or an eqn lowered on its own that is elementwise or a
-// reduction, with R = the first dim of its result (of the operand, for a full reduction):
+// An item is a `fused` eqn (fusion.h) or an eqn lowered on its own that is elementwise or a
+// reduction, with R = the first dim of its result (of the operand, for a full reduction; a
+// fused eqn's body root decides which):
 //  - a result of rank >= 1 whose first dim is R, computed element by element; or
 //  - a reduction of every dim but the first (a row's sum, max or min), result [R]; or
 //  - a full reduction: each row's partial result is stored, and the partials are combined in
@@ -18,7 +19,7 @@
 //    the loop (RowLoop::block_rows); or
 //  - a float matrix-vector product [R, K] . [K]: row i's dot product, in registers.
 // Items with a view (slice or pad) are not taken. Between the first item and the last, every
-// eqn is an item of the loop or a member of a group (which emits no code where it stands).
+// eqn is an item of the loop or one of its passengers (below).
 // An item reads a value another item of the loop computes only at the row it computes
 // (elementwise at the same index, or a broadcast mapping dim 0 to dim 0), never the result of
 // a reduction finished after the loop. Buffers: a buffer an item writes is read by the loop's items
@@ -55,8 +56,8 @@ enum class RowItemKind {
 
 struct RowItem {
   RowItemKind kind = RowItemKind::rows;
-  std::vector<size_t> eqns;  // a group's members then its root; or the eqn alone
-  size_t root() const { return eqns.back(); }
+  size_t eqn = 0;  // a fused eqn, or an elementwise eqn, a reduction or a product alone
+  size_t root() const { return eqn; }
 };
 
 // Whether an item of this kind finishes its result after the loop, from partials made in it.

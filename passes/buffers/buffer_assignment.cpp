@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <set>
 
+#include "ir/fused_body.h"
 #include "ir/window_params.h"
 #include "passes/buffers/buffer_assigner.h"
 #include "passes/buffers/buffer_rules.h"
@@ -236,6 +237,7 @@ void JaxprAssigner::walk() {
     switch (buffer_behaviour(e.prim)) {
       case BufferBehaviour::fresh: all_fresh(e, i); break;
       case BufferBehaviour::elementwise: elementwise(e, i); break;
+      case BufferBehaviour::fused: elementwise(e, i); break;
       case BufferBehaviour::view: view(e, i); break;
       case BufferBehaviour::read: read(e, i); break;
       case BufferBehaviour::update: update(e, i); break;
@@ -263,11 +265,19 @@ void JaxprAssigner::all_fresh(const Eqn& e, size_t i) {
 void JaxprAssigner::elementwise(const Eqn& e, size_t i) {
   Var out = e.outs.at(0);
   const Type& t = j_.type_of(out);
+  // A fused eqn's body may read an operand at other indices than the one it stores (a view, a
+  // broadcast, a reduction's operand): only one read at the result's own index is overwritten.
+  const Jaxpr* fused_body = e.prim == Prim::fused ? e.params.get<JaxprPtr>("jaxpr").get() : nullptr;
   for (size_t k = 0; k < e.ins.size(); ++k) {
     int b = buf(e.ins[k]);
     if (b < 0 || j_.type_of(e.ins[k]) != t || !p_.buffers[b].writable ||
         live_after(b, static_cast<int>(i)))
       continue;
+    // (Every operand sharing b must be read at the result's index too.)
+    bool at_own_index = true;
+    for (size_t m = 0; m < e.ins.size() && fused_body; ++m)
+      if (buf(e.ins[m]) == b) at_own_index &= read_at_result_index(*fused_body, m);
+    if (!at_own_index) continue;
     bool others_same = true;  // another operand in b must read the very same elements
     for (size_t m = 0; m < e.ins.size(); ++m)
       if (m != k && buf(e.ins[m]) == b && !(e.ins[m] == e.ins[k])) others_same = false;

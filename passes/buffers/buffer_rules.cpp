@@ -34,6 +34,7 @@ Table make_table() {
   for (Prim p :
        {Prim::jit, Prim::scan, Prim::cond, Prim::while_, Prim::custom_vjp_call, Prim::linear_solve})
     t.set(p, B::structured);
+  t.set(Prim::fused, B::fused);
   return t;
 }
 

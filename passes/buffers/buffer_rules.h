@@ -18,6 +18,8 @@ enum class BufferBehaviour : uint8_t {
                 // afterwards
   ref_op,       // new_ref, get, swap, addupdate, freeze: decided by the ref rules
   structured,   // jit, scan, cond, custom_vjp_call: sub-jaxprs with their own plans
+  fused,        // a fused chain (ir/fused_body.h): may overwrite a dead, same-typed operand that
+                // its body reads only at the result's own index; its body gets no plan
 };
 
 // The table; every primitive has an entry.

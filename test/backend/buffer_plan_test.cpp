@@ -237,8 +237,9 @@ TEST(NativeBufferPlan, NewRefTakesOverADeadValue) {
   EXPECT_EQ(p.counts.copies_in_loops + p.counts.copies_outside, 0);
 }
 
-// A fused member evaluated at its group's root would read `x` after the in-place update
-// overwrote it: fusion must leave `w` at its own position.
+// Fused into s, w would read `x` at s's position, after the in-place update overwrote x:
+// planned under the program's buffers, fusion leaves w at its own position and the update stays
+// in place. Fused without buffers, the fused eqn reads x there, so the update gets a copy.
 TEST(NativeBufferPlan, FusionDoesNotMoveAReadPastAnInPlaceWrite) {
   Jaxpr j = parse_jaxpr(R"({ lambda ; a:f32[8] b:f32[2] i:i32[]. let
       x:f32[8] = mul a 2.0:f32[]
@@ -246,14 +247,28 @@ TEST(NativeBufferPlan, FusionDoesNotMoveAReadPastAnInPlaceWrite) {
       z:f32[8] = dynamic_update_slice x b i
       s:f32[8] = add w z
     in (s,) })");
-  BufferPlan plan = default_buffer_plan(j);
-  ASSERT_EQ(plan.assignment->top().eqns[2].action, EqnAction::in_place);
+  auto count_fused = [](const Jaxpr& k) {
+    return std::count_if(k.eqns.begin(), k.eqns.end(),
+                         [](const Eqn& e) { return e.prim == Prim::fused; });
+  };
   std::vector<RtValue> args{random_array(at(DType::f32, {8}), 1),
                             random_array(at(DType::f32, {2}), 2), Array::scalar<int32_t>(1)};
-  Lowered p, n;
-  expect_plan_matches_naive(j, args, plan, &p, &n);
-  EXPECT_EQ(n.counts.fused_groups, 1);  // {w, s} without a plan
+  const Jaxpr planned = fuse_elementwise(j, BufferOptions{});
+  EXPECT_EQ(count_fused(planned), 0);
+  BufferPlan plan = default_buffer_plan(planned);
+  ASSERT_EQ(plan.assignment->top().eqns[2].action, EqnAction::in_place);
+  Lowered p;
+  expect_plan_matches_naive(planned, args, plan, &p);
   EXPECT_EQ(p.counts.fused_groups, 0);
+
+  const Jaxpr unplanned = fuse_elementwise(j, nullptr);
+  ASSERT_EQ(count_fused(unplanned), 1);  // {w, s}
+  plan = default_buffer_plan(unplanned);
+  ASSERT_EQ(unplanned.eqns[1].prim, Prim::dynamic_update_slice);
+  EXPECT_NE(plan.assignment->top().eqns[1].action, EqnAction::in_place);
+  Lowered u;
+  expect_plan_matches_naive(unplanned, args, plan, &u);
+  EXPECT_EQ(u.counts.fused_groups, 1);
 }
 
 TEST(NativeBufferPlan, CarryOutComputedInTheCarryBuffer) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "refjit/ir/verifier.h"
 #include "test_util.h"
 
 namespace refjit::testing {
@@ -48,6 +49,54 @@ TEST(FusionPlan, ValueUsedOutsideTheChainOrReturnedEndsAGroup) {
   expect_matches_interpreter(j, {random_array(at(DType::f32, {8}), 4)});
 }
 
+// The rewrite of those groups (the pipeline's `fusion` pass): each becomes a fused eqn at its
+// root, whose body holds its members renamed, its invars the values it reads from outside
+// (each once); the duplicated multiply is in both bodies, and the eqns around keep their vars.
+TEST(FuseElementwise, EachGroupBecomesAFusedEqnAtItsRoot) {
+  Jaxpr j = parse_jaxpr(R"({ lambda ; x:f32[8]. let
+    a:f32[8] = neg x
+    b:f32[8] = sin a
+    c:f32[8] = mul b b
+    d:f32[] = reduce_sum[axes=(0,)] c
+    e:f32[8] = add c 1.0:f32[]
+  in (a, d, e) })");
+  const Jaxpr f = fuse_elementwise(j, nullptr);
+  ASSERT_EQ(f.eqns.size(), 4u);
+  EXPECT_EQ(f.eqns[0].prim, Prim::neg);
+  EXPECT_EQ(f.eqns[1].prim, Prim::sin);
+  for (size_t k : {2u, 3u}) {
+    const Eqn& e = f.eqns[k];
+    ASSERT_EQ(e.prim, Prim::fused);
+    EXPECT_EQ(e.outs, j.eqns[k + 1].outs);  // the root's own var
+    ASSERT_EQ(e.ins.size(), 1u);            // b, read twice by the multiply
+    EXPECT_EQ(e.ins[0], Atom(j.eqns[1].outs[0]));
+    const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
+    ASSERT_EQ(body.eqns.size(), 2u);
+    EXPECT_EQ(body.eqns[0].prim, Prim::mul);
+    EXPECT_EQ(body.eqns[0].ins, (std::vector<Atom>{body.invars[0], body.invars[0]}));
+    EXPECT_EQ(body.eqns[1].prim, k == 2 ? Prim::reduce_sum : Prim::add);
+  }
+  verify(f);
+  expect_decided_matches(j, f, {random_array(at(DType::f32, {8}), 4)}, 1e-6);
+}
+
+// Bodies of scans (and of every other eqn holding a jaxpr) are fused too.
+TEST(FuseElementwise, ScanBodiesAreFused) {
+  Jaxpr j = parse_jaxpr(R"({ lambda ; c0:f32[8] xs:f32[5,8]. let
+    c:f32[8] = scan[length=5 num_consts=0 num_carry=1 reverse=False linear=(False, False)
+      unroll=1 jaxpr={ lambda ; h:f32[8] x:f32[8]. let
+        a:f32[8] = mul h x
+        b:f32[8] = tanh a
+      in (b,) }] c0 xs
+  in (c,) })");
+  const Jaxpr f = fuse_elementwise(j, BufferOptions{});
+  const Jaxpr& body = *f.eqns.at(0).params.get<JaxprPtr>("jaxpr");
+  ASSERT_EQ(body.eqns.size(), 1u);
+  EXPECT_EQ(body.eqns[0].prim, Prim::fused);
+  expect_decided_matches(
+      j, f, {random_array(at(DType::f32, {8}), 5), random_array(at(DType::f32, {5, 8}), 6)}, 1e-6);
+}
+
 TEST(FusionPlan, DifferentShapesAreNotFused) {
   // A scalar computed once feeds a vector op: broadcasting it per element is fine, but
   // computing the scalar chain per element is not, so it stays separate.
@@ -63,7 +112,7 @@ TEST(FusionPlan, DifferentShapesAreNotFused) {
 }
 
 TEST(NativeFusion, ChainIsOneLoopNestWithNoIntermediateBuffers) {
-  std::string mlir = emit_mlir(parse_jaxpr(kChain));
+  std::string mlir = emit_mlir(fused(parse_jaxpr(kChain)));
   EXPECT_EQ(count(mlir, "scf.for"), 1u) << mlir;
   EXPECT_EQ(count(mlir, "memref.store"), 1u) << mlir;
   EXPECT_EQ(count(mlir, "memref.alloc"), 0u) << mlir;

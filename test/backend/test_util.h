@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "compiler/backend/fusion.h"
 #include "compiler/backend/native.h"
 #include "refjit/compilation_cache.h"
 #include "refjit/ir/builder.h"
@@ -86,13 +87,18 @@ inline std::vector<RtValue> deep_copy(const std::vector<RtValue>& vs) {
   return out;
 }
 
-// Runs `j` through the interpreter and the JIT on copies of `args`; compares outputs and
-// the final contents of ref arguments.
+// `j` with its elementwise chains made fused eqns, as the pipeline's `fusion` pass makes them
+// (compile_native lowers the program it is given; it decides no fusion of its own).
+inline Jaxpr fused(const Jaxpr& j) { return fuse_elementwise(j, BufferOptions{}); }
+
+// Runs `j` through the interpreter and the JIT (of fused(j), or of j itself when `opts` bring a
+// buffer plan made for it) on copies of `args`; compares outputs and the final contents of ref
+// arguments.
 inline void expect_matches_interpreter(const Jaxpr& j, const std::vector<RtValue>& args,
                                        double rtol = 1e-6, const CompileOptions& opts = {}) {
   std::vector<RtValue> a1 = deep_copy(args), a2 = deep_copy(args);
   std::vector<RtValue> want = interpret(j, a1);
-  CompiledFunction f = compile_native(j, opts);
+  CompiledFunction f = compile_native(opts.plan.empty() ? fused(j) : j, opts);
   std::vector<RtValue> got = f(a2);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
@@ -112,7 +118,7 @@ inline void expect_decided_matches(const Jaxpr& original, const Jaxpr& decided,
   std::vector<RtValue> a1 = deep_copy(args), a2 = deep_copy(args), a3 = deep_copy(args);
   const std::vector<RtValue> want = interpret(original, a1);
   const std::vector<RtValue> interpreted = interpret(decided, a2);
-  const std::vector<RtValue> got = compile_native(decided)(a3);
+  const std::vector<RtValue> got = compile_native(fused(decided))(a3);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     const std::string what = "output " + std::to_string(i);
@@ -154,7 +160,7 @@ inline void check_everywhere(const Jaxpr& j, const std::vector<RtValue>& args, d
   std::vector<std::vector<RtValue>> runs;
   for (const CompileOptions* o : {&kThreads, &kSerial, &kStandAlone}) {
     std::vector<RtValue> a = deep_copy(args);
-    runs.push_back(compile_native(j, *o)(a));
+    runs.push_back(compile_native(fused(j), *o)(a));
   }
   for (size_t i = 0; i < want.size(); ++i) {
     const std::string what = "output " + std::to_string(i);

@@ -4,16 +4,16 @@
 // the same bits with threads, serially and stand-alone.
 #include <fmt/format.h>
 
+#include "backend/test_util.h"
 #include "compiler/backend/buffer_plan.h"
 #include "compiler/backend/row_loops.h"
 #include "driver/pipeline.h"
-#include "backend/test_util.h"
 
 namespace refjit::testing {
 namespace {
 
 RowLoopPlan row_loops_of(const Jaxpr& j) {
-  const BufferPlan plan = default_buffer_plan(j);
+  const BufferPlan plan = default_buffer_plan(fused(j));
   return plan.decisions->at(0).row_loops;
 }
 
@@ -85,11 +85,11 @@ TEST(RowLoops, LayerNormIsOneLoopWithItsTotalCombinedFromRowPartials) {
   const RowLoopPlan p = row_loops_of(j);
   ASSERT_EQ(p.loops.size(), 1u);
   EXPECT_EQ(p.loops[0].rows, 300);
-  // The parser spells out the broadcasts `sub a f` implies (so eqn numbers shift): the mean,
-  // its broadcast row, the variance, the inverse deviation, the rows, the total.
-  EXPECT_EQ(loop_roots(p), (std::vector<std::vector<size_t>>{{0, 2, 6, 10, 20, 21}}));
+  // Eqns of the fused program (fused eqns hold the chains): the mean, its broadcast row, the
+  // variance, the inverse deviation, the rows, the total.
+  EXPECT_EQ(loop_roots(p), (std::vector<std::vector<size_t>>{{0, 1, 2, 3, 6, 7}}));
   // b and c to [1, 257] (read at row 0 whatever the row) run before the loop.
-  EXPECT_EQ(p.loops[0].passengers, (std::vector<size_t>{15, 18}));
+  EXPECT_EQ(p.loops[0].passengers, (std::vector<size_t>{4, 5}));
   check_everywhere(j,
                    {random_array(at(DType::f32, {300, 257}), 1),
                     random_array(at(DType::f32, {257}), 2), random_array(at(DType::f32, {257}), 3)},
@@ -156,7 +156,7 @@ TEST(RowLoops, AMatrixVectorProductAndItsGradientReadTheMatrixOnce) {
   for (const RowItem& item : p.loops[0].items) kinds.push_back(item.kind);
   EXPECT_EQ(kinds, (std::vector<RowItemKind>{RowItemKind::matvec, RowItemKind::partial,
                                              RowItemKind::columns}));
-  EXPECT_EQ(count(emit_mlir(j, kThreads), "refjit_gemm"), 0u);
+  EXPECT_EQ(count(emit_mlir(fused(j), kThreads), "refjit_gemm"), 0u);
   check_everywhere(
       j, {random_array(at(DType::f32, {300, 200}), 13), random_array(at(DType::f32, {200}), 14)},
       1e-4);  // sums of hundreds of terms of both signs
@@ -189,7 +189,8 @@ TEST(RowLoops, AnUpdateInPlaceOfAValueReadAtOtherRowsEndsTheLoop) {
     p:f32[64,64] = mul x vb
     u:f32[64] = reduce_sum[axes=(1,)] p
   in (y, u) })");
-  EXPECT_EQ(loop_roots(row_loops_of(j)), (std::vector<std::vector<size_t>>{{3, 6}}));
+  // (Eqns of the fused program: w, the fused y, v, the fused u.)
+  EXPECT_EQ(loop_roots(row_loops_of(j)), (std::vector<std::vector<size_t>>{{2, 3}}));
   check_everywhere(
       j, {random_array(at(DType::f32, {64, 64}), 8), random_array(at(DType::f32, {64}), 9)}, 1e-5);
 }

@@ -1,0 +1,66 @@
+#include "ir/fused_body.h"
+
+#include <fmt/format.h>
+
+namespace refjit {
+
+namespace {
+
+bool is_reduction(Prim p) {
+  return p == Prim::reduce_sum || p == Prim::reduce_max || p == Prim::reduce_min;
+}
+
+}  // namespace
+
+bool is_view_eqn(const Jaxpr& j, const Eqn& e) {
+  if (e.outs.size() != 1 || e.ins.empty() || !is_var(e.ins[0]) || j.type_of(e.outs[0]).is_ref ||
+      j.type_of(as_var(e.ins[0])).is_ref)
+    return false;
+  if (e.prim == Prim::slice) return e.ins.size() == 1;
+  if (e.prim != Prim::pad || e.ins.size() != 2 || j.type_of(e.ins[1]).array.rank() != 0 ||
+      j.type_of(e.ins[1]).is_ref)
+    return false;
+  for (const IntList& c : e.params.get<IntListList>("padding_config"))
+    if (c.size() != 3 || c[2] != 0) return false;
+  return true;
+}
+
+std::string fused_body_problem(const Jaxpr& body) {
+  if (!body.constvars.empty()) return "its body has constvars";
+  for (Var v : body.invars)
+    if (body.type_of(v).is_ref) return "its body takes a ref";
+  if (body.eqns.empty()) return "its body has no eqns";
+  if (body.outvars.size() != 1 || !is_var(body.outvars[0]) || body.eqns.back().outs.size() != 1 ||
+      as_var(body.outvars[0]) != body.eqns.back().outs[0])
+    return "its body does not return exactly its last eqn's one result";
+  for (size_t i = 0; i < body.eqns.size(); ++i) {
+    const Eqn& e = body.eqns[i];
+    const bool root = i + 1 == body.eqns.size();
+    const bool ok = (prim_info(e.prim).elementwise && e.outs.size() == 1) ||
+                    (e.prim == Prim::broadcast_in_dim && e.outs.size() == 1) ||
+                    is_view_eqn(body, e) || (root && is_reduction(e.prim));
+    if (!ok)
+      return fmt::format("eqn {} of its body ({}) is not elementwise, a broadcast, a view{}", i,
+                         prim_name(e.prim), root ? " or a reduction" : "");
+    for (Var o : e.outs)
+      if (body.type_of(o).is_ref) return fmt::format("eqn {} of its body makes a ref", i);
+  }
+  return "";
+}
+
+bool read_at_result_index(const Jaxpr& body, size_t k) {
+  if (k >= body.invars.size() || body.eqns.empty() || is_reduction(body.eqns.back().prim))
+    return false;
+  const Var x = body.invars[k];
+  const Type result = body.type_of(body.outvars.at(0));
+  if (body.type_of(x).array.shape != result.array.shape) return false;
+  for (const Eqn& e : body.eqns)
+    for (const Atom& a : e.ins)
+      if (is_var(a) && as_var(a) == x &&
+          (!prim_info(e.prim).elementwise ||
+           body.type_of(e.outs.at(0)).array.shape != result.array.shape))
+        return false;
+  return true;
+}
+
+}  // namespace refjit
