@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "compiler/backend/fusion.h"
+#include "compiler/backend/product_epilogues.h"
 #include "compiler/backend/rule_tables.h"
 #include "passes/ad/jvp.h"
 #include "passes/ad/vjp.h"
@@ -84,9 +85,13 @@ constexpr PassInfo kPasses[] = {
     {"fusion",
      "elementwise chains (with the broadcasts, slices and pads they read, and a reduction of "
      "them) become fused eqns, computed in one loop nest each"},
+    {"product-epilogues",
+     "a matrix product and its one elementwise consumer become a product_epilogue eqn: the "
+     "matrix kernel runs the consumer on the product's rows as they are final"},
     // ---- plans the lowering follows
     {"buffers", "each value gets a buffer; updates happen in place where the rules allow"},
-    {"lowering-plan", "matrix-product epilogues; row loops"},
+    {"lowering-plan",
+     "row loops: fused eqns and reductions that read the same rows, computed row by row"},
     // ---- the backend (compiler/backend/native.cpp)
     {"mlir", "lowered to MLIR at the memref level"},
     {"llvm-dialect", "MLIR's conversion passes down to the LLVM dialect"},
@@ -242,6 +247,9 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
     return options.naive_buffers ? fuse_elementwise(j, nullptr)
                                  : fuse_elementwise(j, options.buffers);
   });
+  run.jaxpr_pass("product-epilogues", [&](const Jaxpr& j) {
+    return options.naive_buffers ? j : fuse_product_epilogues(j, options.buffers);
+  });
   if (run.stopped()) return;
 
   // Plans the lowering follows.
@@ -260,8 +268,7 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
 
   t0 = Clock::now();
   if (options.naive_buffers) {
-    run.done("lowering-plan", t0,
-             [] { return std::string("naive plan: no epilogues or row loops"); });
+    run.done("lowering-plan", t0, [] { return std::string("naive plan: no row loops"); });
   } else {
     p.plan.decisions =
         std::make_shared<const std::vector<LoweringDecisions>>(decide_lowering(*p.plan.assignment));

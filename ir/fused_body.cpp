@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace refjit {
 
 namespace {
@@ -61,6 +63,42 @@ bool read_at_result_index(const Jaxpr& body, size_t k) {
            body.type_of(e.outs.at(0)).array.shape != result.array.shape))
         return false;
   return true;
+}
+
+std::string product_epilogue_body_problem(const Jaxpr& body) {
+  if (!body.constvars.empty()) return "its body has constvars";
+  for (Var v : body.invars)
+    if (body.type_of(v).is_ref) return "its body takes a ref";
+  if (body.eqns.size() != 2) return "its body is not a product and its consumer (two eqns)";
+  const Eqn& product = body.eqns[0];
+  const Eqn& consumer = body.eqns[1];
+  auto is_invar = [&](const Atom& a) {
+    return is_var(a) &&
+           std::find(body.invars.begin(), body.invars.end(), as_var(a)) != body.invars.end();
+  };
+  if ((product.prim != Prim::dot_general && product.prim != Prim::im2col_dot) ||
+      product.outs.size() != 1 || product.ins.size() != 2 || !is_invar(product.ins[0]) ||
+      !is_invar(product.ins[1]))
+    return "its body's first eqn is not a dot_general or im2col_dot of two of its invars";
+  const Var p = product.outs[0];
+  if (consumer.outs.size() != 1 || body.outvars.size() != 1 || !is_var(body.outvars[0]) ||
+      as_var(body.outvars[0]) != consumer.outs[0])
+    return "its body does not return its second eqn's one result";
+  if (body.type_of(consumer.outs[0]) != body.type_of(p))
+    return "its consumer's result does not have the product's type";
+  bool reads = false;
+  for (size_t k = 0; k < consumer.ins.size(); ++k) {
+    if (!is_var(consumer.ins[k]) || as_var(consumer.ins[k]) != p) continue;
+    reads = true;
+    if (consumer.prim == Prim::fused) {
+      if (!read_at_result_index(*consumer.params.get<JaxprPtr>("jaxpr"), k))
+        return "its consumer reads the product at other indices than the result's own";
+    } else if (!prim_info(consumer.prim).elementwise) {
+      return "its consumer is neither a fused eqn nor elementwise";
+    }
+  }
+  if (!reads) return "its second eqn does not read the product";
+  return "";
 }
 
 }  // namespace refjit

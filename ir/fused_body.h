@@ -1,5 +1,5 @@
-// What a `fused` eqn's body may hold and how it reads its operands (primitives.def, `fused`):
-// the facts its type rule, the buffer assignment and the backend share.
+// What the body of a `fused` or `product_epilogue` eqn may hold and how it reads its operands
+// (primitives.def): the facts their type rules, the buffer assignment and the backend share.
 #pragma once
 
 #include <cstddef>
@@ -23,5 +23,11 @@ std::string fused_body_problem(const Jaxpr& body);
 // operand's buffer (each element is read before it is stored); not when a view or a broadcast
 // reads it at other indices.
 bool read_at_result_index(const Jaxpr& body, size_t k);
+
+// Why `body` cannot be a product_epilogue eqn's body, or "" when it can: no constvars, no refs,
+// two eqns: a dot_general or im2col_dot of two invars, then its one reader (a fused eqn or an
+// elementwise eqn) reading it only at the result's own index, whose result, of the product's
+// type, the body returns.
+std::string product_epilogue_body_problem(const Jaxpr& body);
 
 }  // namespace refjit

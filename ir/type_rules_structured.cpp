@@ -112,6 +112,16 @@ std::vector<Type> fused_rule(std::span<const Type> in, const Params& params) {
   return body.out_types();
 }
 
+// product_epilogue: the operands -> the consumer's result (ir/fused_body.h).
+std::vector<Type> product_epilogue_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::product_epilogue, in, params);
+  const Jaxpr& body = c.jaxpr_param("jaxpr");
+  check_operands_match(c, body, 0, "the product_epilogue body");
+  if (std::string problem = product_epilogue_body_problem(body); !problem.empty())
+    c.fail("{}", problem);
+  return body.out_types();
+}
+
 // while: cond_consts, body_consts, carry -> carry. cond_jaxpr maps (cond_consts, carry) to a
 // bool[]; body_jaxpr maps (body_consts, carry) to the next carry. Refs may be consts.
 std::vector<Type> while_rule(std::span<const Type> in, const Params& params) {
@@ -350,6 +360,7 @@ void register_structured_type_rules(TypeRuleTable& t) {
   auto set = [&t](Prim p, TypeRule r) { t[static_cast<int>(p)] = r; };
   set(Prim::jit, jit_rule);
   set(Prim::fused, fused_rule);
+  set(Prim::product_epilogue, product_epilogue_rule);
   set(Prim::scan, scan_rule);
   set(Prim::while_, while_rule);
   set(Prim::cond, cond_rule);

@@ -33,6 +33,12 @@ std::vector<RtValue> eval_fused(const EvalContext& cx, const Eqn& e, std::span<c
   return eval_call(cx, e, ins, "jaxpr", "fused body");
 }
 
+// product_epilogue: its body, the product then its consumer.
+std::vector<RtValue> eval_product_epilogue(const EvalContext& cx, const Eqn& e,
+                                           std::span<const RtValue> ins) {
+  return eval_call(cx, e, ins, "jaxpr", "product_epilogue body");
+}
+
 std::vector<RtValue> eval_custom_vjp_call(const EvalContext& cx, const Eqn& e,
                                           std::span<const RtValue> ins) {
   refuse_unknown_forward_map(e);
@@ -174,6 +180,7 @@ std::vector<RtValue> eval_scan(const EvalContext& cx, const Eqn& e, std::span<co
 void register_structured_eval_rules(EvalRuleTable& t) {
   t.set(Prim::jit, &eval_jit);
   t.set(Prim::fused, &eval_fused);
+  t.set(Prim::product_epilogue, &eval_product_epilogue);
   t.set(Prim::scan, &eval_scan);
   t.set(Prim::cond, &eval_cond);
   t.set(Prim::while_, &eval_while);

@@ -1,8 +1,8 @@
 #include "compiler/backend/fusion.h"
 
 #include <algorithm>
-#include <unordered_map>
 
+#include "compiler/backend/decision_bodies.h"
 #include "ir/fused_body.h"
 #include "refjit/ir/use_def.h"
 
@@ -58,7 +58,8 @@ bool duplicable(Prim p) {
   }
 }
 
-// Per eqn, the buffers whose contents it (over)writes under the assignment `p`.
+}  // namespace
+
 std::vector<std::vector<int>> written_buffers(const Jaxpr& j, const JaxprBuffers& p) {
   std::vector<std::vector<int>> w(j.eqns.size());
   auto buf = [&](const Atom& a) { return buffer_of(p, a); };
@@ -78,8 +79,6 @@ std::vector<std::vector<int>> written_buffers(const Jaxpr& j, const JaxprBuffers
   }
   return w;
 }
-
-}  // namespace
 
 FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
   const size_t n = j.eqns.size();
@@ -231,86 +230,20 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
   return plan;
 }
 
-namespace {
-
-// The `fused` eqn computing `group` (eqn indices of `j`, root last): the members, renamed into
-// a body whose invars are the values they read from outside, in the order first read.
-Eqn fused_eqn(const Jaxpr& j, const std::vector<size_t>& group) {
-  Jaxpr body;
-  std::unordered_map<uint32_t, Var> inner;  // var of j -> var of the body
-  std::vector<Atom> operands;
-  auto operand = [&](const Atom& a) -> Atom {
-    if (!is_var(a)) return a;
-    if (auto it = inner.find(as_var(a).id); it != inner.end()) return it->second;
-    const Var v = body.new_var(j.type_of(as_var(a)));
-    body.invars.push_back(v);
-    operands.push_back(a);
-    inner.emplace(as_var(a).id, v);
-    return v;
-  };
-  for (size_t k : group) {
-    const Eqn& e = j.eqns[k];
-    Eqn member{e.prim, e.params, {}, {}};
-    for (const Atom& a : e.ins) member.ins.push_back(operand(a));
-    for (Var o : e.outs) {
-      const Var v = body.new_var(j.type_of(o));
-      inner[o.id] = v;
-      member.outs.push_back(v);
-    }
-    body.eqns.push_back(std::move(member));
-  }
-  body.outvars = {body.eqns.back().outs.at(0)};
-  Params params;
-  params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(body)));
-  return Eqn{Prim::fused, std::move(params), std::move(operands), {j.eqns[group.back()].outs[0]}};
-}
-
-// The buffer assignment's plan of each jaxpr it covers (the first, for a body planned twice).
-using PlansByJaxpr = std::unordered_map<const Jaxpr*, const JaxprBuffers*>;
-
-Jaxpr fuse_in(const Jaxpr& j, const PlansByJaxpr& plans);
-
-// `p` with every jaxpr it holds fused (a fused eqn's own body is left as it is).
-Params fuse_in_params(const Params& p, const PlansByJaxpr& plans) {
-  Params out = p;
-  for (const auto& [name, value] : p.entries()) {
-    if (const JaxprPtr* body = std::get_if<JaxprPtr>(&value); body && *body) {
-      out.set(name, std::make_shared<const Jaxpr>(fuse_in(**body, plans)));
-    } else if (const JaxprList* list = std::get_if<JaxprList>(&value)) {
-      JaxprList fused;
-      for (const JaxprPtr& b : *list)
-        fused.push_back(b ? std::make_shared<const Jaxpr>(fuse_in(*b, plans)) : b);
-      out.set(name, std::move(fused));
-    }
-  }
-  return out;
-}
-
-Jaxpr fuse_in(const Jaxpr& j, const PlansByJaxpr& plans) {
-  const auto it = plans.find(&j);
-  const FusionPlan plan = plan_fusion(j, it == plans.end() ? nullptr : it->second);
-  Jaxpr out = j;
-  out.eqns.clear();
-  for (size_t i = 0; i < j.eqns.size(); ++i) {
-    const Eqn& e = j.eqns[i];
-    if (plan.is_root(i)) {
-      out.eqns.push_back(fused_eqn(j, plan.groups[plan.group_of[i]]));
-    } else if (plan.lowered_alone(i)) {
-      out.eqns.push_back(e);
-      if (prim_info(e.prim).has_subjaxprs && e.prim != Prim::fused)
-        out.eqns.back().params = fuse_in_params(e.params, plans);
-    }  // else a member (or a duplicate): computed in its group's fused eqn
-  }
-  return out;
-}
-
-}  // namespace
-
 Jaxpr fuse_elementwise(const Jaxpr& program, const BufferAssignment* assignment) {
-  PlansByJaxpr plans;
-  if (assignment)
-    for (const JaxprBuffers& p : assignment->jaxprs) plans.emplace(p.jaxpr, &p);
-  return fuse_in(program, plans);
+  return rewrite_every_jaxpr(program, assignment, [](const Jaxpr& j, const JaxprBuffers* plan) {
+    const FusionPlan fusion = plan_fusion(j, plan);
+    Jaxpr out = j;
+    out.eqns.clear();
+    for (size_t i = 0; i < j.eqns.size(); ++i) {
+      if (fusion.is_root(i))
+        out.eqns.push_back(eqn_with_body(Prim::fused, j, fusion.groups[fusion.group_of[i]]));
+      else if (fusion.lowered_alone(i))
+        out.eqns.push_back(j.eqns[i]);
+      // else a member (or a duplicate): computed in its group's fused eqn
+    }
+    return out;
+  });
 }
 
 Jaxpr fuse_elementwise(const Jaxpr& program, const BufferOptions& options) {
@@ -322,103 +255,9 @@ Jaxpr fuse_elementwise(const Jaxpr& program, const BufferOptions& options) {
 
 namespace refjit {
 
-namespace {
-
-// Entry i of a per-eqn plan table, or -1 where the plan has none (a plan made without a buffer
-// assignment may leave its tables empty).
-int32_t entry(const std::vector<int32_t>& table, size_t i) {
-  return i < table.size() ? table[i] : -1;
-}
-
-}  // namespace
-
-bool lowered_by_itself(const LoweringDecisions& d, size_t i) {
-  for (const std::vector<int32_t>* t : {&d.epilogues.root_of_dot, &d.epilogues.dot_of_root})
-    if (entry(*t, i) >= 0) return false;
-  return true;
-}
-
-namespace {
-
-// Whether every read of `p` by eqn `c` is an operand of an elementwise eqn computed at the
-// product's own index: `c` itself, or, for a fused eqn, the body eqns reading p's invar.
-bool reads_at_product_index(const Jaxpr& j, const Eqn& c, Var p) {
-  auto elementwise = [](const Jaxpr& in, const Eqn& e) {
-    return has_elementwise_lowering(e.prim) && e.prim != Prim::broadcast_in_dim && !is_view(in, e);
-  };
-  if (c.prim != Prim::fused) return elementwise(j, c) && fusible(j, c);
-  const Jaxpr& body = *c.params.get<JaxprPtr>("jaxpr");
-  if (reduction_root(body, body.eqns.back())) return false;
-  for (size_t k = 0; k < c.ins.size(); ++k) {
-    if (!is_var(c.ins[k]) || as_var(c.ins[k]) != p) continue;
-    for (const Eqn& e : body.eqns)
-      for (const Atom& a : e.ins)
-        if (is_var(a) && as_var(a) == body.invars[k] && !elementwise(body, e)) return false;
-  }
-  return true;
-}
-
-EpiloguePlan plan_epilogues(const Jaxpr& j, const JaxprBuffers* buffers) {
-  const size_t n = j.eqns.size();
-  EpiloguePlan plan;
-  plan.root_of_dot.assign(n, -1);
-  plan.dot_of_root.assign(n, -1);
-  if (!buffers || buffers->eqns.size() != n) return plan;
-  const UseDef use_def(j);
-  auto buf = [&](const Atom& a) { return buffer_of(*buffers, a); };
-  std::vector<std::vector<int>> writes;
-  for (size_t i = 0; i < n; ++i) {
-    const Eqn& dot = j.eqns[i];
-    if ((dot.prim != Prim::dot_general && dot.prim != Prim::im2col_dot) || dot.outs.size() != 1 ||
-        plan.dot_of_root[i] >= 0)
-      continue;
-    const Var p = dot.outs[0];
-    const Type pt = j.type_of(p);
-    const std::vector<int32_t> readers = use_def.readers(p);
-    // Read by eqns only (not returned), by one consumer.
-    if (pt.is_ref || !is_float(pt.array.dtype) || readers.empty() || use_def.is_output(p)) continue;
-    const size_t root = static_cast<size_t>(readers.front());
-    const Eqn& consumer = j.eqns[root];
-    if (root <= i || plan.dot_of_root[root] >= 0 || consumer.outs.size() != 1 ||
-        j.type_of(consumer.outs[0]) != pt || !reads_at_product_index(j, consumer, p))
-      continue;
-    bool ok = true;
-    for (int32_t r : readers) ok &= static_cast<size_t>(r) == root;
-    const int out = buf(consumer.outs[0]);
-    if (!ok || out < 0 || out == buf(dot.ins[0]) || out == buf(dot.ins[1])) continue;
-    std::vector<int> consumer_reads;  // buffers of the values the consumer reads
-    for (const Atom& a : consumer.ins) {
-      if (!is_var(a)) continue;
-      if (buf(a) == out && j.type_of(a).array.shape != pt.array.shape) ok = false;
-      consumer_reads.push_back(buf(a));
-    }
-    // The other eqns between the product and the consumer keep their place, after the consumer
-    // now: it must not read their results or what they write, and they must not read or write
-    // the buffer it writes. (Eqns with bodies are not looked into: they stop it.)
-    if (writes.empty()) writes = written_buffers(j, *buffers);
-    for (size_t k = i + 1; k < root && ok; ++k) {
-      const Eqn& other = j.eqns[k];
-      if (prim_info(other.prim).has_subjaxprs && other.prim != Prim::fused) ok = false;
-      for (Var o : other.outs)
-        for (int32_t r : use_def.readers(o)) ok &= static_cast<size_t>(r) != root;
-      for (int w : writes[k])
-        ok &= w != out &&
-              std::find(consumer_reads.begin(), consumer_reads.end(), w) == consumer_reads.end();
-      for (const Atom& a : other.ins) ok &= buf(a) != out;
-    }
-    if (!ok) continue;
-    plan.root_of_dot[i] = static_cast<int32_t>(root);
-    plan.dot_of_root[root] = static_cast<int32_t>(i);
-  }
-  return plan;
-}
-
-}  // namespace
-
 LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffers) {
   LoweringDecisions d;
-  d.epilogues = plan_epilogues(jaxpr, buffers);
-  d.row_loops = plan_row_loops(jaxpr, buffers, d);
+  d.row_loops = plan_row_loops(jaxpr, buffers);
   return d;
 }
 

@@ -73,6 +73,8 @@ bool fusible(const Jaxpr& j, const Eqn& e);
 bool reduction_root(const Jaxpr& j, const Eqn& e);
 // The buffer `a` lives in under `p`; -1 for a literal or a var without one.
 int buffer_of(const JaxprBuffers& p, const Atom& a);
+// Per eqn of `j`, the buffers whose contents it (over)writes under the assignment `p`.
+std::vector<std::vector<int>> written_buffers(const Jaxpr& j, const JaxprBuffers& p);
 
 // Groups the top-level eqns of `jaxpr` (fuse_elementwise does the sub-jaxprs).
 // `buffers`: the buffer assignment of this jaxpr (nullptr: every value owns its buffer).
@@ -94,37 +96,15 @@ Jaxpr fuse_elementwise(const Jaxpr& program, const BufferOptions& options);
 
 namespace refjit {
 
-// The lowering decisions still made beside the IR about the eqns of one jaxpr (fused groups are
-// IR: `fused` eqns): which are computed as a product's epilogue, which row by row in one loop.
-// The pipeline's `lowering-plan` pass takes them once, for every jaxpr of the buffer plan;
-// `refjit dump --emit=lowering-plan` prints them and the lowering only follows them.
-//
-// Matrix-product epilogues: a float dot_general (or im2col_dot) whose result p is read only by
-// one elementwise consumer (a `fused` eqn with an elementwise root, or a single elementwise
-// eqn), each read of p an operand of an elementwise eqn of it, is computed together with
-// that consumer: the matrix kernel calls the consumer's loops on rows of the product as soon
-// as they are final (runtime/kernels/gemm.h, Epilogue), so `relu(x @ w + b)` makes no
-// separate pass over the product. The consumer then runs at the product's position, before
-// the other eqns between the two (which keep theirs): it must not read their results or the
-// buffers they write, they must not read or write the buffer it writes, and none of them may
-// have a body (a fused eqn's is no program of its own: it may). Its result must have p's
-// type, and its buffer must be neither an operand buffer of the product (the kernel still reads
-// them while the epilogue writes) nor the buffer of an operand of another shape (read by rows
-// in any order). Where the product does not go to the kernel (small, integer, or code that
-// must stand alone), the product and then the consumer are lowered at the product's position.
-struct EpiloguePlan {
-  std::vector<int32_t> root_of_dot;  // [dot_general eqn] its epilogue's eqn, or -1
-  std::vector<int32_t> dot_of_root;  // [epilogue eqn] the dot_general it is the epilogue of, or -1
-};
-
+// The lowering decisions still made beside the IR about the eqns of one jaxpr (fused groups and
+// product epilogues are IR: `fused` and `product_epilogue` eqns): which are computed row by row
+// in one loop. The pipeline's `lowering-plan` pass takes them once, for every jaxpr of the
+// buffer plan; `refjit dump --emit=lowering-plan` prints them and the lowering only follows
+// them.
 struct LoweringDecisions {
-  EpiloguePlan epilogues;
   // Consecutive fused eqns and reductions computed row by row in one loop (row_loops.h).
   RowLoopPlan row_loops;
 };
-
-// Whether eqn `i` is lowered by its own rule: no part of an epilogue.
-bool lowered_by_itself(const LoweringDecisions& d, size_t i);
 
 // The decisions for `jaxpr`'s own eqns under `buffers` (nullptr: no buffer plan).
 LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffers);
@@ -133,7 +113,7 @@ LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffer
 std::vector<LoweringDecisions> decide_lowering(const BufferAssignment& assignment);
 
 // The text of `refjit dump --emit=lowering-plan` (format in docs/backend.md): per jaxpr of the
-// plan that has decisions, one line per epilogue and row loop, naming eqns
+// plan that has decisions, one line per row loop, naming eqns
 // by the values print_jaxpr gives them.
 std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& assignment,
                                      const std::vector<LoweringDecisions>& decisions);

@@ -17,6 +17,17 @@ void LowerCtx::lower_fused(const Eqn& e) {
   });
 }
 
+void LowerCtx::lower_product_epilogue(const Eqn& e) {
+  const Value dst = result_buffer(e.outs.at(0));
+  in_fused_body(e, dst, [&](const Jaxpr& body, const std::vector<size_t>&) {
+    frames_.back().eqn = 0;
+    if (body.eqns[0].prim == Prim::im2col_dot)
+      lower_im2col_with_epilogue(*this, body, 0, 1);
+    else
+      lower_product_with_epilogue(*this, body, 0, 1);
+  });
+}
+
 void LowerCtx::in_fused_body(
     const Eqn& e, Value dst,
     const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f) {
@@ -25,7 +36,9 @@ void LowerCtx::in_fused_body(
   for (const Atom& a : e.ins) operands.push_back(buffer(a));
   push_frame(body, /*top_level=*/false);
   for (size_t k = 0; k < body.invars.size(); ++k) bind_var(body.invars[k], operands.at(k));
-  frames_.back().result_into = std::make_pair(as_var(body.outvars.at(0)).id, dst);
+  frames_.back().result_into = {{as_var(body.outvars.at(0)).id, dst}};
+  if (e.prim == Prim::product_epilogue)
+    frames_.back().result_into.emplace_back(body.eqns.at(0).outs.at(0).id, dst);
   std::vector<size_t> members(body.eqns.size());
   for (size_t k = 0; k < members.size(); ++k) members[k] = k;
   f(body, members);
@@ -354,6 +367,7 @@ namespace refjit::backend {
 
 void register_fused_lowerings(LowerTable& t) {
   t.set(Prim::fused, [](LowerCtx& c, const Eqn& e) { c.lower_fused(e); });
+  t.set(Prim::product_epilogue, [](LowerCtx& c, const Eqn& e) { c.lower_product_epilogue(e); });
 }
 
 }  // namespace refjit::backend

@@ -142,8 +142,10 @@ Value LowerCtx::result_buffer(Var v) {
   Frame& f = frames_.back();
   const ArrayType& t = f.jaxpr->type_of(v).array;
   Value m;
-  if (f.result_into && f.result_into->first == v.id) {
-    m = f.result_into->second;
+  const auto into = std::find_if(f.result_into.begin(), f.result_into.end(),
+                                 [&](const auto& r) { return r.first == v.id; });
+  if (into != f.result_into.end()) {
+    m = into->second;
   } else if (f.plan) {
     int b = v.id < f.plan->buffer_of_var.size() ? f.plan->buffer_of_var[v.id] : -1;
     m = b >= 0 ? view_as(buffer_memory(b), t) : alloc(t);
@@ -607,7 +609,6 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
   if (plan_.counts)
     for (const Eqn& e : j.eqns) plan_.counts->fused_groups += e.prim == Prim::fused ? 1 : 0;
   for (size_t i = 0; i < j.eqns.size(); ++i) {
-    const Eqn& e = j.eqns[i];
     frames_.back().eqn = static_cast<int>(i);
     // A row loop is lowered at its first item's root, every item in it.
     if (int32_t r = d.row_loops.loop_of[i]; r >= 0) {
@@ -616,16 +617,6 @@ void LowerCtx::lower_eqns(const Jaxpr& j) {
       continue;
     }
     if (d.row_loops.passenger_of[i] >= 0) continue;  // lowered before its row loop
-    // A product and its epilogue are lowered together, at the product.
-    if (d.epilogues.dot_of_root[i] >= 0) continue;
-    if (int32_t r = d.epilogues.root_of_dot[i]; r >= 0) {
-      const size_t root = static_cast<size_t>(r);
-      if (e.prim == Prim::im2col_dot)
-        lower_im2col_with_epilogue(*this, j, i, root);
-      else
-        lower_product_with_epilogue(*this, j, i, root);
-      continue;
-    }
     lower_eqn_at(j, i);
   }
 }

@@ -189,14 +189,18 @@ class LowerCtx {
   void lower_eqns(const Jaxpr& j);
   // A `fused` eqn: one loop nest computing its body's eqns per element into its result buffer.
   void lower_fused(const Eqn& e);
-  // Runs `f(body, members)` in a frame of fused eqn `e`'s body (its invars bound to e's operands,
-  // its result to `dst`); `members` are all the body's eqns, in order.
+  // A `product_epilogue` eqn: its product (the matrix kernel's call, or loops) computed into its
+  // result buffer, where its consumer then overwrites it row by row.
+  void lower_product_epilogue(const Eqn& e);
+  // Runs `f(body, members)` in a frame of the body of `e` (a fused or product_epilogue eqn): its
+  // invars bound to e's operands, its result (and a product_epilogue's product) to `dst`;
+  // `members` are all the body's eqns, in order.
   void in_fused_body(const Eqn& e, mlir::Value dst,
                      const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f);
   // One loop nest computing the group's eqns (indices into j.eqns, root last) per element into
   // `dst`. A reduction root runs its own rule, reading its operand from the members (load()).
   void lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group, mlir::Value dst);
-  // A matrix-product epilogue (fusion.h, EpiloguePlan): eqn `root` (a fused eqn or one
+  // A matrix-product epilogue (product_epilogues.h): eqn `root` (a fused eqn or one
   // elementwise eqn), lowered at the product: `lower_epilogue` by its rule, or
   // `lower_epilogue_rows` as one scf.for over the rows of its result (all its dims but
   // the last, flattened), marked kEpilogueAttr for outline_epilogues (parallel_loops.h) to hand
@@ -238,8 +242,9 @@ class LowerCtx {
     // (On the heap: frames move when nested ones are pushed, and lower_eqns holds a reference.)
     const LoweringDecisions* decisions = nullptr;
     std::unique_ptr<const LoweringDecisions> unplanned;
-    // In a fused eqn's body: its result var and the eqn's result buffer (result_buffer's answer).
-    std::optional<std::pair<uint32_t, mlir::Value>> result_into;
+    // In the body of a fused or product_epilogue eqn: the vars computed into the eqn's result
+    // buffer (result_buffer's answer for them), by var id.
+    std::vector<std::pair<uint32_t, mlir::Value>> result_into;
   };
   void push_frame(const Jaxpr& j, bool top_level, const JaxprBuffers* plan = nullptr);
   void pop_frame();
@@ -356,7 +361,7 @@ struct KernelCall {
   ArrayType type;
 };
 void emit_kernel_call(LowerCtx& c, const KernelCall& call);
-// A product and its elementwise consumer `root` (fusion.h, EpiloguePlan): the consumer runs on
+// A product and its elementwise consumer `root` (product_epilogues.h): the consumer runs on
 // the kernel's rows inside the call when the kernel writes the result in place and its rows
 // are the result's (`rows_are_results`); otherwise the product (the call, or `loops`), then
 // the consumer.
@@ -394,11 +399,10 @@ mlir::Value convert_element(LowerCtx& c, mlir::Value x, DType from, DType to);
 // convert_element where `from` or `to` is complex (lower_complex.cpp).
 mlir::Value convert_complex(LowerCtx& c, mlir::Value x, DType from, DType to);
 
-// Lowers dot_general `dot` with its epilogue (fusion.h, EpiloguePlan), the eqns `members`
-// rooted at `root`: the matrix kernel runs the epilogue on the product's rows as they are
+// Lowers dot_general eqn `dot` of `j` (a product_epilogue's body) with its consumer, eqn `root`
+// (product_epilogues.h): the matrix kernel runs the consumer on the product's rows as they are
 // final, or, where the product is not a kernel call, both are lowered one after the other
-// (lower_dot.cpp).
-// The same for an im2col_dot (lower_im2col.cpp).
+// (lower_dot.cpp). The same for an im2col_dot (lower_im2col.cpp).
 void lower_im2col_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t product, size_t root);
 void lower_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t dot, size_t root);
 

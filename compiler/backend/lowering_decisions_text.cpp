@@ -30,11 +30,6 @@ void print_one(std::string& out, const BufferNames& names, int plan, const Jaxpr
                const LoweringDecisions& d) {
   const Jaxpr& j = *p.jaxpr;
   std::string body;
-  for (size_t i = 0; i < d.epilogues.root_of_dot.size(); ++i)
-    if (int32_t r = d.epilogues.root_of_dot[i]; r >= 0)
-      body += fmt::format("  product with epilogue at eqn {}: {}\n    runs on its rows\n{}\n", i,
-                          eqn_text(names, plan, j, static_cast<int32_t>(i)),
-                          folded_list(names, plan, j, {r}));
   for (const RowLoop& loop : d.row_loops.loops) {
     const std::string blocks =
         loop.block_rows == 1 ? ""
@@ -67,7 +62,7 @@ std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& a
   std::string out;
   for (size_t i = 0; i < assignment.jaxprs.size() && i < decisions.size(); ++i)
     print_one(out, names, static_cast<int>(i), assignment.jaxprs[i], decisions[i]);
-  if (out.empty()) out = "no epilogues or row loops\n";
+  if (out.empty()) out = "no row loops\n";
   return out;
 }
 

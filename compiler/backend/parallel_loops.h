@@ -20,7 +20,7 @@ namespace refjit::backend {
 // The attribute on a parallel scf.for: an i64, the fewest iterations worth a task of their own.
 inline constexpr const char* kParallelAttr = "refjit.parallel";
 
-// The attribute on the row loop of a matrix-product epilogue (fusion.h, EpiloguePlan), which
+// The attribute on the row loop of a matrix-product epilogue (product_epilogues.h), which
 // the lowering places right before the refjit_gemm_* call it belongs to.
 inline constexpr const char* kEpilogueAttr = "refjit.epilogue";
 

@@ -197,15 +197,14 @@ bool try_add(const Jaxpr& j, const JaxprBuffers& p, OpenLoop& open, const ItemAc
 // Whether eqn `i`, which the loop cannot take, may run before it instead of among its items
 // (row_loops.h, passengers): a plain eqn that reads nothing the loop computes and writes no
 // buffer the loop's items read or write.
-bool try_carry(const Jaxpr& j, const JaxprBuffers& p, const LoweringDecisions& d, OpenLoop& open,
-               size_t i) {
+bool try_carry(const Jaxpr& j, const JaxprBuffers& p, OpenLoop& open, size_t i) {
   const Eqn& e = j.eqns[i];
   const EqnBuffers& eb = p.eqns[i];
   const PrimInfo& info = prim_info(e.prim);
   // (A fused eqn's body is no program of its own: its operands are all it reads.)
-  if (open.loop.items.empty() || !lowered_by_itself(d, i) ||
-      (info.has_subjaxprs && e.prim != Prim::fused) || info.communicates || info.host_effect ||
-      info.effect != RefEffect::none || !eb.copies.empty() || !eb.handed_over.empty())
+  if (open.loop.items.empty() || (info.has_subjaxprs && e.prim != Prim::fused) ||
+      info.communicates || info.host_effect || info.effect != RefEffect::none ||
+      !eb.copies.empty() || !eb.handed_over.empty())
     return false;
   if (eb.action == EqnAction::view && e.ins.size() == 1 && e.outs.size() == 1 && is_var(e.ins[0]) &&
       contains(open.computed, as_var(e.ins[0]).id)) {
@@ -258,8 +257,7 @@ bool worth_a_loop(const OpenLoop& open) {
 
 }  // namespace
 
-RowLoopPlan plan_row_loops(const Jaxpr& j, const JaxprBuffers* buffers,
-                           const LoweringDecisions& d) {
+RowLoopPlan plan_row_loops(const Jaxpr& j, const JaxprBuffers* buffers) {
   const size_t n = j.eqns.size();
   RowLoopPlan plan;
   plan.loop_of.assign(n, -1);
@@ -286,13 +284,13 @@ RowLoopPlan plan_row_loops(const Jaxpr& j, const JaxprBuffers* buffers,
     const EqnBuffers& eb = p.eqns[i];
     const bool plain =
         eb.copies.empty() && (eb.action == EqnAction::fresh || eb.action == EqnAction::in_place);
-    if (plain && lowered_by_itself(d, i)) item = item_access(j, i);
+    if (plain) item = item_access(j, i);
     if (!item) {
-      if (!try_carry(j, p, d, open, i)) close();
+      if (!try_carry(j, p, open, i)) close();
       continue;
     }
     // An item of other rows, or one the loop cannot take, may still run before it.
-    if (try_add(j, p, open, *item) || try_carry(j, p, d, open, i)) continue;
+    if (try_add(j, p, open, *item) || try_carry(j, p, open, i)) continue;
     close();
     try_add(j, p, open, *item);
   }

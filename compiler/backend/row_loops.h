@@ -44,7 +44,6 @@ namespace refjit {
 
 struct Jaxpr;
 struct JaxprBuffers;
-struct LoweringDecisions;
 
 // How a row-loop item uses row i.
 enum class RowItemKind {
@@ -97,9 +96,7 @@ constexpr int64_t kMaxRowElements = int64_t{1} << 15;
 // Blocks a loop with column sums is cut into (fewer when there are fewer rows).
 constexpr int64_t kRowBlocks = 32;
 
-// The row loops of the top-level eqns of `jaxpr` under `buffers` (none without a buffer plan),
-// given the other decisions (only eqns no other decision folds are taken).
-RowLoopPlan plan_row_loops(const Jaxpr& jaxpr, const JaxprBuffers* buffers,
-                           const LoweringDecisions& decisions);
+// The row loops of the top-level eqns of `jaxpr` under `buffers` (none without a buffer plan).
+RowLoopPlan plan_row_loops(const Jaxpr& jaxpr, const JaxprBuffers* buffers);
 
 }  // namespace refjit

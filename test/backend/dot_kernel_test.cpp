@@ -120,7 +120,7 @@ TEST(DotKernel, ProductsAccumulateIntoRefs) {
   }
 }
 
-// A product and its elementwise consumer (fusion.h, EpiloguePlan): the kernel runs the
+// A product and its elementwise consumer (product_epilogues.h): the kernel runs the
 // consumer's loops on each block of rows as it is final (`refjit_gemm_*_then` with an outlined
 // `refjit_epilogue_N`), and no other loop reads the product. Results against the interpreter
 // on every path of the kernel and on the fallbacks (products that stay loops, and a
@@ -216,7 +216,7 @@ TEST(DotKernel, ElementwiseConsumersRunAsTheKernelsEpilogue) {
   for (const Case& k : cases) {
     SCOPED_TRACE(k.text);
     Jaxpr j = parse_jaxpr(k.text);
-    const std::string mlir = emit_mlir(fused(j), {});
+    const std::string mlir = emit_mlir(with_fusion(j), {});
     EXPECT_EQ(count(mlir, "_then(%"), k.epilogue ? 1u : 0u);
     EXPECT_EQ(count(mlir, "func.func private @refjit_epilogue_0("), k.epilogue ? 1u : 0u);
     // The consumer is not a loop of its own: no parallel loop reads the product.
@@ -254,7 +254,7 @@ TEST(DotKernel, EpiloguesOnlyWhereTheConsumerMayRunAtTheProduct) {
   for (const char* text : refused) {
     SCOPED_TRACE(text);
     Jaxpr j = parse_jaxpr(text);
-    EXPECT_EQ(count(emit_mlir(fused(j), {}), "_then(%"), 0u);
+    EXPECT_EQ(count(emit_mlir(with_fusion(j), {}), "_then(%"), 0u);
     std::vector<RtValue> args;
     uint32_t seed = 1;
     for (const Var& v : j.invars) {

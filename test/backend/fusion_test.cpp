@@ -112,7 +112,7 @@ TEST(FusionPlan, DifferentShapesAreNotFused) {
 }
 
 TEST(NativeFusion, ChainIsOneLoopNestWithNoIntermediateBuffers) {
-  std::string mlir = emit_mlir(fused(parse_jaxpr(kChain)));
+  std::string mlir = emit_mlir(with_fusion(parse_jaxpr(kChain)));
   EXPECT_EQ(count(mlir, "scf.for"), 1u) << mlir;
   EXPECT_EQ(count(mlir, "memref.store"), 1u) << mlir;
   EXPECT_EQ(count(mlir, "memref.alloc"), 0u) << mlir;

@@ -95,7 +95,7 @@ TEST(Im2colDot, ABiasAndReluRunAsTheKernelsEpilogue) {
     r:f32[3,8,10,20] = max z 0.0:f32[]
   in (r,) })";
   const Jaxpr j = parse_jaxpr(text);
-  EXPECT_EQ(count(emit_mlir(fused(j), {}), "call @refjit_im2col_gemm_f32_then"), 1u);
+  EXPECT_EQ(count(emit_mlir(with_fusion(j), {}), "call @refjit_im2col_gemm_f32_then"), 1u);
   expect_matches_interpreter(j, random_args(j, 21), 2e-4);
 }
 

@@ -17,7 +17,7 @@ namespace refjit::testing {
 namespace {
 
 size_t parallel_calls(const Jaxpr& j, const CompileOptions& o) {
-  return count(emit_mlir(fused(j), o), "call @refjit_parallel_for");
+  return count(emit_mlir(with_fusion(j), o), "call @refjit_parallel_for");
 }
 
 TEST(ParallelLoops, LargeElementwiseChainsRunOnThreadsWithTheirScalarsPacked) {
@@ -131,9 +131,10 @@ TEST(ParallelLoops, ALargeModuleIsCompiledInPiecesOnSeveralThreads) {
   in (s, t, u, e) })");
   EXPECT_GE(parallel_calls(j, kThreads), 4u);
   const WithoutCompilationCache fresh_compiles;
-  const CompiledFunction f = compile_native(fused(j), kThreads);
+  const CompiledFunction f = compile_native(with_fusion(j), kThreads);
   EXPECT_EQ(f.timings().pieces, std::min(2, kernels::thread_count()));
-  EXPECT_EQ(compile_native(fused(j), kSerial).timings().pieces, 1);  // one function: compiled whole
+  EXPECT_EQ(compile_native(with_fusion(j), kSerial).timings().pieces,
+            1);  // one function: compiled whole
   std::vector<RtValue> args;
   for (uint32_t seed = 8; seed < 12; ++seed)
     args.push_back(random_array(at(DType::f32, {512, 300}), seed));

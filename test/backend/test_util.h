@@ -11,6 +11,7 @@
 
 #include "compiler/backend/fusion.h"
 #include "compiler/backend/native.h"
+#include "compiler/backend/product_epilogues.h"
 #include "refjit/compilation_cache.h"
 #include "refjit/ir/builder.h"
 #include "refjit/ir/error.h"
@@ -87,18 +88,21 @@ inline std::vector<RtValue> deep_copy(const std::vector<RtValue>& vs) {
   return out;
 }
 
-// `j` with its elementwise chains made fused eqns, as the pipeline's `fusion` pass makes them
+// `j` with its elementwise chains made fused eqns and its products with an elementwise consumer
+// product_epilogue eqns, as the pipeline's `fusion` and `product-epilogues` passes make them
 // (compile_native lowers the program it is given; it decides no fusion of its own).
-inline Jaxpr fused(const Jaxpr& j) { return fuse_elementwise(j, BufferOptions{}); }
+inline Jaxpr with_fusion(const Jaxpr& j) {
+  return fuse_product_epilogues(fuse_elementwise(j, BufferOptions{}), BufferOptions{});
+}
 
-// Runs `j` through the interpreter and the JIT (of fused(j), or of j itself when `opts` bring a
-// buffer plan made for it) on copies of `args`; compares outputs and the final contents of ref
+// Runs `j` through the interpreter and the JIT (of with_fusion(j), or of j itself when `opts` bring
+// a buffer plan made for it) on copies of `args`; compares outputs and the final contents of ref
 // arguments.
 inline void expect_matches_interpreter(const Jaxpr& j, const std::vector<RtValue>& args,
                                        double rtol = 1e-6, const CompileOptions& opts = {}) {
   std::vector<RtValue> a1 = deep_copy(args), a2 = deep_copy(args);
   std::vector<RtValue> want = interpret(j, a1);
-  CompiledFunction f = compile_native(opts.plan.empty() ? fused(j) : j, opts);
+  CompiledFunction f = compile_native(opts.plan.empty() ? with_fusion(j) : j, opts);
   std::vector<RtValue> got = f(a2);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
@@ -118,7 +122,7 @@ inline void expect_decided_matches(const Jaxpr& original, const Jaxpr& decided,
   std::vector<RtValue> a1 = deep_copy(args), a2 = deep_copy(args), a3 = deep_copy(args);
   const std::vector<RtValue> want = interpret(original, a1);
   const std::vector<RtValue> interpreted = interpret(decided, a2);
-  const std::vector<RtValue> got = compile_native(fused(decided))(a3);
+  const std::vector<RtValue> got = compile_native(with_fusion(decided))(a3);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     const std::string what = "output " + std::to_string(i);
@@ -160,7 +164,7 @@ inline void check_everywhere(const Jaxpr& j, const std::vector<RtValue>& args, d
   std::vector<std::vector<RtValue>> runs;
   for (const CompileOptions* o : {&kThreads, &kSerial, &kStandAlone}) {
     std::vector<RtValue> a = deep_copy(args);
-    runs.push_back(compile_native(fused(j), *o)(a));
+    runs.push_back(compile_native(with_fusion(j), *o)(a));
   }
   for (size_t i = 0; i < want.size(); ++i) {
     const std::string what = "output " + std::to_string(i);

@@ -13,7 +13,7 @@ namespace refjit::testing {
 namespace {
 
 RowLoopPlan row_loops_of(const Jaxpr& j) {
-  const BufferPlan plan = default_buffer_plan(fused(j));
+  const BufferPlan plan = default_buffer_plan(with_fusion(j));
   return plan.decisions->at(0).row_loops;
 }
 
@@ -156,7 +156,7 @@ TEST(RowLoops, AMatrixVectorProductAndItsGradientReadTheMatrixOnce) {
   for (const RowItem& item : p.loops[0].items) kinds.push_back(item.kind);
   EXPECT_EQ(kinds, (std::vector<RowItemKind>{RowItemKind::matvec, RowItemKind::partial,
                                              RowItemKind::columns}));
-  EXPECT_EQ(count(emit_mlir(fused(j), kThreads), "refjit_gemm"), 0u);
+  EXPECT_EQ(count(emit_mlir(with_fusion(j), kThreads), "refjit_gemm"), 0u);
   check_everywhere(
       j, {random_array(at(DType::f32, {300, 200}), 13), random_array(at(DType::f32, {200}), 14)},
       1e-4);  // sums of hundreds of terms of both signs
