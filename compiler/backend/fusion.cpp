@@ -172,45 +172,6 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
     groups[target].push_back(i);
   }
 
-  // A reduction reads its operand's elements after it has stored some results: its result
-  // must not live in the buffer of a member's operand.
-  if (buffers)
-    for (std::vector<size_t>& g : groups) {
-      const Eqn& root = j.eqns[g.front()];
-      if (g.size() < 2 || !reduction_root(j, root)) continue;
-      const int out = buffer_of(*buffers, root.outs[0]);
-      bool shared = false;
-      for (size_t k = 1; k < g.size(); ++k)
-        for (const Atom& a : j.eqns[g[k]].ins)
-          shared = shared || (out >= 0 && buffer_of(*buffers, a) == out);
-      if (!shared) continue;
-      // (A duplicate is then stored by its own rule too; other groups still compute it.)
-      for (size_t k = 1; k < g.size(); ++k) plan.group_of[g[k]] = -1;
-      g.resize(1);
-    }
-
-  // The root's store of an element may come before a view's load of another element of the
-  // same buffer: a group whose root writes a buffer a view reads keeps no views (they are
-  // stored by their own rules, and the group reads them back).
-  if (buffers)
-    for (std::vector<size_t>& g : groups) {
-      if (g.size() < 2) continue;
-      const int out = buffer_of(*buffers, j.eqns[g.front()].outs[0]);
-      bool clash = false;
-      for (size_t k = 1; k < g.size(); ++k)
-        clash = clash || (out >= 0 && is_view(j, j.eqns[g[k]]) &&
-                          buffer_of(*buffers, j.eqns[g[k]].ins[0]) == out);
-      if (!clash) continue;
-      std::vector<size_t> kept{g.front()};
-      for (size_t k = 1; k < g.size(); ++k) {
-        if (is_view(j, j.eqns[g[k]]))
-          plan.group_of[g[k]] = -1;
-        else
-          kept.push_back(g[k]);
-      }
-      g = std::move(kept);
-    }
-
   // Keep groups of two or more, renumbered in program order of their roots.
   std::vector<int32_t> renumber(groups.size(), -1);
   for (size_t i = 0; i < n; ++i) {

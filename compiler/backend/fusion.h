@@ -21,8 +21,9 @@
 // sum(f(x))). A static slice or a pad without interior padding joins as a view: it is
 // evaluated where it is read, at the index its reader asks for (a view of a view composes the
 // index maps), so it may have another shape when only views read it; an elementwise member
-// never feeds a view, a view never roots a group, and a group whose root writes a buffer a
-// view reads keeps no views (docs/backend.md). Members are
+// never feeds a view, and a view never roots a group. (A fused eqn whose body reads an operand
+// through a view, or ends in a reduction, never writes its result over that operand: the
+// buffer rule, ir/fused_body.h.) Members are
 // evaluated at the root's position. Planned under a buffer assignment of the unfused program,
 // an eqn also joins only if no eqn between it and the root (outside the group) writes the
 // buffer of one of its operands there (an in-place update, a merged result, a ref write, a
