@@ -10,6 +10,7 @@
 
 #include "compiler/backend/fusion.h"
 #include "compiler/backend/product_epilogues.h"
+#include "compiler/backend/row_loops.h"
 #include "compiler/backend/rule_tables.h"
 #include "passes/ad/jvp.h"
 #include "passes/ad/vjp.h"
@@ -88,10 +89,12 @@ constexpr PassInfo kPasses[] = {
     {"product-epilogues",
      "a matrix product and its one elementwise consumer become a product_epilogue eqn: the "
      "matrix kernel runs the consumer on the product's rows as they are final"},
+    {"row-loops",
+     "fused eqns and reductions that read each other's rows become a row_loop eqn: one loop "
+     "over the rows computes every one's row in turn"},
     // ---- plans the lowering follows
     {"buffers", "each value gets a buffer; updates happen in place where the rules allow"},
-    {"lowering-plan",
-     "row loops: fused eqns and reductions that read the same rows, computed row by row"},
+
     // ---- the backend (compiler/backend/native.cpp)
     {"mlir", "lowered to MLIR at the memref level"},
     {"llvm-dialect", "MLIR's conversion passes down to the LLVM dialect"},
@@ -250,6 +253,9 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
   run.jaxpr_pass("product-epilogues", [&](const Jaxpr& j) {
     return options.naive_buffers ? j : fuse_product_epilogues(j, options.buffers);
   });
+  run.jaxpr_pass("row-loops", [&](const Jaxpr& j) {
+    return options.naive_buffers ? j : make_row_loops(j, options.buffers);
+  });
   if (run.stopped()) return;
 
   // Plans the lowering follows.
@@ -263,18 +269,6 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
         std::make_shared<const BufferAssignment>(assign_buffers(p.jaxpr, options.buffers));
     p.plan.signature = jaxpr_signature(p.jaxpr);
     run.done("buffers", t0, [&] { return print_buffer_plan(p.jaxpr, *p.plan.assignment); });
-  }
-  if (run.stopped()) return;
-
-  t0 = Clock::now();
-  if (options.naive_buffers) {
-    run.done("lowering-plan", t0, [] { return std::string("naive plan: no row loops"); });
-  } else {
-    p.plan.decisions =
-        std::make_shared<const std::vector<LoweringDecisions>>(decide_lowering(*p.plan.assignment));
-    run.done("lowering-plan", t0, [&] {
-      return print_lowering_decisions(p.jaxpr, *p.plan.assignment, *p.plan.decisions);
-    });
   }
 }
 

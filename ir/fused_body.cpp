@@ -65,6 +65,29 @@ bool read_at_result_index(const Jaxpr& body, size_t k) {
   return true;
 }
 
+std::string row_loop_body_problem(const Jaxpr& body) {
+  if (!body.constvars.empty()) return "its body has constvars";
+  for (Var v : body.invars)
+    if (body.type_of(v).is_ref) return "its body takes a ref";
+  if (body.eqns.empty() || body.outvars.empty()) return "its body computes nothing";
+  for (size_t i = 0; i < body.eqns.size(); ++i) {
+    const Eqn& e = body.eqns[i];
+    const PrimInfo& info = prim_info(e.prim);
+    if (e.outs.size() != 1 || (info.has_subjaxprs && e.prim != Prim::fused) ||
+        info.effect != RefEffect::none || info.communicates || info.host_effect)
+      return fmt::format(
+          "eqn {} of its body ({}) is no row computation (one result, no effect, no body but "
+          "a fused eqn's)",
+          i, prim_name(e.prim));
+  }
+  for (const Atom& a : body.outvars) {
+    if (!is_var(a) ||
+        std::find(body.invars.begin(), body.invars.end(), as_var(a)) != body.invars.end())
+      return "its body returns a value it does not compute";
+  }
+  return "";
+}
+
 std::string product_epilogue_body_problem(const Jaxpr& body) {
   if (!body.constvars.empty()) return "its body has constvars";
   for (Var v : body.invars)

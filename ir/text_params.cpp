@@ -52,6 +52,7 @@ RuleTable<SpecList> make_specs() {
   set(Prim::swap_flat_run, {{"bound", K::integer}, {"length", K::integer}});
   set(Prim::fused, {{"jaxpr", K::jaxpr}});
   set(Prim::product_epilogue, {{"jaxpr", K::jaxpr}});
+  set(Prim::row_loop, {{"jaxpr", K::jaxpr}});
   set(Prim::sort, {{"dimension", K::integer}, {"is_stable", K::boolean}, {"num_keys", K::integer}});
   set(Prim::scatter, {{"axis", K::integer}, {"unique_indices", K::boolean}});
   set(Prim::scatter_add, {{"axis", K::integer}});

@@ -122,6 +122,15 @@ std::vector<Type> product_epilogue_rule(std::span<const Type> in, const Params& 
   return body.out_types();
 }
 
+// row_loop: the operands -> the body's results (ir/fused_body.h).
+std::vector<Type> row_loop_rule(std::span<const Type> in, const Params& params) {
+  Checker c(Prim::row_loop, in, params);
+  const Jaxpr& body = c.jaxpr_param("jaxpr");
+  check_operands_match(c, body, 0, "the row_loop body");
+  if (std::string problem = row_loop_body_problem(body); !problem.empty()) c.fail("{}", problem);
+  return body.out_types();
+}
+
 // while: cond_consts, body_consts, carry -> carry. cond_jaxpr maps (cond_consts, carry) to a
 // bool[]; body_jaxpr maps (body_consts, carry) to the next carry. Refs may be consts.
 std::vector<Type> while_rule(std::span<const Type> in, const Params& params) {
@@ -361,6 +370,7 @@ void register_structured_type_rules(TypeRuleTable& t) {
   set(Prim::jit, jit_rule);
   set(Prim::fused, fused_rule);
   set(Prim::product_epilogue, product_epilogue_rule);
+  set(Prim::row_loop, row_loop_rule);
   set(Prim::scan, scan_rule);
   set(Prim::while_, while_rule);
   set(Prim::cond, cond_rule);

@@ -39,6 +39,12 @@ std::vector<RtValue> eval_product_epilogue(const EvalContext& cx, const Eqn& e,
   return eval_call(cx, e, ins, "jaxpr", "product_epilogue body");
 }
 
+// row_loop: its body, eqn by eqn (native code interleaves them row by row).
+std::vector<RtValue> eval_row_loop(const EvalContext& cx, const Eqn& e,
+                                   std::span<const RtValue> ins) {
+  return eval_call(cx, e, ins, "jaxpr", "row_loop body");
+}
+
 std::vector<RtValue> eval_custom_vjp_call(const EvalContext& cx, const Eqn& e,
                                           std::span<const RtValue> ins) {
   refuse_unknown_forward_map(e);
@@ -181,6 +187,7 @@ void register_structured_eval_rules(EvalRuleTable& t) {
   t.set(Prim::jit, &eval_jit);
   t.set(Prim::fused, &eval_fused);
   t.set(Prim::product_epilogue, &eval_product_epilogue);
+  t.set(Prim::row_loop, &eval_row_loop);
   t.set(Prim::scan, &eval_scan);
   t.set(Prim::cond, &eval_cond);
   t.set(Prim::while_, &eval_while);

@@ -59,8 +59,6 @@ uint64_t jaxpr_signature(const Jaxpr& jaxpr) {
 BufferPlan default_buffer_plan(const Jaxpr& jaxpr, const BufferOptions& options) {
   BufferPlan plan;
   plan.assignment = std::make_shared<const BufferAssignment>(assign_buffers(jaxpr, options));
-  plan.decisions =
-      std::make_shared<const std::vector<LoweringDecisions>>(decide_lowering(*plan.assignment));
   plan.signature = jaxpr_signature(jaxpr);
   return plan;
 }

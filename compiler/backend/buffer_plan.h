@@ -13,7 +13,6 @@
 #include <memory>
 #include <vector>
 
-#include "compiler/backend/fusion.h"
 #include "passes/buffers/buffer_assignment.h"
 #include "refjit/ir/jaxpr.h"
 
@@ -33,9 +32,6 @@ struct LoweringCounts {
 struct BufferPlan {
   // The buffer assignment the lowering follows (shared: plans are copied with the options).
   std::shared_ptr<const BufferAssignment> assignment;
-  // The lowering decisions (fusion groups, epilogues, row loops) per jaxpr of the
-  // assignment, indexed like assignment->jaxprs: the pipeline's `fusion` pass.
-  std::shared_ptr<const std::vector<LoweringDecisions>> decisions;
   // Every value in its own buffer; the assignment is ignored. output_slot[var id] = k: the
   // value is computed straight into the caller's k-th output array (-1: a buffer of its own).
   bool naive = false;
@@ -60,8 +56,7 @@ uint64_t jaxpr_signature(const Jaxpr& jaxpr);
 
 // The default plan: the buffer assignment of `jaxpr` with `options` (donated inputs are
 // updated in place; the runtime still hands them in read-only, so a donated input returned
-// as an output is copied into that output once, on entry, and updated there), and the
-// lowering decisions taken under it.
+// as an output is copied into that output once, on entry, and updated there).
 BufferPlan default_buffer_plan(const Jaxpr& jaxpr, const BufferOptions& options = {});
 
 // Every value in its own buffer, except that a value computed by a top-level eqn and

@@ -5,6 +5,11 @@
 namespace refjit {
 
 Eqn eqn_with_body(Prim prim, const Jaxpr& j, const std::vector<size_t>& eqns) {
+  return eqn_with_body(prim, j, eqns, {j.eqns.at(eqns.back()).outs.at(0)});
+}
+
+Eqn eqn_with_body(Prim prim, const Jaxpr& j, const std::vector<size_t>& eqns,
+                  const std::vector<Var>& results) {
   Jaxpr body;
   std::unordered_map<uint32_t, Var> inner;  // var of j -> var of the body
   std::vector<Atom> operands;
@@ -28,13 +33,15 @@ Eqn eqn_with_body(Prim prim, const Jaxpr& j, const std::vector<size_t>& eqns) {
     }
     body.eqns.push_back(std::move(member));
   }
-  body.outvars = {body.eqns.back().outs.at(0)};
+  for (Var r : results) body.outvars.push_back(inner.at(r.id));
   Params params;
   params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(body)));
-  return Eqn{prim, std::move(params), std::move(operands), {j.eqns[eqns.back()].outs.at(0)}};
+  return Eqn{prim, std::move(params), std::move(operands), results};
 }
 
-bool is_decision_body(Prim p) { return p == Prim::fused || p == Prim::product_epilogue; }
+bool is_decision_body(Prim p) {
+  return p == Prim::fused || p == Prim::product_epilogue || p == Prim::row_loop;
+}
 
 namespace {
 

@@ -15,9 +15,12 @@ namespace refjit {
 // the eqn's result): they are renamed into its `jaxpr` param, whose invars are the values they
 // read from outside, in the order first read, each once; those values are its operands.
 Eqn eqn_with_body(Prim prim, const Jaxpr& j, const std::vector<size_t>& eqns);
+// The same with the eqn's results `results` (vars those eqns define), in that order.
+Eqn eqn_with_body(Prim prim, const Jaxpr& j, const std::vector<size_t>& eqns,
+                  const std::vector<Var>& results);
 
-// Whether `p` holds a body that a decision made (fused, product_epilogue): not a program the
-// passes below rewrite again.
+// Whether `p` holds a body that a decision made (fused, product_epilogue, row_loop): not a program
+// the passes below rewrite again.
 bool is_decision_body(Prim p);
 
 // `program` with `rewrite(j, plan)` applied to it and to every jaxpr its eqns hold (scan bodies,

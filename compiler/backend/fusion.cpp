@@ -213,20 +213,3 @@ Jaxpr fuse_elementwise(const Jaxpr& program, const BufferOptions& options) {
 }
 
 }  // namespace refjit
-
-namespace refjit {
-
-LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffers) {
-  LoweringDecisions d;
-  d.row_loops = plan_row_loops(jaxpr, buffers);
-  return d;
-}
-
-std::vector<LoweringDecisions> decide_lowering(const BufferAssignment& assignment) {
-  std::vector<LoweringDecisions> all;
-  all.reserve(assignment.jaxprs.size());
-  for (const JaxprBuffers& p : assignment.jaxprs) all.push_back(decide_lowering(*p.jaxpr, &p));
-  return all;
-}
-
-}  // namespace refjit

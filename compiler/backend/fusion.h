@@ -36,7 +36,6 @@
 #include <string>
 #include <vector>
 
-#include "compiler/backend/row_loops.h"
 #include "passes/buffers/buffer_assignment.h"
 #include "refjit/ir/jaxpr.h"
 
@@ -92,31 +91,5 @@ Jaxpr fuse_elementwise(const Jaxpr& program, const BufferAssignment* assignment)
 
 // The same with an assignment made with `options` first (what the pipeline runs).
 Jaxpr fuse_elementwise(const Jaxpr& program, const BufferOptions& options);
-
-}  // namespace refjit
-
-namespace refjit {
-
-// The lowering decisions still made beside the IR about the eqns of one jaxpr (fused groups and
-// product epilogues are IR: `fused` and `product_epilogue` eqns): which are computed row by row
-// in one loop. The pipeline's `lowering-plan` pass takes them once, for every jaxpr of the
-// buffer plan; `refjit dump --emit=lowering-plan` prints them and the lowering only follows
-// them.
-struct LoweringDecisions {
-  // Consecutive fused eqns and reductions computed row by row in one loop (row_loops.h).
-  RowLoopPlan row_loops;
-};
-
-// The decisions for `jaxpr`'s own eqns under `buffers` (nullptr: no buffer plan).
-LoweringDecisions decide_lowering(const Jaxpr& jaxpr, const JaxprBuffers* buffers);
-
-// The decisions for every jaxpr of `assignment`, indexed like assignment.jaxprs.
-std::vector<LoweringDecisions> decide_lowering(const BufferAssignment& assignment);
-
-// The text of `refjit dump --emit=lowering-plan` (format in docs/backend.md): per jaxpr of the
-// plan that has decisions, one line per row loop, naming eqns
-// by the values print_jaxpr gives them.
-std::string print_lowering_decisions(const Jaxpr& top, const BufferAssignment& assignment,
-                                     const std::vector<LoweringDecisions>& decisions);
 
 }  // namespace refjit

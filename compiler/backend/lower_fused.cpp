@@ -28,14 +28,15 @@ void LowerCtx::lower_product_epilogue(const Eqn& e) {
   });
 }
 
-void LowerCtx::in_fused_body(
-    const Eqn& e, Value dst,
-    const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f) {
+void LowerCtx::in_fused_body(const Eqn& e, Value dst,
+                             const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f,
+                             bool with_operands) {
   const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
   std::vector<Value> operands;
-  for (const Atom& a : e.ins) operands.push_back(buffer(a));
+  if (with_operands)
+    for (const Atom& a : e.ins) operands.push_back(buffer(a));
   push_frame(body, /*top_level=*/false);
-  for (size_t k = 0; k < body.invars.size(); ++k) bind_var(body.invars[k], operands.at(k));
+  for (size_t k = 0; k < operands.size(); ++k) bind_var(body.invars[k], operands[k]);
   frames_.back().result_into = {{as_var(body.outvars.at(0)).id, dst}};
   if (e.prim == Prim::product_epilogue)
     frames_.back().result_into.emplace_back(body.eqns.at(0).outs.at(0).id, dst);

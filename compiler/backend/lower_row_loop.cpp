@@ -21,22 +21,78 @@ std::pair<const Jaxpr*, const Eqn*> item_root(const Jaxpr& j, const Eqn& e) {
 }  // namespace
 
 void LowerCtx::in_row_item(const Jaxpr& j, const RowItem& item, Value dst,
-                           const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f) {
+                           const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f,
+                           bool with_operands) {
   const Eqn& e = j.eqns[item.eqn];
   frames_.back().eqn = static_cast<int>(item.eqn);
   if (e.prim == Prim::fused)
-    in_fused_body(e, dst, f);
+    in_fused_body(e, dst, f, with_operands);
   else
     f(j, {item.eqn});
 }
 
-void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& loop) {
+void LowerCtx::lower_row_loop(const Eqn& e) {
+  const Jaxpr& body = *e.params.get<JaxprPtr>("jaxpr");
+  const RowLoop loop = row_loop_of_body(body);
+  std::vector<Value> operands, results;
+  for (const Atom& a : e.ins) operands.push_back(buffer(a));
+  for (Var v : e.outs) results.push_back(result_buffer(v));
+  push_frame(body, /*top_level=*/false);
+  for (size_t k = 0; k < body.invars.size(); ++k) bind_var(body.invars[k], operands.at(k));
+  for (size_t k = 0; k < body.outvars.size(); ++k)
+    frames_.back().result_into.emplace_back(as_var(body.outvars[k]).id, results.at(k));
+  lower_row_loop(body, loop);
+  pop_frame();
+}
+
+Value LowerCtx::row_of_block(Value rows, const ArrayType& t, Value block) {
+  // Row `block` of `rows` (one row per block, contiguous), seen as all of `t`: dim 0 has stride
+  // 0, so row i of the view is that one row whatever i.
+  llvm::SmallVector<int64_t> strides(t.shape.size(), 1);
+  for (size_t d = t.shape.size() - 1; d-- > 1;) strides[d] = strides[d + 1] * t.shape[d + 1];
+  strides[0] = 0;
+  const int64_t row_elements = t.shape[0] == 0 ? 0 : t.num_elements() / t.shape[0];
+  const Value offset = b.create<mlir::arith::MulIOp>(loc, block, index(row_elements));
+  auto layout = mlir::StridedLayoutAttr::get(b.getContext(), mlir::ShapedType::kDynamic, strides);
+  auto type = mlir::MemRefType::get(t.shape, storage_type(t.dtype), layout);
+  std::vector<mlir::OpFoldResult> sizes, stride_attrs;
+  for (size_t d = 0; d < t.shape.size(); ++d) {
+    sizes.push_back(b.getIndexAttr(t.shape[d]));
+    stride_attrs.push_back(b.getIndexAttr(strides[d]));
+  }
+  return b.create<mlir::memref::ReinterpretCastOp>(loc, type, rows, mlir::OpFoldResult(offset),
+                                                   sizes, stride_attrs);
+}
+
+void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
   const int saved = frames_.back().eqn;
+  RowLoop loop = planned;
   const size_t n = loop.items.size();
-  const int64_t blocks = loop.blocks();
   // Every item's buffer is made before the loop (result_buffer emits its view where it is
-  // called, and the values must dominate the code after the loop too).
+  // called, and the values must dominate the code after the loop too). An item whose rows only
+  // the loop reads (not a result of the row_loop, not seen through a view) keeps one row per
+  // block instead of an array of all of them (`scratch`): the loop reads its row i only while
+  // computing row i, and a block's rows run in order on one thread.
   std::vector<Value> dst(n);
+  std::vector<bool> scratch(n, false);
+  std::vector<bool> viewed(j.vars.size(), false);
+  for (size_t k : loop.passengers)
+    for (const Atom& a : j.eqns[k].ins)
+      if (is_var(a)) viewed[as_var(a).id] = true;
+  auto is_result = [&](Var v) {
+    for (const auto& [id, memref] : frames_.back().result_into)
+      if (id == v.id) return true;
+    return false;
+  };
+  for (size_t k = 0; k < n; ++k) {
+    const Var v = j.eqns[loop.items[k].root()].outs.at(0);
+    scratch[k] = loop.items[k].kind == RowItemKind::rows && !is_result(v) && !viewed[v.id];
+  }
+  // (Blocks of rows, as column sums make them, give every block its scratch row; the rows are
+  // independent, so the blocks change no bits.)
+  if (std::find(scratch.begin(), scratch.end(), true) != scratch.end())
+    loop.block_rows = std::max(loop.block_rows, (loop.rows + kRowBlocks - 1) / kRowBlocks);
+  const int64_t blocks = loop.blocks();
   int64_t elements_per_row = 0;
   for (size_t k = 0; k < n; ++k) {
     const RowItem& item = loop.items[k];
@@ -55,11 +111,15 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& loop) {
       Shape per_block{blocks};
       per_block.insert(per_block.end(), rt.shape.begin(), rt.shape.end());
       dst[k] = alloc(ArrayType{rt.dtype, per_block});
+    } else if (scratch[k]) {
+      Shape per_block = rt.shape;
+      per_block[0] = blocks;
+      dst[k] = alloc(ArrayType{rt.dtype, per_block});  // the blocks' rows, in order
     } else {
       dst[k] = result_buffer(e.outs[0]);
     }
   }
-  // Passengers next: a view of an item's result needs its buffer.
+  // Passengers next (views of row results): a view of an item's result needs its buffer.
   for (size_t k : loop.passengers) lower_eqn_at(j, k);
   auto over_blocks = b.create<mlir::scf::ForOp>(loc, index(0), index(blocks), index(1));
   {
@@ -68,11 +128,22 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& loop) {
     Value block = over_blocks.getInductionVar();
     for (size_t k = 0; k < n; ++k)
       if (loop.items[k].kind == RowItemKind::columns)
-        in_row_item(j, loop.items[k], Value(), [&](const Jaxpr& in, const std::vector<size_t>& m) {
-          start_block_partial(*this, in.eqns[m.back()], dst[k], block);
-        });
+        in_row_item(
+            j, loop.items[k], Value(),
+            [&](const Jaxpr& in, const std::vector<size_t>& m) {
+              start_block_partial(*this, in.eqns[m.back()], dst[k], block);
+            },
+            /*with_operands=*/false);
+    // This block's scratch rows, seen as the items' whole results.
+    std::vector<Value> at(dst);
+    for (size_t k = 0; k < n; ++k) {
+      if (!scratch[k]) continue;
+      const Var v = j.eqns[loop.items[k].root()].outs[0];
+      at[k] = row_of_block(dst[k], type_of(v).array, block);
+      bind_var(v, at[k]);
+    }
     auto each_row = [&](Value row) {
-      for (size_t k = 0; k < n; ++k) lower_row_item(j, loop.items[k], row, dst[k], block);
+      for (size_t k = 0; k < n; ++k) lower_row_item(j, loop.items[k], row, at[k], block);
     };
     if (loop.block_rows == 1) {
       each_row(block);
@@ -94,13 +165,16 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& loop) {
     frames_.back().eqn = static_cast<int>(item.root());
     const ArrayType rt = type_of(e.outs[0]).array;
     const Value result = result_buffer(e.outs[0]);
-    in_row_item(j, item, result, [&](const Jaxpr& in, const std::vector<size_t>& m) {
-      const Eqn& root = in.eqns[m.back()];
-      if (item.kind == RowItemKind::partial)
-        store(combine_partials(*this, root, dst[k], loop.rows), result, rt.dtype, {});
-      else
-        combine_block_partials(*this, root, dst[k], blocks, result);
-    });
+    in_row_item(
+        j, item, result,
+        [&](const Jaxpr& in, const std::vector<size_t>& m) {
+          const Eqn& root = in.eqns[m.back()];
+          if (item.kind == RowItemKind::partial)
+            store(combine_partials(*this, root, dst[k], loop.rows), result, rt.dtype, {});
+          else
+            combine_block_partials(*this, root, dst[k], blocks, result);
+        },
+        /*with_operands=*/false);
   }
   frames_.back().eqn = saved;
 }
@@ -144,6 +218,14 @@ void LowerCtx::lower_row_of(const Jaxpr& j, const std::vector<size_t>& members, 
     });
   }
   outside_scalar_.clear();
+}
+
+}  // namespace refjit::backend
+
+namespace refjit::backend {
+
+void register_row_loop_lowerings(LowerTable& t) {
+  t.set(Prim::row_loop, [](LowerCtx& c, const Eqn& e) { c.lower_row_loop(e); });
 }
 
 }  // namespace refjit::backend

@@ -37,6 +37,7 @@ const LowerTable& lower_table() {
     register_host_lowerings(t);
     register_im2col_lowerings(t);
     register_fused_lowerings(t);
+    register_row_loop_lowerings(t);
     return t;
   }();
   return table;
@@ -589,34 +590,11 @@ std::vector<Value> LowerCtx::lower_inline(const Jaxpr& body, const std::vector<V
   return outs;
 }
 
-const LoweringDecisions& LowerCtx::decisions_for(const Jaxpr& j) {
-  Frame& f = frames_.back();
-  if (f.plan && plan_.decisions && plan_.assignment) {
-    const std::vector<JaxprBuffers>& all = plan_.assignment->jaxprs;
-    const size_t index = static_cast<size_t>(f.plan - all.data());
-    if (index < all.size() && index < plan_.decisions->size()) {
-      f.decisions = &(*plan_.decisions)[index];
-      return *f.decisions;
-    }
-  }
-  f.unplanned = std::make_unique<const LoweringDecisions>(decide_lowering(j, f.plan));
-  f.decisions = f.unplanned.get();
-  return *f.decisions;
-}
-
 void LowerCtx::lower_eqns(const Jaxpr& j) {
-  const LoweringDecisions& d = decisions_for(j);
   if (plan_.counts)
     for (const Eqn& e : j.eqns) plan_.counts->fused_groups += e.prim == Prim::fused ? 1 : 0;
   for (size_t i = 0; i < j.eqns.size(); ++i) {
     frames_.back().eqn = static_cast<int>(i);
-    // A row loop is lowered at its first item's root, every item in it.
-    if (int32_t r = d.row_loops.loop_of[i]; r >= 0) {
-      const RowLoop& loop = d.row_loops.loops[r];
-      if (loop.root_of(0) == i) lower_row_loop(j, loop);
-      continue;
-    }
-    if (d.row_loops.passenger_of[i] >= 0) continue;  // lowered before its row loop
     lower_eqn_at(j, i);
   }
 }

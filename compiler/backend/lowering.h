@@ -21,6 +21,7 @@
 
 #include "compiler/backend/buffer_plan.h"
 #include "compiler/backend/fusion.h"
+#include "compiler/backend/row_loops.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -195,8 +196,10 @@ class LowerCtx {
   // Runs `f(body, members)` in a frame of the body of `e` (a fused or product_epilogue eqn): its
   // invars bound to e's operands, its result (and a product_epilogue's product) to `dst`;
   // `members` are all the body's eqns, in order.
+  // (`with_operands` false: the invars are left unbound, for code that needs only the types.)
   void in_fused_body(const Eqn& e, mlir::Value dst,
-                     const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f);
+                     const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f,
+                     bool with_operands = true);
   // One loop nest computing the group's eqns (indices into j.eqns, root last) per element into
   // `dst`. A reduction root runs its own rule, reading its operand from the members (load()).
   void lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group, mlir::Value dst);
@@ -210,10 +213,14 @@ class LowerCtx {
   // Its scf.for over the rows, computing `members` of `j` (root last) into `dst` of type `rt`.
   mlir::Operation* lower_rows_into(const Jaxpr& j, const std::vector<size_t>& members,
                                    mlir::Value dst, const ArrayType& rt);
-  // A row loop (row_loops.h): its passengers, then one scf.for over the rows computing row i
-  // of every item in turn; full reductions store a partial per row, combined in row order
-  // after the loop.
+  // A `row_loop` eqn (row_loops.h): its body's passengers (views of row results), then one
+  // scf.for over the rows computing row i of every item in turn; full reductions store a
+  // partial per row, combined in row order after the loop.
+  void lower_row_loop(const Eqn& e);
+  // The loop `loop` of body `j` (in its frame).
   void lower_row_loop(const Jaxpr& j, const RowLoop& loop);
+  // Row `block` of `rows` (one row of `t` per block), seen as all of `t` (dim 0 of stride 0).
+  mlir::Value row_of_block(mlir::Value rows, const ArrayType& t, mlir::Value block);
   // The members of a group (eqn indices, in order) evaluated at element `ivs`, in
   // registers; returns the last member's value.
   mlir::Value fused_element(const Jaxpr& j, const std::vector<size_t>& members, Ivs ivs);
@@ -226,9 +233,6 @@ class LowerCtx {
   // The element of broadcast_in_dim `e`'s operand that its result element `ivs` reads.
   std::vector<mlir::Value> broadcast_operand_index(const Eqn& e, Ivs ivs);
 
-  // The lowering decisions for `j`, the jaxpr of the innermost frame.
-  const LoweringDecisions& decisions_for(const Jaxpr& j);
-
   // ---- driver state
   struct Frame {
     const Jaxpr* jaxpr = nullptr;
@@ -237,11 +241,6 @@ class LowerCtx {
     const JaxprBuffers* plan = nullptr;  // null: naive plan
     std::vector<mlir::Value> mem;        // by buffer id of `plan`
     int eqn = -1;                        // the eqn being lowered
-    // The decisions for `jaxpr`: the plan's (pipeline pass `fusion`), or for a jaxpr the
-    // buffer plan does not cover (a naive plan, a while body), taken when it is lowered.
-    // (On the heap: frames move when nested ones are pushed, and lower_eqns holds a reference.)
-    const LoweringDecisions* decisions = nullptr;
-    std::unique_ptr<const LoweringDecisions> unplanned;
     // In the body of a fused or product_epilogue eqn: the vars computed into the eqn's result
     // buffer (result_buffer's answer for them), by var id.
     std::vector<std::pair<uint32_t, mlir::Value>> result_into;
@@ -286,7 +285,8 @@ class LowerCtx {
   // Runs `f(jaxpr, members)` on the eqns computing `item` (in_fused_body for a fused eqn, its
   // result bound to `dst`; else the eqn alone, in `j`).
   void in_row_item(const Jaxpr& j, const RowItem& item, mlir::Value dst,
-                   const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f);
+                   const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f,
+                   bool with_operands = true);
   void count_copy(const ArrayType& t);
   int loop_depth_ = 0;  // scan bodies being lowered
   // While a reduction rooting a fusion group is lowered: its operand, which load() computes
@@ -337,10 +337,11 @@ void register_dot_lowerings(LowerTable& t);
 void register_ref_lowerings(LowerTable& t);
 void register_control_lowerings(LowerTable& t);
 void register_collective_lowerings(LowerTable& t);
-void register_linalg_lowerings(LowerTable& t);  // lower_linalg.cpp
-void register_host_lowerings(LowerTable& t);    // lower_host.cpp
-void register_im2col_lowerings(LowerTable& t);  // lower_im2col.cpp
-void register_fused_lowerings(LowerTable& t);   // lower_fused.cpp
+void register_linalg_lowerings(LowerTable& t);    // lower_linalg.cpp
+void register_host_lowerings(LowerTable& t);      // lower_host.cpp
+void register_im2col_lowerings(LowerTable& t);    // lower_im2col.cpp
+void register_fused_lowerings(LowerTable& t);     // lower_fused.cpp
+void register_row_loop_lowerings(LowerTable& t);  // lower_row_loop.cpp
 // The symbol a host call's operand of `dtype` is passed to (refjit_host_call_arg under one
 // name per element type, since each declaration fixes its memref type).
 std::string host_call_arg_symbol(DType dtype);

@@ -1,10 +1,14 @@
 #include "compiler/backend/row_loops.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <optional>
 #include <set>
 
+#include "compiler/backend/decision_bodies.h"
 #include "compiler/backend/fusion.h"
+#include "refjit/ir/error.h"
 
 namespace refjit {
 
@@ -206,7 +210,7 @@ bool try_carry(const Jaxpr& j, const JaxprBuffers& p, OpenLoop& open, size_t i) 
       info.communicates || info.host_effect || info.effect != RefEffect::none ||
       !eb.copies.empty() || !eb.handed_over.empty())
     return false;
-  if (eb.action == EqnAction::view && e.ins.size() == 1 && e.outs.size() == 1 && is_var(e.ins[0]) &&
+  if (eb.action == EqnAction::view && is_row_view(e) && is_var(e.ins[0]) &&
       contains(open.computed, as_var(e.ins[0]).id)) {
     // A view of a row the loop computes ([R] as [R, 1]): the same rows, the same bytes each.
     const ArrayType xt = j.type_of(as_var(e.ins[0])).array;
@@ -257,6 +261,11 @@ bool worth_a_loop(const OpenLoop& open) {
 
 }  // namespace
 
+bool is_row_view(const Eqn& e) {
+  return (e.prim == Prim::reshape || e.prim == Prim::squeeze || e.prim == Prim::expand_dims) &&
+         e.ins.size() == 1 && e.outs.size() == 1;
+}
+
 RowLoopPlan plan_row_loops(const Jaxpr& j, const JaxprBuffers* buffers) {
   const size_t n = j.eqns.size();
   RowLoopPlan plan;
@@ -296,6 +305,134 @@ RowLoopPlan plan_row_loops(const Jaxpr& j, const JaxprBuffers* buffers) {
   }
   close();
   return plan;
+}
+
+}  // namespace refjit
+
+namespace refjit {
+
+RowLoop row_loop_of_body(const Jaxpr& body) {
+  RowLoop loop;
+  for (size_t k = 0; k < body.eqns.size(); ++k) {
+    const Eqn& e = body.eqns[k];
+    if (is_row_view(e)) {
+      loop.passengers.push_back(k);
+      continue;
+    }
+    const std::optional<ItemAccess> item = item_access(body, k);
+    if (!item || (loop.rows != 0 && item->rows != loop.rows))
+      throw Error(fmt::format(
+          "row_loop: eqn {} of its body ({}) is no row of a loop over the rows of the others", k,
+          prim_name(e.prim)));
+    loop.rows = item->rows;
+    loop.items.push_back(RowItem{item->kind, k});
+    if (item->kind == RowItemKind::columns)
+      loop.block_rows = (loop.rows + kRowBlocks - 1) / kRowBlocks;
+  }
+  if (loop.items.empty()) throw Error("row_loop: its body computes no row");
+  return loop;
+}
+
+namespace {
+
+// The row_loop eqns replacing the loops of `plan` in `j` (row_loops.h, "As IR").
+Jaxpr with_row_loops(const Jaxpr& j, const RowLoopPlan& plan) {
+  if (plan.loops.empty()) return j;
+  const size_t n = j.eqns.size();
+  std::vector<int32_t> loop_of(n, -1);  // items and passengers
+  for (size_t l = 0; l < plan.loops.size(); ++l) {
+    for (const RowItem& item : plan.loops[l].items) loop_of[item.eqn] = static_cast<int32_t>(l);
+    for (size_t k : plan.loops[l].passengers) loop_of[k] = static_cast<int32_t>(l);
+  }
+  std::vector<bool> returned(j.vars.size(), false);
+  for (const Atom& a : j.outvars)
+    if (is_var(a)) returned[as_var(a).id] = true;
+  Jaxpr out = j;
+  out.eqns.clear();
+  std::vector<Eqn> after;  // views of loop results read outside, emitted after their loop
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t l = loop_of[i];
+    if (l < 0) {
+      out.eqns.push_back(j.eqns[i]);
+      continue;
+    }
+    const RowLoop& loop = plan.loops[static_cast<size_t>(l)];
+    if (i != loop.items.front().eqn) continue;  // emitted with the loop's first item
+    // The loop's eqns in program order; a passenger reading what the loop computes (a view of
+    // a row result) is in its body, the others run before it.
+    std::vector<size_t> body;
+    std::vector<bool> in_body(j.vars.size(), false);
+    size_t covered = 0;
+    for (size_t k = i; k < n && (loop_of[k] == l); ++k, ++covered) {
+      const Eqn& e = j.eqns[k];
+      const bool item = std::any_of(loop.items.begin(), loop.items.end(),
+                                    [&](const RowItem& it) { return it.eqn == k; });
+      const bool inside =
+          item || (is_row_view(e) && is_var(e.ins[0]) && in_body[as_var(e.ins[0]).id]);
+      if (!inside) {
+        out.eqns.push_back(e);
+        continue;
+      }
+      body.push_back(k);
+      for (Var o : e.outs) in_body[o.id] = true;
+    }
+    if (covered != loop.items.size() + loop.passengers.size())
+      throw Error("internal error: a row loop's eqns are not one run of eqns");
+    // Its results: the items' values read after it. A view inside read after it is made again
+    // there, from the item's result.
+    std::vector<Var> results;
+    auto read_outside = [&](Var v) {
+      if (returned[v.id]) return true;
+      for (size_t k = 0; k < n; ++k)
+        if (loop_of[k] != l)
+          for (const Atom& a : j.eqns[k].ins)
+            if (is_var(a) && as_var(a) == v) return true;
+      return false;
+    };
+    std::vector<int64_t> view_of(j.vars.size(), -1);  // the body view defining a var
+    for (size_t k : body)
+      if (is_row_view(j.eqns[k])) view_of[j.eqns[k].outs[0].id] = static_cast<int64_t>(k);
+    std::vector<size_t> made_again;  // views made again after the loop
+    auto add_result = [&](Var v) {
+      if (std::find(results.begin(), results.end(), v) == results.end()) results.push_back(v);
+    };
+    for (size_t k : body) {
+      const Eqn& e = j.eqns[k];
+      if (!read_outside(e.outs[0])) continue;
+      if (!is_row_view(e)) {
+        add_result(e.outs[0]);
+        continue;
+      }
+      // The view (and the views it is made of) again after the loop, from the item's result.
+      Var from = e.outs[0];
+      while (view_of[from.id] >= 0) {
+        const size_t v = static_cast<size_t>(view_of[from.id]);
+        if (std::find(made_again.begin(), made_again.end(), v) == made_again.end())
+          made_again.push_back(v);
+        from = as_var(j.eqns[v].ins[0]);
+      }
+      add_result(from);
+    }
+    std::sort(made_again.begin(), made_again.end());
+    for (size_t v : made_again) after.push_back(j.eqns[v]);
+    out.eqns.push_back(eqn_with_body(Prim::row_loop, j, body, results));
+    for (Eqn& e : after) out.eqns.push_back(std::move(e));
+    after.clear();
+  }
+  return out;
+}
+
+}  // namespace
+
+Jaxpr make_row_loops(const Jaxpr& program, const BufferAssignment* assignment) {
+  return rewrite_every_jaxpr(program, assignment, [](const Jaxpr& j, const JaxprBuffers* plan) {
+    return with_row_loops(j, plan_row_loops(j, plan));
+  });
+}
+
+Jaxpr make_row_loops(const Jaxpr& program, const BufferOptions& options) {
+  const BufferAssignment provisional = assign_buffers(program, options);
+  return make_row_loops(program, &provisional);
 }
 
 }  // namespace refjit

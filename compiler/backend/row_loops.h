@@ -38,12 +38,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "refjit/ir/primitive.h"
+#include "passes/buffers/buffer_assignment.h"
+#include "refjit/ir/jaxpr.h"
 
 namespace refjit {
-
-struct Jaxpr;
-struct JaxprBuffers;
 
 // How a row-loop item uses row i.
 enum class RowItemKind {
@@ -83,8 +81,7 @@ struct RowLoop {
 };
 
 struct RowLoopPlan {
-  // loop_of[eqn] = the loop whose item this eqn roots, or -1. The loop is lowered at its first
-  // item's root; the other roots are then skipped.
+  // loop_of[eqn] = the loop whose item this eqn is, or -1.
   std::vector<int32_t> loop_of;
   // passenger_of[eqn] = the loop this eqn is lowered before, or -1.
   std::vector<int32_t> passenger_of;
@@ -98,5 +95,25 @@ constexpr int64_t kRowBlocks = 32;
 
 // The row loops of the top-level eqns of `jaxpr` under `buffers` (none without a buffer plan).
 RowLoopPlan plan_row_loops(const Jaxpr& jaxpr, const JaxprBuffers* buffers);
+
+// Whether `e` is a view a loop may take as a passenger of a row result it computes ([R] as
+// [R, 1]): a reshape, squeeze or expand_dims.
+bool is_row_view(const Eqn& e);
+
+// As IR: the pipeline's `row-loops` pass writes each loop plan_row_loops finds, in `program`
+// and in every jaxpr it holds, as one `row_loop` eqn (primitives.def) whose body holds its
+// items and the views of row results they read, in program order, at its first item's
+// position; the other passengers run before it, and a view of a row result read after the loop
+// is made again there. Its results are the items' values read after it. Planned under
+// `assignment`, a buffer assignment of `program` (nullptr: none, and no loop is made); the
+// program is assigned buffers again afterwards, the row_loop's results buffers of their own.
+Jaxpr make_row_loops(const Jaxpr& program, const BufferAssignment* assignment);
+// The same with an assignment made with `options` first (what the pipeline runs).
+Jaxpr make_row_loops(const Jaxpr& program, const BufferOptions& options);
+
+// The loop a row_loop eqn's body describes: its items (every body eqn but the row views, which
+// are its passengers), their kinds, its rows and blocks. Throws Error naming an eqn that is no
+// item of a loop over the others' rows.
+RowLoop row_loop_of_body(const Jaxpr& body);
 
 }  // namespace refjit

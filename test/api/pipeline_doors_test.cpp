@@ -41,8 +41,7 @@ class Recorder {
  public:
   PassObserver observer() {
     return [this](const PassReport& r) {
-      if (r.pass != "buffers" && r.pass != "fusion" && r.pass != "lowering-plan" &&
-          r.pass != "mlir")
+      if (r.pass != "buffers" && r.pass != "fusion" && r.pass != "row-loops" && r.pass != "mlir")
         return;
       std::lock_guard<std::mutex> lock(mu_);
       texts_[std::string(r.pass)].push_back(r.text());
@@ -78,7 +77,7 @@ TEST(PipelineDoors, JitRunDumpAndCompileYieldTheSamePlanAndMlir) {
   Value g = jitted(fresh_state(), fresh_cols(), Value(0.5f));
   const std::string jit_buffers = seen.take("buffers");
   const std::string jit_fusion = seen.take("fusion");
-  const std::string jit_lowering_plan = seen.take("lowering-plan");
+  const std::string jit_row_loops = seen.take("row-loops");
   const std::string jit_mlir = seen.take("mlir");
 
   // The same program as a file would hold it: printed and parsed back.
@@ -90,7 +89,7 @@ TEST(PipelineDoors, JitRunDumpAndCompileYieldTheSamePlanAndMlir) {
   CompiledFunction run = compile_program(program, PipelineOptions{});
   EXPECT_EQ(seen.take("buffers"), jit_buffers);
   EXPECT_EQ(seen.take("fusion"), jit_fusion);
-  EXPECT_EQ(seen.take("lowering-plan"), jit_lowering_plan);
+  EXPECT_EQ(seen.take("row-loops"), jit_row_loops);
   EXPECT_EQ(seen.take("mlir"), jit_mlir);
   std::vector<RtValue> out =
       run({fresh_state().array(), fresh_cols().array(), Value(0.5f).array()});
@@ -100,11 +99,11 @@ TEST(PipelineDoors, JitRunDumpAndCompileYieldTheSamePlanAndMlir) {
   // refjit dump --emit=buffers|fusion|mlir: emit_after.
   EXPECT_EQ(emit_after(program, "buffers", {}), jit_buffers);
   EXPECT_EQ(emit_after(program, "fusion", {}), jit_fusion);
-  EXPECT_EQ(emit_after(program, "lowering-plan", {}), jit_lowering_plan);
+  EXPECT_EQ(emit_after(program, "row-loops", {}), jit_row_loops);
   EXPECT_EQ(emit_after(program, "mlir", {}), jit_mlir);
   seen.take("buffers");
   seen.take("fusion");
-  seen.take("lowering-plan");
+  seen.take("row-loops");
   seen.take("mlir");
 
   // refjit compile: compile_to_object lowers the same module before adding its C wrapper.
@@ -113,7 +112,7 @@ TEST(PipelineDoors, JitRunDumpAndCompileYieldTheSamePlanAndMlir) {
   compile_to_object(program, aot);
   EXPECT_EQ(seen.take("buffers"), jit_buffers);
   EXPECT_EQ(seen.take("fusion"), jit_fusion);
-  EXPECT_EQ(seen.take("lowering-plan"), jit_lowering_plan);
+  EXPECT_EQ(seen.take("row-loops"), jit_row_loops);
   EXPECT_EQ(seen.take("mlir"), jit_mlir);
 
   // What was compared is not trivial: the update is in place and something was decided.

@@ -12,6 +12,7 @@
 #include "compiler/backend/fusion.h"
 #include "compiler/backend/native.h"
 #include "compiler/backend/product_epilogues.h"
+#include "compiler/backend/row_loops.h"
 #include "refjit/compilation_cache.h"
 #include "refjit/ir/builder.h"
 #include "refjit/ir/error.h"
@@ -88,11 +89,13 @@ inline std::vector<RtValue> deep_copy(const std::vector<RtValue>& vs) {
   return out;
 }
 
-// `j` with its elementwise chains made fused eqns and its products with an elementwise consumer
-// product_epilogue eqns, as the pipeline's `fusion` and `product-epilogues` passes make them
-// (compile_native lowers the program it is given; it decides no fusion of its own).
+// `j` with its elementwise chains made fused eqns, its products with an elementwise consumer
+// product_epilogue eqns and its loops over shared rows row_loop eqns, as the pipeline's
+// `fusion`, `product-epilogues` and `row-loops` passes make them (compile_native lowers the
+// program it is given; it decides no fusion of its own).
 inline Jaxpr with_fusion(const Jaxpr& j) {
-  return fuse_product_epilogues(fuse_elementwise(j, BufferOptions{}), BufferOptions{});
+  const Jaxpr fused = fuse_product_epilogues(fuse_elementwise(j, BufferOptions{}), BufferOptions{});
+  return make_row_loops(fused, BufferOptions{});
 }
 
 // Runs `j` through the interpreter and the JIT (of with_fusion(j), or of j itself when `opts` bring

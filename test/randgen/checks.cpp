@@ -140,7 +140,7 @@ void check_native(const Program& p, const CheckOptions& o, double tol) {
 }
 
 // The program as the pipeline leaves it for the backend (every jaxpr pass, the decisions
-// written as IR among them: dot_accumulate, im2col_dot, fused, product_epilogue) runs on the
+// written as IR among them: dot_accumulate, im2col_dot, fused, product_epilogue, row_loop) runs on the
 // interpreter and computes what the original does: the oracle checks the decisions, not only the
 // code made of them. The decision primitives (docs/primitives.md "Decisions") anywhere in `j`,
 // bodies included.
@@ -158,6 +158,7 @@ void note_decisions(const Jaxpr& j, std::set<std::string>& found) {
       case Prim::swap_flat_run:
       case Prim::fused:
       case Prim::product_epilogue:
+      case Prim::row_loop:
       case Prim::shift_add: found.insert(std::string(prim_name(e.prim))); break;
       default: break;
     }
