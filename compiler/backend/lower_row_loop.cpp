@@ -64,6 +64,9 @@ Value LowerCtx::row_of_block(Value rows, const ArrayType& t, Value block) {
                                                    sizes, stride_attrs);
 }
 
+// The fewest elements a row of an item needs to be kept one row per block (lower_row_loop).
+constexpr int64_t kMinScratchRow = 64;
+
 void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
   const int saved = frames_.back().eqn;
   RowLoop loop = planned;
@@ -86,7 +89,12 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
   };
   for (size_t k = 0; k < n; ++k) {
     const Var v = j.eqns[loop.items[k].root()].outs.at(0);
-    scratch[k] = loop.items[k].kind == RowItemKind::rows && !is_result(v) && !viewed[v.id];
+    const ArrayType t = type_of(v).array;
+    // (A row of a few elements stays an array: the loop over the rows is then the one LLVM
+    // vectorises, and a scratch slot stored and loaded every row would stop it.)
+    const bool long_rows = t.rank() >= 2 && t.num_elements() / t.shape[0] >= kMinScratchRow;
+    scratch[k] =
+        loop.items[k].kind == RowItemKind::rows && long_rows && !is_result(v) && !viewed[v.id];
   }
   // (Blocks of rows, as column sums make them, give every block its scratch row; the rows are
   // independent, so the blocks change no bits.)
