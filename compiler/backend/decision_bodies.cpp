@@ -71,6 +71,13 @@ Jaxpr rewrite_in(const Jaxpr& j, const PlansByJaxpr& plans, const JaxprRewrite& 
 
 }  // namespace
 
+Jaxpr under_provisional_buffers(
+    const Jaxpr& program, const BufferOptions& options,
+    const std::function<Jaxpr(const Jaxpr&, const BufferAssignment*)>& pass) {
+  const BufferAssignment provisional = assign_buffers(program, options);
+  return pass(program, &provisional);
+}
+
 Jaxpr rewrite_every_jaxpr(const Jaxpr& program, const BufferAssignment* assignment,
                           const JaxprRewrite& rewrite) {
   PlansByJaxpr plans;

@@ -31,4 +31,10 @@ using JaxprRewrite = std::function<Jaxpr(const Jaxpr& j, const JaxprBuffers* pla
 Jaxpr rewrite_every_jaxpr(const Jaxpr& program, const BufferAssignment* assignment,
                           const JaxprRewrite& rewrite);
 
+// `pass(program, &assignment)` with `assignment` the buffers `program` gets under `options`:
+// how a decision pass is planned under the buffers of the program it rewrites.
+Jaxpr under_provisional_buffers(
+    const Jaxpr& program, const BufferOptions& options,
+    const std::function<Jaxpr(const Jaxpr&, const BufferAssignment*)>& pass);
+
 }  // namespace refjit

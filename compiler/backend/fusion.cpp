@@ -208,8 +208,9 @@ Jaxpr fuse_elementwise(const Jaxpr& program, const BufferAssignment* assignment)
 }
 
 Jaxpr fuse_elementwise(const Jaxpr& program, const BufferOptions& options) {
-  const BufferAssignment provisional = assign_buffers(program, options);
-  return fuse_elementwise(program, &provisional);
+  return under_provisional_buffers(program, options, [](const Jaxpr& j, const BufferAssignment* a) {
+    return fuse_elementwise(j, a);
+  });
 }
 
 }  // namespace refjit

@@ -52,16 +52,8 @@ Value LowerCtx::row_of_block(Value rows, const ArrayType& t, Value block) {
   for (size_t d = t.shape.size() - 1; d-- > 1;) strides[d] = strides[d + 1] * t.shape[d + 1];
   strides[0] = 0;
   const int64_t row_elements = t.shape[0] == 0 ? 0 : t.num_elements() / t.shape[0];
-  const Value offset = b.create<mlir::arith::MulIOp>(loc, block, index(row_elements));
-  auto layout = mlir::StridedLayoutAttr::get(b.getContext(), mlir::ShapedType::kDynamic, strides);
-  auto type = mlir::MemRefType::get(t.shape, storage_type(t.dtype), layout);
-  std::vector<mlir::OpFoldResult> sizes, stride_attrs;
-  for (size_t d = 0; d < t.shape.size(); ++d) {
-    sizes.push_back(b.getIndexAttr(t.shape[d]));
-    stride_attrs.push_back(b.getIndexAttr(strides[d]));
-  }
-  return b.create<mlir::memref::ReinterpretCastOp>(loc, type, rows, mlir::OpFoldResult(offset),
-                                                   sizes, stride_attrs);
+  return strided_view(rows, t, strides,
+                      b.create<mlir::arith::MulIOp>(loc, block, index(row_elements)));
 }
 
 // The fewest elements a row of an item needs to be kept one row per block (lower_row_loop).

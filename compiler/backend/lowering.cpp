@@ -186,6 +186,11 @@ Value LowerCtx::view_as(Value memref, const ArrayType& t) {
                                                      strides);
   // A view with an offset (a row of a bigger buffer): keep the offset, row-major strides.
   auto meta = b.create<mlir::memref::ExtractStridedMetadataOp>(loc, memref);
+  return strided_view(memref, t, strides, meta.getOffset());
+}
+
+Value LowerCtx::strided_view(Value memref, const ArrayType& t, llvm::ArrayRef<int64_t> strides,
+                             Value offset) {
   auto layout = mlir::StridedLayoutAttr::get(b.getContext(), mlir::ShapedType::kDynamic, strides);
   auto type = mlir::MemRefType::get(t.shape, storage_type(t.dtype), layout);
   std::vector<mlir::OpFoldResult> sizes, stride_attrs;
@@ -193,8 +198,8 @@ Value LowerCtx::view_as(Value memref, const ArrayType& t) {
     sizes.push_back(b.getIndexAttr(t.shape[i]));
     stride_attrs.push_back(b.getIndexAttr(strides[i]));
   }
-  return b.create<mlir::memref::ReinterpretCastOp>(
-      loc, type, memref, mlir::OpFoldResult(meta.getOffset()), sizes, stride_attrs);
+  return b.create<mlir::memref::ReinterpretCastOp>(loc, type, memref, mlir::OpFoldResult(offset),
+                                                   sizes, stride_attrs);
 }
 
 // ---------------------------------------------------------------- the buffer assignment

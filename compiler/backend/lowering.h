@@ -98,6 +98,9 @@ class LowerCtx {
   // `memref` (contiguous row-major data, any offset) seen with type `t` (same element count):
   // itself, or a memref.reinterpret_cast of it.
   mlir::Value view_as(mlir::Value memref, const ArrayType& t);
+  // `memref` seen as `t` with `strides`, from element `offset` (an index value) of it.
+  mlir::Value strided_view(mlir::Value memref, const ArrayType& t, llvm::ArrayRef<int64_t> strides,
+                           mlir::Value offset);
 
   // ---- the buffer assignment (null / false / -1 under the naive plan)
   // The plan of the jaxpr being lowered, and of the eqn being lowered.

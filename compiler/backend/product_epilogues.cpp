@@ -95,8 +95,9 @@ Jaxpr fuse_product_epilogues(const Jaxpr& program, const BufferAssignment* assig
 }
 
 Jaxpr fuse_product_epilogues(const Jaxpr& program, const BufferOptions& options) {
-  const BufferAssignment provisional = assign_buffers(program, options);
-  return fuse_product_epilogues(program, &provisional);
+  return under_provisional_buffers(program, options, [](const Jaxpr& j, const BufferAssignment* a) {
+    return fuse_product_epilogues(j, a);
+  });
 }
 
 }  // namespace refjit

@@ -415,7 +415,11 @@ Jaxpr with_row_loops(const Jaxpr& j, const RowLoopPlan& plan) {
     }
     std::sort(made_again.begin(), made_again.end());
     for (size_t v : made_again) after.push_back(j.eqns[v]);
-    out.eqns.push_back(eqn_with_body(Prim::row_loop, j, body, results));
+    if (results.empty()) {  // nothing reads what it computes: no loop (its eqns as they were)
+      for (size_t k : body) out.eqns.push_back(j.eqns[k]);
+    } else {
+      out.eqns.push_back(eqn_with_body(Prim::row_loop, j, body, results));
+    }
     for (Eqn& e : after) out.eqns.push_back(std::move(e));
     after.clear();
   }
@@ -431,8 +435,9 @@ Jaxpr make_row_loops(const Jaxpr& program, const BufferAssignment* assignment) {
 }
 
 Jaxpr make_row_loops(const Jaxpr& program, const BufferOptions& options) {
-  const BufferAssignment provisional = assign_buffers(program, options);
-  return make_row_loops(program, &provisional);
+  return under_provisional_buffers(program, options, [](const Jaxpr& j, const BufferAssignment* a) {
+    return make_row_loops(j, a);
+  });
 }
 
 }  // namespace refjit

@@ -8,6 +8,7 @@
 #include "compiler/backend/buffer_plan.h"
 #include "compiler/backend/row_loops.h"
 #include "driver/pipeline.h"
+#include "refjit/ir/verifier.h"
 
 namespace refjit::testing {
 namespace {
@@ -240,6 +241,32 @@ TEST(RowLoops, AnEqnReadingWhatTheLoopComputesEndsIt) {
   EXPECT_EQ(loop_roots(row_loops_of(j)), (std::vector<std::vector<size_t>>{{0, 1}}));
   // (A running sum of sums of both signs cancels: its rounding shows at 1e-5.)
   check_everywhere(j, {random_array(at(DType::f32, {128, 64}), 12)}, 1e-4);
+}
+
+}  // namespace
+}  // namespace refjit::testing
+
+namespace refjit::testing {
+namespace {
+
+// A loop whose values nothing reads (dead code a body may still hold) is no row_loop eqn: one
+// with no results would compute nothing. Its eqns stay as they were.
+TEST(RowLoops, ALoopNobodyReadsStaysItsEqns) {
+  const Jaxpr j = parse_jaxpr(R"({ lambda ; x:f32[64,128] y:f32[4]. let
+    e:f32[64,128] = exp x
+    s:f32[64] = reduce_sum[axes=(1,)] e
+    b:f32[64,128] = broadcast_in_dim[broadcast_dimensions=(0,) shape=(64, 128)] s
+    d:f32[64,128] = div e b
+    z:f32[4] = sin y
+  in (z,) })");
+  const Jaxpr looped = make_row_loops(j, BufferOptions{});
+  verify(looped);
+  for (const Eqn& e : looped.eqns) EXPECT_NE(e.prim, Prim::row_loop);
+  EXPECT_EQ(looped.eqns.size(), j.eqns.size());
+  // Read, the same eqns are one loop.
+  Jaxpr read = j;
+  read.outvars.push_back(read.eqns[3].outs[0]);
+  EXPECT_EQ(row_loop_eqns(make_row_loops(read, BufferOptions{})).size(), 1u);
 }
 
 }  // namespace
