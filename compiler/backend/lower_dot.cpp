@@ -263,7 +263,7 @@ void emit_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t root,
     emit_kernel_call(c, *call);
   else
     loops();
-  c.lower_epilogue(j, root);
+  c.lower_eqn_at(j, root);
 }
 
 llvm::SmallVector<int64_t> static_strides(Value memref) {

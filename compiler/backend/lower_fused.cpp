@@ -205,8 +205,6 @@ void LowerCtx::split_at_interior(int64_t n, std::optional<std::pair<int64_t, int
   range(interior->second, n, false);
 }
 
-void LowerCtx::lower_epilogue(const Jaxpr& j, size_t root) { lower_eqn_at(j, root); }
-
 mlir::Operation* LowerCtx::lower_epilogue_rows(const Jaxpr& j, size_t root) {
   const int saved = frames_.back().eqn;
   frames_.back().eqn = static_cast<int>(root);

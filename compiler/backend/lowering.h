@@ -207,11 +207,10 @@ class LowerCtx {
   // `dst`. A reduction root runs its own rule, reading its operand from the members (load()).
   void lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group, mlir::Value dst);
   // A matrix-product epilogue (product_epilogues.h): eqn `root` (a fused eqn or one
-  // elementwise eqn), lowered at the product: `lower_epilogue` by its rule, or
-  // `lower_epilogue_rows` as one scf.for over the rows of its result (all its dims but
-  // the last, flattened), marked kEpilogueAttr for outline_epilogues (parallel_loops.h) to hand
-  // to the matrix kernel's call that must come right after it.
-  void lower_epilogue(const Jaxpr& j, size_t root);
+  // elementwise eqn) as one scf.for over the rows of its result (all its dims but the last,
+  // flattened), marked kEpilogueAttr for outline_epilogues (parallel_loops.h) to hand to the
+  // matrix kernel's call that must come right after it. (Where there is no such call, the
+  // consumer is lowered by its rule after the product.)
   mlir::Operation* lower_epilogue_rows(const Jaxpr& j, size_t root);
   // Its scf.for over the rows, computing `members` of `j` (root last) into `dst` of type `rt`.
   mlir::Operation* lower_rows_into(const Jaxpr& j, const std::vector<size_t>& members,

@@ -269,17 +269,11 @@ bool is_row_view(const Eqn& e) {
 RowLoopPlan plan_row_loops(const Jaxpr& j, const JaxprBuffers* buffers) {
   const size_t n = j.eqns.size();
   RowLoopPlan plan;
-  plan.loop_of.assign(n, -1);
-  plan.passenger_of.assign(n, -1);
   if (!buffers || buffers->eqns.size() != n) return plan;
   const JaxprBuffers& p = *buffers;
   OpenLoop open;
   auto close = [&] {
     if (worth_a_loop(open)) {
-      const auto index = static_cast<int32_t>(plan.loops.size());
-      for (size_t k = 0; k < open.loop.items.size(); ++k)
-        plan.loop_of[open.loop.root_of(k)] = index;
-      for (size_t k : open.passengers) plan.passenger_of[k] = index;
       open.loop.passengers = std::move(open.passengers);
       for (const RowItem& item : open.loop.items)
         if (item.kind == RowItemKind::columns)

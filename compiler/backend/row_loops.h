@@ -81,11 +81,7 @@ struct RowLoop {
 };
 
 struct RowLoopPlan {
-  // loop_of[eqn] = the loop whose item this eqn is, or -1.
-  std::vector<int32_t> loop_of;
-  // passenger_of[eqn] = the loop this eqn is lowered before, or -1.
-  std::vector<int32_t> passenger_of;
-  std::vector<RowLoop> loops;
+  std::vector<RowLoop> loops;  // in program order
 };
 
 // The largest row (elements of an item's result or operand per row) a loop takes.
