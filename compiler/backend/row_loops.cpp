@@ -9,6 +9,7 @@
 #include "compiler/backend/decision_bodies.h"
 #include "compiler/backend/fusion.h"
 #include "refjit/ir/error.h"
+#include "refjit/ir/use_def.h"
 
 namespace refjit {
 
@@ -338,9 +339,7 @@ Jaxpr with_row_loops(const Jaxpr& j, const RowLoopPlan& plan) {
     for (const RowItem& item : plan.loops[l].items) loop_of[item.eqn] = static_cast<int32_t>(l);
     for (size_t k : plan.loops[l].passengers) loop_of[k] = static_cast<int32_t>(l);
   }
-  std::vector<bool> returned(j.vars.size(), false);
-  for (const Atom& a : j.outvars)
-    if (is_var(a)) returned[as_var(a).id] = true;
+  const UseDef use_def(j);
   Jaxpr out = j;
   out.eqns.clear();
   std::vector<Eqn> after;  // views of loop results read outside, emitted after their loop
@@ -376,11 +375,8 @@ Jaxpr with_row_loops(const Jaxpr& j, const RowLoopPlan& plan) {
     // there, from the item's result.
     std::vector<Var> results;
     auto read_outside = [&](Var v) {
-      if (returned[v.id]) return true;
-      for (size_t k = 0; k < n; ++k)
-        if (loop_of[k] != l)
-          for (const Atom& a : j.eqns[k].ins)
-            if (is_var(a) && as_var(a) == v) return true;
+      for (const UseDef::Use& u : use_def.uses(v))
+        if (u.is_output() || loop_of[u.eqn] != l) return true;
       return false;
     };
     std::vector<int64_t> view_of(j.vars.size(), -1);  // the body view defining a var
