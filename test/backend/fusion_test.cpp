@@ -25,17 +25,19 @@ TEST(FusionPlan, ChainBecomesOneGroupRootedAtTheLastEqn) {
   EXPECT_FALSE(p.is_root(1));
 }
 
-TEST(FusionPlan, ValueUsedOutsideTheChainOrReturnedEndsAGroup) {
-  // a is returned: its own eqn. c is read by a reduction (which roots a group of c's shape)
-  // and by the returned e: the multiply is cheap, so both groups compute it (duplicated);
-  // sin is not, so b, read by both copies, is stored once.
-  Jaxpr j = parse_jaxpr(R"({ lambda ; x:f32[8]. let
+// a is returned: its own eqn. c is read by a reduction (which roots a group of c's shape) and
+// by the returned e: the multiply is cheap, so both groups compute it (duplicated); sin is not,
+// so b, read by both copies, is stored once.
+const char* kDuplicatedMultiply = R"({ lambda ; x:f32[8]. let
     a:f32[8] = neg x
     b:f32[8] = sin a
     c:f32[8] = mul b b
     d:f32[] = reduce_sum[axes=(0,)] c
     e:f32[8] = add c 1.0:f32[]
-  in (a, d, e) })");
+  in (a, d, e) })";
+
+TEST(FusionPlan, ValueUsedOutsideTheChainOrReturnedEndsAGroup) {
+  Jaxpr j = parse_jaxpr(kDuplicatedMultiply);
   FusionPlan p = plan_fusion(j);
   EXPECT_EQ(p.group_of[0], -1);
   EXPECT_EQ(p.group_of[1], -1);
@@ -53,13 +55,7 @@ TEST(FusionPlan, ValueUsedOutsideTheChainOrReturnedEndsAGroup) {
 // root, whose body holds its members renamed, its invars the values it reads from outside
 // (each once); the duplicated multiply is in both bodies, and the eqns around keep their vars.
 TEST(FuseElementwise, EachGroupBecomesAFusedEqnAtItsRoot) {
-  Jaxpr j = parse_jaxpr(R"({ lambda ; x:f32[8]. let
-    a:f32[8] = neg x
-    b:f32[8] = sin a
-    c:f32[8] = mul b b
-    d:f32[] = reduce_sum[axes=(0,)] c
-    e:f32[8] = add c 1.0:f32[]
-  in (a, d, e) })");
+  Jaxpr j = parse_jaxpr(kDuplicatedMultiply);
   const Jaxpr f = fuse_elementwise(j, nullptr);
   ASSERT_EQ(f.eqns.size(), 4u);
   EXPECT_EQ(f.eqns[0].prim, Prim::neg);
