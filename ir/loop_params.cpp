@@ -60,4 +60,23 @@ WhileParams WhileParams::of(const Eqn& loop) {
   return p;
 }
 
+LinearSolveParams LinearSolveParams::of(const Eqn& e) {
+  expect(e, Prim::linear_solve);
+  LinearSolveParams p;
+  p.num_consts = count_param(e, "num_consts");
+  if (p.num_consts > e.ins.size())
+    throw Error("linear_solve: num_consts=" + std::to_string(p.num_consts) + " does not fit its " +
+                std::to_string(e.ins.size()) + " operands");
+  body_param(e, "solve_jaxpr");
+  p.solve = e.params.get<JaxprPtr>("solve_jaxpr");
+  auto optional = [&](const char* name) -> JaxprPtr {
+    const JaxprPtr* j = std::get_if<JaxprPtr>(e.params.find(name));
+    return j ? *j : nullptr;
+  };
+  p.transpose_solve = optional("transpose_solve_jaxpr");
+  p.matvec = optional("matvec_jaxpr");
+  p.vecmat = optional("vecmat_jaxpr");
+  return p;
+}
+
 }  // namespace refjit

@@ -1,7 +1,7 @@
-// Typed views of the loop primitives' params: `ScanParams::of(eqn)` instead of looking each
-// param up by name (`eqn.params.get<int64_t>("num_consts")`) at every use. The names are the
-// ones the text format's param table declares (ir/text_params.cpp); of() checks that the eqn
-// is the right primitive and that the counts fit its operands, so a malformed eqn is an error
+// Typed views of the loop primitives' (and linear_solve's) params: `ScanParams::of(eqn)` instead of
+// looking each param up by name (`eqn.params.get<int64_t>("num_consts")`) at every use. The names
+// are the ones the text format's param table declares (ir/text_params.cpp); of() checks that the
+// eqn is the right primitive and that the counts fit its operands, so a malformed eqn is an error
 // naming the param, never an out-of-range index later.
 //
 // Views: they point into the eqn's params (its bodies) and must not outlive the eqn, nor be
@@ -61,6 +61,15 @@ struct WhileParams {
   std::span<const Atom> carries(const Eqn& loop) const {
     return std::span(loop.ins).subspan(first_carry());
   }
+};
+
+// linear_solve: operands are the consts every jaxpr closes over, then the right-hand sides.
+// Only `solve` is required; a jaxpr the program was not given is nullptr.
+struct LinearSolveParams {
+  size_t num_consts = 0;
+  JaxprPtr solve, transpose_solve, matvec, vecmat;
+
+  static LinearSolveParams of(const Eqn& solve);
 };
 
 }  // namespace refjit

@@ -6,6 +6,7 @@
 
 #include "compiler/backend/native.h"
 #include "passes/ad/jvp_rules.h"
+#include "passes/ad/linearize_rules.h"
 #include "passes/ad/transpose_rules.h"
 #include "refjit/ir/error.h"
 #include "runtime/eval_rules.h"
@@ -18,6 +19,7 @@ PrimRules rules_of(Prim p) {
   r.eval = eval_rules().find(p) != nullptr;
   r.jvp = jvp_rules().find(p) != nullptr;
   r.transpose = transpose_rules().find(p) != nullptr;
+  r.linearize = linearize_jvp_rules().find(p) != nullptr || partial_eval_rules().find(p) != nullptr;
   r.lower = has_native_lowering(p);
   return r;
 }
@@ -41,6 +43,8 @@ std::vector<std::string> rule_table_problems() {
     expect(p, r.lower, true, "lowering", "every primitive has one");
     expect(p, r.jvp, ad != AdRules::no_ad, "JVP", declared);
     expect(p, r.transpose, ad == AdRules::linear, "transpose", declared);
+    // linearize falls back to the JVP rule; its own rule refines a primitive that has one.
+    if (!r.jvp) expect(p, r.linearize, false, "linearize", "it has no JVP rule to refine");
   }
   return problems;
 }

@@ -1,5 +1,6 @@
 // Every primitive's rules, held against what primitives.def declares: a type rule, an
-// interpreter rule, a lowering, and the JVP / transpose rules its AD column promises. The
+// interpreter rule, a lowering, and the JVP / transpose rules its AD column promises (and a
+// linearize rule, passes/ad/linearize_rules.h, only beside a JVP rule). The
 // tables are filled in their own layers; this is the one place that sees all of them.
 #pragma once
 
@@ -15,6 +16,7 @@ namespace refjit {
 struct PrimRules {
   Prim prim;
   bool type = false, eval = false, jvp = false, transpose = false, lower = false;
+  bool linearize = false;  // an entry in either of linearize's tables
 };
 
 PrimRules rules_of(Prim p);

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "passes/ad/jvp_rules.h"
+#include "passes/ad/linearize_rules.h"
 #include "passes/jaxpr_util.h"
 #include "refjit/ir/error.h"
 
@@ -94,7 +95,9 @@ JvpResult jvp_jaxpr_general(const Jaxpr& f, const std::vector<bool>& nonzero_tan
       args.tangents.push_back(read_t(a));
       any_tangent |= args.tangents.back().has_value();
     }
-    const JvpRule* rule = jvp_rules().find(e.prim);
+    // Linearizing, a primitive's linearize rule comes first; the JVP rule is the fallback.
+    const JvpRule* rule = ctx.for_linearize ? linearize_jvp_rules().find(e.prim) : nullptr;
+    if (!rule) rule = jvp_rules().find(e.prim);
     // Ops with ref operands and new_ref always go through their rules (every internal ref
     // gets a tangent twin; E1 is checked); other ops with zero tangents are just copied.
     // Structured eqns (emits_primal) without tangents are copied: nothing differentiated

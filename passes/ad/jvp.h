@@ -26,8 +26,8 @@ struct JvpResult {
   std::vector<size_t> source_eqn;
 };
 // `instantiate[i]` forces output i's tangent to be present (zeros if symbolic); empty = all.
-// `for_linearize`: custom_vjp_call eqns are split into their fwd (primal) and a
-// transpose-only linear eqn that runs bwd (see linearize.h).
+// `for_linearize`: the JVP that linearize splits; primitives with a linearize rule
+// (passes/ad/linearize_rules.h: cond, while, custom_vjp_call) are differentiated by it.
 JvpResult jvp_jaxpr_general(const Jaxpr& f, const std::vector<bool>& nonzero_tangents,
                             const std::vector<bool>& instantiate, bool for_linearize = false);
 

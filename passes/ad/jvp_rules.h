@@ -13,12 +13,14 @@
 namespace refjit {
 
 struct JvpCtx {
-  Emitter p;                   // primal work (including values the tangent rule needs, e.g. cos x)
-  Emitter t;                   // tangent work
-  const Jaxpr* src;            // the jaxpr being differentiated
-  std::string where;           // "eqn 3 (`swap`)" of the eqn being differentiated
-  std::string ref_name;        // for ref ops: how to name operand 0 in errors
-  bool for_linearize = false;  // custom_vjp_call: use fwd/bwd instead of differentiating
+  Emitter p;             // primal work (including values the tangent rule needs, e.g. cos x)
+  Emitter t;             // tangent work
+  const Jaxpr* src;      // the jaxpr being differentiated
+  std::string where;     // "eqn 3 (`swap`)" of the eqn being differentiated
+  std::string ref_name;  // for ref ops: how to name operand 0 in errors
+  // Linearizing: rules come from linearize_jvp_rules() first (passes/ad/linearize_rules.h);
+  // rules differentiating a body pass it on.
+  bool for_linearize = false;
   // Vars that depend on tangent inputs. A tangent that does not is a constant, hence zero.
   std::unordered_set<uint32_t> linear;
   bool depends_on_tangents(const MaybeAtom& t) const {

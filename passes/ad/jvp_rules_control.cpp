@@ -12,6 +12,7 @@
 #include "passes/ad/jvp.h"
 #include "passes/ad/jvp_rules.h"
 #include "passes/ad/linearize.h"
+#include "passes/ad/linearize_rules.h"
 #include "passes/ad/transpose.h"
 #include "passes/jaxpr_util.h"
 #include "passes/simplify/inline.h"
@@ -184,7 +185,6 @@ Tangents cond_linearize(JvpCtx& c, JvpArgs& a) {
 }
 
 Tangents cond_rule(JvpCtx& c, JvpArgs& a) {
-  if (c.for_linearize) return cond_linearize(c, a);
   const JaxprList& branches = a.eqn.params.get<JaxprList>("branches");
   std::vector<bool> nz(a.tangents.size() - 1);
   for (size_t i = 1; i < a.tangents.size(); ++i) nz[i - 1] = a.tangents[i].has_value();
@@ -294,7 +294,12 @@ Tangents scan_rule(JvpCtx& c, JvpArgs& a) {
 // (grad and vjp, which transpose the linear part) is refused as in JAX: the number of
 // iterations is known only at run time, so there is no static tape; scan or fori_loop with
 // static bounds differentiate.
-Tangents while_rule(JvpCtx& c, JvpArgs& a) {
+//
+// `primal_loop_first` (linearize's rule): a primal-only loop gives the primal outputs now; the
+// JVP loop, which computes the primal carries again with the tangents, is then staged whole
+// into the linear part (JAX's partial evaluation of while). That part is linear in the
+// tangents but is no tape: transposing it (grad, vjp) is refused there.
+Tangents while_loop_jvp(JvpCtx& c, JvpArgs& a, bool primal_loop_first) {
   const WhileParams while_params = WhileParams::of(a.eqn);
   const Jaxpr& cond = *while_params.cond;
   const Jaxpr& body = *while_params.body;
@@ -322,12 +327,8 @@ Tangents while_rule(JvpCtx& c, JvpArgs& a) {
     a.primal_outs.assign(outs.begin(), outs.end());
     return Tangents(ncar);
   }
-  // Linearize: a primal-only loop gives the primal outputs now; the JVP loop below, which
-  // computes the primal carries again with the tangents, is staged whole into the linear part
-  // (JAX's partial evaluation of while). That part is linear in the tangents but is no tape:
-  // transposing it (grad, vjp) is refused there.
   std::vector<Var> primal_outs;
-  if (c.for_linearize) primal_outs = c.p.emit(Prim::while_, a.primals, a.eqn.params);
+  if (primal_loop_first) primal_outs = c.p.emit(Prim::while_, a.primals, a.eqn.params);
   // Body binders: (body consts, carries, body const tangents, carry tangents) -> reorder to
   // (body consts, body const tangents, carries, carry tangents).
   Jaxpr jb = std::move(r.jaxpr);
@@ -339,8 +340,8 @@ Tangents while_rule(JvpCtx& c, JvpArgs& a) {
   jb.invars.insert(jb.invars.end(), tan_in.begin() + static_cast<long>(n_bt), tan_in.end());
   // The condition takes the carry tangents too, and ignores them.
   Jaxpr jc = cond;
-  // Under linearize the loop above already made the primal computation's host calls.
-  if (c.for_linearize) {
+  // The primal loop above already made the primal computation's host calls.
+  if (primal_loop_first) {
     drop_host_calls(jb);
     drop_host_calls(jc);
   }
@@ -360,7 +361,7 @@ Tangents while_rule(JvpCtx& c, JvpArgs& a) {
   params.set("body_jaxpr", std::make_shared<const Jaxpr>(std::move(jb)));
   params.set("body_nconsts", static_cast<int64_t>(nb + n_bt));
   std::vector<Var> outs = c.t.emit(Prim::while_, ins, std::move(params));
-  if (c.for_linearize)
+  if (primal_loop_first)
     a.primal_outs.assign(primal_outs.begin(), primal_outs.end());
   else
     a.primal_outs.assign(outs.begin(), outs.begin() + static_cast<long>(ncar));
@@ -370,6 +371,9 @@ Tangents while_rule(JvpCtx& c, JvpArgs& a) {
     if (nz[nb + i]) ts[i] = Atom(outs[k++]);
   return ts;
 }
+
+Tangents while_rule(JvpCtx& c, JvpArgs& a) { return while_loop_jvp(c, a, false); }
+Tangents while_linearize(JvpCtx& c, JvpArgs& a) { return while_loop_jvp(c, a, true); }
 
 // The forward map of a staged custom_vjp_call: (residuals, slots) -> output tangents. bwd is
 // linear in its cotangents, so its transpose (residuals non-linear) is the linear map whose
@@ -457,13 +461,6 @@ Tangents custom_vjp_linearize(JvpCtx& c, JvpArgs& a) {
 
 // custom_vjp_call: forward mode differentiates the primal function (call_jaxpr).
 Tangents custom_vjp_rule(JvpCtx& c, JvpArgs& a) {
-  const JaxprPtr* fwd =
-      a.eqn.params.find("fwd_jaxpr") ? &a.eqn.params.get<JaxprPtr>("fwd_jaxpr") : nullptr;
-  const JaxprPtr* bwd =
-      a.eqn.params.find("bwd_jaxpr") ? &a.eqn.params.get<JaxprPtr>("bwd_jaxpr") : nullptr;
-  bool any = false;
-  for (const auto& t : a.tangents) any |= t.has_value();
-  if (c.for_linearize && any && fwd && *fwd && bwd && *bwd) return custom_vjp_linearize(c, a);
   const Jaxpr& body = *a.eqn.params.get<JaxprPtr>("call_jaxpr");
   JvpResult r =
       jvp_jaxpr_general(body, present(a.tangents), std::vector<bool>(body.outvars.size(), false));
@@ -477,6 +474,19 @@ Tangents custom_vjp_rule(JvpCtx& c, JvpArgs& a) {
   for (size_t i = 0; i < n; ++i)
     if (r.nonzero_out[i]) ts[i] = Atom(outs.at(k++));
   return ts;
+}
+
+// Under linearize: custom_vjp_call with a differentiated operand, a fwd and a bwd is split
+// (custom_vjp_linearize); without them it is differentiated as in forward mode.
+Tangents custom_vjp_linearize_rule(JvpCtx& c, JvpArgs& a) {
+  const JaxprPtr* fwd =
+      a.eqn.params.find("fwd_jaxpr") ? &a.eqn.params.get<JaxprPtr>("fwd_jaxpr") : nullptr;
+  const JaxprPtr* bwd =
+      a.eqn.params.find("bwd_jaxpr") ? &a.eqn.params.get<JaxprPtr>("bwd_jaxpr") : nullptr;
+  const bool any = std::any_of(a.tangents.begin(), a.tangents.end(),
+                               [](const MaybeAtom& t) { return t.has_value(); });
+  if (any && fwd && *fwd && bwd && *bwd) return custom_vjp_linearize(c, a);
+  return custom_vjp_rule(c, a);
 }
 
 // The eqns of a JVP (jvp_jaxpr_general's result) on `args` (primals, present tangents), each
@@ -506,7 +516,8 @@ std::vector<Atom> inline_split(JvpCtx& c, const JvpResult& r, const std::vector<
 // is a linear_solve on the primal consts (linear in its right-hand side), so differentiating
 // it again or transposing it gives solves too.
 Tangents linear_solve_rule(JvpCtx& c, JvpArgs& a) {
-  const auto nc = static_cast<size_t>(a.eqn.params.get<int64_t>("num_consts"));
+  const LinearSolveParams solve = LinearSolveParams::of(a.eqn);
+  const size_t nc = solve.num_consts;
   std::vector<Var> xs = c.p.emit(Prim::linear_solve, a.primals, a.eqn.params);
   a.primal_outs = xs;
   const size_t n = xs.size();
@@ -514,14 +525,13 @@ Tangents linear_solve_rule(JvpCtx& c, JvpArgs& a) {
   const std::vector<bool> nonzero = present(a.tangents);
   if (std::any_of(nonzero.begin(), nonzero.begin() + static_cast<ptrdiff_t>(nc),
                   [](bool b) { return b; })) {
-    const JaxprPtr* matvec_param = std::get_if<JaxprPtr>(a.eqn.params.find("matvec_jaxpr"));
-    if (!matvec_param || !*matvec_param)
+    if (!solve.matvec)
       throw NotDifferentiableError(fmt::format(
           "{}: cannot differentiate this linear solve in its matrix: it carries no matvec (a "
           "transposed solve made from a custom_linear_solve without vecmat)",
           c.where));
     // Linearize differentiates jit-free programs (it inlines them first); so is this one.
-    const Jaxpr matvec = inline_jit(**matvec_param);
+    const Jaxpr matvec = inline_jit(*solve.matvec);
     std::vector<bool> flags(nonzero.begin(), nonzero.begin() + static_cast<ptrdiff_t>(nc));
     flags.resize(nc + n, false);  // x is held fixed
     JvpResult r = jvp_jaxpr_general(matvec, flags, std::vector<bool>(n, false), c.for_linearize);
@@ -554,6 +564,12 @@ void register_control_jvp_rules(JvpRuleTable& t) {
   t.set(Prim::while_, {while_rule, true});
   t.set(Prim::custom_vjp_call, {custom_vjp_rule, true});
   t.set(Prim::linear_solve, {linear_solve_rule, true});
+}
+
+void register_control_linearize_rules(JvpRuleTable& t) {
+  t.set(Prim::cond, {cond_linearize, true});
+  t.set(Prim::while_, {while_linearize, true});
+  t.set(Prim::custom_vjp_call, {custom_vjp_linearize_rule, true});
 }
 
 }  // namespace refjit

@@ -1,7 +1,5 @@
 #include "passes/ad/linearize.h"
 
-#include <fmt/format.h>
-
 #include <deque>
 #include <functional>
 #include <string>
@@ -9,6 +7,7 @@
 #include <unordered_set>
 
 #include "passes/ad/jvp.h"
+#include "passes/ad/linearize_rules.h"
 #include "passes/ad/remat.h"
 #include "passes/jaxpr_util.h"
 #include "passes/simplify/dce.h"
@@ -16,15 +15,6 @@
 #include "refjit/ir/error.h"
 
 namespace refjit {
-
-// passes/ad/linearize_scan.cpp: splits a JVP scan into a known (primal) scan that also
-// returns per-step residuals and a staged linear scan.
-struct ScanSplit {
-  Eqn known;
-  Eqn staged;
-};
-ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
-                                   const std::function<bool(const Atom&)>& outer_unknown);
 
 Linearized linearize_jaxpr(const Jaxpr& f_in, std::vector<bool> differentiated) {
   std::vector<std::string> policies;  // per eqn of f: its remat policy (passes/ad/remat.h)
@@ -51,8 +41,8 @@ Linearized linearize_jaxpr(const Jaxpr& f_in, std::vector<bool> differentiated) 
       continue;
     }
     staged_at.push_back(k);
-    if (e.prim == Prim::scan) {
-      ScanSplit s = split_scan_for_linearize(
+    if (const PartialEvalRule* split = partial_eval_rules().find(e.prim)) {
+      EqnSplit s = split->fn(
           j, e, [&](const Atom& a) { return is_var(a) && unknown.count(as_var(a).id) > 0; });
       split_eqns.push_back(std::move(s.known));
       known_eqns.push_back(&split_eqns.back());
@@ -61,11 +51,6 @@ Linearized linearize_jaxpr(const Jaxpr& f_in, std::vector<bool> differentiated) 
       for (Var o : split_eqns.back().outs) unknown.insert(o.id);
       continue;
     }
-    if (e.prim == Prim::jit)
-      throw Error(
-          fmt::format("linearize: differentiating through `{}` ({}) is not supported "
-                      "yet; use jvp (forward mode) for this function",
-                      prim_name(e.prim), describe_eqn(e, k)));
     staged_eqns.push_back(&e);
     for (Var o : e.outs) unknown.insert(o.id);
   }

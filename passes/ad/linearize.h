@@ -26,8 +26,10 @@ struct Linearized {
 
 // Residuals are only what the linear part needs: indices, values read or computed during the
 // forward pass (a read slice, cos x), never a whole array when only a slice is read.
-// jit eqns are inlined first; cond branches are linearized recursively; a scan splits into
-// a primal scan (stacking its per-step residuals) and a linear scan (linearize_scan.cpp).
+// jit eqns are inlined first. Each primitive is linearized by its JVP rule then partial
+// evaluation, unless it has a rule of its own (passes/ad/linearize_rules.h): cond branches are
+// linearized recursively, while stages its JVP loop whole, custom_vjp_call runs fwd and stages
+// bwd, and a scan splits into a primal scan (stacking its per-step residuals) and a linear scan.
 Linearized linearize_jaxpr(const Jaxpr& f, std::vector<bool> differentiated_inputs);
 
 }  // namespace refjit

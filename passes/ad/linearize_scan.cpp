@@ -15,7 +15,6 @@
 // cond arrives split into a primal cond (returning every branch's residuals) and a linear cond, and
 // a custom_vjp_call into its fwd and a linear custom_vjp_call running bwd when transposed: the
 // linear halves are staged whole, their residuals stacked per step like any other.
-#include <fmt/format.h>
 
 #include <functional>
 #include <memory>
@@ -24,17 +23,13 @@
 #include <unordered_set>
 
 #include "ir/loop_params.h"
+#include "passes/ad/linearize_rules.h"
 #include "passes/ad/remat.h"
 #include "passes/jaxpr_util.h"
 #include "passes/simplify/inline.h"
 #include "refjit/ir/error.h"
 
 namespace refjit {
-
-struct ScanSplit {
-  Eqn known;
-  Eqn staged;
-};
 
 namespace {
 
@@ -73,8 +68,8 @@ Classified classify(const Jaxpr& body, size_t nc, size_t ncar, std::vector<bool>
           const Jaxpr nb = inline_jit(*q.params.get<JaxprPtr>("jaxpr"));
           std::vector<bool> sub(q.ins.size());
           for (size_t i = 0; i < q.ins.size(); ++i) sub[i] = is_unk(q.ins[i]);
-          Classified sc = classify(nb, static_cast<size_t>(q.params.get<int64_t>("num_consts")),
-                                   static_cast<size_t>(q.params.get<int64_t>("num_carry")), sub);
+          const ScanParams inner = ScanParams::of(q);
+          Classified sc = classify(nb, inner.num_consts, inner.num_carry, sub);
           for (size_t i = 0; i < q.outs.size(); ++i)
             if (sc.out_unk[i]) changed |= c.unk.insert(q.outs[i].id).second;
           continue;
@@ -148,8 +143,8 @@ bool is_reshaping(const Jaxpr& body, const Eqn& q) {
 
 // `e` is a JVP scan eqn of `j`; `outer_unknown` says which of its operands depend on the
 // tangent inputs. New vars (the residual stacks) are added to `j`.
-ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
-                                   const std::function<bool(const Atom&)>& outer_unknown) {
+EqnSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
+                                  const std::function<bool(const Atom&)>& outer_unknown) {
   // Jits in the body (the JVP of a jit is one fused jit) are inlined: partial evaluation
   // then sees their primal and tangent eqns separately. A checkpointed one's eqns keep its
   // remat policy (passes/ad/remat.h).
@@ -193,8 +188,9 @@ ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
   for (size_t k = 0; k < ne; ++k) {
     const Eqn q = body.eqns[k];
     for (Var o : q.outs) producer[o.id] = k;
-    if (q.prim == Prim::scan && any_unknown(q, is_unk)) {
-      ScanSplit sub = split_scan_for_linearize(body, q, is_unk);
+    const PartialEvalRule* split = partial_eval_rules().find(q.prim);
+    if (split && any_unknown(q, is_unk)) {
+      EqnSplit sub = split->fn(body, q, is_unk);
       known_part[k] = std::move(sub.known);
       staged_part[k] = std::move(sub.staged);
       continue;
@@ -205,8 +201,6 @@ ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
       // The body was differentiated in linearize mode: an unknown cond is the linear cond
       // (index and residuals, then tangents) and an unknown custom_vjp_call the linear one
       // (residuals, then slots), both staged whole; their known halves stay in the known body.
-      if (q.prim == Prim::jit)
-        throw Error(fmt::format("internal: linearize: a `jit` is left in a scan body (eqn {})", k));
       staged_part[k] = q;
       continue;
     }
@@ -299,7 +293,7 @@ ScanSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
     stacks.push_back(j.new_var(Type(t)));
     k_outs.push_back(stacks.back());
   }
-  ScanSplit out;
+  EqnSplit out;
   out.known.prim = Prim::scan;
   out.known.ins = std::move(k_ins);
   out.known.outs = std::move(k_outs);

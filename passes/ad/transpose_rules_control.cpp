@@ -54,7 +54,8 @@ void cond_transpose(Emitter& e, TransposeArgs& a) {
 // cotangent of b is the transposed system solved for the output's cotangent: a linear_solve
 // with solve and transpose_solve swapped, and matvec and vecmat.
 void linear_solve_transpose(Emitter& e, TransposeArgs& a) {
-  const auto nc = static_cast<size_t>(a.eqn.params.get<int64_t>("num_consts"));
+  const LinearSolveParams solve = LinearSolveParams::of(a.eqn);
+  const size_t nc = solve.num_consts;
   for (size_t k = 0; k < nc; ++k)
     if (a.linear(k))
       throw Error(fmt::format(
@@ -64,23 +65,19 @@ void linear_solve_transpose(Emitter& e, TransposeArgs& a) {
   bool wanted = false;
   for (size_t k = nc; k < a.acc.size(); ++k) wanted |= a.wants(k);
   if (!wanted) return;
-  const Params& p = a.eqn.params;
-  const JaxprPtr* transpose_solve = std::get_if<JaxprPtr>(p.find("transpose_solve_jaxpr"));
-  if (!transpose_solve || !*transpose_solve)
+  if (!solve.transpose_solve)
     throw NotDifferentiableError(
         "reverse mode of a linear solve needs its transpose: this custom_linear_solve was "
         "given no transpose_solve (pass transpose_solve=, or symmetric=True for a symmetric "
         "matrix, to jax.lax.custom_linear_solve)");
-  Params swapped{{"num_consts", p.get<int64_t>("num_consts")},
-                 {"solve_jaxpr", *transpose_solve},
-                 {"transpose_solve_jaxpr", p.get<JaxprPtr>("solve_jaxpr")}};
+  Params swapped{{"num_consts", static_cast<int64_t>(nc)},
+                 {"solve_jaxpr", solve.transpose_solve},
+                 {"transpose_solve_jaxpr", solve.solve}};
   // Without vecmat the transposed solve still runs; only its derivative in the consts needs it.
-  if (const JaxprPtr* vecmat = std::get_if<JaxprPtr>(p.find("vecmat_jaxpr")); vecmat && *vecmat)
-    swapped.set("matvec_jaxpr", *vecmat);
-  if (const JaxprPtr* matvec = std::get_if<JaxprPtr>(p.find("matvec_jaxpr")); matvec && *matvec)
-    swapped.set("vecmat_jaxpr", *matvec);
+  if (solve.vecmat) swapped.set("matvec_jaxpr", solve.vecmat);
+  if (solve.matvec) swapped.set("vecmat_jaxpr", solve.matvec);
   std::vector<Atom> ins(a.val.begin(), a.val.begin() + static_cast<ptrdiff_t>(nc));
-  const std::vector<Type> rhs_types = (*transpose_solve)->out_types();
+  const std::vector<Type> rhs_types = solve.transpose_solve->out_types();
   for (size_t k = 0; k < a.ct.size(); ++k)
     ins.push_back(a.ct[k] ? *a.ct[k] : e.zeros(rhs_types.at(k).array));
   std::vector<Var> cts = e.emit(Prim::linear_solve, std::move(ins), std::move(swapped));

@@ -20,6 +20,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "ir/loop_params.h"
 #include "passes/ad/transpose.h"
 #include "passes/ad/transpose_rules.h"
 #include "refjit/ir/error.h"
@@ -30,10 +31,11 @@ namespace {
 
 void scan_transpose(Emitter& e, TransposeArgs& a) {
   const Params& p = a.eqn.params;
-  const Jaxpr& body = *p.get<JaxprPtr>("jaxpr");
-  const size_t nc = static_cast<size_t>(p.get<int64_t>("num_consts"));
-  const size_t ncar = static_cast<size_t>(p.get<int64_t>("num_carry"));
-  const bool reverse = p.get<bool>("reverse");
+  const ScanParams scan = ScanParams::of(a.eqn);
+  const Jaxpr& body = *scan.body;
+  const size_t nc = scan.num_consts;
+  const size_t ncar = scan.num_carry;
+  const bool reverse = scan.reverse;
   const size_t n = a.acc.size(), ny = a.out_acc.size() - ncar;
   if (body.invars.size() != n || body.outvars.size() != a.out_acc.size())
     throw Error("transpose: scan body binders do not match the scan's operands");

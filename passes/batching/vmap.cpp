@@ -270,7 +270,7 @@ std::optional<std::vector<BVal>> while_loop(BatchCtx& c, const Eqn& e,
 // alike (consts as they come), so that its derivatives stay linear solves.
 std::optional<std::vector<BVal>> linear_solve(BatchCtx& c, const Eqn& e,
                                               const std::vector<BVal>& ins) {
-  const auto nc = static_cast<size_t>(e.params.get<int64_t>("num_consts"));
+  const size_t nc = LinearSolveParams::of(e).num_consts;
   std::vector<bool> flags = batched_flags(ins, 0, nc);
   flags.resize(ins.size(), true);
   const std::vector<bool> force(ins.size() - nc, true);

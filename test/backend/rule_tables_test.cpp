@@ -28,6 +28,18 @@ TEST(RuleTables, TheAdColumnIsWhatTheTablesHold) {
   EXPECT_FALSE(rules_of(Prim::axis_index).jvp);
 }
 
+TEST(RuleTables, LinearizeHasRulesOfItsOwnOnlyWhereTheJvpFallbackIsNotEnough) {
+  // passes/ad/linearize_rules.h: cond, while and custom_vjp_call replace their JVP rule while
+  // linearizing; scan and jit are split (or refused) by partial evaluation. Every other
+  // primitive goes through its JVP rule.
+  for (Prim p : {Prim::cond, Prim::while_, Prim::custom_vjp_call, Prim::scan, Prim::jit}) {
+    EXPECT_TRUE(rules_of(p).linearize) << prim_name(p);
+    EXPECT_TRUE(rules_of(p).jvp) << prim_name(p);
+  }
+  for (Prim p : {Prim::sin, Prim::dot_general, Prim::swap, Prim::linear_solve})
+    EXPECT_FALSE(rules_of(p).linearize) << prim_name(p);
+}
+
 TEST(RuleTables, ElementwisePrimitivesAreKnownAsSuchWithoutALineElsewhere) {
   // primitives.def's elementwise kind: vmap batches them as they are, buffer assignment lets them
   // overwrite a dead operand of the result's type (identities are views of it instead).
