@@ -446,18 +446,13 @@ Atom Parser::parse_value_atom(Scope& s, std::optional<DType> hint, std::string_v
 
 }  // namespace refjit::text::parser
 
-namespace refjit {
+namespace refjit::text {
 
-Jaxpr parse_jaxpr(std::string_view text, const std::string& filename) {
-  Jaxpr j = text::parser::Parser(text, filename).parse();
+Jaxpr parse_text(std::string_view source, const std::string& filename,
+                 const ForeignRewrites* foreign, const NamedJaxprs* known) {
+  Jaxpr j = parser::Parser(source, filename, foreign, known).parse();
   verify(j);
   return j;
 }
 
-Jaxpr parse_jaxpr(std::string_view text, const std::string& filename, const NamedJaxprs& known) {
-  Jaxpr j = text::parser::Parser(text, filename, &known).parse();
-  verify(j);
-  return j;
-}
-
-}  // namespace refjit
+}  // namespace refjit::text

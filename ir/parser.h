@@ -19,7 +19,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "ir/jax_rewrites.h"
+#include "ir/foreign_rewrites.h"
 #include "ir/lexer.h"
 #include "ir/text_params.h"
 #include "refjit/ir/builder.h"
@@ -111,8 +111,11 @@ inline std::string_view kind_text(ParamKind k) {
 
 class Parser {
  public:
-  Parser(std::string_view source, std::string file, const NamedJaxprs* known = nullptr)
-      : toks_(text::tokenize(source)), file_(std::move(file)), known_(known) {}
+  // `foreign`: the primitives of another system's text the parser also reads (the JAX
+  // importer's, import/jax/rewrites.h); nullptr reads refjit's primitives only.
+  Parser(std::string_view source, std::string file, const ForeignRewrites* foreign,
+         const NamedJaxprs* known = nullptr)
+      : toks_(text::tokenize(source)), file_(std::move(file)), foreign_(foreign), known_(known) {}
 
   Jaxpr parse();
 
@@ -156,7 +159,7 @@ class Parser {
   Type parse_type();
 
   // JAX's typed PRNG keys, `key<fry>[s]`: refjit holds a threefry key as its two uint32 words,
-  // u32[s..., 2] (ir/jax_rewrites.cpp reads the random_* primitives on that layout).
+  // u32[s..., 2] (import/jax/prng.cpp reads the random_* primitives on that layout).
   ArrayType parse_key_type();
 
   ArrayType parse_array_type();
@@ -216,16 +219,16 @@ class Parser {
 
   // At `name[`: is this JAX's form of the primitive, read by `rw` (its first param is one
   // that only the rewrite knows)? A primitive written without params is refjit's own form.
-  bool jax_form_follows(const text::JaxRewrite& rw, Prim native) const;
+  bool foreign_form_follows(const ForeignRewrite& rw, Prim native) const;
 
-  // outs = jax_prim[params] operands, read through its rewrite (ir/jax_rewrites.h).
+  // outs = foreign_prim[params] operands, read through its rewrite (ir/foreign_rewrites.h).
   // Runs a rewrite on parsed operands and binds its results to `outs`, checking their types.
   void expand_and_bind(Scope& s, const Token& at, std::string_view name,
                        const std::function<std::vector<Atom>(text::RewriteArgs&)>& expand,
                        std::vector<Atom> atoms, const Params& params, std::vector<Binder> outs);
 
-  void parse_rewrite(Scope& s, const Token& at, const text::JaxRewrite& rw,
-                     std::vector<Binder> outs, int depth);
+  void parse_rewrite(Scope& s, const Token& at, const ForeignRewrite& rw, std::vector<Binder> outs,
+                     int depth);
 
   // Operands run until the next equation (a binder, `name[`), ';' or `in (`.
   std::vector<Atom> parse_operands(Scope& s);
@@ -336,6 +339,7 @@ class Parser {
   std::string file_;
   // `let NAME = { ... } in` definitions: where each starts, and each once parsed.
   std::map<std::string, size_t> shared_at_;
+  const ForeignRewrites* foreign_;
   const NamedJaxprs* known_;  // named jaxprs from outside the text (parse_jaxpr's `known`)
   std::unordered_map<std::string, JaxprPtr> shared_;
   std::set<std::string> parsing_shared_;

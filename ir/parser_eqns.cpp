@@ -33,8 +33,8 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 
 // Names the primitive, says where the list of readable ones is for both kinds of user (the
 // Python package's refjit.primitives(), the CLI's docs), and suggests a near name.
-std::string unknown_primitive_message(std::string_view name) {
-  const std::vector<std::string> known = readable_primitives();
+std::string unknown_primitive_message(std::string_view name, const ForeignRewrites* foreign) {
+  const std::vector<std::string> known = primitive_names(foreign);
   std::string nearest;  // at most one edit per three letters (no 'or' for 'qr')
   size_t best = name.size() / 3 + 1;
   for (const std::string& k : known)
@@ -95,13 +95,13 @@ void Parser::parse_generic(Scope& s, std::vector<Binder> outs, int depth) {
   if (!pt.is(Tok::ident))
     fail(pt, fmt::format("expected a primitive name, found {}", text::describe(pt)));
   std::optional<Prim> prim = prim_from_name(pt.text);
-  if (const text::JaxRewrite* rw = text::find_jax_rewrite(pt.text);
-      rw && (!prim || jax_form_follows(*rw, *prim))) {
+  if (const ForeignRewrite* rw = foreign_ ? foreign_->find(pt.text) : nullptr;
+      rw && (!prim || foreign_form_follows(*rw, *prim))) {
     next();
     parse_rewrite(s, pt, *rw, std::move(outs), depth);
     return;
   }
-  if (!prim) fail(pt, unknown_primitive_message(pt.text));
+  if (!prim) fail(pt, unknown_primitive_message(pt.text, foreign_));
   next();
   switch (*prim) {
     case Prim::get: fail(pt, "a ref read is written 'b:f32[1] <- a[c:c+1]', not as 'get'");
@@ -119,12 +119,15 @@ void Parser::parse_generic(Scope& s, std::vector<Binder> outs, int depth) {
   std::vector<Atom> atoms = parse_operands(s);
   if ((*prim == Prim::reduce_max || *prim == Prim::reduce_min) && atoms.size() == 1 &&
       is_complex(s.builder.type_of(atoms[0]).array.dtype)) {
-    // JAX orders complex numbers lexicographically; refjit's reductions take real numbers.
+    // refjit's reductions take real numbers; the foreign system orders complex ones.
+    if (!foreign_ || !foreign_->complex_extremum)
+      fail(pt, fmt::format("{} of a complex operand: refjit's reductions take real numbers",
+                           prim_name(*prim)));
     const bool max = *prim == Prim::reduce_max;
     expand_and_bind(
         s, pt, prim_name(*prim),
-        [max](text::RewriteArgs& a) { return text::complex_extremum(a, max); }, std::move(atoms),
-        params, std::move(outs));
+        [this, max](RewriteArgs& a) { return foreign_->complex_extremum(a, max); },
+        std::move(atoms), params, std::move(outs));
     return;
   }
   if (*prim == Prim::broadcast_in_dim) fill_hidden_broadcast_params(s, params, atoms, outs);
@@ -185,7 +188,7 @@ void Parser::retype_underscore_outputs(Params& params, const std::vector<Binder>
   params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(fixed)));
 }
 
-bool Parser::jax_form_follows(const text::JaxRewrite& rw, Prim native) const {
+bool Parser::foreign_form_follows(const ForeignRewrite& rw, Prim native) const {
   if (!peek(1).is(Tok::lbracket)) return false;
   // The names of the bracket's params: identifiers followed by '=' at its own depth.
   std::vector<std::string_view> names;
@@ -217,7 +220,7 @@ bool Parser::jax_form_follows(const text::JaxRewrite& rw, Prim native) const {
          });
 }
 
-void Parser::parse_rewrite(Scope& s, const Token& at, const text::JaxRewrite& rw,
+void Parser::parse_rewrite(Scope& s, const Token& at, const ForeignRewrite& rw,
                            std::vector<Binder> outs, int depth) {
   Params params;
   if (peek().is(Tok::lbracket)) parse_params_with(rw.name, rw.params, rw.ignored, params, depth);
@@ -294,7 +297,7 @@ std::vector<Atom> Parser::parse_operands(Scope& s) {
     // An unbound name of a primitive starts the next eqn, one without outputs or params
     // (`free_ref c`), which JAX separates by a line break only.
     if (!s.vars.count(std::string(t.text)) &&
-        (prim_from_name(t.text) || text::find_jax_rewrite(t.text)))
+        (prim_from_name(t.text) || (foreign_ && foreign_->find(t.text))))
       break;
     toks.push_back(&next());
     if (t.text == "True" || t.text == "False") {
@@ -441,15 +444,16 @@ void Parser::emit(Scope& s, const Token& at, Prim prim, std::vector<Atom> ins, P
 
 }  // namespace refjit::text::parser
 
-namespace refjit {
+namespace refjit::text {
 
-std::vector<std::string> readable_primitives() {
+std::vector<std::string> primitive_names(const ForeignRewrites* foreign) {
   std::vector<std::string> names;
   for (int i = 0; i < kNumPrims; ++i) names.emplace_back(prim_name(static_cast<Prim>(i)));
-  for (std::string_view n : text::jax_rewrite_names()) names.emplace_back(n);
+  if (foreign)
+    for (std::string_view n : foreign->names()) names.emplace_back(n);
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   return names;
 }
 
-}  // namespace refjit
+}  // namespace refjit::text

@@ -30,7 +30,7 @@ enum class ParamKind : uint8_t {
   jaxpr,          // JaxprPtr
   jaxprs,         // JaxprList
   indexer,        // Indexer (ref primitives; written in brackets, never as a param)
-  // Read only by JAX rewrites (ir/jax_rewrites.h):
+  // Read only by JAX rewrites (import/jax/rewrites.h):
   number_or_none,  // double or NoneParam: a gather's fill_value
   gather_dims,     // IntListList, GatherDimensionNumbers(...)'s fields in kGatherDimsFields order
   scatter_dims,    // IntListList, ScatterDimensionNumbers(...)'s fields in kScatterDimsFields order

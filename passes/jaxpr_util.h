@@ -69,7 +69,7 @@ bool touches_refs(const Jaxpr& j, const Eqn& eqn);
 const Jaxpr& jit_body(const Eqn& eqn);
 
 // A jit that stands for a custom-derivative call read from JAX's text, whose rules the text
-// names but does not hold (`fwd=f bwd=g`, ir/jax_rewrites.cpp), or a refjit derivative program
+// names but does not hold (`fwd=f bwd=g`, import/jax/rewrites.cpp), or a refjit derivative program
 // staged by the Python package beyond its exact orders: refjit runs it but cannot
 // differentiate it as JAX would. Throws an error naming `where` and the function when `eqn` is
 // such a call; autodiff calls it before differentiating a jit.

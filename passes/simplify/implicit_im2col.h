@@ -6,7 +6,7 @@
 //   y   = dot_general m k               (m's last dim against k's first or second)
 //
 // becomes y = im2col_dot x k (refjit/ir/im2col.h). This is how a convolution is read
-// (ir/jax_rewrites_conv.cpp); the native code then multiplies straight from x instead of first
+// (import/jax/conv.cpp); the native code then multiplies straight from x instead of first
 // writing the im2col matrix m, which is nine times the input for a 3x3 kernel. The windows and
 // the concatenation stay where something else reads them (a kernel's gradient), else dce
 // removes them. Recurses into scan, jit and cond bodies.

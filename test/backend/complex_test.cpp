@@ -137,7 +137,7 @@ TEST(NativeComplex, ComparisonsThatOrderAreRefusedByTheTypeRules) {
 
 TEST(NativeComplex, ReduceMaxAndMinReadJaxsLexicographicOrder) {
   // JAX's text reduces complex numbers by real part, then imaginary part (a rewrite of the
-  // reduction into real ones: ir/jax_rewrites_folds.cpp, complex_extremum).
+  // reduction into real ones: import/jax/folds.cpp, complex_extremum).
   const Jaxpr j = parse_jaxpr(
       "{ lambda ; a:c64[4]. let b:c64[] = reduce_max[axes=(0,)] a "
       "c:c64[] = reduce_min[axes=(0,)] a in (b, c) }");

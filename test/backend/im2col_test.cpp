@@ -134,7 +134,7 @@ TEST(Im2colDot, TheTypeRuleNamesWhatDoesNotFit) {
       std::string::npos);
 }
 
-// A 'SAME' 3x3 convolution as ir/jax_rewrites_conv.cpp reads it: pad, nine windows side by
+// A 'SAME' 3x3 convolution as import/jax/conv.cpp reads it: pad, nine windows side by
 // side, one product with the kernel (k transposed when `transposed_kernel`).
 std::string conv_program(bool transposed_kernel) {
   std::string text =

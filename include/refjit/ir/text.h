@@ -15,7 +15,8 @@ namespace refjit {
 std::string print_jaxpr(const Jaxpr& jaxpr);
 
 // Parses jaxpr text (ours, or as JAX prints it). Throws ParseError with
-// "FILE:LINE:COL: error: ..." naming the offending token. The result is verified.
+// "FILE:LINE:COL: error: ..." naming the offending token. The result is verified. (The parser
+// is ir/'s; these entry points hand it the JAX importer, import/jax/.)
 Jaxpr parse_jaxpr(std::string_view text, const std::string& filename = "<input>");
 
 // Jaxprs a text may name (`jaxpr=NAME`) without defining them in a `let`: programs made

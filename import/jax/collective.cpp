@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/jax_rewrite_support.h"
+#include "import/jax/rewrite_support.h"
 
 namespace refjit::text {
 

@@ -2,34 +2,21 @@
 // (docs/ir.md "JAX primitives read as rewrites"). Each rewrite takes the eqn's operands and
 // params and appends refjit eqns computing the same values, so no later layer needs a rule
 // for them: `square` is integer_pow y=2, `split` is slices, JAX's general gather/scatter is
-// refjit's one-axis gather/scatter on a flattened operand, and so on.
+// refjit's one-axis gather/scatter on a flattened operand, and so on. The parser reaches them
+// through the ForeignRewrites table (ir/foreign_rewrites.h) that jax_rewrites() returns.
 #pragma once
 
-#include <functional>
-#include <span>
 #include <string_view>
 #include <vector>
 
-#include "ir/text_params.h"
-#include "refjit/ir/builder.h"
+#include "ir/foreign_rewrites.h"
 
 namespace refjit::text {
 
-struct RewriteArgs {
-  JaxprBuilder& b;
-  std::vector<Atom> ins;
-  const Params& params;
-  std::span<const Type> out_types;  // the binders' types as written
-};
+using JaxRewrite = ForeignRewrite;
 
-struct JaxRewrite {
-  std::string_view name;
-  std::vector<ParamSpec> params;          // params read (the rest must be listed in `ignored`)
-  std::vector<std::string_view> ignored;  // params JAX prints that the rewrite does not need
-  // Appends the rewrite; returns one atom per output. Throws TypeError for a form it does not
-  // handle, naming what is missing.
-  std::function<std::vector<Atom>(RewriteArgs&)> expand;
-};
+// The table the public parse_jaxpr passes to the parser (import/jax/parse.cpp).
+const ForeignRewrites& jax_rewrites();
 
 // The rewrite for the JAX primitive `name`, or nullptr.
 const JaxRewrite* find_jax_rewrite(std::string_view name);

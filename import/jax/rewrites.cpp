@@ -1,7 +1,7 @@
-// The table of JAX rewrites, and the simple ones (jax_rewrites.h). The families with more
-// machinery have files of their own: jax_rewrites_gather_scatter.cpp, jax_rewrites_folds.cpp
-// (cumulative ops and reductions as scans), jax_rewrites_prng.cpp, jax_rewrites_conv.cpp.
-#include "ir/jax_rewrites.h"
+// The table of JAX rewrites, and the simple ones (rewrites.h). The families with more
+// machinery have files of their own in import/jax/: gather_scatter.cpp, folds.cpp (cumulative
+// ops and reductions as scans), prng.cpp, gamma.cpp, conv.cpp, linalg.cpp, collective.cpp.
+#include "import/jax/rewrites.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,7 +12,7 @@
 #include <numeric>
 #include <optional>
 
-#include "ir/jax_rewrite_support.h"
+#include "import/jax/rewrite_support.h"
 #include "ir/remat_policy.h"
 
 namespace refjit::text {
@@ -660,6 +660,11 @@ std::vector<std::string_view> jax_rewrite_names() {
   std::vector<std::string_view> names;
   for (const JaxRewrite& r : all_rewrites()) names.push_back(r.name);
   return names;
+}
+
+const ForeignRewrites& jax_rewrites() {
+  static const ForeignRewrites table{find_jax_rewrite, jax_rewrite_names, complex_extremum};
+  return table;
 }
 
 }  // namespace refjit::text

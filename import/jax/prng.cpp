@@ -1,4 +1,4 @@
-// JAX's PRNG primitives, read as threefry2x32 on u32[..., 2] key words (jax_rewrites.h).
+// JAX's PRNG primitives, read as threefry2x32 on u32[..., 2] key words (rewrites.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -8,7 +8,7 @@
 #include <numeric>
 #include <optional>
 
-#include "ir/jax_rewrite_support.h"
+#include "import/jax/rewrite_support.h"
 
 namespace refjit::text {
 

@@ -1,5 +1,5 @@
 // JAX's `lu_pivots_to_permutation`, read as a scan over the pivots, and `custom_linear_solve`
-// read as refjit's `linear_solve` (jax_rewrites.h). (cholesky, triangular_solve, lu and qr are
+// read as refjit's `linear_solve` (rewrites.h). (cholesky, triangular_solve, lu and qr are
 // primitives on LAPACK: ir/type_rules_linalg.cpp.)
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -8,7 +8,7 @@
 #include <functional>
 #include <numeric>
 
-#include "ir/jax_rewrite_support.h"
+#include "import/jax/rewrite_support.h"
 
 namespace refjit::text {
 

@@ -1,5 +1,5 @@
 // Cumulative ops and multiplicative/logical reductions, read as scans, and the generic
-// window reduction as a fold of slices (jax_rewrites.h).
+// window reduction as a fold of slices (rewrites.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -9,7 +9,7 @@
 #include <numeric>
 #include <optional>
 
-#include "ir/jax_rewrite_support.h"
+#include "import/jax/rewrite_support.h"
 
 namespace refjit::text {
 

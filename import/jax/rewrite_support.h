@@ -1,4 +1,4 @@
-// Internal to the JAX rewrites (ir/jax_rewrites*.cpp): argument checks and the small
+// Internal to the JAX rewrites (import/jax/*.cpp): argument checks and the small
 // emitters every rewrite uses.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/jax_rewrites.h"
+#include "import/jax/rewrites.h"
 #include "refjit/ir/error.h"
 
 namespace refjit::text {
@@ -93,12 +93,12 @@ inline Params scan_params(JaxprPtr body, int64_t length, int64_t num_carry, bool
                 {"unroll", int64_t{1}},     {"_split_transpose", false}};
 }
 
-// JAX's threefry draws on keys u32[batch..., 2] (jax_rewrites_prng.cpp): random_bits of
+// JAX's threefry draws on keys u32[batch..., 2] (prng.cpp): random_bits of
 // `width` bits and `shape` per key, and `shape` new keys per key.
 Atom prng_random_bits(Emit& e, const Atom& key, int64_t width, const IntList& shape);
 Atom prng_split(Emit& e, const Atom& key, const IntList& shape);
 
-// Each family of rewrites adds its entries to the table (jax_rewrites.cpp builds it).
+// Each family of rewrites adds its entries to the table (rewrites.cpp builds it).
 void add_gather_scatter_rewrites(std::vector<JaxRewrite>& table);
 void add_fold_rewrites(std::vector<JaxRewrite>& table);
 void add_prng_rewrites(std::vector<JaxRewrite>& table);

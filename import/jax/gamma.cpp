@@ -1,5 +1,5 @@
 // JAX's random_gamma (jax.random.gamma, beta, dirichlet), read as Marsaglia and Tsang's
-// rejection sampler on threefry bits (jax_rewrites.h): the same draws JAX makes, key by key.
+// rejection sampler on threefry bits (rewrites.h): the same draws JAX makes, key by key.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <limits>
 #include <memory>
 
-#include "ir/jax_rewrite_support.h"
+#include "import/jax/rewrite_support.h"
 
 namespace refjit::text {
 

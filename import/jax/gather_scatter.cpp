@@ -1,4 +1,4 @@
-// JAX's general gather and scatter, read as refjit's one-axis gather/scatter (jax_rewrites.h).
+// JAX's general gather and scatter, read as refjit's one-axis gather/scatter (rewrites.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -8,7 +8,7 @@
 #include <numeric>
 #include <optional>
 
-#include "ir/jax_rewrite_support.h"
+#include "import/jax/rewrite_support.h"
 
 namespace refjit::text {
 

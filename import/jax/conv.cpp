@@ -1,5 +1,5 @@
 // JAX's conv_general_dilated, read as refjit's pad, strided slices, one concatenate and one
-// dot_general (jax_rewrites.h).
+// dot_general (rewrites.h).
 //
 // The rewrite is im2col: the input is brought to [N, spatial..., C] and padded (lhs dilation
 // is interior padding), each kernel position takes a strided slice of it, the slices are laid
@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "ir/jax_rewrite_support.h"
+#include "import/jax/rewrite_support.h"
 
 namespace refjit::text {
 
