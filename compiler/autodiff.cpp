@@ -8,11 +8,11 @@
 #include <mutex>
 #include <ostream>
 
+#include "driver/derive.h"
 #include "passes/ad/jvp.h"
 #include "passes/ad/linearize.h"
 #include "passes/ad/transpose.h"
 #include "passes/ad/vjp.h"
-#include "passes/simplify/range_simplify.h"
 #include "refjit/ir/error.h"
 #include "refjit/ops.h"
 
@@ -80,11 +80,15 @@ TracedFunction trace_checked(const TraceBody& f, const std::vector<Operand>& fla
   return fn;
 }
 
-// The function autodiff is given: traced, checked, and with the gathers and scatters that the
-// ranges of its constants prove to touch one window made windows
-// (passes/simplify/range_simplify.h).
-TracedFunction trace_for_autodiff(const TraceBody& f, const std::vector<Operand>& flat,
-                                  const std::string& name) {
+// The function autodiff is given: traced, checked, and in the form every door differentiates
+// (driver/derive.h), told the ranges of its concrete integer constants.
+struct TracedForAutodiff {
+  TracedFunction fn;  // its jaxpr is derive.program()
+  Differentiable derive;
+};
+
+TracedForAutodiff trace_for_autodiff(const TraceBody& f, const std::vector<Operand>& flat,
+                                     const std::string& name) {
   TracedFunction fn = trace_checked(f, flat, name);
   std::vector<std::optional<IntRange>> ranges;
   for (const Operand& c : fn.consts) {
@@ -92,10 +96,9 @@ TracedFunction trace_for_autodiff(const TraceBody& f, const std::vector<Operand>
     const bool known = v && v->is_concrete() && is_int(v->dtype());
     ranges.push_back(known ? element_range(v->array()) : std::nullopt);
   }
-  int changes = 0;
-  Jaxpr windows = windows_before_autodiff(*fn.jaxpr, ranges, &changes);
-  if (changes > 0) fn.jaxpr = std::make_shared<const Jaxpr>(std::move(windows));
-  return fn;
+  Differentiable derive(fn.jaxpr, ranges);
+  fn.jaxpr = derive.program();
+  return {std::move(fn), std::move(derive)};
 }
 
 std::string kinds_key(const std::vector<AccumKind>& kinds) {
@@ -132,14 +135,15 @@ struct VjpState {
 std::pair<std::vector<Operand>, Vjp> Vjp::create(const TraceBody& f,
                                                  const std::vector<Operand>& flat,
                                                  const std::string& name) {
-  TracedFunction fn = trace_for_autodiff(f, flat, name);
+  TracedForAutodiff traced = trace_for_autodiff(f, flat, name);
+  const TracedFunction& fn = traced.fn;
   auto st = std::make_shared<VjpState>();
   st->name = name;
   st->arg_types = types_of(flat);
   st->out_types = fn.jaxpr->out_types();
   for (const Type& t : st->arg_types) st->differentiated.push_back(differentiable(t));
 
-  Linearized lin = linearize_jaxpr(*fn.jaxpr, st->differentiated);
+  Linearized lin = traced.derive.linearize(st->differentiated);
   st->linear = std::move(lin.linear);
   st->num_nonlinear = lin.num_nonlinear();
 
@@ -278,12 +282,13 @@ struct LinearState {
 std::pair<std::vector<Operand>, LinearMap> LinearMap::create(const TraceBody& f,
                                                              const std::vector<Operand>& flat,
                                                              const std::string& name) {
-  TracedFunction fn = trace_for_autodiff(f, flat, name);
+  TracedForAutodiff traced = trace_for_autodiff(f, flat, name);
+  const TracedFunction& fn = traced.fn;
   auto st = std::make_shared<LinearState>();
   st->name = name;
   st->arg_types = types_of(flat);
   for (const Type& t : st->arg_types) st->differentiated.push_back(differentiable(t));
-  Linearized lin = linearize_jaxpr(*fn.jaxpr, st->differentiated);
+  Linearized lin = traced.derive.linearize(st->differentiated);
   st->linear = std::make_shared<const Jaxpr>(std::move(lin.linear));
   TracedFunction forward{std::make_shared<const Jaxpr>(std::move(lin.primal)), fn.consts};
   std::vector<Operand> outs = bind_jaxpr(name, forward, flat);
@@ -361,14 +366,15 @@ std::vector<Operand> grad(const TraceBody& f, const std::vector<Operand>& flat,
                       "argnums)",
                       name, w, t.long_str()));
   }
-  TracedFunction fn = trace_for_autodiff(f, flat, name);
-  TracedFunction g{std::make_shared<const Jaxpr>(grad_jaxpr(*fn.jaxpr, argnums)), fn.consts};
+  TracedForAutodiff traced = trace_for_autodiff(f, flat, name);
+  TracedFunction g{std::make_shared<const Jaxpr>(traced.derive.grad(argnums)), traced.fn.consts};
   return bind_jaxpr(name, g, flat);
 }
 
 std::vector<Operand> jvp(const TraceBody& f, const std::vector<Operand>& primals,
                          const std::vector<Operand>& tangents, const std::string& name) {
-  TracedFunction fn = trace_for_autodiff(f, primals, name);
+  TracedForAutodiff traced = trace_for_autodiff(f, primals, name);
+  const TracedFunction& fn = traced.fn;
   std::vector<bool> nonzero;
   std::vector<Operand> args = primals;
   for (size_t k = 0; k < primals.size(); ++k) {
@@ -378,7 +384,7 @@ std::vector<Operand> jvp(const TraceBody& f, const std::vector<Operand>& primals
     nonzero.push_back(differentiable(t));
     if (nonzero.back()) args.push_back(tk);
   }
-  TracedFunction j{std::make_shared<const Jaxpr>(jvp_jaxpr(*fn.jaxpr, nonzero)), fn.consts};
+  TracedFunction j{std::make_shared<const Jaxpr>(traced.derive.jvp(nonzero)), fn.consts};
   return bind_jaxpr(name, j, args);
 }
 

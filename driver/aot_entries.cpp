@@ -7,10 +7,10 @@
 #include <filesystem>
 
 #include "driver/aot_plan.h"
+#include "driver/derive.h"
 #include "driver/pipeline.h"
 #include "passes/ad/jvp.h"
 #include "passes/ad/vjp.h"
-#include "passes/simplify/range_simplify.h"
 #include "refjit/ir/error.h"
 
 namespace refjit::aot {
@@ -150,7 +150,7 @@ void plan_jvp(EntryPlan& plan, const Jaxpr& f, const AotOptions& o) {
   std::vector<bool> nonzero;
   for (Var v : f.invars) nonzero.push_back(is_float(f.type_of(v).dtype()));
   // The windows the autodiff pass makes first, then tangents for the float invars only.
-  Jaxpr j = jvp_jaxpr(windows_before_autodiff(f, {}), nonzero);
+  Jaxpr j = Differentiable(f).jvp(nonzero);
   CEntry e;
   e.symbol = o.name;
   e.summary = fmt::format(
@@ -228,7 +228,7 @@ void plan_vjp(EntryPlan& plan, const Jaxpr& f, const AotOptions& o) {
     if (d) kinds.push_back(accum[i] == AotAccum::value ? AccumKind::value : AccumKind::ref);
   }
   if (kinds.empty()) throw Error("aot: --vjp with every accumulator dontwant computes no gradient");
-  VjpJaxprs v = vjp_jaxpr(windows_before_autodiff(f, {}), diff, kinds);  // as autodiff does
+  VjpJaxprs v = Differentiable(f).vjp(diff, kinds);
   if (!v.backward.constvars.empty() || v.forward.constvars.size() != f.constvars.size() ||
       v.forward.invars.size() != f.invars.size())
     throw Error("aot: internal error, unexpected constvars in the vjp programs");

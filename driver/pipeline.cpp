@@ -12,6 +12,7 @@
 #include "compiler/backend/product_epilogues.h"
 #include "compiler/backend/row_loops.h"
 #include "compiler/backend/rule_tables.h"
+#include "driver/derive.h"
 #include "passes/ad/jvp.h"
 #include "passes/ad/vjp.h"
 #include "passes/buffers/buffer_assignment.h"
@@ -305,9 +306,9 @@ KnownConsts KnownConsts::of(const std::vector<RtValue>& values) {
 Jaxpr derive_program(const Jaxpr& program, Derivative derivative, const std::vector<int>& wrt,
                      const std::vector<std::optional<IntRange>>& const_ranges) {
   if (derivative == Derivative::none) return program;
-  const Jaxpr windows = windows_before_autodiff(program, const_ranges);
-  if (derivative == Derivative::grad) return grad_jaxpr(windows, wrt);
-  return jvp_jaxpr(windows, std::vector<bool>(windows.invars.size(), true));
+  const Differentiable d(program, const_ranges);
+  if (derivative == Derivative::grad) return d.grad(wrt);
+  return d.jvp(std::vector<bool>(program.invars.size(), true));
 }
 
 void verify_after_pass(const Jaxpr& program, std::string_view pass) {

@@ -83,9 +83,8 @@ struct PipelineOptions {
 };
 
 // The program the `autodiff` pass makes, and the one `refjit run --interpret` runs for
-// --grad/--jvp: first the gathers and scatters that `const_ranges` (per constvar, the range of
-// its integer elements, if known) prove to touch one window become windows
-// (windows_before_autodiff, passes/simplify/range_simplify.h), then the derivative is taken. With
+// --grad/--jvp: the derivative taken through Differentiable (driver/derive.h), told
+// `const_ranges` (per constvar, the range of its integer elements, if known). With
 // Derivative::none, `program` as is.
 Jaxpr derive_program(const Jaxpr& program, Derivative derivative, const std::vector<int>& wrt,
                      const std::vector<std::optional<IntRange>>& const_ranges = {});

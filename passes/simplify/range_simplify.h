@@ -17,9 +17,8 @@
 //
 // Eqns left without readers (and without effects) are removed.
 //
-// The rewrites into windows also run before autodiff (`windows_before_autodiff`: in the
-// pipeline's `autodiff` pass, the C++ API's grad / vjp / jvp / linearize and the Python
-// package's, from the ranges of the traced function's constants), so a gather or scatter proven to
+// The rewrites into windows also run before autodiff (`windows_before_autodiff`, which every
+// door's derivative starts from: driver/derive.h), so a gather or scatter proven to
 // touch one window is differentiated as the window it is: a row written with `x.at[idx].set`
 // through a constant index vector differentiates into the same per-step work as the same row
 // written with `dynamic_update_slice` (docs/backend.md).

@@ -8,13 +8,13 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include "driver/derive.h"
 #include "driver/pipeline.h"
 #include "passes/ad/jvp.h"
 #include "passes/ad/transpose.h"
 #include "passes/ad/vjp.h"
 #include "passes/batching/vmap.h"
 #include "passes/discharge.h"
-#include "passes/simplify/range_simplify.h"
 #include "python/src/executable.h"
 #include "python/src/host_calls.h"
 #include "refjit/aot.h"
@@ -48,13 +48,12 @@ nb::list types_of(const Jaxpr& j, const std::vector<V>& vars) {
   return out;
 }
 
-// The program the transformations differentiate: gathers and scatters that the constants'
-// values (when given) prove to touch one window are windows (passes/simplify/range_simplify.h), as
-// the C++ API's grad does.
-Jaxpr before_autodiff(const Program& p, const nb::list& consts) {
+// The program as every door differentiates it (driver/derive.h), told the ranges of the
+// constants' values when they are given.
+Differentiable differentiable(const Program& p, const nb::list& consts) {
   std::vector<std::optional<IntRange>> ranges;
   if (nb::len(consts) > 0) ranges = KnownConsts::of(const_values(p.jaxpr, consts)).int_range;
-  return windows_before_autodiff(p.jaxpr, ranges);
+  return Differentiable(p.jaxpr, ranges);
 }
 
 std::vector<AccumKind> accum_kinds(const std::vector<std::string>& names) {
@@ -199,7 +198,7 @@ NB_MODULE(_core, m) {
   m.def(
       "grad",
       [](const Program& p, const std::vector<int>& wrt, int num_aux, const nb::list& consts) {
-        return Program{grad_jaxpr(before_autodiff(p, consts), wrt, num_aux)};
+        return Program{differentiable(p, consts).grad(wrt, num_aux)};
       },
       "program"_a, "wrt"_a, "num_aux"_a, "consts"_a = nb::list(),
       "outputs then gradients: f's outputs (the loss, then the auxiliary ones), then d loss / "
@@ -208,7 +207,7 @@ NB_MODULE(_core, m) {
   m.def(
       "jvp",
       [](const Program& p, const std::vector<bool>& nonzero, const nb::list& consts) {
-        return Program{jvp_jaxpr(before_autodiff(p, consts), nonzero)};
+        return Program{differentiable(p, consts).jvp(nonzero)};
       },
       "program"_a, "nonzero"_a, "consts"_a = nb::list(),
       "primals, then a tangent per invar with nonzero[i] -> outputs, then their tangents");
@@ -216,7 +215,7 @@ NB_MODULE(_core, m) {
   m.def(
       "linearize",
       [](const Program& p, const std::vector<bool>& differentiated, const nb::list& consts) {
-        Linearized l = linearize_jaxpr(before_autodiff(p, consts), differentiated);
+        Linearized l = differentiable(p, consts).linearize(differentiated);
         if (!l.ref_residuals.empty())
           throw Error(
               "linearize: the linear part needs one of the function's own refs again, "
@@ -232,7 +231,7 @@ NB_MODULE(_core, m) {
       "vjp",
       [](const Program& p, const std::vector<bool>& differentiated,
          const std::vector<std::string>& kinds, const nb::list& consts) {
-        VjpJaxprs v = vjp_jaxpr(before_autodiff(p, consts), differentiated, accum_kinds(kinds));
+        VjpJaxprs v = differentiable(p, consts).vjp(differentiated, accum_kinds(kinds));
         return nb::make_tuple(Program{std::move(v.forward)}, Program{std::move(v.backward)},
                               v.num_residuals, v.ref_residuals);
       },
