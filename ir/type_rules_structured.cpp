@@ -103,31 +103,15 @@ std::vector<Type> jit_rule(std::span<const Type> in, const Params& params) {
   return body.out_types();
 }
 
-// fused: the operands -> the body's one result (ir/fused_body.h says what the body may hold).
-std::vector<Type> fused_rule(std::span<const Type> in, const Params& params) {
-  Checker c(Prim::fused, in, params);
+// The decisions written as IR (fused, product_epilogue, row_loop): the operands are the body's
+// invars, the results its outvars, and the body holds only what its `problem` check admits
+// (ir/fused_body.h says what each may hold).
+template <Prim P, std::string (*problem)(const Jaxpr&)>
+std::vector<Type> decision_body_rule(std::span<const Type> in, const Params& params) {
+  Checker c(P, in, params);
   const Jaxpr& body = c.jaxpr_param("jaxpr");
-  check_operands_match(c, body, 0, "the fused body");
-  if (std::string problem = fused_body_problem(body); !problem.empty()) c.fail("{}", problem);
-  return body.out_types();
-}
-
-// product_epilogue: the operands -> the consumer's result (ir/fused_body.h).
-std::vector<Type> product_epilogue_rule(std::span<const Type> in, const Params& params) {
-  Checker c(Prim::product_epilogue, in, params);
-  const Jaxpr& body = c.jaxpr_param("jaxpr");
-  check_operands_match(c, body, 0, "the product_epilogue body");
-  if (std::string problem = product_epilogue_body_problem(body); !problem.empty())
-    c.fail("{}", problem);
-  return body.out_types();
-}
-
-// row_loop: the operands -> the body's results (ir/fused_body.h).
-std::vector<Type> row_loop_rule(std::span<const Type> in, const Params& params) {
-  Checker c(Prim::row_loop, in, params);
-  const Jaxpr& body = c.jaxpr_param("jaxpr");
-  check_operands_match(c, body, 0, "the row_loop body");
-  if (std::string problem = row_loop_body_problem(body); !problem.empty()) c.fail("{}", problem);
+  check_operands_match(c, body, 0, fmt::format("the {} body", prim_name(P)));
+  if (std::string why = problem(body); !why.empty()) c.fail("{}", why);
   return body.out_types();
 }
 
@@ -368,9 +352,10 @@ std::vector<Type> linear_solve_rule(std::span<const Type> in, const Params& para
 void register_structured_type_rules(TypeRuleTable& t) {
   auto set = [&t](Prim p, TypeRule r) { t[static_cast<int>(p)] = r; };
   set(Prim::jit, jit_rule);
-  set(Prim::fused, fused_rule);
-  set(Prim::product_epilogue, product_epilogue_rule);
-  set(Prim::row_loop, row_loop_rule);
+  set(Prim::fused, decision_body_rule<Prim::fused, fused_body_problem>);
+  set(Prim::product_epilogue,
+      decision_body_rule<Prim::product_epilogue, product_epilogue_body_problem>);
+  set(Prim::row_loop, decision_body_rule<Prim::row_loop, row_loop_body_problem>);
   set(Prim::scan, scan_rule);
   set(Prim::while_, while_rule);
   set(Prim::cond, cond_rule);
