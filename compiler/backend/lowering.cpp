@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/backend/chain_fission.h"
 #include "compiler/backend/fusion.h"
 #include "compiler/backend/parallel_loops.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -729,6 +730,7 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
   outline_epilogues(*module);
   outline_parallel_loops(*module);
   outline_large_loops(*module);
+  if (options.chain_fission) split_transcendental_chains(*module);
   return module;
 }
 

@@ -49,6 +49,8 @@ struct LoweringOptions {
   // Loops marked by parallel_loop_nest run on the runtime's threads (parallel_loops.h);
   // needs runtime_kernels.
   bool parallel_loops = true;
+  // Element loops chaining transcendental functions are split by stage (chain_fission.h).
+  bool chain_fission = true;
   // f32 tanh, log1p, expm1 and erf become math-dialect ops that MLIR's polynomial
   // approximations replace (vectorisable), instead of libm calls.
   bool approximate_math = true;

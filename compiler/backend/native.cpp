@@ -165,6 +165,7 @@ Lowered build(const Jaxpr& jaxpr, const CompileOptions& options, CompileTimings&
   l.module = backend::build_module(*l.ctx, jaxpr, plan, l.workspace_bytes,
                                    {.runtime_kernels = options.runtime_kernels,
                                     .parallel_loops = options.parallel_loops,
+                                    .chain_fission = options.chain_fission && options.opt_level > 0,
                                     .approximate_math = !options.exact_math});
   l.has_workspace = plan.use_workspace;
   l.output_donor = output_donors(jaxpr, plan);

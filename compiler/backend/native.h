@@ -32,6 +32,10 @@ struct CompileOptions {
   // (runtime/kernels/parallel_loop.h); needs runtime_kernels. Results are the same bits
   // either way.
   bool parallel_loops = true;
+  // Element loops that chain transcendental functions run in tiles, one loop per stage of the
+  // chain (compiler/backend/chain_fission.h). The values are the same; a sum the loop carries
+  // is grouped differently. False keeps such loops whole (to measure what the split gains).
+  bool chain_fission = true;
   // Calls flush subnormal results to zero and read subnormal operands as zero, as XLA's CPU
   // backend does (runtime/kernels/float_mode.h); false computes with subnormals (IEEE), as the
   // interpreter does, at the cost of x86's slow path for them.
