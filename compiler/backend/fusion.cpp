@@ -96,6 +96,14 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
 
   std::vector<std::vector<int>> writes;
   if (buffers) writes = written_buffers(j, *buffers);
+  std::vector<std::vector<size_t>> groups;  // in reverse program order while building
+  // Whether eqn k's result is written to memory: a member of a group other than its root, or
+  // an eqn computed again inside its readers' groups, is not (its planned in-place write
+  // does not happen). Known for every k after the eqn being placed: they were placed first.
+  auto stored = [&](size_t k) {
+    const int32_t g = plan.group_of[k];
+    return g == -1 || (g >= 0 && groups[g].front() == k);
+  };
   // Whether an eqn between i and the group's root, outside the group, overwrites the buffer
   // of one of eqn i's operands (then i must run at its own position).
   auto operands_clobbered = [&](size_t i, int32_t group, size_t root) {
@@ -105,7 +113,7 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
       int b = buffers->buffer_of_var[as_var(a).id];
       if (b < 0) continue;
       for (size_t k = i + 1; k < root; ++k)
-        if (plan.group_of[k] != group &&
+        if (plan.group_of[k] != group && stored(k) &&
             std::find(writes[k].begin(), writes[k].end(), b) != writes[k].end())
           return true;
     }
@@ -113,7 +121,6 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
   };
 
   // Walk backwards so every consumer is placed before its producers.
-  std::vector<std::vector<size_t>> groups;  // in reverse program order while building
   std::vector<Shape> group_shape;
   std::vector<std::vector<int32_t>> dup_groups(n);  // the groups a duplicated eqn is in
   for (size_t i = n; i-- > 0;) {

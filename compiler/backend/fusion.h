@@ -28,7 +28,9 @@
 // an eqn also joins only if no eqn between it and the root (outside the group) writes the
 // buffer of one of its operands there (an in-place update, a merged result, a ref write, a
 // structured eqn's results or refs): in the fused program that operand would live on to the
-// root, and the update would need a copy. The fused program is assigned buffers again, with a
+// root, and the update would need a copy. A write by an eqn fused away itself (a member of
+// another group but its root, or a duplicated eqn) does not count: it does not happen. The
+// fused program is assigned buffers again, with a
 // fused eqn as one eqn, so the plan is a choice, not a condition of correctness.
 #pragma once
 

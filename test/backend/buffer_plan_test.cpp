@@ -271,6 +271,34 @@ TEST(NativeBufferPlan, FusionDoesNotMoveAReadPastAnInPlaceWrite) {
   EXPECT_EQ(u.counts.fused_groups, 1);
 }
 
+TEST(NativeBufferPlan, AnInPlaceWriteThatIsFusedAwayDoesNotKeepAReaderOutOfItsGroup) {
+  // h = add f 1 is planned over f's buffer (f's last read), after g = log1p f reads f. But h is
+  // a member of k's group, so it is never stored: g joins t's group (as in the gradient of
+  // sum(tanh(2 exp(-x^2) + log1p(x^2)))), and no log1p value is written to memory.
+  Jaxpr j = parse_jaxpr(R"({ lambda ; a:f32[64]. let
+      f:f32[64] = mul a a
+      g:f32[64] = log1p f
+      h:f32[64] = add f 1.0:f32[]
+      i:f32[64] = div 1.0:f32[] h
+      t:f32[64] = tanh g
+      k:f32[64] = mul i t
+    in (t, k) })");
+  const BufferPlan unfused = default_buffer_plan(j);
+  ASSERT_EQ(unfused.assignment->top().eqns[2].action, EqnAction::in_place);
+  const Jaxpr planned = fuse_elementwise(j, BufferOptions{});
+  ASSERT_EQ(planned.eqns.size(), 2u) << print_jaxpr(planned);  // {f, g, t} and {f, h, i, k}
+  auto has = [](const Jaxpr& body, Prim p) {
+    return std::any_of(body.eqns.begin(), body.eqns.end(),
+                       [p](const Eqn& e) { return e.prim == p; });
+  };
+  ASSERT_EQ(planned.eqns[0].prim, Prim::fused);
+  ASSERT_EQ(planned.eqns[1].prim, Prim::fused);
+  const Jaxpr& first = *planned.eqns[0].params.get<JaxprPtr>("jaxpr");
+  EXPECT_TRUE(has(first, Prim::log1p) && has(first, Prim::tanh)) << print_jaxpr(planned);
+  std::vector<RtValue> args{random_array(at(DType::f32, {64}), 3)};
+  expect_plan_matches_naive(planned, args, default_buffer_plan(planned));
+}
+
 TEST(NativeBufferPlan, CarryOutComputedInTheCarryBuffer) {
   // o is fresh, but the carry's old contents are dead once s is read: o (with m fused into
   // it) is computed straight into the carry buffer.

@@ -189,6 +189,27 @@ TEST(RowLoops, LongRowsAreNotRowLoops) {
   check_everywhere(long_rows, {random_array(at(DType::f32, {4, n}), 7)}, 1e-4);
 }
 
+TEST(RowLoops, VectorsAloneAreNotRowLoops) {
+  // Over vectors every row is one element: the items' own loops vectorise and a full sum runs
+  // in blocks, where a row loop would interleave them element by element.
+  const Jaxpr vectors = parse_jaxpr(R"({ lambda ; x:f32[4096]. let
+    e:f32[4096] = exp x
+    t:f32[4096] = tanh e
+    s:f32[] = reduce_sum[axes=(0,)] t
+    g:f32[4096] = mul t e
+  in (s, g) })");
+  EXPECT_TRUE(row_loops_of(vectors).loops.empty());
+  check_everywhere(vectors, {random_array(at(DType::f32, {4096}), 8)}, 1e-5);
+  // A vector item still joins rows of matrices (a row's mean, [R]).
+  const Jaxpr rows = parse_jaxpr(R"({ lambda ; x:f32[64,300]. let
+    s:f32[64] = reduce_sum[axes=(1,)] x
+    m:f32[64] = div s 300.0:f32[]
+    mb:f32[64,300] = broadcast_in_dim[broadcast_dimensions=(0,) shape=(64, 300)] m
+    d:f32[64,300] = sub x mb
+  in (d, m) })");
+  EXPECT_EQ(row_loops_of(rows).loops.size(), 1u);
+}
+
 TEST(RowLoops, AnUpdateInPlaceOfAValueReadAtOtherRowsEndsTheLoop) {
   // y reads all of w for each of its rows (w along its columns); v = w * 2 then takes w's
   // buffer in place. In one loop with y, row 0 of v would overwrite w[0] before row 1 of y
