@@ -124,7 +124,7 @@ template <class T, int W>
   }
 }
 
-// ---- transposing packs (AVX-512 floats) -------------------------------------------------
+// ---- transposing packs (AVX-512 and AVX2 floats) ------------------------------------------------
 // Packing a row-major A (or a column-major B) is a transpose. One float at a time it cost as
 // much as the product for shapes that reuse each packed panel a few times; 16 x 16 blocks
 // transposed in registers take 64 shuffles for 256 floats instead of 256 loads and stores.
@@ -156,18 +156,43 @@ using F16 = Vec<float, 16>;
 #undef REFJIT_LIST
 #undef REFJIT_TRANSPOSE_STAGE
 
+// The same for 8 x 8 floats (AVX2 registers): stages d = 4, 2, 1.
+using F8 = Vec<float, 8>;
+[[gnu::always_inline]] inline void transpose8x8(F8 r[8]) {
+  for (int i = 0; i < 4; ++i) {
+    const F8 a = r[i], b = r[i + 4];
+    r[i] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11);
+    r[i + 4] = __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+  for (int i : {0, 1, 4, 5}) {
+    const F8 a = r[i], b = r[i + 2];
+    r[i] = __builtin_shufflevector(a, b, 0, 1, 8, 9, 4, 5, 12, 13);
+    r[i + 2] = __builtin_shufflevector(a, b, 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+  for (int i : {0, 2, 4, 6}) {
+    const F8 a = r[i], b = r[i + 1];
+    r[i] = __builtin_shufflevector(a, b, 0, 8, 2, 10, 4, 12, 6, 14);
+    r[i + 1] = __builtin_shufflevector(a, b, 1, 9, 3, 11, 5, 13, 7, 15);
+  }
+}
+
 // dst[q * stride + r] = src[r * rs + q] for q < kc, r < rows (rows <= 16); lanes of rows at or
 // past `rows` are written as zeros when they are below `width` (<= 16, the panel's part this
 // call fills). Whole 16-deep blocks go through registers, the rest one float at a time.
+template <int B = 16>
 [[gnu::always_inline]] inline void transpose_rows(const float* src, int64_t rs, int rows,
                                                   int64_t kc, float* dst, int64_t stride,
                                                   int width) {
+  using R = Vec<float, B>;
   int64_t q0 = 0;
-  for (; q0 + 16 <= kc; q0 += 16) {
-    F16 r[16];
-    for (int i = 0; i < 16; ++i) r[i] = i < rows ? load<F16>(src + i * rs + q0) : F16{};
-    transpose16x16(r);
-    for (int q = 0; q < 16; ++q) std::memcpy(dst + (q0 + q) * stride, &r[q], width * sizeof(float));
+  for (; q0 + B <= kc; q0 += B) {
+    R r[B];
+    for (int i = 0; i < B; ++i) r[i] = i < rows ? load<R>(src + i * rs + q0) : R{};
+    if constexpr (B == 16)
+      transpose16x16(r);
+    else
+      transpose8x8(r);
+    for (int q = 0; q < B; ++q) std::memcpy(dst + (q0 + q) * stride, &r[q], width * sizeof(float));
   }
   for (int64_t q = q0; q < kc; ++q)
     for (int i = 0; i < width; ++i) dst[q * stride + i] = i < rows ? src[i * rs + q] : 0.0f;
@@ -279,11 +304,11 @@ struct Blocked {
       i0 += whole;
       mc -= whole;
     }
-    if constexpr (std::is_same_v<T, float> && W == 16 && MR <= 16) {
+    if constexpr (std::is_same_v<T, float> && (W == 16 || W == 8) && MR <= W) {
       if (x.a_cs == 1) {  // a row-major A: each panel a transpose of MR rows
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int rows = static_cast<int>(std::min<int64_t>(MR, mc - ir));
-          transpose_rows(x.a + (i0 + ir) * x.a_rs + p0, x.a_rs, rows, kc, pa, MR, MR);
+          transpose_rows<W>(x.a + (i0 + ir) * x.a_rs + p0, x.a_rs, rows, kc, pa, MR, MR);
           pa += MR * kc;
         }
         return;
@@ -344,13 +369,13 @@ struct Blocked {
   // A panel of B (depth p0.., columns j0..) as micro-panels of NR columns: pb[panel][p][j].
   [[gnu::always_inline]] static inline void pack_b(const Product<T>& x, int64_t p0, int64_t kc,
                                                    int64_t j0, int64_t nc, T* pb) {
-    if constexpr (std::is_same_v<T, float> && W == 16) {
+    if constexpr (std::is_same_v<T, float> && (W == 16 || W == 8)) {
       if (x.b_rs == 1 && x.b_cs != 1) {  // a column-major B: each panel a transpose
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const int64_t cols = std::min<int64_t>(NR, nc - jr);
-          for (int h = 0; h < NR; h += 16) {  // 16 columns at a time
-            const int rows = static_cast<int>(std::clamp<int64_t>(cols - h, 0, 16));
-            transpose_rows(x.b + p0 + (j0 + jr + h) * x.b_cs, x.b_cs, rows, kc, pb + h, NR, 16);
+          for (int h = 0; h < NR; h += W) {  // W columns at a time
+            const int rows = static_cast<int>(std::clamp<int64_t>(cols - h, 0, W));
+            transpose_rows<W>(x.b + p0 + (j0 + jr + h) * x.b_cs, x.b_cs, rows, kc, pb + h, NR, W);
           }
           pb += NR * kc;
         }
