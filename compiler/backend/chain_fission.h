@@ -17,7 +17,10 @@
 // loads, stores and side-effect-free ops, and its deepest chain of transcendental functions
 // (math exp, log, log1p, tanh, erf, ... before their polynomial expansion) is two or more
 // long. The first stage may not read the loop's carried values nor load from a memref the
-// loop stores into (its loads move ahead of the stage's stores). Run after the outlining of
+// loop stores into (its loads move ahead of the stage's stores). "A memref" is an SSA value:
+// two views of one buffer are not told apart, which is sound because no lowering makes an
+// element loop read what another of its iterations writes (a recurrence carries its value or
+// reads through the stored memref itself, and is left whole). Run after the outlining of
 // parallel loops (parallel_loops.h), so the buffers are allocated in the function that runs
 // the loop, on each thread's own stack.
 #pragma once
