@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "distributed/departures.h"
 #include "refjit/distributed.h"
 #include "refjit/ir/error.h"
 #include "runtime/collectives.h"
@@ -31,6 +32,16 @@ class MpiGroup final : public CollectiveGroup {
   MpiGroup(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    // The members' ranks in the job, which is what a process that leaves is known by.
+    MPI_Group mine, world;
+    MPI_Comm_group(comm_, &mine);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    std::vector<int> ranks(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r) ranks[static_cast<size_t>(r)] = r;
+    world_ranks_.resize(ranks.size());
+    MPI_Group_translate_ranks(mine, size_, ranks.data(), world, world_ranks_.data());
+    MPI_Group_free(&mine);
+    MPI_Group_free(&world);
   }
   ~MpiGroup() override {
     int finalized = 0;
@@ -104,8 +115,15 @@ class MpiGroup final : public CollectiveGroup {
  private:
   // One small allreduce before the data moves: every member learns the smallest and largest
   // of each member's (collective, dtype, count, root), so all of them see the same mismatch
-  // and return the same error instead of waiting on each other.
+  // and return the same error instead of waiting on each other. It is also where a member
+  // that left the job is noticed (distributed/departures.h): before the data moves, every
+  // member has arrived.
   std::string agree(Op op, int64_t count, DType dtype, int root) const {
+    if (const int gone = departed_member(world_ranks_); gone >= 0)
+      return fmt::format(
+          "process {} of the job has left it (its program ended), so a collective it is a "
+          "member of can never complete",
+          gone);
     long long v[8] = {static_cast<long long>(op),
                       -static_cast<long long>(op),
                       static_cast<long long>(dtype),
@@ -114,7 +132,10 @@ class MpiGroup final : public CollectiveGroup {
                       -count,
                       root,
                       -root};
-    MPI_Allreduce(MPI_IN_PLACE, v, 8, MPI_LONG_LONG, MPI_MAX, comm_);
+    MPI_Request request;
+    MPI_Iallreduce(MPI_IN_PLACE, v, 8, MPI_LONG_LONG, MPI_MAX, comm_, &request);
+    wait_watching(request, world_ranks_,
+                  fmt::format("{} over {}", op_name(static_cast<long long>(op)), describe()));
     if (v[0] != -v[1])
       return fmt::format("the processes disagree on the collective ({} and {} at the same step)",
                          op_name(-v[1]), op_name(v[0]));
@@ -138,6 +159,7 @@ class MpiGroup final : public CollectiveGroup {
   MPI_Comm comm_;
   bool owned_;
   std::vector<std::byte> scratch_;  // sum_in_place's received pieces
+  std::vector<int> world_ranks_;    // each member's rank in the job
   int rank_ = 0;
   int size_ = 1;
 };
@@ -169,11 +191,23 @@ Communicator Communicator::split(int color, int key) const {
   return Communicator(std::make_shared<MpiGroup>(out, true));
 }
 
+Communicator Communicator::from_fortran_handle(int handle) {
+  if (!mpi_live())
+    throw Error("distributed: MPI is not running; create a refjit::distributed::Session first");
+  MPI_Comm given = MPI_Comm_f2c(static_cast<MPI_Fint>(handle));
+  if (given == MPI_COMM_NULL) throw Error("distributed: the communicator handle is MPI_COMM_NULL");
+  MPI_Comm own;
+  if (MPI_Comm_dup(given, &own) != MPI_SUCCESS)
+    throw Error(fmt::format("distributed: MPI_Comm_dup of communicator handle {} failed", handle));
+  return Communicator(std::make_shared<MpiGroup>(own, true));
+}
+
 Session::Session(int& argc, char**& argv) {
   if (!mpi_live()) {
     MPI_Init(&argc, &argv);
     owns_mpi_ = true;
   }
+  start_watching_departures();
   set_default_group(Communicator::world().group());
 }
 
@@ -182,12 +216,15 @@ Session::Session() {
     MPI_Init(nullptr, nullptr);
     owns_mpi_ = true;
   }
+  start_watching_departures();
   set_default_group(Communicator::world().group());
 }
 
 Session::~Session() {
   set_default_group(nullptr);
-  if (owns_mpi_ && mpi_live()) MPI_Finalize();
+  if (!mpi_live()) return;
+  announce_departure();
+  if (owns_mpi_) MPI_Finalize();
 }
 
 int rank() { return mpi_live() ? Communicator::world().rank() : 0; }

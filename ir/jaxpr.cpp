@@ -104,13 +104,17 @@ void refuse_unknown_forward_map(const Eqn& e) {
       "function a custom_jvp rule");
 }
 
-bool has_host_effect(const Eqn& e) {
-  if (prim_info(e.prim).host_effect) return true;
+namespace {
+
+// Whether `is` holds for `e` or for an eqn of a jaxpr its params hold, at any depth.
+template <class Pred>
+bool holds_within(const Eqn& e, const Pred& is) {
+  if (is(e)) return true;
   if (!prim_info(e.prim).has_subjaxprs) return false;
-  auto contains = [](const JaxprPtr& j) {
+  auto contains = [&](const JaxprPtr& j) {
     if (!j) return false;
     for (const Eqn& inner : j->eqns)
-      if (has_host_effect(inner)) return true;
+      if (holds_within(inner, is)) return true;
     return false;
   };
   for (const auto& [name, v] : e.params.entries()) {
@@ -120,6 +124,17 @@ bool has_host_effect(const Eqn& e) {
         if (contains(j)) return true;
   }
   return false;
+}
+
+}  // namespace
+
+bool has_host_effect(const Eqn& e) {
+  return holds_within(e, [](const Eqn& x) { return prim_info(x.prim).host_effect; });
+}
+
+bool checks_processes(const Eqn& e) {
+  return holds_within(
+      e, [](const Eqn& x) { return x.prim == Prim::axis_index && x.params.find("axis_size"); });
 }
 
 bool bwd_accumulates(const Jaxpr& bwd, size_t n_res, size_t n_outs, size_t n_operands) {

@@ -248,7 +248,26 @@ ArrayType Parser::parse_array_type() {
     }
   }
   expect(Tok::rbracket, "',' or ']' in the shape");
+  skip_varying_axes();
   return a;
+}
+
+// Inside shard_map, JAX writes after a type the mesh axes along which its value varies
+// between shards (`f32[2,3]{V:data}`, check_vma=True). The same facts are in the program's
+// pvary and psum_invariant eqns, which carry the autodiff meaning: the annotation is dropped.
+void Parser::skip_varying_axes() {
+  if (!(peek().is(Tok::lbrace) && peek(1).is_ident("V") && peek(2).is(Tok::colon))) return;
+  next();
+  next();
+  next();
+  while (!peek().is(Tok::rbrace)) {
+    if (!peek().is(Tok::ident))
+      fail(peek(), fmt::format("expected a mesh axis name in the type's {{V:...}}, found {}",
+                               text::describe(peek())));
+    next();
+    if (peek().is(Tok::comma)) next();
+  }
+  next();
 }
 
 // JAX's explicit sharding writes the mesh axes a dim is split over after its size (`4@x`,

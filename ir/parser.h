@@ -163,6 +163,7 @@ class Parser {
   ArrayType parse_key_type();
 
   ArrayType parse_array_type();
+  void skip_varying_axes();  // `{V:x}` after a type inside shard_map: varying axes, dropped
   void skip_dim_sharding();  // `@x` or `@(x,y)` after a dim size: explicit sharding, dropped
 
   // JAX prints an output that is a dropped binder as `_`. With m such outputs they are taken

@@ -23,7 +23,10 @@ RuleTable<SpecList> make_specs() {
   set(Prim::psum, {{"axis_name", K::name}});
   set(Prim::all_gather, {{"axis_name", K::name}, {"axis_size", K::integer}});
   set(Prim::broadcast_from, {{"axis_name", K::name}, {"root", K::integer}});
-  set(Prim::axis_index, {{"axis_name", K::name}});
+  set(Prim::axis_index, {{"axis_name", K::name}, {"axis_size", K::integer}});
+  set(Prim::psum_invariant, {{"axis_name", K::name}});
+  set(Prim::pvary, {{"axis_name", K::name}});
+  set(Prim::all_gather_invariant, {{"axis_name", K::name}, {"axis_size", K::integer}});
   set(Prim::debug_callback, {{"callback", K::integer}});
   set(Prim::integer_pow, {{"y", K::integer}});
   set(Prim::convert_element_type, {{"new_dtype", K::dtype}, {"weak_type", K::boolean}});

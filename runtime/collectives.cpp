@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <complex>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -104,6 +105,8 @@ void add_elements(void* acc, const void* x, int64_t count, DType dtype) {
     case DType::u64: return add_typed<uint64_t>(acc, x, count);
     case DType::f16: return add_typed<Float16>(acc, x, count);  // rounded at every add
     case DType::bf16: return add_typed<BFloat16>(acc, x, count);
+    case DType::c64: return add_typed<std::complex<float>>(acc, x, count);
+    case DType::c128: return add_typed<std::complex<double>>(acc, x, count);
     case DType::bool_: break;
   }
   throw Error(fmt::format("psum: cannot add {} values", short_name(dtype)));
@@ -123,6 +126,12 @@ std::string axis_name_of(int64_t id) {
   std::lock_guard lock(r.mu);
   if (id < 0 || static_cast<size_t>(id) >= r.names.size()) return fmt::format("#{}", id);
   return r.names[static_cast<size_t>(id)];
+}
+
+std::string axis_size_mismatch(int64_t traced, const CollectiveGroup& group) {
+  if (traced == group.size()) return {};
+  return fmt::format("the program was traced for {} processes but the axis is bound to {} ({})",
+                     traced, group.describe(), group.size());
 }
 
 void record_collective_error(std::string message) {
@@ -157,13 +166,9 @@ void refjit_all_gather(int64_t axis, int64_t dtype, int64_t axis_size, int64_t,
   const std::string name = refjit::axis_name_of(axis);
   const std::shared_ptr<refjit::CollectiveGroup> group = refjit::group_of(name);
   // The result was sized when the program was traced; the group may have changed since.
-  std::string err =
-      axis_size == group->size()
-          ? group->all_gather(refjit::data_of(in, d), refjit::data_of(out, d), count, d)
-          : fmt::format(
-                "the program was traced for {} processes but the axis is "
-                "bound to {} ({})",
-                axis_size, group->describe(), group->size());
+  std::string err = refjit::axis_size_mismatch(axis_size, *group);
+  if (err.empty())
+    err = group->all_gather(refjit::data_of(in, d), refjit::data_of(out, d), count, d);
   if (!err.empty())
     refjit::record_collective_error(fmt::format("all_gather over '{}': {}", name, err));
 }
@@ -180,6 +185,16 @@ void refjit_broadcast_from(int64_t axis, int64_t dtype, int64_t root, int64_t,
 
 void refjit_axis_index(int64_t axis, int64_t, const RefjitMemRefHead* out) {
   const int32_t rank = refjit::group_of(refjit::axis_name_of(axis))->rank();
+  std::memcpy(refjit::data_of(out, DType::i32), &rank, sizeof rank);
+}
+
+void refjit_axis_index_checked(int64_t axis, int64_t axis_size, int64_t,
+                               const RefjitMemRefHead* out) {
+  const std::string name = refjit::axis_name_of(axis);
+  const std::shared_ptr<refjit::CollectiveGroup> group = refjit::group_of(name);
+  if (std::string err = refjit::axis_size_mismatch(axis_size, *group); !err.empty())
+    refjit::record_collective_error(fmt::format("axis_index over '{}': {}", name, err));
+  const int32_t rank = group->rank();
   std::memcpy(refjit::data_of(out, DType::i32), &rank, sizeof rank);
 }
 

@@ -46,6 +46,10 @@ std::shared_ptr<CollectiveGroup> group_of(std::string_view axis);
 // A group of this process alone.
 std::shared_ptr<CollectiveGroup> single_process_group();
 
+// Empty when `group` spans `traced` processes, else why a program traced for that many
+// (a shard_map's mesh axis, an all_gather's size) cannot run on it.
+std::string axis_size_mismatch(int64_t traced, const CollectiveGroup& group);
+
 // acc[i] += x[i] for `count` elements of `dtype` (not bool): the local step of a sum.
 void add_elements(void* acc, const void* x, int64_t count, DType dtype);
 
@@ -74,4 +78,7 @@ void refjit_all_gather(int64_t axis, int64_t dtype, int64_t axis_size, int64_t i
 void refjit_broadcast_from(int64_t axis, int64_t dtype, int64_t root, int64_t rank,
                            const RefjitMemRefHead* data, int64_t count);
 void refjit_axis_index(int64_t axis, int64_t rank, const RefjitMemRefHead* out);
+// axis_index with a required group size (axis_index[axis_size=n]): a mismatch is recorded.
+void refjit_axis_index_checked(int64_t axis, int64_t axis_size, int64_t rank,
+                               const RefjitMemRefHead* out);
 }

@@ -51,14 +51,26 @@ std::vector<RtValue> eval_broadcast_from(const EvalContext&, const Eqn& e,
 std::vector<RtValue> eval_axis_index(const EvalContext&, const Eqn& e,
                                      std::span<const RtValue> ins) {
   expect_operands(e, ins, 0);
-  return {Array::scalar<int32_t>(group_of(axis_of(e))->rank())};
+  std::shared_ptr<CollectiveGroup> g = group_of(axis_of(e));
+  if (e.params.find("axis_size"))
+    check(e, axis_size_mismatch(e.params.get<int64_t>("axis_size"), *g));
+  return {Array::scalar<int32_t>(g->rank())};
+}
+
+// pvary: the value itself; only its transpose communicates.
+std::vector<RtValue> eval_pvary(const EvalContext&, const Eqn& e, std::span<const RtValue> ins) {
+  expect_operands(e, ins, 1);
+  return {ins[0]};
 }
 
 }  // namespace
 
 void register_collective_eval_rules(EvalRuleTable& t) {
   t.set(Prim::psum, &eval_psum);
+  t.set(Prim::psum_invariant, &eval_psum);
+  t.set(Prim::pvary, &eval_pvary);
   t.set(Prim::all_gather, &eval_all_gather);
+  t.set(Prim::all_gather_invariant, &eval_all_gather);
   t.set(Prim::broadcast_from, &eval_broadcast_from);
   t.set(Prim::axis_index, &eval_axis_index);
 }

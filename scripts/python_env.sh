@@ -1,12 +1,13 @@
 # Sourced by the scripts that need Python packages: one virtual environment, .venv, with what
 # the Python package builds with (scikit-build-core, nanobind), what it traces with (JAX),
 # and what its tests run with (pytest; flax and optax for the real-program corpus,
-# python/tests/real_programs/). JAX comes from PyPI; it is a dependency of the Python package
-# and of the test and benchmark scripts, never of the C++ library.
+# python/tests/real_programs/; mpi4py for the tests across processes, python/tests/mpi/).
+# JAX comes from PyPI; it is a dependency of the Python package and of the test and benchmark
+# scripts, never of the C++ library.
 # JAX, flax and optax are pinned: the corpus, the real programs and the JAX-suite numbers are
 # JAX 0.10.2's (../shared/JAX_TODAY.md); a newer JAX prints other jaxprs.
 python_packages=(numpy jax==0.10.2 jaxlib==0.10.2 nanobind scikit-build-core pytest flax==0.12.8
-                 optax==0.2.8)
+                 optax==0.2.8 mpi4py==4.1.2)
 
 ensure_venv() {
   # .venv/refjit-packages records what was installed, so a complete .venv costs nothing.

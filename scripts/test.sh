@@ -25,19 +25,22 @@ cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
 
-echo "== distributed training: 1 and 2 ranks train the same model =="
-one=$(scripts/distributed.sh 1 | tail -n 1)
-two=$(scripts/distributed.sh 2 | tail -n 1)
-echo "1 rank:  $one"
-echo "2 ranks: $two"
-python3 - "$one" "$two" <<'PY'
+# Two `checksum a b c ...` lines, from 1 and 2 ranks: the same numbers up to float rounding.
+same_checksums() {
+  echo "1 rank:  $1"
+  echo "2 ranks: $2"
+  python3 - "$1" "$2" <<'PY'
 import sys
 a, b = (line.split() for line in sys.argv[1:])
-assert a[0] == b[0] == "checksum", (a, b)
+assert a[0] == b[0] == "checksum" and len(a) == len(b), (a, b)
 for x, y in zip(a[1:], b[1:]):
     x, y = float(x), float(y)
     assert abs(x - y) <= 1e-4 * max(1.0, abs(x)), f"1 rank gives {x}, 2 ranks give {y}"
 PY
+}
+
+echo "== distributed training: 1 and 2 ranks train the same model =="
+same_checksums "$(scripts/distributed.sh 1 | tail -n 1)" "$(scripts/distributed.sh 2 | tail -n 1)"
 
 echo "== examples against the installed package =="
 prefix=$(mktemp -d)
@@ -52,6 +55,16 @@ echo "== the Python package (pip install . into .venv, pytest) =="
 source scripts/python_env.sh
 install_refjit_package
 .venv/bin/python -m pytest -q python/tests
+
+echo "== the Python package across processes (mpirun): shard_map, data-parallel example, faults =="
+# OpenMPI refuses to start as root unless told; containers and CI often run as root.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpi_python() { timeout 300 mpirun --oversubscribe -np "$1" .venv/bin/python "${@:2}"; }
+for ranks in 1 2; do mpi_python "$ranks" python/tests/mpi/shard_map_checks.py; done
+same_checksums "$(mpi_python 1 examples/python/data_parallel.py | tail -n 1)" \
+  "$(mpi_python 2 examples/python/data_parallel.py | tail -n 1)"
+# A process that leaves mid-run stops the job (no hang); a checkpointed run restarts.
+.venv/bin/python python/tests/mpi/fault_checks.py
 
 if [ "$run_asan" = 1 ]; then
   echo "== asan + ubsan build =="

@@ -61,6 +61,7 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
   add("refjit_all_gather", &refjit_all_gather);
   add("refjit_broadcast_from", &refjit_broadcast_from);
   add("refjit_axis_index", &refjit_axis_index);
+  add("refjit_axis_index_checked", &refjit_axis_index_checked);
   add("refjit_host_call_begin", &refjit_host_call_begin);
   add("refjit_host_call_end", &refjit_host_call_end);
   for (DType d : kAllDTypes) add(host_call_arg_symbol(d).c_str(), &refjit_host_call_arg);

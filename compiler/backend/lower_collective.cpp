@@ -75,15 +75,26 @@ void lower_all_gather(LowerCtx& c, const Eqn& e) {
 void lower_axis_index(LowerCtx& c, const Eqn& e) {
   require_runtime(c, e, "a collective");
   const Value result = c.result_buffer(e.outs[0]);
-  c.call_runtime("refjit_axis_index", {axis_of(c, e), unranked_memref(c, result)});
+  if (e.params.find("axis_size"))
+    c.call_runtime(
+        "refjit_axis_index_checked",
+        {axis_of(c, e), c.index(e.params.get<int64_t>("axis_size")), unranked_memref(c, result)});
+  else
+    c.call_runtime("refjit_axis_index", {axis_of(c, e), unranked_memref(c, result)});
 }
+
+// pvary: the operand's value, under a second name (only its transpose communicates).
+void lower_pvary(LowerCtx& c, const Eqn& e) { c.bind(e.outs[0], c.buffer(e.ins[0])); }
 
 }  // namespace
 
 void register_collective_lowerings(LowerTable& t) {
   t.set(Prim::psum, lower_psum);
+  t.set(Prim::psum_invariant, lower_psum);
+  t.set(Prim::pvary, lower_pvary);
   t.set(Prim::broadcast_from, lower_broadcast_from);
   t.set(Prim::all_gather, lower_all_gather);
+  t.set(Prim::all_gather_invariant, lower_all_gather);
   t.set(Prim::axis_index, lower_axis_index);
 }
 

@@ -68,8 +68,8 @@ std::vector<Atom> psum(RewriteArgs& a) {
 // all_gather[all_gather_dimension=d axis_name=(n,) axis_size=s tiled=t] x: refjit's all_gather
 // stacks the members' values in front; the stacked axis then moves to d (and, tiled, merges
 // with the axis after it).
-std::vector<Atom> all_gather(RewriteArgs& a) {
-  constexpr std::string_view prim = "all_gather";
+std::vector<Atom> all_gather(RewriteArgs& a, Prim gather) {
+  const std::string_view prim = prim_name(gather);
   expect_no_groups(a, prim);
   expect_operands(a, prim, 1);
   std::vector<std::string> axes = axis_names(prim, a.params.get<std::string>("axis_name"));
@@ -85,7 +85,7 @@ std::vector<Atom> all_gather(RewriteArgs& a) {
   if (dim < 0 || dim > rank || (tiled && dim == rank))
     fail(prim, fmt::format("all_gather_dimension={} is out of range for {}", dim, x.str()));
   Emit e{a.b};
-  Atom g = e.op(Prim::all_gather, {a.ins[0]}, Params{{"axis_name", axes[0]}, {"axis_size", size}});
+  Atom g = e.op(gather, {a.ins[0]}, Params{{"axis_name", axes[0]}, {"axis_size", size}});
   if (dim != 0) {
     IntList perm;
     for (int64_t k = 1; k <= dim; ++k) perm.push_back(k);
@@ -105,14 +105,17 @@ std::vector<Atom> all_gather(RewriteArgs& a) {
 
 void add_collective_rewrites(std::vector<JaxRewrite>& table) {
   table.push_back({"psum", {{"axes", K::raw_text}, {"axis_index_groups", K::raw_text}}, {}, psum});
-  table.push_back({"all_gather",
-                   {{"all_gather_dimension", K::integer},
-                    {"axis_name", K::raw_text},
-                    {"axis_size", K::integer},
-                    {"tiled", K::boolean},
-                    {"axis_index_groups", K::raw_text}},
-                   {},
-                   all_gather});
+  // all_gather_invariant (JAX's lax.all_gather_invariant, and shard_map's gathers of varying
+  // values into one every member shares) differs only in its transpose.
+  for (Prim gather : {Prim::all_gather, Prim::all_gather_invariant})
+    table.push_back({prim_name(gather),
+                     {{"all_gather_dimension", K::integer},
+                      {"axis_name", K::raw_text},
+                      {"axis_size", K::integer},
+                      {"tiled", K::boolean},
+                      {"axis_index_groups", K::raw_text}},
+                     {},
+                     [gather](RewriteArgs& a) { return all_gather(a, gather); }});
 }
 
 }  // namespace refjit::text

@@ -104,6 +104,7 @@ void add_fold_rewrites(std::vector<JaxRewrite>& table);
 void add_prng_rewrites(std::vector<JaxRewrite>& table);
 void add_conv_rewrites(std::vector<JaxRewrite>& table);
 void add_collective_rewrites(std::vector<JaxRewrite>& table);
+void add_shard_map_rewrites(std::vector<JaxRewrite>& table);
 void add_gamma_rewrites(std::vector<JaxRewrite>& table);
 void add_linalg_rewrites(std::vector<JaxRewrite>& table);
 

@@ -455,32 +455,6 @@ std::vector<Atom> remat(RewriteArgs& a) {
   return {outs.begin(), outs.end()};
 }
 
-// shard_map[mesh jaxpr in_specs out_specs ...]: on a mesh whose axes all have size 1 (JAX on
-// one CPU device, as refjit runs) each shard is the whole operand, so the body runs once, as a
-// jit. JAX prints the mesh as `Mesh('x': 1, 'y': 1, axis_types=(...))`; a larger mesh is
-// refused (refjit's own distributed API splits work across processes).
-std::vector<Atom> shard_map(RewriteArgs& a) {
-  constexpr std::string_view prim = "shard_map";
-  const std::string mesh = a.params.get<std::string>("mesh");
-  // Each axis is printed as 'name': size.
-  for (size_t at = mesh.find("': "); at != std::string::npos; at = mesh.find("': ", at + 3)) {
-    size_t end = at + 3;
-    while (end < mesh.size() && std::isdigit(static_cast<unsigned char>(mesh[end]))) ++end;
-    const std::string size = mesh.substr(at + 3, end - at - 3);
-    if (size != "1")
-      fail(prim, fmt::format("the mesh {} has an axis of size {}; refjit runs on one device, so "
-                             "it takes meshes whose axes all have size 1 (split work across "
-                             "processes with refjit's distributed API instead)",
-                             mesh, size.empty() ? "?" : size));
-  }
-  const JaxprPtr& body = a.params.get<JaxprPtr>("jaxpr");
-  if (!body) fail(prim, "jaxpr is None");
-  if (!body->constvars.empty()) fail(prim, "a jaxpr with constvars cannot be called");
-  std::vector<Var> outs =
-      a.b.add_eqn(Prim::jit, a.ins, Params{{"jaxpr", body}, {"name", std::string(prim)}});
-  return {outs.begin(), outs.end()};
-}
-
 // custom_vjp_call as JAX prints it: `fwd=f bwd=g` name Python functions whose bodies are not in
 // the text. refjit runs call_jaxpr (the primal, exact) but refuses to differentiate it
 // (passes/jaxpr_util.h: refuse_missing_custom_rule): the primal's own derivative may differ
@@ -624,15 +598,11 @@ std::vector<JaxRewrite> make_rewrites() {
                {{"jaxpr", K::jaxpr}, {"policy", K::raw_text}},
                {"differentiated", "prevent_cse"},
                remat});
-  r.push_back({"shard_map",
-               {{"jaxpr", K::jaxpr}, {"mesh", K::raw_text}},
-               {"check_vma", "in_specs", "out_specs", "newly_manual_axes", "manual_axes", "auto",
-                "check_rep", "rewrite"},
-               shard_map});
   r.push_back({"custom_vjp_call",
                {{"call_jaxpr", K::jaxpr}, {"name", K::name}},
                {"fwd", "bwd", "num_consts", "out_trees", "symbolic_zeros"},
                custom_vjp_call});
+  add_shard_map_rewrites(r);
   add_gather_scatter_rewrites(r);
   add_fold_rewrites(r);
   add_prng_rewrites(r);

@@ -31,6 +31,11 @@ class Communicator {
   // Every process of this communicator must call it.
   Communicator split(int color, int key) const;
 
+  // A communicator made by other code, given by its Fortran handle (MPI_Comm_c2f, mpi4py's
+  // comm.py2f()). refjit works on a duplicate of it (MPI_Comm_dup), so its messages never mix
+  // with the caller's: every process of the communicator must call this.
+  static Communicator from_fortran_handle(int handle);
+
   // Internal: the group the runtime's collectives use.
   const std::shared_ptr<CollectiveGroup>& group() const { return group_; }
   explicit Communicator(std::shared_ptr<CollectiveGroup> group) : group_(std::move(group)) {}

@@ -29,7 +29,7 @@ std::vector<bool> needed_eqns(const Jaxpr& j, const std::vector<bool>& used_outp
     for (size_t k = j.eqns.size(); k-- > 0;) {
       if (keep[k]) continue;
       const Eqn& e = j.eqns[k];
-      bool need = has_host_effect(e);
+      bool need = has_host_effect(e) || checks_processes(e);
       for (Var o : e.outs) need |= needed.count(o.id) > 0;
       for (const Atom& a : e.ins)
         if (is_var(a) && j.type_of(as_var(a)).is_ref && needed.count(as_var(a).id)) need = true;

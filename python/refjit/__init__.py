@@ -23,6 +23,7 @@ from ._grad import grad, value_and_grad
 from ._inspect import Jaxpr, compile, make_jaxpr
 from ._jit import jit
 from ._vjp import DontWant, GradValue, VjpFunction, vjp
+from . import distributed
 
 __version__ = "0.1.0"
 
@@ -41,6 +42,7 @@ __all__ = [
     "compilation_cache_dir",
     "compilation_cache_stats",
     "compile",
+    "distributed",
     "grad",
     "jit",
     "jvp",

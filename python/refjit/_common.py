@@ -12,7 +12,7 @@ import jax
 import numpy as np
 from jax import tree_util
 
-from . import _core
+from . import _axes, _core
 from ._staging import Program, is_tracer
 from ._tracing import (LeafError, RefViewArgument, function_name, leaf_names,
                        specialized_to_values, to_arrays)
@@ -36,6 +36,7 @@ def _entries(fun: Callable) -> dict:
 def _cached(fun: Callable, key: tuple, build: Callable[[], Any]):
     """The compiled entry of ``fun`` for ``key``, built by ``build()`` on first use."""
     entries = _entries(fun)
+    key = (key, _axes.cache_key())  # the axes' sizes are traced into the program
     entry = entries.get(key)
     if entry is None:
         # A program traced on the arguments' values (_specialize.py) is for this call only.

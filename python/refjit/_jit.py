@@ -10,6 +10,7 @@ import jax
 import numpy as np
 from jax import tree_util
 
+from . import _axes
 from ._common import _check_backend, _executable, _flatten_call, _leaf_ranges, exact_orders
 from ._staging import inside_jax_trace, is_tracer
 from ._tracing import (ClosesOverTracerError, RefViewArgument, check_distinct_refs,
@@ -62,6 +63,7 @@ class _Jitted:
                 return None
             key.append((a.shape, a.dtype))
         key.append(x64_enabled())
+        key.append(_axes.cache_key())  # bound axes' sizes are traced into the program
         return tuple(key)
 
     def __call__(self, *args, **kwargs):
@@ -84,7 +86,7 @@ class _Jitted:
                                                          ref_views_ok=True)
         except RefViewArgument:
             return self._call_with_ref_views(args, kwargs)
-        cache_key = (in_tree, key, static_key)
+        cache_key = (in_tree, key, static_key, _axes.cache_key())
         entry = self._entries.get(cache_key)
         if entry is None:
             try:
@@ -156,7 +158,7 @@ class _Jitted:
         args, kwargs = tree_util.tree_map(example, (args, kwargs))
         fun, dyn_args, static_key = self._split_static(args)
         leaves, arrays, key, in_tree = _flatten_call(fun, dyn_args, kwargs, "refjit.jit.lower")
-        cache_key = (in_tree, key, static_key)
+        cache_key = (in_tree, key, static_key, _axes.cache_key())
         entry = self._entries.get(cache_key)
         if entry is None:
             entry = self._entries[cache_key] = self._compile(fun, leaves, arrays, in_tree,

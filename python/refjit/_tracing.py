@@ -17,7 +17,7 @@ import numpy as np
 from jax import tree_util
 from jax._src.state.types import TransformedRef
 
-from . import _core
+from . import _axes, _core
 from ._errors import ParseError, TraceError, TypeCheckError
 from ._retrace import (end_exactness_tracking, needs_retrace, retrace,
                        start_exactness_tracking)
@@ -375,7 +375,9 @@ def trace(fun: Callable, leaves: Sequence[Any], arrays: Sequence[np.ndarray], in
               for x, a in zip(leaves, arrays)]
     args, kwargs = tree_util.tree_unflatten(in_tree, values)
     try:
-        closed = jax.make_jaxpr(traced_fun)(*args, **kwargs)
+        # Axes bound to processes are traced at their sizes (pmean's division, all_gather's
+        # shape), as jax.make_jaxpr(f, axis_env=...) does.
+        closed = jax.make_jaxpr(traced_fun, axis_env=_axes.axis_env())(*args, **kwargs)
     except _NEEDS_A_VALUE as e:
         if on_values:
             from ._specialize import make_jaxpr_on_values  # it imports this module
@@ -425,7 +427,7 @@ def _finish_trace(fun: Callable, closed, out_tree) -> Traced:
                 f"transformation (a traced {c.aval.str_short()}); refjit compiles the function "
                 "on its own, so it cannot capture that value: pass it as an argument",
                 closed, out_tree)
-    axes = named_axes(closed.jaxpr)
+    axes = named_axes(closed.jaxpr) - set(_axes.bound)
     if axes:
         raise ClosesOverTracerError(
             f"{function_name(fun)}: the function uses the named axis "
@@ -440,7 +442,9 @@ def _finish_trace(fun: Callable, closed, out_tree) -> Traced:
     finally:
         exact_orders = end_exactness_tracking(saved)
     with printing_for_refjit():
-        text = str(closed)
+        # Never colored: JAX colors its printout when it thinks a terminal reads it (under
+        # mpirun, stdout is a pseudo-terminal).
+        text = closed.pretty_print(use_color=False)
     name = function_name(fun)
     program = parse(text, f"<jaxpr of {name}>", staged_programs(closed.jaxpr))
     ref_positions = [k for k, c in enumerate(closed.consts) if is_ref(c)]

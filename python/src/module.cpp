@@ -15,6 +15,7 @@
 #include "passes/ad/vjp.h"
 #include "passes/batching/vmap.h"
 #include "passes/discharge.h"
+#include "python/src/distributed.h"
 #include "python/src/executable.h"
 #include "python/src/host_calls.h"
 #include "refjit/aot.h"
@@ -323,6 +324,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("compile_ms", &Executable::compile_ms)
       .def_prop_ro("ffi_id", &Executable::ffi_id);
   bind_host_calls(m);
+  bind_distributed(m);
   m.def("have_xla_ffi", &have_xla_ffi,
         "Whether this build can run refjit code as XLA's custom call refjit_call.");
   m.def("xla_ffi_handler", &xla_ffi_handler,

@@ -76,6 +76,11 @@ std::vector<RefEffects> compute_effects(const Jaxpr& jaxpr);
 // params hold, at any depth. Such an eqn is kept even when nothing reads its results.
 bool has_host_effect(const Eqn& e);
 
+// Whether running `e` checks the processes an axis spans (axis_index[axis_size=n], the mesh
+// a shard_map was traced for), at any depth. Such an eqn is kept even when nothing reads its
+// results: the check is what it is for.
+bool checks_processes(const Eqn& e);
+
 // The param marking a custom_vjp_call staged by linearize whose `call_jaxpr` (its linear map,
 // run forward) is unknown because its bwd rule could not be transposed
 // (passes/ad/jvp_rules_control.cpp, custom_lin_forward): transposing it runs bwd; running it
