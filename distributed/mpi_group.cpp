@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "distributed/departures.h"
+#include "distributed/sum_algorithm.h"
 #include "refjit/distributed.h"
 #include "refjit/ir/error.h"
 #include "runtime/collectives.h"
@@ -55,13 +56,21 @@ class MpiGroup final : public CollectiveGroup {
     return fmt::format("an MPI communicator of {} processes", size_);
   }
 
-  // Data moves in rank order segments: member r sums segment r of everybody's data, in rank
-  // order, then every member gathers the sums. Each element is added by one member in one
-  // order, so every member ends with the same bits, for any network; the bytes moved per
-  // member are about 2 * count * (size - 1) / size elements, as a ring allreduce.
+  // The sum, by one of two fixed-order algorithms chosen by the array's size and the number of
+  // members (sum_algorithm). Either way every element is added in an order that depends only
+  // on (count, size), so every member ends with the same bits, for any network or timing.
   std::string sum_in_place(void* data, int64_t count, DType dtype) override {
     if (std::string err = agree(Op::psum, count, dtype, 0); !err.empty()) return err;
     if (size_ == 1 || count == 0) return {};
+    if (sum_algorithm(count * byte_size(dtype), size_) == SumAlgorithm::tree)
+      return tree_sum(data, count, dtype);
+    return segment_sum(data, count, dtype);
+  }
+
+  // Data moves in rank order segments: member r sums segment r of everybody's data, in rank
+  // order, then every member gathers the sums. The bytes moved per member are about
+  // 2 * count * (size - 1) / size elements, as a ring allreduce, in 2 (size - 1) messages.
+  std::string segment_sum(void* data, int64_t count, DType dtype) {
     const int64_t bytes = byte_size(dtype);
     auto seg_begin = [&](int r) { return count * r / size_; };
     auto seg_bytes = [&](int r) {
@@ -95,6 +104,28 @@ class MpiGroup final : public CollectiveGroup {
     }
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), displs.data(), MPI_BYTE,
                    comm_);
+    return {};
+  }
+
+  // A binomial tree to member 0, then a broadcast: at step k, a member whose k-th bit is its
+  // lowest set bit sends its partial sum to the member 2^k below it, which adds it after its
+  // own ((x0 + x1) + (x2 + x3)) + ...). 2 log2(size) messages of the whole array: fewer than
+  // the segments' for small arrays and many members.
+  std::string tree_sum(void* data, int64_t count, DType dtype) {
+    constexpr int kTag = 0x7073;  // "ps"
+    const int bytes = static_cast<int>(count * byte_size(dtype));
+    if (scratch_.size() < static_cast<size_t>(bytes)) scratch_.resize(static_cast<size_t>(bytes));
+    for (int step = 1; step < size_; step <<= 1) {
+      if (rank_ & step) {
+        MPI_Send(data, bytes, MPI_BYTE, rank_ - step, kTag, comm_);
+        break;
+      }
+      if (rank_ + step < size_) {
+        MPI_Recv(scratch_.data(), bytes, MPI_BYTE, rank_ + step, kTag, comm_, MPI_STATUS_IGNORE);
+        add_elements(data, scratch_.data(), count, dtype);
+      }
+    }
+    MPI_Bcast(data, bytes, MPI_BYTE, 0, comm_);
     return {};
   }
 

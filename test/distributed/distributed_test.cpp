@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "distributed/sum_algorithm.h"
 #include "refjit/refjit.h"
 
 namespace refjit {
@@ -58,10 +59,15 @@ TEST(Distributed, PsumAllGatherBroadcastAndAxisIndex) {
   }
 }
 
+// The order psum adds `count` elements of `bytes_each` in on this many ranks.
+distributed::SumAlgorithm sum_order(int64_t count, int64_t bytes_each) {
+  return distributed::sum_algorithm(count * bytes_each, num_ranks());
+}
+
 TEST(Distributed, ThePsumOfFloatsHasTheSameBitsOnEveryRank) {
   // Values whose sum rounds differently in different orders, 7 of them (segments of unequal
   // sizes for 2 and 3 ranks): every rank's result, gathered, is bit-for-bit the same, and it
-  // is the sum in rank order.
+  // is the sum in the order of the algorithm psum chose (rank order, or the tree's).
   const int p = num_ranks(), r = my_rank();
   auto value = [](int rank, int i) {
     return static_cast<float>(std::sin(1.0 + rank * 7 + i) * std::pow(10.0, (rank + i) % 5));
@@ -74,8 +80,10 @@ TEST(Distributed, ThePsumOfFloatsHasTheSameBitsOnEveryRank) {
     auto f = [](const Value& v) { return all_gather(psum(v, "data"), "data"); };
     const Value rows = native ? jit(f, "sum_then_gather")(x) : f(x);
     for (int i = 0; i < 7; ++i) {
-      float want = value(0, i);
-      for (int q = 1; q < p; ++q) want += value(q, i);
+      std::vector<float> each;
+      for (int q = 0; q < p; ++q) each.push_back(value(q, i));
+      const float want =
+          distributed::ordered_sum(sum_order(7, 4), each, [](float a, float b) { return a + b; });
       for (int q = 0; q < p; ++q)
         EXPECT_EQ(rows.array().values<float>()[static_cast<size_t>(q * 7 + i)], want)
             << "rank " << q << " element " << i;
@@ -83,9 +91,9 @@ TEST(Distributed, ThePsumOfFloatsHasTheSameBitsOnEveryRank) {
   }
 }
 
-TEST(Distributed, PsumOfSixteenBitFloatsRoundsEachAddInRankOrder) {
-  // float16 and bfloat16: the running sum rounds to the format after each rank's addend, in
-  // rank order, on every rank and in native code alike.
+TEST(Distributed, PsumOfSixteenBitFloatsRoundsEachAdd) {
+  // float16 and bfloat16: the running sum rounds to the format after each addition, in the
+  // algorithm's order, on every rank and in native code alike.
   const int p = num_ranks(), r = my_rank();
   auto value = [](int rank, int i) { return static_cast<float>(0.1 * (i + 1) + 0.37 * rank); };
   for (DType d : {DType::f16, DType::bf16}) {
@@ -97,15 +105,18 @@ TEST(Distributed, PsumOfSixteenBitFloatsRoundsEachAddInRankOrder) {
       SCOPED_TRACE(native ? "native" : "eager");
       auto f = [](const Value& v) { return psum(v, "data"); };
       const Value s = native ? jit(f, "half_psum")(x) : f(x);
+      // One addition rounded to the format, as the runtime adds.
+      auto rounded = [d](double x) {
+        Array a(ArrayType{d, {}});
+        a.set_from_double(0, x);
+        return a.as_double(0);
+      };
       for (int i = 0; i < 4; ++i) {
-        Array acc(ArrayType{d, {}});
-        acc.set_from_double(0, value(0, i));
-        for (int q = 1; q < p; ++q) {
-          Array next(ArrayType{d, {}});
-          next.set_from_double(0, value(q, i));
-          acc.set_from_double(0, acc.as_double(0) + next.as_double(0));
-        }
-        EXPECT_EQ(s.array().as_double(i), acc.as_double(0)) << "element " << i;
+        std::vector<double> each;
+        for (int q = 0; q < p; ++q) each.push_back(rounded(value(q, i)));
+        const double want = distributed::ordered_sum(
+            sum_order(4, 2), each, [&](double a, double b) { return rounded(a + b); });
+        EXPECT_EQ(s.array().as_double(i), want) << "element " << i;
       }
     }
   }
