@@ -260,10 +260,15 @@ void Parser::skip_varying_axes() {
   next();
   next();
   next();
-  while (!peek().is(Tok::rbrace)) {
+  skip_axis_names(Tok::rbrace, "the type's {V:...}");
+}
+
+// Mesh axis names separated by commas, up to and including `close`.
+void Parser::skip_axis_names(Tok close, std::string_view where) {
+  while (!peek().is(close)) {
     if (!peek().is(Tok::ident))
-      fail(peek(), fmt::format("expected a mesh axis name in the type's {{V:...}}, found {}",
-                               text::describe(peek())));
+      fail(peek(),
+           fmt::format("expected a mesh axis name in {}, found {}", where, text::describe(peek())));
     next();
     if (peek().is(Tok::comma)) next();
   }
@@ -281,14 +286,7 @@ void Parser::skip_dim_sharding() {
     return;
   }
   expect(Tok::lparen, "a mesh axis name or '(' after '@' in the shape");
-  while (!peek().is(Tok::rparen)) {
-    if (!peek().is(Tok::ident))
-      fail(peek(), fmt::format("expected a mesh axis name in the shape's sharding, found {}",
-                               text::describe(peek())));
-    next();
-    if (peek().is(Tok::comma)) next();
-  }
-  next();
+  skip_axis_names(Tok::rparen, "the shape's sharding");
 }
 
 std::vector<Atom> Parser::parse_outvars(Scope& s) {

@@ -165,6 +165,7 @@ class Parser {
   ArrayType parse_array_type();
   void skip_varying_axes();  // `{V:x}` after a type inside shard_map: varying axes, dropped
   void skip_dim_sharding();  // `@x` or `@(x,y)` after a dim size: explicit sharding, dropped
+  void skip_axis_names(Tok close, std::string_view where);  // `x, y` then `close`
 
   // JAX prints an output that is a dropped binder as `_`. With m such outputs they are taken
   // to be the last m binders written `_`, in order (a jit whose caller drops two results prints
