@@ -5,6 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <thread>
+
+#include "runtime/background_sums.h"
 
 namespace refjit::distributed {
 
@@ -104,6 +107,8 @@ void wait_watching(MPI_Request& request, const std::vector<int>& members, const 
         MPI_Abort(MPI_COMM_WORLD, 70);
       }
     }
+    // The communication thread shares the cores with the computation it overlaps.
+    if (on_communication_thread()) std::this_thread::yield();
     MPI_Test(&request, &done, MPI_STATUS_IGNORE);
   }
 }

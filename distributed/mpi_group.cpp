@@ -1,10 +1,13 @@
 // refjit/distributed.h over MPI: a CollectiveGroup per communicator, and the session.
 #include <fmt/format.h>
 #include <mpi.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "distributed/departures.h"
@@ -28,6 +31,32 @@ const char* op_name(long long op) {
   return "?";
 }
 
+// Whether the sums over `comm` may run on the runtime's communication thread: MPI must allow
+// calls from two threads one at a time (MPI_THREAD_SERIALIZED: Session asks for it, mpi4py asks
+// for MPI_THREAD_MULTIPLE), and the thread must have a CPU of its own: at least two per process
+// of `comm` on this machine, from the CPUs this process may use. On a machine whose cores the
+// processes share (mpirun binds one per core), the thread took the CPU from the computation it
+// overlapped and made the step slower (docs/distributed.md "Overlapping the sums").
+// REFJIT_BACKGROUND_SUMS=1 or 0 decides instead. Collective over `comm`.
+bool sums_in_background_here(MPI_Comm comm) {
+  MPI_Comm local;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int on_this_machine = 1;
+  MPI_Comm_size(local, &on_this_machine);
+  MPI_Comm_free(&local);
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  if (level < MPI_THREAD_SERIALIZED) return false;
+  if (const char* v = std::getenv("REFJIT_BACKGROUND_SUMS"); v && *v) return std::string(v) != "0";
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) != 0) return false;
+  // Processes bound to distinct cores see one CPU each; unbound ones share the machine's.
+  const int usable = CPU_COUNT(&cpus);
+  const int machine = static_cast<int>(std::thread::hardware_concurrency());
+  const int per_process = usable >= machine ? machine / std::max(on_this_machine, 1) : usable;
+  return per_process >= 2;
+}
+
 class MpiGroup final : public CollectiveGroup {
  public:
   MpiGroup(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
@@ -43,6 +72,7 @@ class MpiGroup final : public CollectiveGroup {
     MPI_Group_translate_ranks(mine, size_, ranks.data(), world, world_ranks_.data());
     MPI_Group_free(&mine);
     MPI_Group_free(&world);
+    background_ = sums_in_background_here(comm_);
   }
   ~MpiGroup() override {
     int finalized = 0;
@@ -55,6 +85,7 @@ class MpiGroup final : public CollectiveGroup {
   std::string describe() const override {
     return fmt::format("an MPI communicator of {} processes", size_);
   }
+  bool sums_in_background() const override { return background_; }
 
   // The sum, by one of two fixed-order algorithms chosen by the array's size and the number of
   // members (sum_algorithm). Either way every element is added in an order that depends only
@@ -193,6 +224,7 @@ class MpiGroup final : public CollectiveGroup {
   std::vector<int> world_ranks_;    // each member's rank in the job
   int rank_ = 0;
   int size_ = 1;
+  bool background_ = false;  // sums may run on the communication thread
 };
 
 bool mpi_live() {
@@ -200,6 +232,13 @@ bool mpi_live() {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   return initialized && !finalized;
+}
+
+// MPI, callable from one thread at a time: the sums psum_start begins run on the runtime's
+// communication thread (runtime/background_sums.h).
+void init_mpi(int* argc, char*** argv) {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
 }
 
 }  // namespace
@@ -235,7 +274,7 @@ Communicator Communicator::from_fortran_handle(int handle) {
 
 Session::Session(int& argc, char**& argv) {
   if (!mpi_live()) {
-    MPI_Init(&argc, &argv);
+    init_mpi(&argc, &argv);
     owns_mpi_ = true;
   }
   start_watching_departures();
@@ -244,7 +283,7 @@ Session::Session(int& argc, char**& argv) {
 
 Session::Session() {
   if (!mpi_live()) {
-    MPI_Init(nullptr, nullptr);
+    init_mpi(nullptr, nullptr);
     owns_mpi_ = true;
   }
   start_watching_departures();

@@ -16,6 +16,7 @@
 #include "passes/ad/jvp.h"
 #include "passes/ad/vjp.h"
 #include "passes/buffers/buffer_assignment.h"
+#include "passes/collectives/overlap_sums.h"
 #include "passes/simplify/accumulate_products.h"
 #include "passes/simplify/canonicalize.h"
 #include "passes/simplify/concat_windows.h"
@@ -93,6 +94,10 @@ constexpr PassInfo kPasses[] = {
     {"row-loops",
      "fused eqns and reductions that read each other's rows become a row_loop eqn: one loop "
      "over the rows computes every one's row in turn"},
+    {"overlap-sums",
+     "each psum becomes a psum_start where its operand is ready and a psum_wait where its "
+     "result is first read, sums of one axis and dtype bucketed into one; the sums run while "
+     "the eqns between compute"},
     // ---- plans the lowering follows
     {"buffers", "each value gets a buffer; updates happen in place where the rules allow"},
 
@@ -256,6 +261,10 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
   });
   run.jaxpr_pass("row-loops", [&](const Jaxpr& j) {
     return options.naive_buffers ? j : make_row_loops(j, options.buffers);
+  });
+  // Last, so that no pass moves an eqn between a start and its wait.
+  run.jaxpr_pass("overlap-sums", [&](const Jaxpr& j) {
+    return overlap_sums(j, OverlapSumsOptions::from_environment());
   });
   if (run.stopped()) return;
 

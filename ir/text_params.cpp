@@ -26,6 +26,8 @@ RuleTable<SpecList> make_specs() {
   set(Prim::axis_index, {{"axis_name", K::name}, {"axis_size", K::integer}});
   set(Prim::psum_invariant, {{"axis_name", K::name}});
   set(Prim::pvary, {{"axis_name", K::name}});
+  set(Prim::psum_start, {{"axis_name", K::name}});
+  set(Prim::psum_wait, {{"axis_name", K::name}});
   set(Prim::all_gather_invariant, {{"axis_name", K::name}, {"axis_size", K::integer}});
   set(Prim::debug_callback, {{"callback", K::integer}});
   set(Prim::integer_pow, {{"y", K::integer}});

@@ -13,12 +13,14 @@ void check_axis_name(const Checker& c) {
   if (c.param<std::string>("axis_name").empty()) c.fail("axis_name is empty");
 }
 
-// psum, psum_invariant, pvary, broadcast_from: one array in, the same type out.
+// psum, psum_invariant, pvary, broadcast_from, psum_start, psum_wait: one array in, the same
+// type out.
 std::vector<Type> same_type_rule(std::span<const Type> in, const Params& params, Prim p) {
   Checker c(p, in, params);
   c.expect_count(1);
   check_axis_name(c);
-  if ((p == Prim::psum || p == Prim::psum_invariant) && c.array(0).dtype == DType::bool_)
+  if ((p == Prim::psum || p == Prim::psum_invariant || p == Prim::psum_start) &&
+      c.array(0).dtype == DType::bool_)
     c.fail("operand 0 has type {}; {} adds numbers (convert a bool first)", c.array(0).str(),
            prim_name(p));
   if (p == Prim::broadcast_from && c.param<int64_t>("root") < 0)
@@ -66,6 +68,8 @@ void register_collective_type_rules(TypeRuleTable& table) {
   table[static_cast<size_t>(Prim::psum)] = same_type<Prim::psum>;
   table[static_cast<size_t>(Prim::psum_invariant)] = same_type<Prim::psum_invariant>;
   table[static_cast<size_t>(Prim::pvary)] = same_type<Prim::pvary>;
+  table[static_cast<size_t>(Prim::psum_start)] = same_type<Prim::psum_start>;
+  table[static_cast<size_t>(Prim::psum_wait)] = same_type<Prim::psum_wait>;
   table[static_cast<size_t>(Prim::broadcast_from)] = same_type<Prim::broadcast_from>;
   table[static_cast<size_t>(Prim::all_gather)] = gathered<Prim::all_gather>;
   table[static_cast<size_t>(Prim::all_gather_invariant)] = gathered<Prim::all_gather_invariant>;

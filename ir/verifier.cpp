@@ -29,6 +29,7 @@ class Verifier {
       bind(j_.constvars[k], fmt::format("constvar {}", k));
     for (size_t k = 0; k < j_.invars.size(); ++k) bind(j_.invars[k], fmt::format("invar {}", k));
     for (size_t e = 0; e < j_.eqns.size(); ++e) check_eqn(e, j_.eqns[e]);
+    check_started_sums();
     for (size_t k = 0; k < j_.outvars.size(); ++k) {
       const Atom& a = j_.outvars[k];
       std::string what = fmt::format("output {}", k);
@@ -65,6 +66,33 @@ class Verifier {
       for (Var o : j_.eqns[e].outs)
         if (o == v) return fmt::format(" (created by eqn {} ({}))", e, prim_name(j_.eqns[e].prim));
     return "";
+  }
+
+  // A psum_start's buffer is written until its psum_wait: that wait, in the same jaxpr, is
+  // the one reader of its result.
+  void check_started_sums() const {
+    std::map<uint32_t, size_t> started;  // result var -> the psum_start's eqn
+    std::map<uint32_t, int> waits;
+    for (size_t e = 0; e < j_.eqns.size(); ++e) {
+      const Eqn& eqn = j_.eqns[e];
+      for (size_t k = 0; k < eqn.ins.size(); ++k) {
+        if (!is_var(eqn.ins[k])) continue;
+        auto it = started.find(as_var(eqn.ins[k]).id);
+        if (it == started.end()) continue;
+        if (eqn.prim != Prim::psum_wait || ++waits[it->first] > 1)
+          throw TypeError(fmt::format(
+              "{}eqn {} ({}) reads {}, the result of eqn {} (psum_start), which only one "
+              "psum_wait may read: the sum is being written into it until then",
+              where_, e, prim_name(eqn.prim), var_text(as_var(eqn.ins[k])), it->second));
+      }
+      if (eqn.prim == Prim::psum_start) started[eqn.outs.at(0).id] = e;
+    }
+    for (const auto& [var, eqn] : started)
+      if (!waits.count(var))
+        throw TypeError(fmt::format(
+            "{}the result of eqn {} (psum_start) is never waited for: a psum_wait in the same "
+            "jaxpr must read it (returning it would return a sum still being written)",
+            where_, eqn));
   }
 
   void check_var(Var v, const std::string& what) const {

@@ -10,6 +10,7 @@
 
 #include "refjit/ir/error.h"
 #include "refjit/ir/half_float.h"
+#include "runtime/background_sums.h"
 #include "runtime/kernels/gemm.h"
 
 namespace refjit {
@@ -153,6 +154,7 @@ extern "C" {
 
 void refjit_psum(int64_t axis, int64_t dtype, int64_t, const RefjitMemRefHead* data,
                  int64_t count) {
+  refjit::finish_background_sums();
   const DType d = static_cast<DType>(dtype);
   const std::string name = refjit::axis_name_of(axis);
   std::string err = refjit::group_of(name)->sum_in_place(refjit::data_of(data, d), count, d);
@@ -162,6 +164,7 @@ void refjit_psum(int64_t axis, int64_t dtype, int64_t, const RefjitMemRefHead* d
 void refjit_all_gather(int64_t axis, int64_t dtype, int64_t axis_size, int64_t,
                        const RefjitMemRefHead* in, int64_t, const RefjitMemRefHead* out,
                        int64_t count) {
+  refjit::finish_background_sums();
   const DType d = static_cast<DType>(dtype);
   const std::string name = refjit::axis_name_of(axis);
   const std::shared_ptr<refjit::CollectiveGroup> group = refjit::group_of(name);
@@ -175,12 +178,26 @@ void refjit_all_gather(int64_t axis, int64_t dtype, int64_t axis_size, int64_t,
 
 void refjit_broadcast_from(int64_t axis, int64_t dtype, int64_t root, int64_t,
                            const RefjitMemRefHead* data, int64_t count) {
+  refjit::finish_background_sums();
   const DType d = static_cast<DType>(dtype);
   const std::string name = refjit::axis_name_of(axis);
   std::string err =
       refjit::group_of(name)->broadcast(refjit::data_of(data, d), count, d, static_cast<int>(root));
   if (!err.empty())
     refjit::record_collective_error(fmt::format("broadcast_from over '{}': {}", name, err));
+}
+
+void refjit_psum_start(int64_t axis, int64_t dtype, int64_t, const RefjitMemRefHead* data,
+                       int64_t count) {
+  const DType d = static_cast<DType>(dtype);
+  std::string name = refjit::axis_name_of(axis);
+  refjit::start_background_sum(refjit::group_of(name), std::move(name), refjit::data_of(data, d),
+                               count, d);
+}
+
+void refjit_psum_wait(int64_t dtype, int64_t, const RefjitMemRefHead* data) {
+  std::string err = refjit::finish_background_sum(refjit::data_of(data, static_cast<DType>(dtype)));
+  if (!err.empty()) refjit::record_collective_error(std::move(err));
 }
 
 void refjit_axis_index(int64_t axis, int64_t, const RefjitMemRefHead* out) {

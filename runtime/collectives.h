@@ -32,6 +32,10 @@ class CollectiveGroup {
   virtual std::string broadcast(void* data, int64_t count, DType dtype, int root) = 0;
   // A short description for messages: "MPI communicator of 2 processes".
   virtual std::string describe() const = 0;
+  // Whether sum_in_place may run on the runtime's communication thread while the caller
+  // computes (runtime/background_sums.h): the group's collectives are then made from two
+  // threads, one at a time. Worth it only when a CPU is free for that thread.
+  virtual bool sums_in_background() const { return false; }
 };
 
 // Binds `axis` to `group` for the collectives that name it (replacing any earlier binding).
@@ -75,6 +79,11 @@ void refjit_psum(int64_t axis, int64_t dtype, int64_t rank, const RefjitMemRefHe
 void refjit_all_gather(int64_t axis, int64_t dtype, int64_t axis_size, int64_t in_rank,
                        const RefjitMemRefHead* in, int64_t out_rank, const RefjitMemRefHead* out,
                        int64_t count);
+// psum_start: starts the sum of `data` in place (runtime/background_sums.h); psum_wait: waits
+// for the sum started at `data` (nothing when it was done at the start).
+void refjit_psum_start(int64_t axis, int64_t dtype, int64_t rank, const RefjitMemRefHead* data,
+                       int64_t count);
+void refjit_psum_wait(int64_t dtype, int64_t rank, const RefjitMemRefHead* data);
 void refjit_broadcast_from(int64_t axis, int64_t dtype, int64_t root, int64_t rank,
                            const RefjitMemRefHead* data, int64_t count);
 void refjit_axis_index(int64_t axis, int64_t rank, const RefjitMemRefHead* out);

@@ -57,9 +57,14 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
   add("refjit_im2col_tgemm_f32", &refjit_im2col_tgemm_f32);
   add("refjit_im2col_tgemm_f64", &refjit_im2col_tgemm_f64);
   add("refjit_parallel_for", &refjit_parallel_for);
-  add("refjit_psum", &refjit_psum);
-  add("refjit_all_gather", &refjit_all_gather);
-  add("refjit_broadcast_from", &refjit_broadcast_from);
+  // The collectives, under one name per element type (collective_symbol).
+  for (DType d : kAllDTypes) {
+    add(collective_symbol("refjit_psum", d).c_str(), &refjit_psum);
+    add(collective_symbol("refjit_psum_start", d).c_str(), &refjit_psum_start);
+    add(collective_symbol("refjit_psum_wait", d).c_str(), &refjit_psum_wait);
+    add(collective_symbol("refjit_all_gather", d).c_str(), &refjit_all_gather);
+    add(collective_symbol("refjit_broadcast_from", d).c_str(), &refjit_broadcast_from);
+  }
   add("refjit_axis_index", &refjit_axis_index);
   add("refjit_axis_index_checked", &refjit_axis_index_checked);
   add("refjit_host_call_begin", &refjit_host_call_begin);

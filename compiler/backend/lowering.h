@@ -349,6 +349,9 @@ void register_row_loop_lowerings(LowerTable& t);  // lower_row_loop.cpp
 // The symbol a host call's operand of `dtype` is passed to (refjit_host_call_arg under one
 // name per element type, since each declaration fixes its memref type).
 std::string host_call_arg_symbol(DType dtype);
+// The symbol a collective's runtime entry (refjit_psum, ...; runtime/collectives.h) is called by
+// for arrays of `dtype`: one name per element type, for the same reason.
+std::string collective_symbol(std::string_view entry, DType dtype);
 
 // A memref as the runtime's entry points take it (runtime/kernels/gemm.h, runtime/collectives.h):
 // unranked, so every operand has one type and the callee reads the aligned pointer and offset

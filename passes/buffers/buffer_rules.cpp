@@ -18,10 +18,11 @@ Table make_table() {
   // the result's type; so may the collectives that combine ranks element by element.
   for (int k = 0; k < kNumPrims; ++k)
     if (prim_info(static_cast<Prim>(k)).elementwise) t.set(static_cast<Prim>(k), B::elementwise);
-  for (Prim p : {Prim::psum, Prim::psum_invariant, Prim::broadcast_from}) t.set(p, B::elementwise);
+  for (Prim p : {Prim::psum, Prim::psum_invariant, Prim::psum_start, Prim::broadcast_from})
+    t.set(p, B::elementwise);
   // Values are immutable, so an identity is a second name for the same bytes.
   for (Prim p : {Prim::reshape, Prim::squeeze, Prim::expand_dims, Prim::copy, Prim::checkpoint_name,
-                 Prim::stop_gradient, Prim::pvary})
+                 Prim::stop_gradient, Prim::pvary, Prim::psum_wait})
     t.set(p, B::view);
   for (Prim p : {Prim::slice, Prim::dynamic_slice, Prim::gather, Prim::gather_run})
     t.set(p, B::read);

@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "distributed/sum_algorithm.h"
+#include "driver/pipeline.h"
 #include "refjit/refjit.h"
 
 namespace refjit {
@@ -163,6 +165,58 @@ TEST(Distributed, GradientsThroughTheCollectives) {
     expect_values(g2, w2);
     expect_values(g3, w3);
   }
+}
+
+TEST(Distributed, SumsStartedEarlyAndBucketedGiveThePsumsValues) {
+  // Native code starts each psum where its operand is ready, several in one bucket, and waits
+  // where the result is first read (the overlap-sums pass); the f64 sum and the sum after the
+  // all_gather are buckets of their own. The values are small integers, so every order of
+  // addition gives the same exact sums, which eager (in line, one psum at a time) also gives.
+  const int p = num_ranks(), r = my_rank();
+  auto f = [](const Value& x, const Value& w, const Value& y) {
+    Value a = psum(sin(x) * 0.0f + x, "data");       // 1-D, ready first
+    Value b = psum(w * 2.0f, "data");                // 2-D, ready next
+    Value c = psum(reduce_sum(x), "data");           // a scalar
+    Value d = psum(convert(y, DType::f64), "data");  // another dtype: a bucket of its own
+    Value g = all_gather(a, "data");                 // a collective: nothing moves across it
+    Value e = psum(reduce_sum(g) + c, "data");
+    return std::tuple{a * 1.0f + b[0], b, e, d};
+  };
+  const Value x = rank_data(3, r), w = reshape(rank_data(6, r), {2, 3}), y = rank_data(2, r);
+  std::string decided;
+  std::mutex mu;
+  PipelineWatch watch([&](const PassReport& report) {
+    if (report.pass != "overlap-sums") return;
+    std::lock_guard lock(mu);
+    decided = report.text();
+  });
+  auto [a1, b1, e1, d1] = jit(f, "overlapped")(x, w, y);
+  auto [a0, b0, e0, d0] = f(x, w, y);
+  auto elements = [](const Value& v) {
+    std::vector<double> out;
+    for (int64_t i = 0; i < v.array().size(); ++i) out.push_back(v.array().as_double(i));
+    return out;
+  };
+  EXPECT_EQ(elements(a1), elements(a0));
+  EXPECT_EQ(elements(b1), elements(b0));
+  EXPECT_EQ(elements(e1), elements(e0));
+  EXPECT_EQ(elements(d1), elements(d0));
+  // Rank q's x is [1, 2, 3] (q + 1) / 4: a is x summed over the ranks; the all_gather of a
+  // sums to p sum(a), c is sum(a), and e sums p sum(a) + sum(a) over the p ranks.
+  const double ranks = p * (p + 1) / 2.0 * 0.25;
+  expect_values(a0 - b0[0], {1 * ranks, 2 * ranks, 3 * ranks});
+  EXPECT_DOUBLE_EQ(e0.item(), p * (p + 1) * 6 * ranks);
+  // The decided program: three starts and three waits (the first bucket holds a, b and c).
+  auto count = [&](std::string_view what) {
+    int n = 0;
+    for (size_t at = decided.find(what); at != std::string::npos; at = decided.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count("= psum_start["), 3) << decided;
+  EXPECT_EQ(count("= psum_wait["), 3) << decided;
+  EXPECT_EQ(count("= concatenate["), 1) << decided;
+  EXPECT_EQ(count("= psum["), 0) << decided;
 }
 
 TEST(Distributed, RanksThatDisagreeFailOnEveryRank) {
