@@ -28,6 +28,7 @@ struct Request {
 };
 
 thread_local bool t_communication_thread = false;
+std::atomic<int64_t> g_run_on_thread{0};
 
 // The started sums, in order, and the communication thread that runs those whose group allows
 // it (made when the first such sum starts). A caller waiting for a sum runs the ones before it
@@ -88,6 +89,7 @@ class SumQueue {
       std::shared_ptr<Request> r = queue_.front();
       queue_.pop_front();
       execute(*r, lock);
+      g_run_on_thread.fetch_add(1, std::memory_order_relaxed);
     }
   }
 
@@ -155,5 +157,9 @@ void finish_background_sums() {
 }
 
 bool on_communication_thread() { return t_communication_thread; }
+
+int64_t sums_run_on_communication_thread() {
+  return g_run_on_thread.load(std::memory_order_relaxed);
+}
 
 }  // namespace refjit

@@ -31,4 +31,7 @@ void finish_background_sums();
 // Whether the calling thread is the communication thread (which yields while it polls).
 bool on_communication_thread();
 
+// How many sums the communication thread has run in this process (for the tests).
+int64_t sums_run_on_communication_thread();
+
 }  // namespace refjit
