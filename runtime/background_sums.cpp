@@ -1,12 +1,11 @@
 #include "runtime/background_sums.h"
 
 #include <fmt/format.h>
-#include <sched.h>
 
 #include <atomic>
 #include <condition_variable>
-#include <cstdlib>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -97,7 +96,12 @@ class SumQueue {
   void execute(Request& r, std::unique_lock<std::mutex>& lock) {
     running_ = true;
     lock.unlock();
-    std::string err = r.group->sum_in_place(r.data, r.count, r.dtype);
+    std::string err;
+    try {  // (on the communication thread nothing may escape: it would end the process)
+      err = r.group->sum_in_place(r.data, r.count, r.dtype);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
     lock.lock();
     if (!err.empty()) r.error = fmt::format("psum over '{}': {}", r.axis, err);
     r.done = true;
