@@ -59,17 +59,18 @@ llvm::orc::SymbolMap runtime_symbols(llvm::orc::MangleAndInterner interner) {
   add("refjit_parallel_for", &refjit_parallel_for);
   // The collectives, under one name per element type (collective_symbol).
   for (DType d : kAllDTypes) {
-    add(collective_symbol("refjit_psum", d).c_str(), &refjit_psum);
-    add(collective_symbol("refjit_psum_start", d).c_str(), &refjit_psum_start);
-    add(collective_symbol("refjit_psum_wait", d).c_str(), &refjit_psum_wait);
-    add(collective_symbol("refjit_all_gather", d).c_str(), &refjit_all_gather);
-    add(collective_symbol("refjit_broadcast_from", d).c_str(), &refjit_broadcast_from);
+    add(typed_runtime_symbol("refjit_psum", d).c_str(), &refjit_psum);
+    add(typed_runtime_symbol("refjit_psum_start", d).c_str(), &refjit_psum_start);
+    add(typed_runtime_symbol("refjit_psum_wait", d).c_str(), &refjit_psum_wait);
+    add(typed_runtime_symbol("refjit_all_gather", d).c_str(), &refjit_all_gather);
+    add(typed_runtime_symbol("refjit_broadcast_from", d).c_str(), &refjit_broadcast_from);
   }
   add("refjit_axis_index", &refjit_axis_index);
   add("refjit_axis_index_checked", &refjit_axis_index_checked);
   add("refjit_host_call_begin", &refjit_host_call_begin);
   add("refjit_host_call_end", &refjit_host_call_end);
-  for (DType d : kAllDTypes) add(host_call_arg_symbol(d).c_str(), &refjit_host_call_arg);
+  for (DType d : kAllDTypes)
+    add(typed_runtime_symbol("refjit_host_call_arg", d).c_str(), &refjit_host_call_arg);
   add("refjit_eigh", &refjit_eigh);
   add("refjit_svd", &refjit_svd);
   add("refjit_eig", &refjit_eig);

@@ -2,8 +2,6 @@
 // them on the group the axis is bound to when the code runs. The array is handed over as an
 // unranked memref (unranked_memref), as the matrix kernel takes its operands.
 
-#include <fmt/format.h>
-
 #include "compiler/backend/lowering.h"
 #include "runtime/collectives.h"
 
@@ -40,7 +38,7 @@ InPlace in_place(LowerCtx& c, const Eqn& e) {
 void lower_psum(LowerCtx& c, const Eqn& e) {
   require_runtime(c, e, "a collective");
   InPlace p = in_place(c, e);
-  c.call_runtime(collective_symbol("refjit_psum", p.type.dtype),
+  c.call_runtime(typed_runtime_symbol("refjit_psum", p.type.dtype),
                  {axis_of(c, e), c.index(static_cast<int64_t>(p.type.dtype)),
                   unranked_memref(c, p.call_buffer), c.index(p.type.num_elements())});
   p.finish(c);
@@ -53,9 +51,10 @@ void lower_psum_start(LowerCtx& c, const Eqn& e) {
   require_runtime(c, e, "a collective");
   InPlace p = in_place(c, e);
   const bool in_result = p.call_buffer == p.result;
-  c.call_runtime(collective_symbol(in_result ? "refjit_psum_start" : "refjit_psum", p.type.dtype),
-                 {axis_of(c, e), c.index(static_cast<int64_t>(p.type.dtype)),
-                  unranked_memref(c, p.call_buffer), c.index(p.type.num_elements())});
+  c.call_runtime(
+      typed_runtime_symbol(in_result ? "refjit_psum_start" : "refjit_psum", p.type.dtype),
+      {axis_of(c, e), c.index(static_cast<int64_t>(p.type.dtype)),
+       unranked_memref(c, p.call_buffer), c.index(p.type.num_elements())});
   if (!in_result) p.finish(c);
 }
 
@@ -65,7 +64,7 @@ void lower_psum_wait(LowerCtx& c, const Eqn& e) {
   const Value started = c.buffer(e.ins[0]);
   const ArrayType t = c.type_of(e.ins[0]).array;
   if (is_contiguous(started))
-    c.call_runtime(collective_symbol("refjit_psum_wait", t.dtype),
+    c.call_runtime(typed_runtime_symbol("refjit_psum_wait", t.dtype),
                    {c.index(static_cast<int64_t>(t.dtype)), unranked_memref(c, started)});
   c.bind(e.outs[0], started);
 }
@@ -73,7 +72,7 @@ void lower_psum_wait(LowerCtx& c, const Eqn& e) {
 void lower_broadcast_from(LowerCtx& c, const Eqn& e) {
   require_runtime(c, e, "a collective");
   InPlace p = in_place(c, e);
-  c.call_runtime(collective_symbol("refjit_broadcast_from", p.type.dtype),
+  c.call_runtime(typed_runtime_symbol("refjit_broadcast_from", p.type.dtype),
                  {axis_of(c, e), c.index(static_cast<int64_t>(p.type.dtype)),
                   c.index(e.params.get<int64_t>("root")), unranked_memref(c, p.call_buffer),
                   c.index(p.type.num_elements())});
@@ -92,7 +91,7 @@ void lower_all_gather(LowerCtx& c, const Eqn& e) {
   }
   const Value result = c.result_buffer(e.outs[0]);
   const Value out = is_contiguous(result) ? result : c.alloc(out_t);
-  c.call_runtime(collective_symbol("refjit_all_gather", in_t.dtype),
+  c.call_runtime(typed_runtime_symbol("refjit_all_gather", in_t.dtype),
                  {axis_of(c, e), c.index(static_cast<int64_t>(in_t.dtype)), c.index(out_t.shape[0]),
                   unranked_memref(c, in), unranked_memref(c, out), c.index(in_t.num_elements())});
   if (out != result) c.copy(out, result, out_t);
@@ -113,10 +112,6 @@ void lower_axis_index(LowerCtx& c, const Eqn& e) {
 void lower_pvary(LowerCtx& c, const Eqn& e) { c.bind(e.outs[0], c.buffer(e.ins[0])); }
 
 }  // namespace
-
-std::string collective_symbol(std::string_view entry, DType dtype) {
-  return fmt::format("{}_{}", entry, short_name(dtype));
-}
 
 void register_collective_lowerings(LowerTable& t) {
   t.set(Prim::psum, lower_psum);

@@ -1,8 +1,6 @@
 // Lowering of the host call: the operands are handed to the runtime one by one
 // (runtime/host_callbacks.h), which copies them, then calls the process's handler.
 
-#include <fmt/format.h>
-
 #include "compiler/backend/lowering.h"
 #include "runtime/host_callbacks.h"
 
@@ -16,17 +14,13 @@ void lower_debug_callback(LowerCtx& c, const Eqn& e) {
   for (const Atom& a : e.ins) {
     const DType dtype = c.type_of(a).array.dtype;
     // One declaration per element type: each takes its own unranked memref type.
-    c.call_runtime(host_call_arg_symbol(dtype),
+    c.call_runtime(typed_runtime_symbol("refjit_host_call_arg", dtype),
                    {c.index(static_cast<int64_t>(dtype)), unranked_memref(c, c.buffer(a))});
   }
   c.call_runtime("refjit_host_call_end", {});
 }
 
 }  // namespace
-
-std::string host_call_arg_symbol(DType dtype) {
-  return fmt::format("refjit_host_call_arg_{}", short_name(dtype));
-}
 
 void register_host_lowerings(LowerTable& t) { t.set(Prim::debug_callback, lower_debug_callback); }
 

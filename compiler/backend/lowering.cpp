@@ -467,6 +467,10 @@ void require_runtime(LowerCtx& c, const Eqn& e, std::string_view what) {
                   prim_name(e.prim), what));
 }
 
+std::string typed_runtime_symbol(std::string_view entry, DType dtype) {
+  return fmt::format("{}_{}", entry, short_name(dtype));
+}
+
 mlir::Value unranked_memref(LowerCtx& c, mlir::Value memref) {
   auto type = mlir::cast<mlir::MemRefType>(memref.getType());
   auto to = mlir::UnrankedMemRefType::get(type.getElementType(), type.getMemorySpace());

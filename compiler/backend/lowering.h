@@ -346,12 +346,10 @@ void register_host_lowerings(LowerTable& t);      // lower_host.cpp
 void register_im2col_lowerings(LowerTable& t);    // lower_im2col.cpp
 void register_fused_lowerings(LowerTable& t);     // lower_fused.cpp
 void register_row_loop_lowerings(LowerTable& t);  // lower_row_loop.cpp
-// The symbol a host call's operand of `dtype` is passed to (refjit_host_call_arg under one
-// name per element type, since each declaration fixes its memref type).
-std::string host_call_arg_symbol(DType dtype);
-// The symbol a collective's runtime entry (refjit_psum, ...; runtime/collectives.h) is called by
-// for arrays of `dtype`: one name per element type, for the same reason.
-std::string collective_symbol(std::string_view entry, DType dtype);
+// The symbol a runtime entry taking a memref of any element type (refjit_host_call_arg, the
+// collectives' refjit_psum, ...) is called by for `dtype`: `entry`_f32 and so on, each bound to
+// the same C function (jit_link.cpp), since each MLIR declaration fixes its memref type.
+std::string typed_runtime_symbol(std::string_view entry, DType dtype);
 
 // A memref as the runtime's entry points take it (runtime/kernels/gemm.h, runtime/collectives.h):
 // unranked, so every operand has one type and the callee reads the aligned pointer and offset
