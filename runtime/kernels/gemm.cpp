@@ -208,6 +208,14 @@ constexpr int64_t kNC = 1536;
 // A product with at most this many panels of NR columns reads row-major A in place (five:
 // a 3x3 convolution over 16 channels has 144 = 4.5 panels of 32).
 constexpr int64_t kInPlaceAPanels = 5;
+// A row-major B whose rows are a multiple of this many bytes apart (256 or 512 floats wide)
+// puts a panel's rows in at most 4 of an L1's 64 sets, so a panel read in place evicts itself
+// while the micro-panels of A pass over it. Read in place only when few rows reuse it (at most
+// kAliasedInPlaceRows); otherwise packed. Measured on an AVX2 machine (32 KiB, 8-way L1),
+// each call alternating the two choices: a 256 x 784 by 784 x 512 product on two threads
+// 106-119 -> 129-162 GFLOP/s, 128 rows +15-22%, 64 rows and fewer even (docs/backend.md).
+constexpr int64_t kSetAliasingStrideBytes = 1024;
+constexpr int64_t kAliasedInPlaceRows = 64;
 
 // Below this many multiply-adds a product runs on one thread (waking workers costs more).
 constexpr int64_t kParallelWork = int64_t{1} << 21;
@@ -589,9 +597,12 @@ struct Blocked {
         const bool add = pc > 0 || x.accumulate;
         // With one or two blocks of rows, packing B buys nothing (each of its panels is read
         // once or twice, and the copy costs a read and a write): whole panels of a row-major B
-        // are read in place, only a ragged last one is packed. (Two blocks: 256-row products,
-        // the MLP's first layer and a 512 x 512 one split over two threads, ran ~4% faster.)
-        const bool direct = i1 - i0 <= 2 * kMC && x.b_cs == 1;
+        // are read in place, only a ragged last one is packed. (Two blocks: 256-row products
+        // ran ~4% faster on an AVX-512 machine.) Not when B's rows alias in L1 and more than a
+        // few rows reuse each panel (kSetAliasingStrideBytes).
+        const bool b_rows_alias = x.b_rs * int64_t{sizeof(T)} % kSetAliasingStrideBytes == 0;
+        const bool direct =
+            i1 - i0 <= (b_rows_alias ? kAliasedInPlaceRows : 2 * kMC) && x.b_cs == 1;
         const int64_t packed_from = direct ? nc / NR * NR : 0;
         if (packed_from < nc) pack_b(x, pc, kc, jc + packed_from, nc - packed_from, pb);
         // Likewise with few columns (a convolution's im2col times its kernel): each micro-panel

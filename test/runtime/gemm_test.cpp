@@ -109,6 +109,20 @@ TEST(Gemm, NarrowProductsAtEveryRowEdge) {
         }
 }
 
+// A row-major B whose rows are a multiple of 1 KiB apart is read in place by at most 64 rows
+// and packed beyond (its rows share a few L1 sets): both sides of that line, alone and split
+// over threads, in both precisions, and a B 1 KiB wide with a ragged last panel of columns.
+TEST(Gemm, RowMajorBWithRowsThatShareCacheSets) {
+  uint32_t seed = 300;
+  for (int64_t m : {int64_t{7}, int64_t{64}, int64_t{65}, int64_t{200}}) {
+    check<float>({1, m, 256, 300}, false, false, seed++);
+    check<float>({1, m, 512, 40}, true, false, seed++);
+    check<double>({1, m, 128, 70}, false, false, seed++);
+    check<float>({1, m, 250, 37}, false, false, seed++);  // rows 1000 bytes apart: in place
+    if (HasFatalFailure()) return;
+  }
+}
+
 TEST(Gemm, DoublePrecision) {
   for (int layout = 0; layout < 4; ++layout) {
     check<double>({1, 37, 29, 270}, layout & 1, layout & 2, 7);
