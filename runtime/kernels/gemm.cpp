@@ -199,10 +199,11 @@ template <int B = 16>
 }
 
 // ---- blocking ----------------------------------------------------------------------------
-// Depth of a packed block (A's micro-panels stay in L1 across a row of B's), rows of a
-// packed A block (in L2) and columns of a packed B panel (in L3). Measured on this machine;
-// see docs/backend.md "Matrix products".
-constexpr int64_t kKC = 192;
+// Depth of a packed block (a micro-panel of B and one of A stay in L1 together while A's
+// micro-panels pass over B's) is per instruction set (KC of Blocked, at most kMaxKC); rows of
+// a packed A block (in L2) and columns of a packed B panel (in L3). Measured; see
+// docs/backend.md "Matrix products".
+constexpr int64_t kMaxKC = 256;
 constexpr int64_t kMC = 168;
 constexpr int64_t kNC = 1536;
 // A product with at most this many panels of NR columns reads row-major A in place (five:
@@ -272,18 +273,20 @@ struct PatchProduct {
 // The packed copies of A and B a thread works on (reused from call to call).
 template <class T>
 T* scratch_a() {
-  thread_local std::vector<T> buffer(static_cast<size_t>(kMC * kKC));
+  thread_local std::vector<T> buffer(static_cast<size_t>(kMC * kMaxKC));
   return buffer.data();
 }
 template <class T>
 T* scratch_b() {
-  thread_local std::vector<T> buffer(static_cast<size_t>(kKC * kNC));
+  thread_local std::vector<T> buffer(static_cast<size_t>(kMaxKC * kNC));
   return buffer.data();
 }
 
-// The BLIS scheme for one instruction set: W lanes per vector, an MR x (NV * W) micro-tile.
-template <class T, int W, int MR, int NV>
+// The BLIS scheme for one instruction set: W lanes per vector, an MR x (NV * W) micro-tile,
+// depth blocks of at most KC.
+template <class T, int W, int MR, int NV, int64_t KC>
 struct Blocked {
+  static_assert(KC <= kMaxKC);
   using V = Vec<T, W>;
   static constexpr int NR = W * NV;
   // Row counts of the smaller micro-kernels a ragged last panel of rows uses.
@@ -526,7 +529,7 @@ struct Blocked {
     bx.b = x.b;
     bx.b_rs = x.b_rs;
     bx.b_cs = x.b_cs;
-    const int64_t depth_blocks = (x.k + kKC - 1) / kKC;
+    const int64_t depth_blocks = (x.k + KC - 1) / KC;
     const int64_t depth_block = (x.k + depth_blocks - 1) / depth_blocks;
     // Segments a few at a time, so that their rows of C stay in cache across depth blocks.
     const int64_t chunk = std::max<int64_t>(1, kMC / x.seg_len);
@@ -588,9 +591,9 @@ struct Blocked {
     T edge[MR * NR];
     for (int64_t jc = j0; jc < j1; jc += kNC) {
       const int64_t nc = std::min(kNC, j1 - jc);
-      // Depth blocks of equal size, at most kKC: 784 = 5 x ~157 rather than 4 x 192 + 16 (a
+      // Depth blocks of equal size, at most KC: 784 = 5 x ~157 rather than 4 x 192 + 16 (a
       // last block that thin spends more on loading and storing C than on multiplying).
-      const int64_t depth_blocks = (x.k + kKC - 1) / kKC;
+      const int64_t depth_blocks = (x.k + KC - 1) / KC;
       const int64_t depth_block = (x.k + depth_blocks - 1) / depth_blocks;
       for (int64_t pc = 0; pc < x.k; pc += depth_block) {
         const int64_t kc = std::min(depth_block, x.k - pc);
@@ -784,14 +787,14 @@ struct Isa {
   void (*narrow_patches)(const PatchProduct<T>&, int64_t, int64_t);
 };
 
-#define REFJIT_ISA_ENTRIES(TARGET, SUFFIX, T, W, MR, NV, NARROW_MR)                                \
+#define REFJIT_ISA_ENTRIES(TARGET, SUFFIX, T, W, MR, NV, NARROW_MR, KC)                            \
   TARGET void block_##SUFFIX(const Product<T>& x, int64_t i0, int64_t i1, int64_t j0,              \
                              int64_t j1) {                                                         \
-    Blocked<T, W, MR, NV>::run(x, i0, i1, j0, j1);                                                 \
+    Blocked<T, W, MR, NV, KC>::run(x, i0, i1, j0, j1);                                             \
   }                                                                                                \
   TARGET void narrow_block_##SUFFIX(const Product<T>& x, int64_t i0, int64_t i1, int64_t j0,       \
                                     int64_t j1) {                                                  \
-    Blocked<T, W, NARROW_MR, 1>::run(x, i0, i1, j0, j1);                                           \
+    Blocked<T, W, NARROW_MR, 1, KC>::run(x, i0, i1, j0, j1);                                       \
   }                                                                                                \
   TARGET void matvec_##SUFFIX(const T* a, int64_t a_rs, int64_t a_cs, const T* x, int64_t k, T* y, \
                               int64_t ys, int64_t i0, int64_t i1, bool accumulate) {               \
@@ -801,10 +804,10 @@ struct Isa {
     shallow<T, W>(x, i0, i1);                                                                      \
   }                                                                                                \
   TARGET void patches_##SUFFIX(const PatchProduct<T>& x, int64_t s0, int64_t s1) {                 \
-    Blocked<T, W, MR, NV>::run_patches(x, s0, s1);                                                 \
+    Blocked<T, W, MR, NV, KC>::run_patches(x, s0, s1);                                             \
   }                                                                                                \
   TARGET void narrow_patches_##SUFFIX(const PatchProduct<T>& x, int64_t s0, int64_t s1) {          \
-    Blocked<T, W, NARROW_MR, 1>::run_patches(x, s0, s1);                                           \
+    Blocked<T, W, NARROW_MR, 1, KC>::run_patches(x, s0, s1);                                       \
   }
 
 #define REFJIT_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
@@ -813,13 +816,16 @@ struct Isa {
 
 // The narrow tiles keep MR accumulators plus a vector of B and a broadcast of A in the
 // registers: 28 + 2 of AVX-512's 32, 12 + 2 of AVX2's and SSE2's 16. (kMC, 168, is a multiple
-// of every MR here.)
-REFJIT_ISA_ENTRIES(REFJIT_AVX512, avx512_f32, float, 16, 14, 2, 28)
-REFJIT_ISA_ENTRIES(REFJIT_AVX512, avx512_f64, double, 8, 14, 2, 28)
-REFJIT_ISA_ENTRIES(REFJIT_AVX2, avx2_f32, float, 8, 6, 2, 12)
-REFJIT_ISA_ENTRIES(REFJIT_AVX2, avx2_f64, double, 4, 6, 2, 12)
-REFJIT_ISA_ENTRIES(REFJIT_SSE2, sse2_f32, float, 4, 4, 2, 12)
-REFJIT_ISA_ENTRIES(REFJIT_SSE2, sse2_f64, double, 2, 4, 2, 12)
+// of every MR here.) KC: AVX-512's 14 x 32 float panels fill 35 KiB of a 48 KiB L1 at 192;
+// AVX2's 6 x 16 float panels 22 KiB of a 32 KiB L1 at 256, which ran 2-4% faster than 192 on
+// a Zen 3 core (each call alternating the two, five shapes, one and two threads). The other
+// rows keep 192, not measured against another depth.
+REFJIT_ISA_ENTRIES(REFJIT_AVX512, avx512_f32, float, 16, 14, 2, 28, 192)
+REFJIT_ISA_ENTRIES(REFJIT_AVX512, avx512_f64, double, 8, 14, 2, 28, 192)
+REFJIT_ISA_ENTRIES(REFJIT_AVX2, avx2_f32, float, 8, 6, 2, 12, 256)
+REFJIT_ISA_ENTRIES(REFJIT_AVX2, avx2_f64, double, 4, 6, 2, 12, 192)
+REFJIT_ISA_ENTRIES(REFJIT_SSE2, sse2_f32, float, 4, 4, 2, 12, 192)
+REFJIT_ISA_ENTRIES(REFJIT_SSE2, sse2_f64, double, 2, 4, 2, 12, 192)
 
 enum class Cpu { avx512, avx2, sse2 };
 
