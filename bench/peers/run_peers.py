@@ -6,10 +6,12 @@ forward row, `jax.jit(fn)` and `refjit bench NAME.jaxpr`, and for the grad row
 `jax.jit(jax.value_and_grad(fn, argnums=wrt))` and `refjit bench --grad --wrt=...`: the same
 jaxpr text in both. JAX runs on the seeded inputs of programs.py, refjit bench on its own
 seeded random inputs of the same types, drawn the same way (uniform in [-1, 1)); --check
-compares the values of small versions of the programs with `refjit run` instead.
+compares the values of small versions of the programs with `refjit run` instead. Each row
+runs in rounds, refjit then JAX in each (measure_row).
 
-    run_peers.py [--runs N] [--only NAME,...] [--modes forward,grad] [--refjit PATH]
-                 [--json OUT] [--svg OUT] [--out DIR] [--timeout S] [--tier T] [--seed S]
+    run_peers.py [--runs N] [--rounds R] [--only NAME,...] [--modes forward,grad]
+                 [--refjit PATH] [--json OUT] [--svg OUT] [--out DIR] [--timeout S] [--tier T]
+                 [--seed S] [--background-load N]
     run_peers.py --check [--only NAME,...] [--refjit PATH] [--out DIR]
 
 Prints a Markdown table on stdout (progress on stderr). A program refjit refuses, crashes on
@@ -45,8 +47,13 @@ def parse_args(argv):
     parser.add_argument("--runs", type=int, default=20, metavar="N",
                         help="timed calls per row (default 20)")
     parser.add_argument("--min-time", type=float, default=0.5, metavar="S",
-                        help="more calls per row until they took S seconds (default 0.5): a "
-                             "median over 20 calls of 0.2 ms fits inside a burst of load")
+                        help="more calls per row and round until they took S seconds "
+                             "(default 0.5): a median over 20 calls of 0.2 ms fits inside a "
+                             "burst of load")
+    parser.add_argument("--rounds", type=int, default=3, metavar="R",
+                        help="rounds per row, refjit then JAX in each (default 3); the ratio "
+                             "is the median of the rounds' ratios, so a slow phase of the "
+                             "machine meets both compilers")
     parser.add_argument("--only", metavar="NAME,...", help="only these programs")
     parser.add_argument("--modes", default=",".join(MODES), metavar="MODE,...",
                         help="forward,grad (default both)")
@@ -71,6 +78,8 @@ def parse_args(argv):
         parser.error(f"--modes: expected a subset of {','.join(MODES)}")
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     return args
 
 
@@ -185,6 +194,39 @@ def time_refjit(options, program, args, mode, path, consts):
         return None, "unparseable output: " + (stdout.strip().splitlines() or [""])[0][:80]
 
 
+def measure_row(options, program, args, mode, path, consts):
+    """One row: `--rounds` rounds, each refjit's calls then JAX's, so that a slow phase of a
+    shared machine (a neighbour's burst, the load's scheduling) meets both. Each compiler's
+    median is the median of its rounds' medians; the ratio is the median of the rounds'
+    ratios."""
+    refjit_rounds, jax_rounds = [], []
+    error = None
+    for _ in range(options.rounds):
+        # refjit first: JAX's worker threads spin for a while after its calls and would
+        # take the second core from refjit's threads (the machine has two).
+        if error is None:
+            refjit_round, error = time_refjit(options, program, args, mode, path, consts)
+            if refjit_round:
+                refjit_rounds.append(refjit_round)
+        jax_rounds.append(time_jax(program, mode, args, options.runs, options.min_time))
+    jax_row = {"median_ms": statistics.median(r["median_ms"] for r in jax_rounds),
+               "min_ms": min(r["min_ms"] for r in jax_rounds),
+               "first_call_ms": jax_rounds[0]["first_call_ms"],
+               "round_medians_ms": [r["median_ms"] for r in jax_rounds]}
+    row = {"program": program.name, "mode": mode, "jax": jax_row, "refjit": None,
+           "refjit_error": error, "ratio": None}
+    if error is None:
+        refjit_row = dict(refjit_rounds[0])
+        refjit_row["median_ms"] = statistics.median(r["median_ms"] for r in refjit_rounds)
+        refjit_row["min_ms"] = min(r["min_ms"] for r in refjit_rounds)
+        refjit_row["round_medians_ms"] = [r["median_ms"] for r in refjit_rounds]
+        row["refjit"] = refjit_row
+        row["round_ratios"] = [r["median_ms"] / j["median_ms"]
+                               for r, j in zip(refjit_rounds, jax_rounds)]
+        row["ratio"] = statistics.median(row["round_ratios"])
+    return row
+
+
 def measure(options, out_dir):
     """Times every selected program and mode; returns the rows."""
     rows = []
@@ -192,14 +234,7 @@ def measure(options, out_dir):
         args = jax.device_put(program.make_args(options.seed))
         path, consts = write_jaxpr(program, args, out_dir)
         for mode in modes_of(program, options):
-            # refjit first: JAX's worker threads spin for a while after its calls and would
-            # take the second core from refjit's threads (the machine has two).
-            refjit_row, error = time_refjit(options, program, args, mode, path, consts)
-            row = {"program": program.name, "mode": mode,
-                   "jax": time_jax(program, mode, args, options.runs, options.min_time),
-                   "refjit": refjit_row, "refjit_error": error}
-            row["ratio"] = (row["refjit"]["median_ms"] / row["jax"]["median_ms"]
-                            if row["refjit"] else None)
+            row = measure_row(options, program, args, mode, path, consts)
             print(progress(row), file=sys.stderr, flush=True)
             rows.append(row)
     return rows
@@ -362,7 +397,8 @@ def environment(options):
             "jax_version": jax.__version__, "cpu_count": os.cpu_count(),
             "platform": platform.platform(), "cpu": cpu_model(),
             "refjit": options.refjit, "refjit_version": refjit_version.strip(),
-            "runs": options.runs, "min_time_s": options.min_time, "tier": options.tier,
+            "runs": options.runs, "min_time_s": options.min_time, "rounds": options.rounds,
+            "tier": options.tier,
             "seed": options.seed, "background_load": options.background_load}
 
 
