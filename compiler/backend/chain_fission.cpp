@@ -22,11 +22,15 @@ namespace math = mlir::math;
 namespace memref = mlir::memref;
 namespace scf = mlir::scf;
 
-// The functions whose expansion is a long polynomial (or a libm call).
+constexpr llvm::StringLiteral kTranscendentalMark = "refjit.transcendental";
+
+// The functions whose expansion is a long polynomial (or a libm call), and the last
+// operation of one the lowering expanded itself (mark_transcendental).
 bool is_transcendental(Operation* op) {
   return mlir::isa<math::ExpOp, math::Exp2Op, math::ExpM1Op, math::LogOp, math::Log1pOp,
                    math::Log2Op, math::Log10Op, math::TanhOp, math::ErfOp, math::SinOp, math::CosOp,
-                   math::TanOp, math::AtanOp, math::Atan2Op, math::PowFOp>(op);
+                   math::TanOp, math::AtanOp, math::Atan2Op, math::PowFOp>(op) ||
+         op->hasAttr(kTranscendentalMark);
 }
 
 // The first stage of a loop's body and the values of it the rest reads from buffers.
@@ -190,6 +194,14 @@ bool split_loop(scf::ForOp loop) {
 }
 
 }  // namespace
+
+void mark_transcendental(Operation* op) {
+  op->setAttr(kTranscendentalMark, mlir::UnitAttr::get(op->getContext()));
+}
+
+void clear_transcendental_marks(mlir::ModuleOp module) {
+  module.walk([](Operation* op) { op->removeAttr(kTranscendentalMark); });
+}
 
 int split_transcendental_chains(mlir::ModuleOp module) {
   std::vector<scf::ForOp> loops;

@@ -15,11 +15,11 @@
 //
 // A loop qualifies when it is innermost (no op in it has a region), has step 1, holds only
 // loads, stores and side-effect-free ops, and its deepest chain of transcendental functions
-// (math exp, log, log1p, tanh, erf, ... before their polynomial expansion) is two or more
-// long. The first stage may not read the loop's carried values nor load from a memref the
-// loop stores into (its loads move ahead of the stage's stores). "A memref" is an SSA value:
-// two views of one buffer are not told apart, which is sound because no lowering makes an
-// element loop read what another of its iterations writes (a recurrence carries its value or
+// (math exp, log, log1p, tanh, erf, ... before their polynomial expansion, and the marked
+// ones below) is two or more long. The first stage may not read the loop's carried values nor load
+// from a memref the loop stores into (its loads move ahead of the stage's stores). "A memref" is an
+// SSA value: two views of one buffer are not told apart, which is sound because no lowering makes
+// an element loop read what another of its iterations writes (a recurrence carries its value or
 // reads through the stored memref itself, and is left whole). Run after the outlining of
 // parallel loops (parallel_loops.h), so the buffers are allocated in the function that runs
 // the loop, on each thread's own stack.
@@ -29,7 +29,8 @@
 
 namespace mlir {
 class ModuleOp;
-}
+class Operation;
+}  // namespace mlir
 
 namespace refjit::backend {
 
@@ -38,5 +39,12 @@ inline constexpr int64_t kChainTile = 256;
 
 // Splits every qualifying loop of `module`; returns how many loops it split.
 int split_transcendental_chains(mlir::ModuleOp module);
+
+// A transcendental function the lowering expands into plain arithmetic itself (refjit's f32
+// sin and cos) is a stage too: its last operation carries a mark, which counts it as the math
+// dialect's functions count. clear_transcendental_marks removes the marks (the lowering calls
+// it whether or not it splits, so no printed MLIR shows them).
+void mark_transcendental(mlir::Operation* op);
+void clear_transcendental_marks(mlir::ModuleOp module);
 
 }  // namespace refjit::backend

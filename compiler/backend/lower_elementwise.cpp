@@ -9,6 +9,7 @@
 #include <numbers>
 #include <optional>
 
+#include "compiler/backend/chain_fission.h"
 #include "compiler/backend/fusion.h"
 #include "compiler/backend/lowering.h"
 #include "runtime/special_functions.h"
@@ -280,7 +281,9 @@ Value lower_sin_cos_f64(LowerCtx& c, Value x32, bool cosine) {
   Value neg_cos = b.create<arith::NegFOp>(loc, cos_r);
   Value y = sel(eq(quadrant, 1), cos_r,
                 sel(eq(quadrant, 2), neg_sin, sel(eq(quadrant, 3), neg_cos, sin_r)));
-  return b.create<arith::TruncFOp>(loc, b.getF32Type(), y);
+  auto narrowed = b.create<arith::TruncFOp>(loc, b.getF32Type(), y);
+  mark_transcendental(narrowed);  // a stage of a chain, as math.sin would be
+  return narrowed;
 }
 
 template <bool kCosine>

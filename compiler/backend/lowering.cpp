@@ -735,6 +735,7 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
   outline_parallel_loops(*module);
   outline_large_loops(*module);
   if (options.chain_fission) split_transcendental_chains(*module);
+  clear_transcendental_marks(*module);
   return module;
 }
 

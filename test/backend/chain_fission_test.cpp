@@ -46,6 +46,12 @@ TEST(ChainFission, SplitsOneLoopPerStageOfTheDeepestChain) {
   // Three stages, two buffers; cheap ops in between do not count as stages.
   EXPECT_EQ(stage_buffers(unary_chain("[1000]", {"exp", "neg", "tanh", "log1p"}, true)), 2u);
   EXPECT_EQ(stage_buffers(unary_chain("[1000]", {"exp", "tanh"}, false), kWhole), 0u);
+  // refjit's own f32 sin and cos (a polynomial the lowering writes, not a math op) are stages.
+  EXPECT_EQ(stage_buffers(unary_chain("[1000]", {"exp", "sin"}, false)), 1u);
+  EXPECT_EQ(stage_buffers(unary_chain("[1000]", {"sin", "cos", "exp"}, true)), 2u);
+  EXPECT_EQ(stage_buffers(unary_chain("[1000]", {"sin", "neg"}, false)), 0u);
+  // With libm's sin (exact math) the loop calls a function and stays whole.
+  EXPECT_EQ(stage_buffers(unary_chain("[1000]", {"exp", "sin"}, false), {.exact_math = true}), 0u);
 
   // The peer benchmark's chain: exp and log1p (one stage, two buffers), then tanh, summed.
   const Jaxpr chain = parse_jaxpr(R"({ lambda ; a:f32[5000]. let
@@ -83,7 +89,7 @@ TEST(ChainFission, LeavesLoopsWhoseFirstStageCannotRunAhead) {
 TEST(ChainFission, SplitLoopsComputeWhatTheInterpreterAndTheWholeLoopCompute) {
   for (const char* shape : {"[100]", "[256]", "[1000]", "[37,300]", "[200003]"}) {
     for (bool summed : {false, true}) {
-      const Jaxpr j = unary_chain(shape, {"exp", "tanh", "log1p", "sin"}, summed);
+      const Jaxpr j = unary_chain(shape, {"exp", "tanh", "sin", "log1p", "cos"}, summed);
       SCOPED_TRACE(print_jaxpr(j));
       EXPECT_GE(stage_buffers(j), 2u);
       const Shape s = j.type_of(j.invars[0]).array.shape;
