@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -517,11 +518,51 @@ struct Blocked {
       }
   }
 
+  // A micro-panel of one segment's rows: read in place (MR, kMidRows or kFewRows rows), or
+  // packed (fewer than kFewRows rows, multiplied as kFewRows).
+  struct RowPanel {
+    int rows;
+    bool packed;
+  };
+
+  // How a segment of seg_len rows is cut into micro-panels, largest first, at the least cost
+  // counted in rows multiplied, plus one per panel (its tile's loads and stores), plus three
+  // for a packed panel (its rows gathered one float at a time): 32 rows on AVX2 are
+  // 4 x 6 + 2 x 4, not 5 x 6 and two rows packed, a twentieth of the convolution's rows
+  // gathered and multiplied with padding.
+  static std::vector<RowPanel> segment_panels(int64_t seg_len) {
+    constexpr int kSizes[] = {MR, kMidRows, kFewRows};
+    constexpr int64_t kUnreachable = std::numeric_limits<int64_t>::max() / 4;
+    std::vector<int64_t> cost(static_cast<size_t>(seg_len + 1), kUnreachable);
+    std::vector<int> last(static_cast<size_t>(seg_len + 1), 0);  // the panel ending at n rows
+    cost[0] = 0;
+    for (int64_t n = 1; n <= seg_len; ++n)
+      for (int r : kSizes)
+        if (r <= n && cost[n - r] + r + 1 < cost[n]) {
+          cost[n] = cost[n - r] + r + 1;
+          last[n] = r;
+        }
+    int64_t best = cost[seg_len];
+    int packed_rows = 0;  // rows left to one packed panel
+    for (int r = 1; r < kFewRows && r <= seg_len; ++r)
+      if (cost[seg_len - r] + kFewRows + 1 + 3 < best) {
+        best = cost[seg_len - r] + kFewRows + 1 + 3;
+        packed_rows = r;
+      }
+    std::vector<RowPanel> panels;
+    for (int64_t n = seg_len - packed_rows; n > 0; n -= last[n]) panels.push_back({last[n], false});
+    std::sort(panels.begin(), panels.end(),
+              [](const RowPanel& a, const RowPanel& b) { return a.rows > b.rows; });
+    if (packed_rows > 0) panels.push_back({packed_rows, true});
+    return panels;
+  }
+
   // Segments [s0, s1) of an implicit-im2col product (PatchProduct). Each segment's rows are
-  // cut into micro-panels that stay inside it (MR rows, then 8 and 4; a last few rows are
-  // packed), so every whole panel reads A in place with one row stride.
+  // cut into micro-panels that stay inside it (segment_panels), so every panel but a last
+  // packed one reads A in place with one row stride.
   [[gnu::always_inline]] static inline void run_patches(const PatchProduct<T>& x, int64_t s0,
                                                         int64_t s1) {
+    const std::vector<RowPanel> panels = segment_panels(x.seg_len);
     T* pa = scratch_a<T>();
     T* pb = scratch_b<T>();
     T edge[MR * NR];
@@ -543,14 +584,11 @@ struct Blocked {
           pack_b(bx, pc, kc, jc, nc, pb);
           for (int64_t seg = sc; seg < sc1; ++seg) {
             const T* seg_a = x.a + x.seg_offsets[seg];
-            for (int64_t ir = 0; ir < x.seg_len;) {
-              const int64_t left = x.seg_len - ir;
-              const int rows = static_cast<int>(left >= MR         ? MR
-                                                : left >= kMidRows ? kMidRows
-                                                : left >= kFewRows ? kFewRows
-                                                                   : left);
+            int64_t ir = 0;
+            for (const RowPanel& panel : panels) {
+              const int rows = panel.rows;
               const T* a_row = seg_a + ir * x.row_stride;
-              const bool packed = rows < kFewRows;
+              const bool packed = panel.packed;
               if (packed) pack_gathered(x, a_row, rows, pc, kc, pa);
               T* c_rows = x.c + (seg * x.seg_len + ir) * x.c_rs;
               for (int64_t jr = 0; jr < nc; jr += NR) {

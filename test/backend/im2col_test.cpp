@@ -66,6 +66,9 @@ TEST(Im2colDot, TheKernelMatchesTheInterpreterOnEveryPanelShape) {
       {{1, 6, 7, 40}, grid(3, 3), {1, 1, 1, 1}, {1, 4, 5, 40}, 20},
       // rows of 1 and of 29 (28 + 1 packed on the narrow tile)
       {{2, 3, 31, 2}, grid(3, 3), {1, 1, 1, 1}, {2, 1, 29, 2}, 7},
+      // rows of 14 and of 8: in place as 6 + 4 + 4 and 4 + 4 on AVX2, none packed
+      {{2, 3, 16, 2}, grid(3, 3), {1, 1, 1, 1}, {2, 1, 14, 2}, 20},
+      {{2, 3, 10, 2}, grid(3, 3), {1, 1, 1, 1}, {2, 1, 8, 2}, 20},
   };
   uint32_t seed = 1;
   for (const Geometry& g : cases) {
