@@ -18,7 +18,7 @@
 #include "compiler/backend/native.h"
 #include "compiler/node.h"
 #include "compiler/trace_state.h"
-#include "driver/pipeline.h"
+#include "driver/bound_program.h"
 #include "refjit/ir/text.h"
 
 namespace refjit {
@@ -96,35 +96,36 @@ using detail::node_of;
 using detail::take_donated;
 using detail::to_runtime;
 
-// What runs natively for one traced function: its jaxpr through the pipeline's passes up to
-// the lowering (make_native_program), specialised to its constants.
-struct NativeProgram {
-  JaxprPtr traced;  // held so the map key (its address) stays unique
-  PlannedProgram planned;
-  PipelineOptions options;  // what the pipeline was told (constants, donated inputs)
-  std::shared_ptr<CompiledEntry> entry;
-};
-
 namespace {
 
-// The program compiled for `fn`: the pipeline's passes up to the lowering, told what the
-// constants are (they are fixed for a traced function): all-zero arrays are folded in, and
-// integer constants' ranges let dead-regions and simplify-ranges work. The compile cache keys
-// on the resulting program, so functions share code only when it is valid for both.
-NativeProgram make_native_program(const TracedFunction& fn, std::string_view name,
-                                  const std::vector<bool>& donated) {
-  NativeProgram prog;
-  prog.traced = fn.jaxpr;
-  prog.options.buffers.donated = donated;
+std::vector<RtValue> runtime_consts(const TracedFunction& fn, std::string_view name) {
   std::vector<RtValue> values;
   for (const Operand& c : fn.consts) values.push_back(to_runtime(c, name));
-  prog.options.consts = KnownConsts::of(values);
-  prog.planned = plan_program(*fn.jaxpr, prog.options);
-  prog.entry = global_entry(prog.planned.jaxpr, donated);
-  return prog;
+  return values;
+}
+
+PipelineOptions donating(const std::vector<bool>& donated) {
+  PipelineOptions options;
+  options.buffers.donated = donated;
+  return options;
 }
 
 }  // namespace
+
+// What runs natively for one traced function: its jaxpr planned for its constants' values
+// (they are fixed for a traced function: all-zero arrays are folded in, and integer
+// constants' ranges let dead-regions and simplify-ranges work). The compile cache keys on
+// the planned program, so functions share code only when it is valid for both.
+struct NativeProgram {
+  NativeProgram(const TracedFunction& fn, std::string_view name, const std::vector<bool>& donated)
+      : traced(fn.jaxpr),
+        bound(*fn.jaxpr, runtime_consts(fn, name), donating(donated)),
+        entry(global_entry(bound.planned().jaxpr, donated)) {}
+
+  JaxprPtr traced;  // held so the map key (its address) stays unique
+  BoundProgram bound;
+  std::shared_ptr<CompiledEntry> entry;
+};
 
 struct JitState {
   JitOptions options;
@@ -176,15 +177,13 @@ bool use_native(Backend backend) {
 
 std::shared_ptr<const CompiledFunction> compile_tier(JitState& state, const NativeProgram& prog,
                                                      int opt_level, double trace_ms) {
-  PipelineOptions options = prog.options;
-  options.compile.opt_level = opt_level;
-  auto f = std::make_shared<const CompiledFunction>(compile_planned(prog.planned, options));
+  auto f = std::make_shared<const CompiledFunction>(prog.bound.compile(opt_level));
   ++g_native_compiles;
   const CompileTimings& t = f->timings();
   std::lock_guard<std::mutex> lock(state.mu);
   ++state.compiles;
   state.last = CompileStageTimings{.trace_ms = trace_ms,
-                                   .passes_ms = t.passes_ms + prog.planned.passes_ms,
+                                   .passes_ms = t.passes_ms + prog.bound.planned().passes_ms,
                                    .lower_ms = t.lower_ms,
                                    .mlir_passes_ms = t.mlir_passes_ms,
                                    .llvm_opt_ms = t.llvm_opt_ms,
@@ -227,7 +226,7 @@ std::vector<Operand> run_native(JitState& state, const std::string& name, Tier t
     if (it != state.by_jaxpr.end()) prog = it->second;
   }
   if (!prog) {
-    prog = std::make_shared<const NativeProgram>(make_native_program(fn, name, donated));
+    prog = std::make_shared<const NativeProgram>(fn, name, donated);
     std::lock_guard<std::mutex> lock(state.mu);
     state.by_jaxpr.emplace(fn.jaxpr.get(), prog);
   }
@@ -236,7 +235,7 @@ std::vector<Operand> run_native(JitState& state, const std::string& name, Tier t
   std::vector<RtValue> rt;
   rt.reserve(fn.consts.size() + args.size());
   for (size_t k = 0; k < fn.consts.size(); ++k)
-    if (prog->planned.consts_kept[k]) rt.push_back(to_runtime(fn.consts[k], name));
+    if (prog->bound.takes_const(k)) rt.push_back(to_runtime(fn.consts[k], name));
   for (size_t i = 0; i < args.size(); ++i)
     rt.push_back(i < donated.size() && donated[i] ? take_donated(args[i], name)
                                                   : to_runtime(args[i], name));

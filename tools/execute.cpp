@@ -70,14 +70,13 @@ Executable::Executable(const Jaxpr& program, const Options& options, PipelineOpt
   native([&] { return emit_after(program, "buffers", check); });
 }
 
-PlannedProgram Executable::plan(const std::vector<RtValue>& consts, StageTimings& timings) const {
+BoundProgram Executable::bind(const std::vector<RtValue>& consts, StageTimings& timings) const {
   PipelineOptions options = pipeline_;
-  options.consts = KnownConsts::of(consts);
   options.after_pass = [&](const PassReport& r) {
     if (pipeline_.after_pass) pipeline_.after_pass(r);
     timings.record(std::string(r.pass), r.ms);
   };
-  return native([&] { return plan_program(program_, options); });
+  return native([&] { return BoundProgram(program_, consts, std::move(options)); });
 }
 
 Executable::Call Executable::prepare(const std::vector<RtValue>& args, StageTimings& timings) {
@@ -88,8 +87,8 @@ Executable::Call Executable::prepare(const std::vector<RtValue>& args, StageTimi
     // ranges may prove gathers to be windows), so that the interpreter checks the same
     // derivation. Without a known range it is the one derived before the values were read.
     const std::vector<std::optional<IntRange>> ranges = KnownConsts::of(consts).int_range;
-    const bool any_range = std::any_of(ranges.begin(), ranges.end(),
-                                       [](const auto& r) { return r.has_value(); });
+    const bool any_range =
+        std::any_of(ranges.begin(), ranges.end(), [](const auto& r) { return r.has_value(); });
     if (pipeline_.derivative != Derivative::none && any_range)
       interpreted_ = timings.time("autodiff", [&] {
         return derive_program(program_, pipeline_.derivative, pipeline_.wrt, ranges);
@@ -98,21 +97,10 @@ Executable::Call Executable::prepare(const std::vector<RtValue>& args, StageTimi
       return interpret(*program, all);
     };
   }
-  const PlannedProgram planned = plan(consts, timings);
-  PipelineOptions options = pipeline_;
-  options.after_pass = [&](const PassReport& r) {
-    if (pipeline_.after_pass) pipeline_.after_pass(r);
-    timings.record(std::string(r.pass), r.ms);
-  };
-  auto compiled =
-      std::make_shared<CompiledFunction>(native([&] { return compile_planned(planned, options); }));
-  // Constants folded into the code are no longer passed.
-  return [compiled, kept = planned.consts_kept, n_consts](const std::vector<RtValue>& all) {
-    std::vector<RtValue> passed;
-    passed.reserve(all.size());
-    for (size_t k = 0; k < all.size(); ++k)
-      if (k >= n_consts || kept[k]) passed.push_back(all[k]);
-    return (*compiled)(passed);
+  auto bound = std::make_shared<const BoundProgram>(bind(consts, timings));
+  auto compiled = std::make_shared<CompiledFunction>(native([&] { return bound->compile(); }));
+  return [compiled, bound](const std::vector<RtValue>& all) {
+    return (*compiled)(bound->inputs(all));
   };
 }
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "driver/pipeline.h"
+#include "driver/bound_program.h"
 #include "refjit/ir/jaxpr.h"
 #include "runtime/interpreter.h"
 #include "tools/cli_options.h"
@@ -35,7 +35,7 @@ class Executable {
   std::vector<RtValue> operator()(const std::vector<RtValue>& args, StageTimings& timings);
 
  private:
-  PlannedProgram plan(const std::vector<RtValue>& consts, StageTimings& timings) const;
+  BoundProgram bind(const std::vector<RtValue>& consts, StageTimings& timings) const;
 
   const Jaxpr& program_;
   PipelineOptions pipeline_;

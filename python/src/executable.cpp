@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "driver/pipeline.h"
+#include "driver/bound_program.h"
 #include "python/src/arrays.h"
 #include "refjit/ir/error.h"
 
@@ -77,15 +77,13 @@ Executable::Executable(const Jaxpr& program, const nb::list& consts, ExecutableO
     consts_ = std::move(values);
   } else {
     PipelineOptions p;
-    p.consts = KnownConsts::of(values);
     p.buffers.donated = donated_;
     p.compile.exact_math = p.compile.exact_math || options.exact_math;  // or REFJIT_EXACT_MATH=1
     p.compile.opt_level = options.opt_level;
     nb::gil_scoped_release unlocked;
-    PlannedProgram planned = plan_program(program, p);
-    compiled_ = std::make_shared<const CompiledFunction>(compile_planned(planned, p));
-    for (size_t k = 0; k < values.size(); ++k)
-      if (planned.consts_kept[k]) consts_.push_back(std::move(values[k]));
+    const BoundProgram bound(program, values, std::move(p));
+    compiled_ = std::make_shared<const CompiledFunction>(bound.compile());
+    consts_ = bound.kept_consts(std::move(values));
   }
   compile_ms_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
