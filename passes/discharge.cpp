@@ -8,6 +8,7 @@
 #include "ir/loop_params.h"
 #include "passes/emitter.h"
 #include "passes/jaxpr_util.h"
+#include "passes/plain_shift_adds.h"
 #include "refjit/ir/builder.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/indexing.h"
@@ -437,7 +438,9 @@ class Discharger {
 
 }  // namespace
 
-Jaxpr discharge_state(const Jaxpr& jaxpr) {
+Jaxpr discharge_state(const Jaxpr& jaxpr_in) {
+  std::optional<Jaxpr> plain;  // a derived program's shift_adds, written out
+  const Jaxpr& jaxpr = plain_shift_adds(jaxpr_in, plain);
   JaxprBuilder b;
   Discharger d(b);
   for (Var v : jaxpr.constvars)

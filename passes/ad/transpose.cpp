@@ -11,6 +11,7 @@
 
 #include "passes/ad/transpose_rules.h"
 #include "passes/jaxpr_util.h"
+#include "passes/plain_shift_adds.h"
 #include "passes/simplify/dce.h"
 #include "passes/simplify/inline.h"
 #include "refjit/ir/error.h"
@@ -72,7 +73,7 @@ std::unordered_map<uint32_t, bool> wanted_values(const Jaxpr& lin, size_t nn,
 
 // The state of one transposition: non-linear values of the result, and an accumulator per
 // linear value of the linear jaxpr.
-class Transposer {
+class Transposer final : public LinearProgram {
  public:
   Transposer(const Jaxpr& lin, size_t nn, const std::vector<AccumKind>& kinds,
              std::vector<int> held)
@@ -108,6 +109,13 @@ class Transposer {
   }
 
  private:
+  const Eqn* definition(const Atom& a) const override {
+    auto it = is_var(a) ? def_.find(as_var(a).id) : def_.end();
+    return it == def_.end() ? nullptr : it->second;
+  }
+  Accum* accumulator(const Atom& a) override { return is_linear(a) ? &accum(a) : nullptr; }
+  Atom value(const Atom& a) const override { return read(a); }
+
   bool is_linear(const Atom& a) const { return is_var(a) && acc_.count(as_var(a).id); }
   Accum& accum(const Atom& a) { return *acc_.at(as_var(a).id); }
   Atom read(const Atom& a) const { return is_var(a) ? env_.at(as_var(a).id) : a; }
@@ -174,6 +182,7 @@ class Transposer {
   void forward() {
     const auto wanted = wanted_values(lin_, nn_, kinds_);
     for (const Eqn& q : lin_.eqns) {
+      for (Var o : q.outs) def_[o.id] = &q;
       // Every ref made inside a linear jaxpr is a tangent ref, even one initialised with a
       // constant (the tangent twin of new_ref(0.0)): its contents are cotangent state.
       bool l = q.prim == Prim::new_ref;
@@ -203,7 +212,7 @@ class Transposer {
   void backward() {
     for (auto it = linear_eqns_.rbegin(); it != linear_eqns_.rend(); ++it) {
       const Eqn& q = **it;
-      TransposeArgs args{q, {}, {}, {}, {}};
+      TransposeArgs args{q, {}, {}, {}, {}, this};
       bool any_ct = false;
       // Lazy rules get the output accumulators unfrozen (they may alias them).
       const bool lazy = lazy_cotangent_rules().find(q.prim) != nullptr;
@@ -243,12 +252,13 @@ class Transposer {
   const std::vector<AccumKind>& kinds_;
   JaxprBuilder b_;
   Emitter e_;
-  std::unordered_map<uint32_t, Atom> env_;    // non-linear values
-  std::unordered_map<uint32_t, Accum*> acc_;  // linear values
-  std::deque<Accum> storage_;                 // stable addresses
-  std::vector<int> held_;                     // per output: held input, or -1
-  std::map<size_t, Atom> held_ref_;           // held linear input -> its ref argument
-  std::vector<std::optional<Var>> ct_in_;     // per output (none when held)
+  std::unordered_map<uint32_t, Atom> env_;        // non-linear values
+  std::unordered_map<uint32_t, Accum*> acc_;      // linear values
+  std::unordered_map<uint32_t, const Eqn*> def_;  // every value an eqn of lin_ defines
+  std::deque<Accum> storage_;                     // stable addresses
+  std::vector<int> held_;                         // per output: held input, or -1
+  std::map<size_t, Atom> held_ref_;               // held linear input -> its ref argument
+  std::vector<std::optional<Var>> ct_in_;         // per output (none when held)
   std::vector<const Eqn*> linear_eqns_;
 };
 
@@ -256,7 +266,8 @@ class Transposer {
 
 Jaxpr transpose_jaxpr(const Jaxpr& linear_in, int num_nonlinear,
                       const std::vector<AccumKind>& kinds) {
-  const Jaxpr lin = inline_jit(linear_in);
+  std::optional<Jaxpr> plain;  // a derived program's shift_adds, written out
+  const Jaxpr lin = inline_jit(plain_shift_adds(linear_in, plain));
   const size_t nn = static_cast<size_t>(num_nonlinear);
   if (num_nonlinear < 0 || nn > lin.invars.size() || kinds.size() != lin.invars.size() - nn)
     throw Error(fmt::format("transpose: {} accumulator kinds given for {} linear inputs",
@@ -266,7 +277,8 @@ Jaxpr transpose_jaxpr(const Jaxpr& linear_in, int num_nonlinear,
 
 Jaxpr transpose_jaxpr_holding(const Jaxpr& linear_in, int num_nonlinear,
                               const std::vector<AccumKind>& kinds, const std::vector<int>& held) {
-  const Jaxpr lin = inline_jit(linear_in);
+  std::optional<Jaxpr> plain;
+  const Jaxpr lin = inline_jit(plain_shift_adds(linear_in, plain));
   const size_t nn = static_cast<size_t>(num_nonlinear);
   if (num_nonlinear < 0 || nn > lin.invars.size() || kinds.size() != lin.invars.size() - nn ||
       held.size() != lin.outvars.size())

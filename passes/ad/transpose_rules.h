@@ -11,12 +11,28 @@
 
 namespace refjit {
 
+// What a rule may ask of the linear jaxpr beyond its own eqn: how an operand was made
+// (transpose_window_shift looks at the update of a dynamic_update_slice).
+class LinearProgram {
+ public:
+  // The eqn of the linear jaxpr defining `a`, or nullptr (an input, a literal).
+  virtual const Eqn* definition(const Atom& a) const = 0;
+  // `a`'s accumulator if `a` is linear, else nullptr.
+  virtual Accum* accumulator(const Atom& a) = 0;
+  // A non-linear atom of the linear jaxpr as the transposed program holds it.
+  virtual Atom value(const Atom& a) const = 0;
+
+ protected:
+  ~LinearProgram() = default;
+};
+
 struct TransposeArgs {
   const Eqn& eqn;
-  std::vector<Accum*> acc;      // per operand: its accumulator, nullptr if not linear
-  std::vector<Atom> val;        // per operand: its value if not linear (mapped)
-  std::vector<MaybeAtom> ct;    // per array output: the cotangent (nullopt = zero)
-  std::vector<Accum*> out_acc;  // per output: its accumulator (new_ref reads the ref's)
+  std::vector<Accum*> acc;           // per operand: its accumulator, nullptr if not linear
+  std::vector<Atom> val;             // per operand: its value if not linear (mapped)
+  std::vector<MaybeAtom> ct;         // per array output: the cotangent (nullopt = zero)
+  std::vector<Accum*> out_acc;       // per output: its accumulator (new_ref reads the ref's)
+  LinearProgram* program = nullptr;  // the linear jaxpr the eqn belongs to
 
   bool linear(size_t i) const { return acc.at(i) != nullptr; }
   bool wants(size_t i) const { return acc.at(i) && acc[i]->wanted(); }

@@ -23,6 +23,7 @@
 
 #include "passes/ad/last_write_mask.h"
 #include "passes/ad/transpose_rules.h"
+#include "passes/ad/window_shift.h"
 #include "passes/simplify/unit_run.h"
 #include "refjit/ir/error.h"
 
@@ -50,6 +51,7 @@ void dynamic_update_slice_transpose(Emitter& e, TransposeArgs& a) {
   const ArrayType ut = a.acc[1] ? a.acc[1]->type() : e.array_type_of(a.val[1]);
   const Indexer ix = dynamic_slice_indexer(ut.shape);
   if (out.can_hand_over()) {
+    if (transpose_window_shift(e, a)) return;  // u a window of c moved: one shift_add
     if (a.wants(0)) {
       Atom cu = out.swap_out(e, e.zeros(ut), ix, idx);
       if (a.wants(1)) a.acc[1]->add(e, cu);

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "ir/loop_params.h"
+#include "ir/window_params.h"
 #include "passes/simplify/inline.h"
 #include "passes/simplify/int_ranges.h"
 #include "refjit/ir/use_def.h"
@@ -121,6 +122,13 @@ std::optional<int64_t> ref_rows(const Jaxpr& j, const Ranges& r, Var ref, int64_
       if (!is_var(e.ins[p]) || as_var(e.ins[p]) != ref) continue;
       if ((e.prim == Prim::get || e.prim == Prim::swap || e.prim == Prim::addupdate) && p == 0) {
         need = std::max(need, indexer_rows(e, r, dim));
+      } else if (e.prim == Prim::shift_add && p == 0) {
+        // Both windows (dim 0's starts clamp as dynamic_slice's).
+        const ShiftAddParams s = ShiftAddParams::of(e);
+        if (s.rank == 0) return std::nullopt;
+        need = std::max(
+            {need, window_rows(range_of(r, s.write_starts(e)[0]), (*s.write_sizes)[0], dim, 1),
+             window_rows(range_of(r, s.add_starts(e)[0]), (*s.add_sizes)[0], dim, 1)});
       } else if (e.prim == Prim::scan && p < scan_consts(e)) {
         const Jaxpr& body = scan_body(e);
         std::optional<int64_t> inner =

@@ -14,8 +14,8 @@
 // keeps at least max(b, 0) + s rows so that every start clamps to the same place as before.
 // Accesses allowed on a trimmed value: dynamic_slice / dynamic_update_slice / static slice of
 // a scan carry (in the scan body, the update's result continuing the carry) and static
-// slices of the scan's final carry; get / swap / addupdate through a ref, including inside
-// scans that take the ref as a constant. Any other use keeps the value whole.
+// slices of the scan's final carry; get / swap / addupdate / shift_add through a ref, including
+// inside scans that take the ref as a constant. Any other use keeps the value whole.
 #pragma once
 
 #include <cstdint>

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <memory>
 
+#include "ir/window_params.h"
 #include "passes/ad/vjp.h"
+#include "passes/batching/vmap.h"
 #include "passes/emitter.h"
 #include "test/passes/ad_check.h"
 #include "test/passes/scan_test_util.h"
@@ -302,6 +304,15 @@ void expect_loop_is_slice_sized(const Jaxpr& bwd, const Shape& carry) {
       EXPECT_NE(tb.type_of(o).array.shape, carry)
           << "a carry-sized value in the transposed body: `" << prim_name(q.prim) << "`\n"
           << text;
+    if (q.prim == Prim::shift_add) {
+      // A window moved inside the cotangent ref (passes/ad/window_shift.h): a slice-sized run
+      // swapped out and added back, as one eqn.
+      ref_updates += 2;
+      EXPECT_NE(Shape(ShiftAddParams::of(q).write_sizes->begin(),
+                      ShiftAddParams::of(q).write_sizes->end()),
+                carry)
+          << text;
+    }
     if (q.prim == Prim::swap || q.prim == Prim::addupdate) {
       ++ref_updates;
       // A slice-sized value moved in or out of the cotangent ref.
@@ -326,9 +337,10 @@ TEST(ScanAd, SeedInsertBackwardLoopIsSliceSized) {
     collect_scans(v.backward, s);
     return s[0];
   }());
-  // Per step: one swap of the updated slice out of the cotangent ref, one addupdate of the
-  // read slice back into it.
-  EXPECT_EQ(count_prim(print_jaxpr(tb), "swap") + count_prim(print_jaxpr(tb), "<-"), 1)
+  // Per step: the updated slice swapped out of the cotangent ref and the read slice added back
+  // into it, as the one shift_add the transpose of the move writes (passes/ad/window_shift.h).
+  EXPECT_EQ(count_prim(print_jaxpr(tb), "shift_add"), 1) << print_jaxpr(tb);
+  EXPECT_EQ(count_prim(print_jaxpr(tb), "swap") + count_prim(print_jaxpr(tb), "<-"), 0)
       << print_jaxpr(tb);
   // Residuals: the stacked values' factor (v**w log v ...) is outside the loop; the loop's
   // residuals are the rows and cols themselves (xs, not stacked copies), never the carry.
@@ -407,6 +419,40 @@ TEST(ScanAd, SeedSlowPopAndDeleteGradsAreCorrectAndSliceSized) {
       EXPECT_TRUE(t.dtype == DType::i32 || t.rank() <= 2) << t.str();
       EXPECT_NE(t.shape, (Shape{kSteps, kRows, kWidth}));
     }
+  }
+}
+
+// The gradient of the delete loop holds the shift_add its transpose writes
+// (passes/ad/window_shift.h). Differentiated again (forward over reverse, and reverse over
+// reverse through check_ad's transpose identity) and batched, it is read as the plain eqns the
+// shift_add stands for (passes/plain_shift_adds.h): every derivative of the gradient agrees
+// with central differences, and the batched gradient with the gradient of each example.
+TEST(ScanAd, SeedDeleteGradientWithItsShiftIsDifferentiatedAndBatchedAgain) {
+  const Jaxpr f = pop_program(kDeleteBody, false);
+  const Jaxpr g = grad_jaxpr(f, {0});
+  verify(g);
+  ASSERT_GE(count_prim(print_jaxpr(g), "shift_add"), 1) << print_jaxpr(g);
+  AdCase c{g};
+  c.fixed = {{1, i32s({0, 2, 0, 3, 2, 0})}, {2, i32s({1, 0, 2, 1, 4, 3})}};
+  c.fd_tol = 1e-6;
+  check_ad(c);
+
+  constexpr int64_t kBatch = 3;
+  const BatchedJaxpr vg = vmap_jaxpr(g, {true, false, false}, kBatch);
+  std::mt19937 rng(11);
+  const Array inits = random_array(rng, ArrayType{DType::f64, {kBatch, kRows, kWidth}});
+  const RtValue rows = i32s({0, 2, 0, 3, 2, 0}), cols = i32s({1, 0, 2, 1, 4, 3});
+  const std::vector<RtValue> batched = run(vg.jaxpr, {inits, rows, cols});
+  ASSERT_EQ(batched.size(), 2u);
+  const int64_t per = kRows * kWidth;
+  for (int64_t b = 0; b < kBatch; ++b) {
+    Array init = random_array(rng, f64m(kRows, kWidth));
+    for (int64_t k = 0; k < per; ++k) init.set_from_double(k, inits.as_double(b * per + k));
+    const std::vector<RtValue> one = run(g, {init, rows, cols});
+    EXPECT_EQ(arr(batched[0]).as_double(b), arr(one[0]).as_double(0)) << "example " << b;
+    for (int64_t k = 0; k < per; ++k)
+      ASSERT_EQ(arr(batched[1]).as_double(b * per + k), arr(one[1]).as_double(k))
+          << "example " << b << " entry " << k;
   }
 }
 
