@@ -30,7 +30,6 @@
 #include "passes/simplify/inline_consts.h"
 #include "passes/simplify/move_windows.h"
 #include "passes/simplify/range_simplify.h"
-#include "passes/simplify/shift_adds.h"
 #include "passes/simplify/simplify_dots.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/text.h"
@@ -72,9 +71,6 @@ constexpr PassInfo kPasses[] = {
     {"accumulate-products",
      "`ref += dot_general(x, y)` becomes dot_accumulate, which the matrix kernel adds into the "
      "ref in place"},
-    {"shift-adds",
-     "a ref's run swapped out for zeros and added back elsewhere in the ref (the transpose of a "
-     "row segment shifted in place) becomes shift_add, one memmove"},
     {"move-windows",
      "a dynamic_update_slice of dynamic_slices (a row segment shifted in place) becomes "
      "move_windows, which moves each window straight from its source into the result"},
@@ -244,7 +240,6 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
   // Decisions made as IR (docs/primitives.md "Decisions").
   run.pattern_pass("accumulate-products",
                    [&](const Jaxpr& j, RewriteStats* s) { return accumulate_products(j, s); });
-  run.jaxpr_pass("shift-adds", [&](const Jaxpr& j) { return shift_adds(j); });
   run.pattern_pass("move-windows",
                    [&](const Jaxpr& j, RewriteStats* s) { return move_windows(j, s); });
   run.pattern_pass("concat-windows",

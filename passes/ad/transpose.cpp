@@ -115,6 +115,7 @@ class Transposer final : public LinearProgram {
   }
   Accum* accumulator(const Atom& a) override { return is_linear(a) ? &accum(a) : nullptr; }
   Atom value(const Atom& a) const override { return read(a); }
+  std::span<const Eqn> eqns() const override { return lin_.eqns; }
 
   bool is_linear(const Atom& a) const { return is_var(a) && acc_.count(as_var(a).id); }
   Accum& accum(const Atom& a) { return *acc_.at(as_var(a).id); }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "passes/ad/accum.h"
@@ -21,6 +22,8 @@ class LinearProgram {
   virtual Accum* accumulator(const Atom& a) = 0;
   // A non-linear atom of the linear jaxpr as the transposed program holds it.
   virtual Atom value(const Atom& a) const = 0;
+  // The linear jaxpr's eqns, in order (definition() and a rule's own eqn point into them).
+  virtual std::span<const Eqn> eqns() const = 0;
 
  protected:
   ~LinearProgram() = default;

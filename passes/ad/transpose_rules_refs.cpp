@@ -5,6 +5,7 @@
 
 #include "passes/ad/last_write_mask.h"
 #include "passes/ad/transpose_rules.h"
+#include "passes/ad/window_shift.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/indexing.h"
 
@@ -113,6 +114,7 @@ void register_ref_transpose_rules(TransposeRuleTable& t) {
   t.set(Prim::swap, [](Emitter& e, TransposeArgs& a) {
     Accum& r = ref_accum(a);
     if (!r.has_buffer() && !a.ct[0]) return;
+    if (transpose_ref_shift(e, a)) return;  // a read of the same ref written back: one shift_add
     const Indexer& ix = a.eqn.params.get<Indexer>("indexer");
     const ArrayType vt = a.acc[1] ? a.acc[1]->type() : e.array_type_of(a.val[1]);
     if (has_index_array(ix)) return swap_index_array_transpose(e, a, r, ix, vt);

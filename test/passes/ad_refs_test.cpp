@@ -2,6 +2,8 @@
 // arguments, plumbing refs and error E1.
 #include <gtest/gtest.h>
 
+#include "passes/ad/linearize.h"
+#include "passes/ad/transpose.h"
 #include "passes/ad/vjp.h"
 #include "refjit/ir/error.h"
 #include "test/passes/ad_check.h"
@@ -45,6 +47,48 @@ TEST(RefAd, InternalRefWithSlicesIndicesAndIndexArrays) {
     h:f64[6,2] = freeze r
   in (h,) })",
                 {{2, i32(2)}, {3, i32s({5, 0, 5}, {3})}}));
+}
+
+// A run of a ref read and written back one column over after a copy of its first element (an
+// insert in place): the transpose of the write is one shift_add on the ref's cotangent that also
+// does the read's transpose (passes/ad/window_shift.h). Derivatives against central
+// differences and the transpose identity, on windows that overlap, clamp, or sit in other rows.
+const char* kRefInsert = R"({ lambda ; a:f64[3,8] w:f64[4] b:i32[] c:i32[] d:i32[] e:i32[]. let
+    r:Ref{f64[3,8]} = new_ref a
+    v:f64[4] <- r[b,c:c+4]
+    f:f64[1] = slice[limit_indices=(1,) start_indices=(0,) strides=None] v
+    u:f64[5] = concatenate[dimension=0] f v
+    _:f64[5], r[d,e:e+5] <- r[d,e:e+5], u
+    g:f64[4] <- r[d,e:e+4]
+    h:f64[4] = mul g w
+    r[b,c:c+4] += h
+    x:f64[3,8] = freeze r
+  in (x,) })";
+
+TEST(RefAd, AReadRunWrittenBackIsOneShiftOfTheCotangent) {
+  const Jaxpr f = parse(kRefInsert);
+  const Linearized l = linearize_jaxpr(f, {true, true, false, false, false, false});
+  const Jaxpr t = transpose_jaxpr(l.linear, l.num_residuals, {AccumKind::value, AccumKind::value});
+  EXPECT_EQ(count_prim(print_jaxpr(t), "shift_add"), 1) << print_jaxpr(t);
+  for (auto [b, c, d, e] : std::vector<std::array<int32_t, 4>>{
+           {1, 2, 1, 3}, {1, 2, 1, 2}, {2, 5, 2, 1}, {0, 1, 2, 0}, {1, -3, 1, 9}}) {
+    SCOPED_TRACE(::testing::Message() << "b=" << b << " c=" << c << " d=" << d << " e=" << e);
+    check_ad(Case(kRefInsert, {{2, i32(b)}, {3, i32(c)}, {4, i32(d)}, {5, i32(e)}}));
+  }
+}
+
+TEST(RefAd, AReadRunWrittenBackAfterAnotherAccessIsNotAShift) {
+  // The ref is read between the run's read and its write: the read's transpose cannot move to
+  // the write, so the general path (a swap, then an addupdate) is taken, with the same
+  // derivatives.
+  std::string text = kRefInsert;
+  text.insert(text.find("    u:f64[5]"), "    q:f64[3,8] <- r[...]\n");
+  text.replace(text.find("in (x,)"), 7, "in (x, q)");
+  const Jaxpr f = parse(text);
+  const Linearized l = linearize_jaxpr(f, {true, true, false, false, false, false});
+  const Jaxpr t = transpose_jaxpr(l.linear, l.num_residuals, {AccumKind::value, AccumKind::value});
+  EXPECT_EQ(count_prim(print_jaxpr(t), "shift_add"), 0) << print_jaxpr(t);
+  check_ad(Case(text, {{2, i32(1)}, {3, i32(2)}, {4, i32(1)}, {5, i32(3)}}));
 }
 
 TEST(RefAd, ZeroInitializedInternalRefStillGetsATangentRef) {

@@ -140,9 +140,9 @@ void check_native(const Program& p, const CheckOptions& o, double tol) {
 }
 
 // The program as the pipeline leaves it for the backend (every jaxpr pass, the decisions
-// written as IR among them: dot_accumulate, im2col_dot, fused, product_epilogue, row_loop) runs on the
-// interpreter and computes what the original does: the oracle checks the decisions, not only the
-// code made of them. The decision primitives (docs/primitives.md "Decisions") anywhere in `j`,
+// written as IR among them: dot_accumulate, im2col_dot, fused, product_epilogue, row_loop) runs on
+// the interpreter and computes what the original does: the oracle checks the decisions, not only
+// the code made of them. The decision primitives (docs/primitives.md "Decisions") anywhere in `j`,
 // bodies included.
 void note_decisions(const Jaxpr& j, std::set<std::string>& found) {
   for (const Eqn& e : j.eqns) {
@@ -424,7 +424,7 @@ std::vector<Array> check_jvp(const Program& p, const AdSetup& s) {
 }
 
 void check_transpose(const Program& p, const AdSetup& s, const std::vector<Array>& jvp_tangents,
-                     std::mt19937_64& rng) {
+                     std::mt19937_64& rng, std::set<std::string>& decisions) {
   const Jaxpr& f = p.jaxpr;
   Linearized lin;
   try {
@@ -463,6 +463,7 @@ void check_transpose(const Program& p, const AdSetup& s, const std::vector<Array
   for (const Array& ct : cts) bargs.push_back(ct);
   Jaxpr bwd = transpose_jaxpr(lin.linear, lin.num_residuals, kinds);
   verify(bwd);
+  note_decisions(bwd, decisions);  // the transposes' own (shift_add)
   std::vector<RtValue> bouts = interpret(bwd, bargs);
   // <ct, J t> + <P, final tangent refs> = <J^T (ct, P), t>
   double lhs = 0, rhs = 0;
@@ -598,9 +599,11 @@ void check_seed(uint64_t seed, const CheckOptions& options, Tally& tally) {
       std::mt19937_64 rng(seed ^ 0x5eed);
       const AdSetup s = ad_setup(p, rng);
       std::vector<Array> tangents;
+      std::set<std::string> decisions;
       if (run_check(tally, seed, "jvp" + suffix, p, [&] { tangents = check_jvp(p, s); }))
         run_check(tally, seed, "transpose" + suffix, p,
-                  [&] { check_transpose(p, s, tangents, rng); });
+                  [&] { check_transpose(p, s, tangents, rng, decisions); });
+      for (const std::string& d : decisions) ++tally.transposed_with[d + suffix];
     }
   }
 }

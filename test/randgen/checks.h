@@ -33,6 +33,9 @@ struct Tally {
   // Per decision primitive (docs/primitives.md "Decisions"): how many decided programs hold
   // one, so a run shows which decisions its `decided` checks covered.
   std::map<std::string, int> decided_with;
+  // The same for the transposed programs of the `transpose` check (a transpose rule's own
+  // decisions: shift_add).
+  std::map<std::string, int> transposed_with;
 };
 
 // Tolerances, relative with the same absolute floor: |got - want| <= tol * (1 + |want|).

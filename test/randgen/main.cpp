@@ -54,6 +54,8 @@ int randtest(int argc, char** argv) {
   }
   for (const auto& [decision, n] : tally.decided_with)
     std::printf("  decided programs with %s: %d\n", decision.c_str(), n);
+  for (const auto& [decision, n] : tally.transposed_with)
+    std::printf("  transposed programs with %s: %d\n", decision.c_str(), n);
   std::printf("randtest: %d programs, %zu mismatches\n", tally.programs, tally.mismatches.size());
   return tally.mismatches.empty() ? 0 : 1;
 }

@@ -744,9 +744,10 @@ class Generator {
     emit_float(s, Prim::swap, swap_ins, {{"indexer", ix}});
   }
 
-  // What the transpose of a row segment shifted inside an array leaves on a cotangent ref (the
-  // programs shift-adds rewrites): a run of r swapped out for zeros, part of it added back at
-  // another run, maybe its first element read as well (a side slice).
+  // A row segment moved inside a ref, as the seed's inserts and deletes move one: a run of r
+  // read, maybe joined after a one-element value (an insert), written back over another run
+  // whose old value nobody reads. Its transpose is one shift_add on the ref's cotangent
+  // (passes/ad/window_shift.h), which the transpose check runs.
   void shift(Scope& s, Var r, const Shape& shape) {
     const int64_t m = uniform(1, shape.back());
     auto run_indexer = [&](int64_t size, std::vector<Atom>& dyn) {
@@ -759,31 +760,21 @@ class Generator {
       dyn.push_back(index(s));
       return idx;
     };
-    const bool side = m > 1 && coin(0.5);
-    const int64_t offset = side ? 1 : 0;
-    const int64_t length = uniform(1, m - offset);
-    // Both windows' starts first: the addupdate's must exist at the swap to be folded.
-    std::vector<Atom> dyn1, dyn2;
-    const Indexer w1 = run_indexer(m, dyn1);
-    const Indexer w2 = run_indexer(length, dyn2);
-    Var zeros = emit(s, Prim::broadcast_in_dim, {flit(0.0)},
-                     {{"broadcast_dimensions", IntList{}}, {"shape", IntList{m}}});
-    std::vector<Atom> swap_ins{r, zeros};
-    swap_ins.insert(swap_ins.end(), dyn1.begin(), dyn1.end());
-    Var v = emit(s, Prim::swap, swap_ins, {{"indexer", w1}});
-    if (side)
-      emit_float(
-          s, Prim::slice, {v},
-          {{"start_indices", IntList{0}}, {"limit_indices", IntList{1}}, {"strides", IntList{1}}});
-    Var added = v;
-    if (offset > 0 || length < m)
-      added = emit(s, Prim::slice, {v},
-                   {{"start_indices", IntList{offset}},
-                    {"limit_indices", IntList{offset + length}},
-                    {"strides", IntList{1}}});
-    std::vector<Atom> add_ins{r, added};
-    add_ins.insert(add_ins.end(), dyn2.begin(), dyn2.end());
-    s.b.add_eqn(Prim::addupdate, add_ins, {{"indexer", w2}});
+    const bool insert = m > 1 && coin(0.5);
+    const int64_t length = insert ? m - 1 : m;
+    std::vector<Atom> read_dyn, write_dyn;
+    const Indexer read = run_indexer(length, read_dyn);
+    const Indexer write = run_indexer(m, write_dyn);
+    std::vector<Atom> get_ins{r};
+    get_ins.insert(get_ins.end(), read_dyn.begin(), read_dyn.end());
+    Var moved = emit_float(s, Prim::get, get_ins, {{"indexer", read}});
+    if (insert) {
+      Var first = coerce(s, pick(s.floats), ArrayType{f_, {1}});
+      moved = emit(s, Prim::concatenate, {first, moved}, {{"dimension", int64_t{0}}});
+    }
+    std::vector<Atom> swap_ins{r, moved};
+    swap_ins.insert(swap_ins.end(), write_dyn.begin(), write_dyn.end());
+    s.b.add_eqn(Prim::swap, swap_ins, {{"indexer", write}});
   }
 
   // A body scope whose invars have `types`; floats/refs/ints among them go to the pools.
