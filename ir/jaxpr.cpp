@@ -1,7 +1,9 @@
 #include "refjit/ir/jaxpr.h"
 
+#include <algorithm>
 #include <map>
 
+#include "ir/sub_jaxprs.h"
 #include "refjit/ir/error.h"
 
 namespace refjit {
@@ -111,19 +113,10 @@ template <class Pred>
 bool holds_within(const Eqn& e, const Pred& is) {
   if (is(e)) return true;
   if (!prim_info(e.prim).has_subjaxprs) return false;
-  auto contains = [&](const JaxprPtr& j) {
-    if (!j) return false;
-    for (const Eqn& inner : j->eqns)
-      if (holds_within(inner, is)) return true;
-    return false;
-  };
-  for (const auto& [name, v] : e.params.entries()) {
-    if (const auto* j = std::get_if<JaxprPtr>(&v); j && contains(*j)) return true;
-    if (const auto* js = std::get_if<JaxprList>(&v))
-      for (const JaxprPtr& j : *js)
-        if (contains(j)) return true;
-  }
-  return false;
+  return any_sub_jaxpr(e, [&](const Jaxpr& body) {
+    return std::any_of(body.eqns.begin(), body.eqns.end(),
+                       [&](const Eqn& inner) { return holds_within(inner, is); });
+  });
 }
 
 }  // namespace

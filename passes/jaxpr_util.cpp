@@ -6,6 +6,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "ir/sub_jaxprs.h"
 #include "refjit/ir/error.h"
 
 namespace refjit {
@@ -103,23 +104,12 @@ bool has_custom_jvp_rule(const Eqn& eqn) {
 
 namespace {
 
-// Calls `f` on every sub-jaxpr among `e`'s params.
-template <class F>
-void for_each_subjaxpr(const Eqn& e, F&& f) {
-  for (const auto& [name, value] : e.params.entries()) {
-    if (const auto* j = std::get_if<JaxprPtr>(&value); j && *j) f(**j);
-    if (const auto* list = std::get_if<JaxprList>(&value))
-      for (const JaxprPtr& j : *list)
-        if (j) f(*j);
-  }
-}
-
 void collect_missing_jvp_rules(const Jaxpr& j, std::vector<std::string>& names) {
   for (const Eqn& e : j.eqns) {
     if (const auto* name = std::get_if<std::string>(e.params.find("jvp_rule_missing"));
         name && std::find(names.begin(), names.end(), *name) == names.end())
       names.push_back(*name);
-    for_each_subjaxpr(e, [&](const Jaxpr& sub) { collect_missing_jvp_rules(sub, names); });
+    for_each_sub_jaxpr(e, [&](const Jaxpr& sub) { collect_missing_jvp_rules(sub, names); });
   }
 }
 
@@ -135,16 +125,7 @@ Jaxpr accept_primal_derivatives(const Jaxpr& jaxpr) {
   Jaxpr out = jaxpr;
   for (Eqn& e : out.eqns) {
     e.params.erase(kCustomRuleMissing);
-    for (const auto& [name, value] : Params(e.params).entries()) {
-      if (const auto* j = std::get_if<JaxprPtr>(&value); j && *j) {
-        e.params.set(name, std::make_shared<const Jaxpr>(accept_primal_derivatives(**j)));
-      } else if (const auto* list = std::get_if<JaxprList>(&value)) {
-        JaxprList accepted;
-        for (const JaxprPtr& b : *list)
-          accepted.push_back(b ? std::make_shared<const Jaxpr>(accept_primal_derivatives(*b)) : b);
-        e.params.set(name, std::move(accepted));
-      }
-    }
+    rewrite_sub_jaxprs(e, [](const Jaxpr& sub) { return accept_primal_derivatives(sub); });
   }
   return out;
 }
@@ -211,24 +192,13 @@ int drop_host_calls(Jaxpr& jaxpr) {
       ++n;
       continue;
     }
-    if (has_host_effect(e)) {
-      const Params params = e.params;  // e.params changes below
-      for (const auto& [name, v] : params.entries()) {
-        if (const auto* j = std::get_if<JaxprPtr>(&v)) {
-          JaxprPtr body = *j;
-          if (const int k = rewrite_one(body, drop_host_calls); k > 0) {
-            e.params.set(name, std::move(body));
-            n += k;
-          }
-        } else if (const auto* js = std::get_if<JaxprList>(&v)) {
-          JaxprList list = *js;
-          if (const int k = rewrite_each(list, drop_host_calls); k > 0) {
-            e.params.set(name, std::move(list));
-            n += k;
-          }
-        }
-      }
-    }
+    if (has_host_effect(e))
+      rewrite_sub_jaxprs(e, [&](const Jaxpr& sub) -> std::optional<Jaxpr> {
+        Jaxpr copy = sub;
+        const int k = drop_host_calls(copy);
+        n += k;
+        return k > 0 ? std::optional<Jaxpr>(std::move(copy)) : std::nullopt;
+      });
     kept.push_back(std::move(e));
   }
   jaxpr.eqns = std::move(kept);

@@ -1,5 +1,8 @@
 #include "passes/plain_shift_adds.h"
 
+#include <algorithm>
+
+#include "ir/sub_jaxprs.h"
 #include "ir/window_params.h"
 
 namespace refjit {
@@ -7,17 +10,9 @@ namespace refjit {
 namespace {
 
 bool holds_shift_add(const Jaxpr& j) {
-  for (const Eqn& e : j.eqns) {
-    if (e.prim == Prim::shift_add) return true;
-    for (const auto& [name, value] : e.params.entries()) {
-      if (const JaxprPtr* body = std::get_if<JaxprPtr>(&value); body && *body)
-        if (holds_shift_add(**body)) return true;
-      if (const JaxprList* list = std::get_if<JaxprList>(&value))
-        for (const JaxprPtr& b : *list)
-          if (b && holds_shift_add(*b)) return true;
-    }
-  }
-  return false;
+  return std::any_of(j.eqns.begin(), j.eqns.end(), [](const Eqn& e) {
+    return e.prim == Prim::shift_add || any_sub_jaxpr(e, holds_shift_add);
+  });
 }
 
 // A window of `sizes` at dynamic starts, as a ref access takes it.
@@ -75,14 +70,6 @@ void write_out(Jaxpr& j, const Eqn& shift, std::vector<Eqn>& out) {
   out.push_back(Eqn{Prim::addupdate, Params{{"indexer", window(*p.add_sizes)}}, add_ins, {}});
 }
 
-// The body written out, or nullopt when it holds no shift_add.
-std::optional<JaxprPtr> plain_body(const JaxprPtr& body) {
-  std::optional<Jaxpr> storage;
-  if (body) (void)plain_shift_adds(*body, storage);
-  if (!storage) return std::nullopt;
-  return std::make_shared<const Jaxpr>(std::move(*storage));
-}
-
 void write_out_all(Jaxpr& j) {
   std::vector<Eqn> eqns;
   eqns.reserve(j.eqns.size());
@@ -91,22 +78,11 @@ void write_out_all(Jaxpr& j) {
       write_out(j, e, eqns);
       continue;
     }
-    std::vector<std::pair<std::string, ParamValue>> rewritten;
-    for (const auto& [name, value] : e.params.entries()) {
-      if (const JaxprPtr* body = std::get_if<JaxprPtr>(&value)) {
-        if (std::optional<JaxprPtr> plain = plain_body(*body)) rewritten.emplace_back(name, *plain);
-      } else if (const JaxprList* list = std::get_if<JaxprList>(&value)) {
-        JaxprList plain_list = *list;
-        bool changed = false;
-        for (JaxprPtr& b : plain_list)
-          if (std::optional<JaxprPtr> plain = plain_body(b)) {
-            b = *plain;
-            changed = true;
-          }
-        if (changed) rewritten.emplace_back(name, std::move(plain_list));
-      }
-    }
-    for (auto& [name, value] : rewritten) e.params.set(name, std::move(value));
+    rewrite_sub_jaxprs(e, [](const Jaxpr& body) {
+      std::optional<Jaxpr> plain;
+      (void)plain_shift_adds(body, plain);
+      return plain;
+    });
     eqns.push_back(std::move(e));
   }
   j.eqns = std::move(eqns);

@@ -1,5 +1,7 @@
 #include "compiler/backend/buffer_plan.h"
 
+#include "ir/sub_jaxprs.h"
+
 namespace refjit {
 
 namespace {
@@ -38,12 +40,7 @@ struct Hasher {
       for (const Atom& a : e.ins) add(a);
       add(e.outs.size());
       for (Var v : e.outs) add(v.id);
-      for (const auto& [name, value] : e.params.entries()) {
-        if (const JaxprPtr* p = std::get_if<JaxprPtr>(&value); p && *p) add(**p);
-        if (const JaxprList* l = std::get_if<JaxprList>(&value))
-          for (const JaxprPtr& b : *l)
-            if (b) add(*b);
-      }
+      for_each_sub_jaxpr(e, [&](const Jaxpr& sub) { add(sub); });
     }
   }
 };

@@ -2,6 +2,8 @@
 
 #include <unordered_map>
 
+#include "ir/sub_jaxprs.h"
+
 namespace refjit {
 
 Eqn eqn_with_body(Prim prim, const Jaxpr& j, const std::vector<size_t>& eqns) {
@@ -53,18 +55,7 @@ Jaxpr rewrite_in(const Jaxpr& j, const PlansByJaxpr& plans, const JaxprRewrite& 
   for (Eqn& e : out.eqns) {
     if (!prim_info(e.prim).has_subjaxprs || is_decision_body(e.prim)) continue;
     // (The kept eqns share their bodies with `j`'s: the plans are found by those pointers.)
-    const Params original = e.params;
-    for (const auto& [name, value] : original.entries()) {
-      if (const JaxprPtr* body = std::get_if<JaxprPtr>(&value); body && *body) {
-        e.params.set(name, std::make_shared<const Jaxpr>(rewrite_in(**body, plans, rewrite)));
-      } else if (const JaxprList* list = std::get_if<JaxprList>(&value)) {
-        JaxprList rewritten;
-        for (const JaxprPtr& b : *list)
-          rewritten.push_back(b ? std::make_shared<const Jaxpr>(rewrite_in(*b, plans, rewrite))
-                                : b);
-        e.params.set(name, std::move(rewritten));
-      }
-    }
+    rewrite_sub_jaxprs(e, [&](const Jaxpr& body) { return rewrite_in(body, plans, rewrite); });
   }
   return out;
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "import/jax/rewrite_support.h"
+#include "ir/sub_jaxprs.h"
 
 namespace refjit::text {
 
@@ -117,13 +118,7 @@ bool uses_axis(const Jaxpr& j, const std::string& axis) {
       const ParamValue* name = e.params.find("axis_name");
       if (name && std::get<std::string>(*name) == axis) return true;
     }
-    for (const auto& [key, value] : e.params.entries()) {
-      if (const JaxprPtr* body = std::get_if<JaxprPtr>(&value); body && *body)
-        if (uses_axis(**body, axis)) return true;
-      if (const auto* bodies = std::get_if<std::vector<JaxprPtr>>(&value))
-        for (const JaxprPtr& b : *bodies)
-          if (b && uses_axis(*b, axis)) return true;
-    }
+    if (any_sub_jaxpr(e, [&](const Jaxpr& body) { return uses_axis(body, axis); })) return true;
   }
   return false;
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/sub_jaxprs.h"
 #include "passes/jaxpr_util.h"
 #include "refjit/ir/primitive.h"
 #include "refjit/ir/use_def.h"
@@ -23,16 +24,7 @@ bool holds_barrier(const Jaxpr& j);
 bool is_barrier(const Eqn& e) {
   const PrimInfo& info = prim_info(e.prim);
   if (info.host_effect || (info.communicates && !is_sum(e))) return true;
-  if (!info.has_subjaxprs) return false;
-  for (const auto& [name, value] : e.params.entries()) {
-    if (const JaxprPtr* body = std::get_if<JaxprPtr>(&value);
-        body && *body && holds_barrier(**body))
-      return true;
-    if (const JaxprList* list = std::get_if<JaxprList>(&value))
-      for (const JaxprPtr& b : *list)
-        if (b && holds_barrier(*b)) return true;
-  }
-  return false;
+  return info.has_subjaxprs && any_sub_jaxpr(e, holds_barrier);
 }
 
 bool holds_barrier(const Jaxpr& j) {

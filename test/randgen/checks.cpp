@@ -13,6 +13,7 @@
 
 #include "compiler/backend/native.h"
 #include "driver/pipeline.h"
+#include "ir/sub_jaxprs.h"
 #include "passes/ad/jvp.h"
 #include "passes/ad/linearize.h"
 #include "passes/ad/transpose.h"
@@ -162,13 +163,7 @@ void note_decisions(const Jaxpr& j, std::set<std::string>& found) {
       case Prim::shift_add: found.insert(std::string(prim_name(e.prim))); break;
       default: break;
     }
-    for (const auto& [name, value] : e.params.entries()) {
-      if (const auto* body = std::get_if<JaxprPtr>(&value); body && *body)
-        note_decisions(**body, found);
-      if (const auto* list = std::get_if<JaxprList>(&value))
-        for (const JaxprPtr& body : *list)
-          if (body) note_decisions(*body, found);
-    }
+    for_each_sub_jaxpr(e, [&](const Jaxpr& body) { note_decisions(body, found); });
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "ir/sub_jaxprs.h"
 #include "refjit/ir/text.h"
 #include "refjit/ir/verifier.h"
 #include "test/randgen/checks.h"
@@ -43,11 +44,7 @@ TEST(RandGen, CoversRefsAndControlFlow) {
   std::function<void(const Jaxpr&)> walk = [&](const Jaxpr& j) {
     for (const Eqn& e : j.eqns) {
       seen.insert(e.prim);
-      for (const auto& [name, v] : e.params.entries()) {
-        if (const JaxprPtr* s = std::get_if<JaxprPtr>(&v)) walk(**s);
-        if (const JaxprList* l = std::get_if<JaxprList>(&v))
-          for (const JaxprPtr& s : *l) walk(*s);
-      }
+      for_each_sub_jaxpr(e, walk);
     }
   };
   for (uint64_t seed = 1; seed <= 300; ++seed) walk(generate(seed).jaxpr);
