@@ -8,7 +8,7 @@
 #include "ir/loop_params.h"
 #include "passes/emitter.h"
 #include "passes/jaxpr_util.h"
-#include "passes/plain_shift_adds.h"
+#include "passes/plain_decisions.h"
 #include "refjit/ir/builder.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/indexing.h"
@@ -439,8 +439,8 @@ class Discharger {
 }  // namespace
 
 Jaxpr discharge_state(const Jaxpr& jaxpr_in) {
-  std::optional<Jaxpr> plain;  // a derived program's shift_adds, written out
-  const Jaxpr& jaxpr = plain_shift_adds(jaxpr_in, plain);
+  std::optional<Jaxpr> plain;  // a derived program's decisions, written out
+  const Jaxpr& jaxpr = plain_decisions(jaxpr_in, plain);
   JaxprBuilder b;
   Discharger d(b);
   for (Var v : jaxpr.constvars)

@@ -1,5 +1,7 @@
 #include "passes/ad/cotangent_ref.h"
 
+#include "passes/simplify/unit_run.h"
+
 namespace refjit {
 
 namespace {
@@ -10,11 +12,31 @@ Atom reshaped(Emitter& e, const Atom& x, const Shape& shape) {
                  Params{{"new_sizes", IntList(shape)}, {"dimensions", NoneParam{}}});
 }
 
+// get_flat_run / swap_flat_run's params for a run of `length` clamped into a view of `size`.
+Params flat_run_params(int64_t length, int64_t size) {
+  return Params{{"bound", size - 1}, {"length", length}};
+}
+
 }  // namespace
 
 CotangentRef::CotangentRef(Atom ref, ArrayType type, std::optional<Shape> view, bool borrowed)
     : ref_(std::move(ref)), type_(std::move(type)), borrowed_(borrowed) {
   if (view && *view != type_.shape) view_ = std::move(view);
+}
+
+std::optional<Atom> CotangentRef::flat_run_start(Emitter& e, const Indexer& idx,
+                                                 const std::vector<Atom>& dyn) {
+  if (!view_ || type_.rank() != 1 || view_->empty() || idx.dims.size() != 1 ||
+      idx.dims[0].kind != IndexerDim::Kind::index_array || dyn.size() != 1 || !is_var(dyn[0]))
+    return std::nullopt;
+  const uint32_t id = as_var(dyn[0]).id;
+  if (run_start_ && run_start_->first == id) return run_start_->second;
+  const std::optional<UnitRun> run = as_unit_run(e.builder().jaxpr(), dyn[0]);
+  if (!run || run->length < 1) return std::nullopt;
+  const Atom start = sum_of_terms(run->terms, e.array_type_of(dyn[0]).dtype,
+                                  [&](Prim p, std::vector<Atom> ins) { return e.emit1(p, ins); });
+  run_start_.emplace(id, start);
+  return start;
 }
 
 bool CotangentRef::view_indexer(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn,
@@ -58,11 +80,15 @@ void CotangentRef::materialize(Emitter& e) {
   view_.reset();
   borrowed_ = false;
   split_.reset();
+  run_start_.reset();
 }
 
 Atom CotangentRef::get(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn) {
   if (view_) {
     if (idx.is_whole()) return reshaped(e, e.get(ref_, idx, dyn), type_.shape);
+    if (std::optional<Atom> start = flat_run_start(e, idx, dyn))
+      return e.emit1(Prim::get_flat_run, {ref_, *start},
+                     flat_run_params(e.array_type_of(dyn[0]).shape[0], type_.shape[0]));
     Indexer ri;
     std::vector<Atom> rd;
     if (view_indexer(e, idx, dyn, ri, rd)) return e.get(ref_, ri, rd);
@@ -76,6 +102,9 @@ Atom CotangentRef::swap(Emitter& e, const Atom& g, const Indexer& idx,
   if (view_) {
     if (idx.is_whole())
       return reshaped(e, e.swap(ref_, reshaped(e, g, *view_), idx, dyn), type_.shape);
+    if (std::optional<Atom> start = flat_run_start(e, idx, dyn))
+      return e.emit1(Prim::swap_flat_run, {ref_, *start, g},
+                     flat_run_params(e.array_type_of(dyn[0]).shape[0], type_.shape[0]));
     Indexer ri;
     std::vector<Atom> rd;
     if (view_indexer(e, idx, dyn, ri, rd)) return e.swap(ref_, g, ri, rd);

@@ -28,9 +28,12 @@ class CotangentRef {
   const Shape& ref_shape() const { return view_ ? *view_ : type_.shape; }
 
   // ref[idx] in the value's shape. A view translates the indexer onto the ref's layout:
-  // whole accesses reshape, an index array on a rank-1 view becomes one index array per ref
-  // dim (the flat index clamped into range, then split); any other access first copies the
-  // ref into one of the value's own shape (materialize: dense, correct).
+  // whole accesses reshape; an index array on a rank-1 view that is a unit run (iota plus
+  // scalars, passes/simplify/unit_run.h: how a scatter on a flattened carry addresses it) is
+  // read and swapped as one flat run of the ref (get_flat_run / swap_flat_run, which native
+  // code moves as a block); any other index array on a rank-1 view becomes one index array
+  // per ref dim (the flat index clamped into range, then split); any other access first
+  // copies the ref into one of the value's own shape (materialize: dense, correct).
   Atom get(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn);
   Atom swap(Emitter& e, const Atom& g, const Indexer& idx, const std::vector<Atom>& dyn);
   void addupdate(Emitter& e, const Atom& ct, const Indexer& idx, const std::vector<Atom>& dyn);
@@ -41,6 +44,9 @@ class CotangentRef {
   void materialize(Emitter& e);
 
  private:
+  // The first index of `dyn`, the index array of a one-index-array access to a rank-1 view,
+  // if it is a unit run: then the access is one flat run of the ref from there.
+  std::optional<Atom> flat_run_start(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn);
   // The indexer on the ref selecting the same entries as `idx` on the view, if supported.
   bool view_indexer(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn, Indexer& out,
                     std::vector<Atom>& out_dyn);
@@ -49,9 +55,10 @@ class CotangentRef {
   ArrayType type_;
   std::optional<Shape> view_;
   bool borrowed_ = false;
-  // The last flat index array split by view_indexer and its per-dim indices (a read and a
-  // write of the same entries share them).
+  // The last flat index array split by view_indexer and its per-dim indices, and the last
+  // unit run's first index (a read and a write of the same entries share them).
   std::optional<std::pair<uint32_t, std::vector<Atom>>> split_;
+  std::optional<std::pair<uint32_t, Atom>> run_start_;
 };
 
 }  // namespace refjit

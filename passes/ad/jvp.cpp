@@ -7,7 +7,7 @@
 #include "passes/ad/jvp_rules.h"
 #include "passes/ad/linearize_rules.h"
 #include "passes/jaxpr_util.h"
-#include "passes/plain_shift_adds.h"
+#include "passes/plain_decisions.h"
 #include "refjit/ir/error.h"
 
 namespace refjit {
@@ -50,8 +50,8 @@ std::string ref_name(const Jaxpr& f, const Atom& a) {
 
 JvpResult jvp_jaxpr_general(const Jaxpr& f_in, const std::vector<bool>& nonzero_tangents,
                             const std::vector<bool>& instantiate_in, bool for_linearize) {
-  std::optional<Jaxpr> plain;  // a derived program's shift_adds, written out
-  const Jaxpr& f = plain_shift_adds(f_in, plain);
+  std::optional<Jaxpr> plain;  // a derived program's decisions, written out
+  const Jaxpr& f = plain_decisions(f_in, plain);
   if (nonzero_tangents.size() != f.invars.size())
     throw Error(fmt::format("jvp: {} tangent flags given for a function of {} arguments",
                             nonzero_tangents.size(), f.invars.size()));

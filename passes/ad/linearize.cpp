@@ -10,7 +10,7 @@
 #include "passes/ad/linearize_rules.h"
 #include "passes/ad/remat.h"
 #include "passes/jaxpr_util.h"
-#include "passes/plain_shift_adds.h"
+#include "passes/plain_decisions.h"
 #include "passes/simplify/dce.h"
 #include "passes/simplify/inline.h"
 #include "refjit/ir/error.h"
@@ -19,8 +19,8 @@ namespace refjit {
 
 Linearized linearize_jaxpr(const Jaxpr& f_in, std::vector<bool> differentiated) {
   std::vector<std::string> policies;  // per eqn of f: its remat policy (passes/ad/remat.h)
-  std::optional<Jaxpr> plain;         // a derived program's shift_adds, written out
-  const Jaxpr f = inline_jit(plain_shift_adds(f_in, plain), policies);
+  std::optional<Jaxpr> plain;         // a derived program's decisions, written out
+  const Jaxpr f = inline_jit(plain_decisions(f_in, plain), policies);
   JvpResult jr = jvp_jaxpr_general(f, differentiated, {}, /*for_linearize=*/true);
   Jaxpr& j = jr.jaxpr;
   const size_t n_in = f.invars.size(), n_out = f.outvars.size();

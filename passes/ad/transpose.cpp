@@ -11,7 +11,7 @@
 
 #include "passes/ad/transpose_rules.h"
 #include "passes/jaxpr_util.h"
-#include "passes/plain_shift_adds.h"
+#include "passes/plain_decisions.h"
 #include "passes/simplify/dce.h"
 #include "passes/simplify/inline.h"
 #include "refjit/ir/error.h"
@@ -267,8 +267,8 @@ class Transposer final : public LinearProgram {
 
 Jaxpr transpose_jaxpr(const Jaxpr& linear_in, int num_nonlinear,
                       const std::vector<AccumKind>& kinds) {
-  std::optional<Jaxpr> plain;  // a derived program's shift_adds, written out
-  const Jaxpr lin = inline_jit(plain_shift_adds(linear_in, plain));
+  std::optional<Jaxpr> plain;  // a derived program's decisions, written out
+  const Jaxpr lin = inline_jit(plain_decisions(linear_in, plain));
   const size_t nn = static_cast<size_t>(num_nonlinear);
   if (num_nonlinear < 0 || nn > lin.invars.size() || kinds.size() != lin.invars.size() - nn)
     throw Error(fmt::format("transpose: {} accumulator kinds given for {} linear inputs",
@@ -279,7 +279,7 @@ Jaxpr transpose_jaxpr(const Jaxpr& linear_in, int num_nonlinear,
 Jaxpr transpose_jaxpr_holding(const Jaxpr& linear_in, int num_nonlinear,
                               const std::vector<AccumKind>& kinds, const std::vector<int>& held) {
   std::optional<Jaxpr> plain;
-  const Jaxpr lin = inline_jit(plain_shift_adds(linear_in, plain));
+  const Jaxpr lin = inline_jit(plain_decisions(linear_in, plain));
   const size_t nn = static_cast<size_t>(num_nonlinear);
   if (num_nonlinear < 0 || nn > lin.invars.size() || kinds.size() != lin.invars.size() - nn ||
       held.size() != lin.outvars.size())

@@ -135,8 +135,12 @@ ScatterSite scatter_site(Emitter& e, const TransposeArgs& a) {
       e.emit1(Prim::and_, {e.emit1(Prim::ge, {s.idx, e.scalar(it, 0.0)}),
                            e.emit1(Prim::lt, {s.idx, e.scalar(it, static_cast<double>(s.dim))})});
   s.kept = s.in_range;
-  // A repeated index keeps only its last update; `unique_indices=True` promises none repeat.
-  const bool may_repeat = !a.eqn.params.get_or<bool>("unique_indices", false);
+  // A repeated index keeps only its last update; `unique_indices=True` promises none repeat,
+  // and a unit run's entries a[0] + i are distinct (fewer of them than the dtype's values).
+  const ArrayType index_type = e.array_type_of(s.idx);
+  const bool distinct_run = index_type.rank() == 1 && index_type.shape[0] <= (int64_t{1} << 31) &&
+                            is_unit_run(e.builder().jaxpr(), s.idx);
+  const bool may_repeat = !a.eqn.params.get_or<bool>("unique_indices", false) && !distinct_run;
   if (a.eqn.prim == Prim::scatter && a.wants(2) && may_repeat)
     s.kept = e.emit1(Prim::and_, {s.in_range, last_write_mask(e, s.idx, s.dim)});
   return s;

@@ -19,7 +19,7 @@
 // takes its general path.
 //
 // A transform of a derived program (a second derivative, a vmap of a gradient) reads the
-// shift_add as the plain eqns it stands for (passes/plain_shift_adds.h).
+// shift_add as the plain eqns it stands for (passes/plain_decisions.h).
 #pragma once
 
 #include "passes/ad/transpose_rules.h"

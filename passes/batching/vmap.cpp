@@ -10,7 +10,7 @@
 #include "ir/loop_params.h"
 #include "passes/batching/vmap_rules.h"
 #include "passes/jaxpr_util.h"
-#include "passes/plain_shift_adds.h"
+#include "passes/plain_decisions.h"
 #include "refjit/ir/builder.h"
 #include "refjit/ir/error.h"
 
@@ -298,8 +298,8 @@ void register_control_batch_rules(BatchRuleTable& t) {
 
 BatchedJaxpr vmap_jaxpr(const Jaxpr& jaxpr_in, const std::vector<bool>& in_batched, int64_t size,
                         const std::vector<bool>& force_out) {
-  std::optional<Jaxpr> plain;  // a derived program's shift_adds, written out
-  const Jaxpr& jaxpr = plain_shift_adds(jaxpr_in, plain);
+  std::optional<Jaxpr> plain;  // a derived program's decisions, written out
+  const Jaxpr& jaxpr = plain_decisions(jaxpr_in, plain);
   if (in_batched.size() != jaxpr.invars.size())
     throw Error(fmt::format("vmap: {} batching flags for {} inputs", in_batched.size(),
                             jaxpr.invars.size()));

@@ -59,28 +59,6 @@ Rewritten scatter_of_run(Eqn& scatter, Rewriter& r) {
   return Rewritten::replaced;
 }
 
-// A get or swap whose index arrays split a unit run (one array per dim of the ref).
-Rewritten access_of_flat_run(Eqn& access, Rewriter& r) {
-  const std::optional<SplitRun> split = flat_run_of_access(r.jaxpr(), access);
-  if (!split) return Rewritten::no;
-  const std::optional<UnitRun> run = as_unit_run(r.jaxpr(), split->run);
-  if (!run) return Rewritten::no;
-  Params params;
-  params.set("length", run->length);
-  params.set("bound", split->bound);
-  const bool get = access.prim == Prim::get;
-  const ArrayType run_type{r.array_type(access.outs[0]).dtype, {run->length}};
-  if (r.type_of(access.outs[0]) != Type(run_type) ||
-      (!get && r.type_of(access.ins[1]) != Type(run_type)))
-    return Rewritten::no;
-  const Atom start = emit_start(*run, r.array_type(split->run).dtype, r);
-  std::vector<Atom> ins{access.ins[0], start};
-  if (!get) ins.push_back(access.ins[1]);
-  r.emit(Eqn{get ? Prim::get_flat_run : Prim::swap_flat_run, std::move(params), std::move(ins),
-             access.outs});
-  return Rewritten::replaced;
-}
-
 const RewritePattern kPatterns[] = {
     {"gather-of-run", Prim::gather, gather_of_run},
     {"scatter-of-run", Prim::scatter, scatter_of_run},
@@ -88,8 +66,6 @@ const RewritePattern kPatterns[] = {
     {"scatter-of-run", Prim::scatter_mul, scatter_of_run},
     {"scatter-of-run", Prim::scatter_min, scatter_of_run},
     {"scatter-of-run", Prim::scatter_max, scatter_of_run},
-    {"access-of-flat-run", Prim::get, access_of_flat_run},
-    {"access-of-flat-run", Prim::swap, access_of_flat_run},
 };
 
 }  // namespace

@@ -7,17 +7,14 @@
 // per element. Out of range it runs the per-element code, so the clamping and dropping are
 // exactly the gather's and scatter's.
 //
-// A get or swap whose index arrays are the row-major split of a clamped unit run (one array per
-// dim of the ref: how the transpose of a scatter on a flattened array addresses its cotangent
-// ref, passes/ad/cotangent_ref.h) becomes `get_flat_run` / `swap_flat_run` the same way: the
-// ref read or written as one flat run from the start (the split, the clamp and the iota are not
-// computed), one memmove when the run lies inside the ref at run time.
+// The same decision for a ref, `get_flat_run` / `swap_flat_run`, is not made here: the
+// transpose of a scatter on a flattened array writes it when it addresses its cotangent ref at
+// a unit run (passes/ad/cotangent_ref.h).
 //
 // Runs that integer ranges place inside the axis became dynamic_slice / dynamic_update_slice
-// in `simplify-ranges` already; this pass takes the rest. Patterns `gather-of-run`,
-// `scatter-of-run` and `access-of-flat-run`, applied by the pattern driver
-// (passes/pattern_rewriter.h) in every body, after autodiff and the simplifications, before buffer
-// assignment (docs/pipeline.md).
+// in `simplify-ranges` already; this pass takes the rest. Patterns `gather-of-run` and
+// `scatter-of-run`, applied by the pattern driver (passes/pattern_rewriter.h) in every body,
+// after autodiff and the simplifications, before buffer assignment (docs/pipeline.md).
 #pragma once
 
 #include <span>

@@ -122,6 +122,14 @@ std::optional<int64_t> ref_rows(const Jaxpr& j, const Ranges& r, Var ref, int64_
       if (!is_var(e.ins[p]) || as_var(e.ins[p]) != ref) continue;
       if ((e.prim == Prim::get || e.prim == Prim::swap || e.prim == Prim::addupdate) && p == 0) {
         need = std::max(need, indexer_rows(e, r, dim));
+      } else if ((e.prim == Prim::get_flat_run || e.prim == Prim::swap_flat_run) && p == 0) {
+        // Positions min(max(start + k, 0), bound), k < length, in blocks of one dim-0 index.
+        const int64_t block = num_elements(j.type_of(ref).array.shape) / std::max<int64_t>(dim, 1);
+        if (block == 0) return std::nullopt;
+        const int64_t bound = e.params.get<int64_t>("bound");
+        need = std::max(need, std::min(bound / block + 1,
+                                       window_rows(range_of(r, e.ins[1]),
+                                                   e.params.get<int64_t>("length"), dim, block)));
       } else if (e.prim == Prim::shift_add && p == 0) {
         // Both windows (dim 0's starts clamp as dynamic_slice's).
         const ShiftAddParams s = ShiftAddParams::of(e);

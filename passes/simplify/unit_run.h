@@ -2,10 +2,11 @@
 // minus scalars, e.g. `row * w + (col + iota(n))`. For such a vector a[i] == a[0] + i modulo
 // the integer type's wrap-around, so gather/scatter with it take a[0] alone (gather_run,
 // scatter_run: passes/simplify/index_runs.h) and touch one contiguous block when a[0] is in
-// range, whether it names an entry p is a
-// scalar test on a[0] and a[n-1] (passes/ad/transpose_rules_scatter.cpp), and the integer
-// ranges of its terms can place it inside one row (passes/simplify/range_simplify.cpp). This file
-// is the one recogniser of the idiom.
+// range, and so does a flattened cotangent ref read or written at it (get_flat_run,
+// swap_flat_run: passes/ad/cotangent_ref.h); whether it names an entry p is a scalar test on
+// a[0] and a[n-1] (passes/ad/transpose_rules_scatter.cpp), and the integer ranges of its terms
+// can place it inside one row (passes/simplify/range_simplify.cpp). This file is the one
+// recogniser of the idiom.
 #pragma once
 
 #include <functional>
@@ -34,25 +35,6 @@ struct UnitRun {
 std::optional<UnitRun> as_unit_run(const Jaxpr& j, const Atom& a);
 
 inline bool is_unit_run(const Jaxpr& j, const Atom& a) { return as_unit_run(j, a).has_value(); }
-
-// A unit run `run` as a ref access's index arrays address the ref: flat = min(max(run, 0),
-// bound), split row-major into one index per dim (idx[0] = flat / stride0, idx[d] =
-// flat / stride_d - idx[d-1] * shape[d]; each index clamped into its dim as the access clamps
-// it). How an accumulator's flattened view addresses its ref (passes/ad/cotangent_ref.h).
-struct SplitRun {
-  Atom run;
-  int64_t bound = 0;  // the clamp's upper bound; shape[0] - 1 for an unclamped rank-1 index
-};
-
-// If the index arrays `idx` of a ref access on a ref of `shape` are such a split of a unit run
-// (with a bound of at least 0), the split; else nullopt.
-std::optional<SplitRun> split_unit_run(const Jaxpr& j, std::span<const Atom> idx,
-                                       const Shape& shape);
-
-// The split run eqn `e` of `j` indexes its ref with, if `e` is a get or swap whose index
-// arrays (one rank-1 array per dim of the ref) are one (split_unit_run). Such accesses become
-// get_flat_run / swap_flat_run (passes/simplify/index_runs.h).
-std::optional<SplitRun> flat_run_of_access(const Jaxpr& j, const Eqn& e);
 
 // `a`, a rank-0 integer atom, as the sum of the scalars an add/sub chain in `j` combines (a
 // single term when it is not such a chain): a start index `W*r + c` gives its two terms.

@@ -1,15 +1,16 @@
 // Contiguous index runs (passes/simplify/unit_run.h): gather / scatter / scatter-add whose indices
 // are `iota` plus scalars become gather_run / scatter_run (the pass index-runs,
-// passes/simplify/index_runs.h), and ref get/swap through the row-major split of such a run (the
-// transposed scatter on a flattened carry) become get_flat_run / swap_flat_run; all take a
-// block-move fast path when the whole run is in range and the general per-element code
-// otherwise. Every case is compared with the interpreter on the original program bit for bit,
-// natively and interpreted, including runs partly or wholly out of range,
-// negative starts and i32 wrap-around.
+// passes/simplify/index_runs.h); a flattened ref read or written at such a run is
+// get_flat_run / swap_flat_run (written by the transposed scatter on a flattened carry). All
+// take a block-move fast path when the whole run is in range and the general per-element code
+// otherwise. Every case is compared with the interpreter on the original program (for the
+// flat runs, their plain form) bit for bit, natively and interpreted, including runs partly or
+// wholly out of range, negative starts and i32 wrap-around.
 #include <gtest/gtest.h>
 
 #include <climits>
 
+#include "passes/plain_decisions.h"
 #include "passes/simplify/index_runs.h"
 #include "test/backend/test_util.h"
 
@@ -135,89 +136,67 @@ TEST(NativeContiguousRun, GatherOfARunMatchesTheInterpreterAndClampsOutside) {
   }
 }
 
-// The transposed scatter on a flattened ref R (passes/ad/accum.cpp view_indexer): read and
-// zero R at the row-major split of clamp(run); fast when the run is in range.
-const char* kSplitRunAccess = R"({ lambda ; a:f32[4,6] b:i32[] c:i32[]. let
+// A flattened ref read and written at a run (get_flat_run / swap_flat_run, as the transposed
+// scatter on a flattened carry writes them: passes/ad/cotangent_ref.h), natively and
+// interpreted, against the interpreter on the plain form they stand for (the run clamped, then
+// split row-major: passes/plain_decisions.h); fast when the run is in range.
+void check_flat_run(const std::string& text, const std::vector<RtValue>& args) {
+  SCOPED_TRACE(text);
+  const Jaxpr decided = parse_jaxpr(text);
+  std::optional<Jaxpr> storage;
+  const Jaxpr& plain = plain_decisions(decided, storage);
+  ASSERT_TRUE(storage.has_value()) << "no flat run to write out";
+  EXPECT_FALSE(mentions(plain, "flat_run")) << print_jaxpr(plain);
+  expect_decided_matches(plain, decided, args, 0.0);
+}
+
+const char* kFlatRunAccess = R"({ lambda ; a:f32[4,6] b:i32[] c:i32[]. let
     R:Ref{f32[4,6]} = new_ref a
-    q:i32[7] = iota[dimension=0 dtype=int32 shape=(7,)]
-    k:i32[7] = add c q
     m:i32[] = mul b 6:i32[]
-    i:i32[7] = add m k
-    x:i32[7] = max i 0:i32[]
-    y:i32[7] = min x 23:i32[]
-    d:i32[7] = div y 6:i32[]
-    e:i32[7] = mul d 6:i32[]
-    f:i32[7] = sub y e
-    g:f32[7] <- R[d,f]
+    s:i32[] = add m c
+    g:f32[7] = get_flat_run[bound=23 length=7] R s
     z:f32[7] = mul g 2.0:f32[]
-    o:f32[7], R[d,f] <- R[d,f], z
+    o:f32[7] = swap_flat_run[bound=23 length=7] R s z
     h:f32[4,6] = freeze R
   in (g, o, h) })";
 
-TEST(NativeContiguousRun, RefGetAndSwapThroughASplitRunMatchTheInterpreter) {
-  const Jaxpr j = decided(kSplitRunAccess);
-  EXPECT_TRUE(mentions(j, "get_flat_run[bound=23 length=7]")) << print_jaxpr(j);
-  EXPECT_TRUE(mentions(j, "swap_flat_run[bound=23 length=7]")) << print_jaxpr(j);
-  EXPECT_FALSE(mentions(j, "div")) << "the split is still computed:\n" << print_jaxpr(j);
-  EXPECT_TRUE(has_memmove(j));
-  EXPECT_FALSE(has_memmove(kSplitRunAccess));  // a plain get or swap: no run of its own
+TEST(NativeContiguousRun, RefGetAndSwapOfAFlatRunMatchTheirPlainForm) {
+  EXPECT_TRUE(has_memmove(kFlatRunAccess));
+  std::optional<Jaxpr> storage;
+  EXPECT_FALSE(has_memmove(plain_decisions(parse_jaxpr(kFlatRunAccess), storage)));
   for (auto [b, c] : std::vector<std::pair<int32_t, int32_t>>{
            {0, 0}, {1, 4}, {2, 3}, {3, -1}, {0, -3}, {3, 0}, {-1, 2}, {4, 0}, {0, INT_MAX - 3}}) {
     SCOPED_TRACE(::testing::Message() << "b " << b << " c " << c);
-    check_decided(kSplitRunAccess, {random_array(at(DType::f32, {4, 6}), 10), i32(b), i32(c)});
+    check_flat_run(kFlatRunAccess, {random_array(at(DType::f32, {4, 6}), 10), i32(b), i32(c)});
   }
-}
-
-// A split whose row factor does not match R's row length is not the row-major split of a
-// run: no fast path, and still correct.
-TEST(NativeContiguousRun, MismatchedSplitTakesTheGeneralPath) {
-  std::string text = kSplitRunAccess;
-  text.replace(text.find("e:i32[7] = mul d 6"), 18, "e:i32[7] = mul d 5");
-  EXPECT_FALSE(mentions(decided(text), "flat_run"));
-  EXPECT_FALSE(has_memmove(decided(text)));
-  for (auto [b, c] : std::vector<std::pair<int32_t, int32_t>>{{0, 0}, {1, 4}, {3, -1}})
-    check_decided(text, {random_array(at(DType::f32, {4, 6}), 11), i32(b), i32(c)});
 }
 
 // After row trimming the clamp bound is larger than the (smaller) ref's last element: still
 // the fast path, and every run the clamp or the access would change takes the general one.
 TEST(NativeContiguousRun, ClampBoundBeyondTheRefKeepsTheFastPath) {
-  std::string text = kSplitRunAccess;
-  text.replace(text.find("min x 23"), 8, "min x 59");
-  EXPECT_TRUE(mentions(decided(text), "get_flat_run[bound=59 length=7]"));
-  EXPECT_TRUE(has_memmove(decided(text)));
+  std::string text = kFlatRunAccess;
+  for (size_t at = text.find("bound=23"); at != std::string::npos; at = text.find("bound=23"))
+    text.replace(at, 8, "bound=59");
+  EXPECT_TRUE(has_memmove(text));
   for (auto [b, c] : std::vector<std::pair<int32_t, int32_t>>{
            {0, 0}, {1, 4}, {3, -1}, {3, 0}, {4, 0}, {5, 2}, {9, 9}, {-1, 2}})
-    check_decided(text, {random_array(at(DType::f32, {4, 6}), 12), i32(b), i32(c)});
+    check_flat_run(text, {random_array(at(DType::f32, {4, 6}), 12), i32(b), i32(c)});
 }
 
-// A rank-3 ref split by strides 12 and 4, clamped at 40 (past its 24 elements): a position
+// A rank-3 ref addressed in strides 12 and 4, clamped at 40 (past its 24 elements): a position
 // past the end keeps its place within dim 0's last block, as the index arrays' clamping of the
 // first index leaves it; runs inside, across the end, wholly past it, below 0 and wrapping.
-TEST(NativeContiguousRun, RankThreeSplitRunFoldsPastTheEnd) {
+TEST(NativeContiguousRun, RankThreeFlatRunFoldsPastTheEnd) {
   const char* text = R"({ lambda ; a:f32[2,3,4] c:i32[]. let
     R:Ref{f32[2,3,4]} = new_ref a
-    q:i32[5] = iota[dimension=0 dtype=int32 shape=(5,)]
-    x:i32[5] = add q c
-    m:i32[5] = max x 0:i32[]
-    y:i32[5] = min m 40:i32[]
-    d:i32[5] = div y 12:i32[]
-    s:i32[5] = div y 4:i32[]
-    t:i32[5] = mul d 3:i32[]
-    e:i32[5] = sub s t
-    u:i32[5] = mul s 4:i32[]
-    f:i32[5] = sub y u
-    g:f32[5] <- R[d,e,f]
+    g:f32[5] = get_flat_run[bound=40 length=5] R c
     z:f32[5] = mul g 2.0:f32[]
-    o:f32[5], R[d,e,f] <- R[d,e,f], z
+    o:f32[5] = swap_flat_run[bound=40 length=5] R c z
     h:f32[2,3,4] = freeze R
   in (g, o, h) })";
-  const Jaxpr j = decided(text);
-  EXPECT_TRUE(mentions(j, "get_flat_run[bound=40 length=5]")) << print_jaxpr(j);
-  EXPECT_TRUE(mentions(j, "swap_flat_run[bound=40 length=5]")) << print_jaxpr(j);
   for (int32_t c : {0, 7, 19, 20, 22, 30, 38, 45, -2, -9, INT_MAX - 2}) {
     SCOPED_TRACE(::testing::Message() << "c " << c);
-    check_decided(text, {random_array(at(DType::f32, {2, 3, 4}), 13), i32(c)});
+    check_flat_run(text, {random_array(at(DType::f32, {2, 3, 4}), 13), i32(c)});
   }
 }
 

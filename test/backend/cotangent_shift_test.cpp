@@ -2,14 +2,14 @@
 // (passes/ad/window_shift.h), lowered as one pass over w2 plus the zeroing of w1 minus w2
 // (lower_ref.cpp). Each case compares native code of a program holding shift_add eqns, and the
 // interpreter on it, with the interpreter on the plain eqns the shift_adds stand for
-// (passes/plain_shift_adds.h), on randomized windows, clamped starts, and full / partial / no
+// (passes/plain_decisions.h), on randomized windows, clamped starts, and full / partial / no
 // overlap.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "passes/plain_shift_adds.h"
+#include "passes/plain_decisions.h"
 #include "test/backend/test_util.h"
 
 namespace refjit::testing {
@@ -48,7 +48,7 @@ void check_shift(const std::string& text, const std::vector<RtValue>& args) {
   SCOPED_TRACE(text);
   const Jaxpr decided = parse_jaxpr(text);
   std::optional<Jaxpr> plain;
-  (void)plain_shift_adds(decided, plain);
+  (void)plain_decisions(decided, plain);
   ASSERT_TRUE(plain.has_value());
   expect_decided_matches(*plain, decided, args, 1e-6);
 }

@@ -425,7 +425,7 @@ TEST(ScanAd, SeedSlowPopAndDeleteGradsAreCorrectAndSliceSized) {
 // The gradient of the delete loop holds the shift_add its transpose writes
 // (passes/ad/window_shift.h). Differentiated again (forward over reverse, and reverse over
 // reverse through check_ad's transpose identity) and batched, it is read as the plain eqns the
-// shift_add stands for (passes/plain_shift_adds.h): every derivative of the gradient agrees
+// shift_add stands for (passes/plain_decisions.h): every derivative of the gradient agrees
 // with central differences, and the batched gradient with the gradient of each example.
 TEST(ScanAd, SeedDeleteGradientWithItsShiftIsDifferentiatedAndBatchedAgain) {
   const Jaxpr f = pop_program(kDeleteBody, false);

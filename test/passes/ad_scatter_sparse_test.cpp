@@ -282,7 +282,9 @@ TEST(ScatterSparseAd, SeedScatterModesGradsMatchCentralDifferences) {
 
 // The transposed loop of the seed's scatter, combo1 and combo2 bodies: every value and every
 // ref access is index- or slice-sized (no reshape of R, no freeze/new_ref, no whole access):
-// the flattened scatter reads and zeroes R[row, cols] through split index arrays.
+// the flattened scatter, whose index is a unit run, reads and zeroes R[row, cols] as one flat
+// run of R (get_flat_run, swap_flat_run), and no split of the index is computed; its entries
+// are distinct, so no last-write mask is built either.
 TEST(ScatterSparseAd, SeedScatterModesBackwardLoopIsSliceSized) {
   for (const char* text : {kSeedScatter, kSeedCombo1, kSeedCombo2}) {
     Jaxpr f = seed_loss(text);
@@ -303,13 +305,11 @@ TEST(ScatterSparseAd, SeedScatterModesBackwardLoopIsSliceSized) {
       EXPECT_NE(q.prim, Prim::new_ref) << txt;
       EXPECT_NE(q.prim, Prim::scatter) << txt;
       EXPECT_NE(q.prim, Prim::dynamic_update_slice) << txt;
-      if (q.prim == Prim::get || q.prim == Prim::swap || q.prim == Prim::addupdate) {
-        const Indexer& ix = q.params.get<Indexer>("indexer");
-        EXPECT_FALSE(ix.is_whole()) << txt;
-        if (q.prim == Prim::swap && !ix.dims.empty() &&
-            ix.dims[0].kind == IndexerDim::Kind::index_array)
-          ++scatter_swaps;
-      }
+      EXPECT_NE(q.prim, Prim::div) << "the run's index is split\n" << txt;
+      EXPECT_NE(q.prim, Prim::reduce_max) << "a last-write mask for distinct indices\n" << txt;
+      if (q.prim == Prim::get || q.prim == Prim::swap || q.prim == Prim::addupdate)
+        EXPECT_FALSE(q.params.get<Indexer>("indexer").is_whole()) << txt;
+      if (q.prim == Prim::swap_flat_run) ++scatter_swaps;
     }
     EXPECT_EQ(scatter_swaps, 1) << "the scattered entries are zeroed by one swap\n" << txt;
   }

@@ -169,6 +169,34 @@ TEST(TrimRows, ARefAccumulatedInAScanIsTrimmedWithItsZeroFill) {
   EXPECT_EQ(out.find("slice["), std::string::npos) << out;
 }
 
+// A transposed scatter on the flattened carry reads and zeroes its cotangent ref as flat runs
+// (get_flat_run / swap_flat_run, bound 59 = the last of 10 x 6): the runs at rs * 6 + 4 + k,
+// k < 5, reach flat position 3 * 6 + 8 = 26, in row 4, so 5 rows are kept and the bound stays
+// past the trimmed ref's end (runs past it fold as before; the results are the same).
+TEST(TrimRows, FlatRunsOfARefKeepTheRowsTheirRunsReach) {
+  const char* text = R"({ lambda rs:i32[4]; g:f32[2,6]. let
+    z:f32[10,6] = broadcast_in_dim[broadcast_dimensions=() shape=(10, 6) sharding=None] 0.0:f32[]
+    r:Ref{f32[10,6]} = new_ref z
+    r[:2,:] += g
+    o:f32[4,5] = scan[_split_transpose=False jaxpr={ lambda ; q:Ref{f32[10,6]} i:i32[]. let
+        m:i32[] = mul i 6:i32[]
+        s:i32[] = add m 4:i32[]
+        e:f32[5] = get_flat_run[bound=59 length=5] q s
+        u:f32[5] = broadcast_in_dim[broadcast_dimensions=() shape=(5,) sharding=None] 0.0:f32[]
+        _:f32[5] = swap_flat_run[bound=59 length=5] q s u
+      in (e,) } length=4 linear=None num_carry=0 num_consts=1 reverse=True unroll=1] r rs
+  in (o,) })";
+  Jaxpr t;
+  EXPECT_EQ(trim_and_compare(parse(text), {0, 3, 1, 2}, {random_f32({2, 6}, 5)}, &t), 1);
+  const std::string out = print_jaxpr(t);
+  EXPECT_NE(out.find("Ref{f32[5,6]} = new_ref"), std::string::npos) << out;
+  EXPECT_NE(out.find("get_flat_run[bound=59 length=5]"), std::string::npos) << out;
+  // Runs that may reach the last row (starts up to 3 * 20 + 4): nothing is trimmed.
+  std::string far = text;
+  far.replace(far.find("m:i32[] = mul i 6:i32[]"), 23, "m:i32[] = mul i 20:i32[]");
+  EXPECT_EQ(trim_and_compare(parse(far), {0, 3, 1, 2}, {random_f32({2, 6}, 6)}), 0);
+}
+
 TEST(TrimRows, ARefReadWholeOrFrozenIsKept) {
   const char* text = R"({ lambda rs:i32[2]; g:f32[2,6]. let
     z:f32[10,6] = broadcast_in_dim[broadcast_dimensions=() shape=(10, 6) sharding=None] 0.0:f32[]

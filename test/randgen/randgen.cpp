@@ -706,42 +706,19 @@ class Generator {
       s.b.add_eqn(Prim::addupdate, ins, {{"indexer", idx}});
   }
 
-  // How the transpose of a scatter on a flattened array addresses its cotangent ref (the
-  // programs index-runs rewrites into get_flat_run / swap_flat_run): index arrays splitting
-  // clamp(start + iota(n), 0, M) row-major, M the ref's last element or beyond it (a trimmed
-  // ref), or at rank 1 the run itself; a read, then maybe a write of f(read) at the same place.
+  // A flattened ref read as one run (get_flat_run[bound length] r start), then maybe written
+  // with f(read) at the same place (swap_flat_run): the decisions the transpose of a scatter on
+  // a flattened carry writes, here in a forward program, so every transform reads their plain
+  // form (passes/plain_decisions.h). The bound is the ref's last element, or beyond it (a
+  // trimmed ref); the run may start below 0 or end past the bound.
   void flat_run_access(Scope& s, Var r, const Shape& shape) {
     int64_t total = 1;
     for (int64_t d : shape) total *= d;
     const int64_t n = uniform(1, total + 2);
-    const auto [q, start] = iota_and_start(s, n);
-    Var flat = emit(s, Prim::add, {start, q});
-    if (shape.size() > 1 || coin(0.5)) {
-      Var lo = emit(s, Prim::max, {flat, ilit(0)});
-      flat = emit(s, Prim::min, {lo, ilit(total - 1 + (coin(0.3) ? uniform(1, 9) : 0))});
-    }
-    // idx[0] = flat / stride0; idx[d] = flat / stride_d - (flat / stride_{d-1}) * shape[d].
-    std::vector<Atom> idx;
-    Atom outer;
-    int64_t stride = total;
-    Indexer ix;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      stride /= shape[d];
-      Atom quotient = stride == 1 ? Atom(flat) : Atom(emit(s, Prim::div, {flat, ilit(stride)}));
-      Atom index_d = quotient;
-      if (d > 0)
-        index_d = emit(s, Prim::sub, {quotient, emit(s, Prim::mul, {outer, ilit(shape[d])})});
-      outer = quotient;
-      idx.push_back(index_d);
-      ix.dims.push_back(IndexerDim{IndexerDim::Kind::index_array, 0, 0, 1, true});
-    }
-    std::vector<Atom> get_ins{r};
-    get_ins.insert(get_ins.end(), idx.begin(), idx.end());
-    Var g = emit_float(s, Prim::get, get_ins, {{"indexer", ix}});
+    Params params{{"bound", total - 1 + (coin(0.3) ? uniform(1, 9) : 0)}, {"length", n}};
+    Var g = emit_float(s, Prim::get_flat_run, {r, index(s)}, params);
     if (coin(0.5)) return;
-    std::vector<Atom> swap_ins{r, emit(s, Prim::sin, {g})};
-    swap_ins.insert(swap_ins.end(), idx.begin(), idx.end());
-    emit_float(s, Prim::swap, swap_ins, {{"indexer", ix}});
+    emit_float(s, Prim::swap_flat_run, {r, index(s), emit(s, Prim::sin, {g})}, params);
   }
 
   // A row segment moved inside a ref, as the seed's inserts and deletes move one: a run of r
@@ -801,8 +778,36 @@ class Generator {
     std::vector<Var> leaves = unread_floats(b);
     Var v = coerce(b, pick(leaves.empty() ? b.floats : leaves), t);
     if (!base) return v;
-    return coin(0.5) ? emit(b, Prim::sin, {emit(b, Prim::add, {*base, v})})
+    const int kind = uniform(0, 2);
+    if (kind == 2 && t.rank() > 0 && t.num_elements() > 0) return flat_scatter(b, *base, v, t);
+    return kind == 0 ? emit(b, Prim::sin, {emit(b, Prim::add, {*base, v})})
                      : emit(b, Prim::tanh, {emit(b, Prim::mul, {*base, v})});
+  }
+
+  // `base` with a run of its flattened entries set from `v`, as the seed's x.at[row, cols].set
+  // writes a carry: reshape(scatter(reshape(base, [n]), start + iota(k), f(v)), shape). The run
+  // may cross a row's end or the array's. The carry's cotangent then stays in a ref across the
+  // transposed loop, and the scatter's transpose reads and zeroes the run there with
+  // get_flat_run / swap_flat_run (passes/ad/cotangent_ref.h), which the transpose check runs.
+  Var flat_scatter(Scope& b, Var base, Var v, const ArrayType& t) {
+    const int64_t n = t.num_elements();
+    const int64_t k = uniform(1, std::min<int64_t>(n, 6));
+    Var flat =
+        emit(b, Prim::reshape, {base}, {{"dimensions", NoneParam{}}, {"new_sizes", IntList{n}}});
+    const auto [q, start] = iota_and_start(b, k);
+    Var idx = emit(b, Prim::add, {start, q});
+    // v has base's shape: its first k entries, flattened.
+    Var v_flat =
+        emit(b, Prim::reshape, {v}, {{"dimensions", NoneParam{}}, {"new_sizes", IntList{n}}});
+    Var u = emit(b, Prim::sin,
+                 {emit(b, Prim::slice, {v_flat},
+                       {{"start_indices", IntList{0}},
+                        {"limit_indices", IntList{k}},
+                        {"strides", NoneParam{}}})});
+    Params params{{"axis", int64_t{0}}};
+    if (coin(0.5)) params.set("unique_indices", true);  // a run's entries are distinct
+    Var set = emit(b, Prim::scatter, {flat, idx, u}, params);
+    return emit(b, Prim::reshape, {set}, {{"dimensions", NoneParam{}}, {"new_sizes", t.shape}});
   }
 
   void scan(Scope& s) {

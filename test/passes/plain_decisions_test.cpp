@@ -1,8 +1,8 @@
-// plain_shift_adds (passes/plain_shift_adds.h): a shift_add written out as the swap, slices
+// plain_decisions (passes/plain_decisions.h): a shift_add written out as the swap, slices
 // and addupdate it stands for, at any depth, for the transforms that read a derived program
 // again. The plain program leaves the ref and the side results exactly as the shift_add does
 // (the interpreter runs both), on windows that overlap, miss each other or clamp.
-#include "passes/plain_shift_adds.h"
+#include "passes/plain_decisions.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -56,7 +56,7 @@ RtValue i32(int32_t v) { return Array::from_vector<int32_t>({v}, {}); }
 void expect_plain_form_agrees(const Jaxpr& program, const std::vector<RtValue>& indices,
                               uint32_t seed) {
   std::optional<Jaxpr> storage;
-  const Jaxpr& plain = plain_shift_adds(program, storage);
+  const Jaxpr& plain = plain_decisions(program, storage);
   ASSERT_TRUE(storage.has_value());
   ASSERT_FALSE(mentions_shift_add(plain)) << print_jaxpr(plain);
   verify(plain);
@@ -76,7 +76,7 @@ void expect_plain_form_agrees(const Jaxpr& program, const std::vector<RtValue>& 
 TEST(PlainShiftAdds, AProgramWithoutOneIsReturnedAsItIs) {
   const Jaxpr j = parse_jaxpr(R"({ lambda ; x:f32[3]. let y:f32[3] = sin x in (y,) })");
   std::optional<Jaxpr> storage;
-  EXPECT_EQ(&plain_shift_adds(j, storage), &j);
+  EXPECT_EQ(&plain_decisions(j, storage), &j);
   EXPECT_FALSE(storage.has_value());
 }
 

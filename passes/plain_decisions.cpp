@@ -1,4 +1,4 @@
-#include "passes/plain_shift_adds.h"
+#include "passes/plain_decisions.h"
 
 #include <algorithm>
 
@@ -9,9 +9,13 @@ namespace refjit {
 
 namespace {
 
-bool holds_shift_add(const Jaxpr& j) {
+bool is_decision(Prim p) {
+  return p == Prim::shift_add || p == Prim::get_flat_run || p == Prim::swap_flat_run;
+}
+
+bool holds_decision(const Jaxpr& j) {
   return std::any_of(j.eqns.begin(), j.eqns.end(), [](const Eqn& e) {
-    return e.prim == Prim::shift_add || any_sub_jaxpr(e, holds_shift_add);
+    return is_decision(e.prim) || any_sub_jaxpr(e, holds_decision);
   });
 }
 
@@ -33,7 +37,7 @@ Params run_params(int64_t start, int64_t length) {
 }
 
 // Appends to `out` the plain eqns of `shift`, a shift_add of `j`.
-void write_out(Jaxpr& j, const Eqn& shift, std::vector<Eqn>& out) {
+void write_out_shift_add(Jaxpr& j, const Eqn& shift, std::vector<Eqn>& out) {
   const ShiftAddParams p = ShiftAddParams::of(shift);
   const Atom& r = shift.ins[0];
   const DType dt = j.type_of(r).array.dtype;
@@ -70,17 +74,61 @@ void write_out(Jaxpr& j, const Eqn& shift, std::vector<Eqn>& out) {
   out.push_back(Eqn{Prim::addupdate, Params{{"indexer", window(*p.add_sizes)}}, add_ins, {}});
 }
 
+// Appends to `out` the plain eqns of `access`, a get_flat_run or swap_flat_run of `j`: the
+// run's positions clamped into [0, bound], split row-major into one index array per dim.
+void write_out_flat_run(Jaxpr& j, const Eqn& access, std::vector<Eqn>& out) {
+  const Shape& shape = j.type_of(access.ins[0]).array.shape;
+  const int64_t length = access.params.get<int64_t>("length");
+  const int64_t bound = access.params.get<int64_t>("bound");
+  const DType it = j.type_of(access.ins[1]).array.dtype;
+  auto emit = [&](Prim p, std::vector<Atom> ins, Params params = {}) -> Atom {
+    const Var v = j.new_var(Type(ArrayType{it, {length}}));
+    out.push_back(Eqn{p, std::move(params), std::move(ins), {v}});
+    return v;
+  };
+  auto lit = [&](int64_t v) -> Atom { return Literal::of_int(it, v); };
+  const Atom iota = emit(
+      Prim::iota, {}, Params{{"dimension", int64_t{0}}, {"dtype", it}, {"shape", IntList{length}}});
+  const Atom start = emit(Prim::broadcast_in_dim, {access.ins[1]},
+                          Params{{"shape", IntList{length}},
+                                 {"broadcast_dimensions", IntList{}},
+                                 {"sharding", NoneParam{}}});
+  const Atom run = emit(Prim::add, {start, iota});
+  const Atom flat = emit(Prim::min, {emit(Prim::max, {run, lit(0)}), lit(bound)});
+  int64_t stride = num_elements(shape);
+  std::vector<Atom> idx;
+  std::optional<Atom> outer;  // flat / stride of the previous dim
+  for (int64_t d : shape) {
+    stride /= d;
+    const Atom quotient = stride == 1 ? flat : emit(Prim::div, {flat, lit(stride)});
+    idx.push_back(outer ? emit(Prim::sub, {quotient, emit(Prim::mul, {*outer, lit(d)})})
+                        : quotient);
+    outer = quotient;
+  }
+  Indexer ix;
+  ix.dims.assign(shape.size(), IndexerDim{IndexerDim::Kind::index_array, 0, 0, 1, true});
+  std::vector<Atom> ins{access.ins[0]};
+  if (access.prim == Prim::swap_flat_run) ins.push_back(access.ins[2]);
+  ins.insert(ins.end(), idx.begin(), idx.end());
+  out.push_back(Eqn{access.prim == Prim::get_flat_run ? Prim::get : Prim::swap,
+                    Params{{"indexer", ix}}, std::move(ins), access.outs});
+}
+
 void write_out_all(Jaxpr& j) {
   std::vector<Eqn> eqns;
   eqns.reserve(j.eqns.size());
   for (Eqn& e : j.eqns) {
     if (e.prim == Prim::shift_add) {
-      write_out(j, e, eqns);
+      write_out_shift_add(j, e, eqns);
+      continue;
+    }
+    if (e.prim == Prim::get_flat_run || e.prim == Prim::swap_flat_run) {
+      write_out_flat_run(j, e, eqns);
       continue;
     }
     rewrite_sub_jaxprs(e, [](const Jaxpr& body) {
       std::optional<Jaxpr> plain;
-      (void)plain_shift_adds(body, plain);
+      (void)plain_decisions(body, plain);
       return plain;
     });
     eqns.push_back(std::move(e));
@@ -90,8 +138,8 @@ void write_out_all(Jaxpr& j) {
 
 }  // namespace
 
-const Jaxpr& plain_shift_adds(const Jaxpr& j, std::optional<Jaxpr>& storage) {
-  if (!holds_shift_add(j)) return j;
+const Jaxpr& plain_decisions(const Jaxpr& j, std::optional<Jaxpr>& storage) {
+  if (!holds_decision(j)) return j;
   storage.emplace(j);
   write_out_all(*storage);
   return *storage;
