@@ -8,7 +8,7 @@
 
 #include <chrono>
 
-#include "compiler/backend/native.h"
+#include "backend/native.h"
 #include "refjit/ir/text.h"
 #include "refjit/refjit.h"
 

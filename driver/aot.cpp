@@ -2,7 +2,7 @@
 // `refjit compile` and refjit::compile_to_object (include/refjit/aot.h).
 //
 // Each entry point is one jaxpr run through the compilation pipeline (driver/pipeline.h),
-// then handed to the backend (compiler/backend/aot_object.cpp), which lowers it to an
+// then handed to the backend (backend/aot_object.cpp), which lowers it to an
 // internal function `refjit_main` (renamed SYMBOL__body) whose parameters are expanded memref
 // descriptors, and adds a generated wrapper `int SYMBOL(...)` that takes plain pointers (or
 // scalars by value), checks them for NULL, mallocs the scratch workspace, builds the

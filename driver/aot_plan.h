@@ -1,5 +1,5 @@
 // Internal to `refjit compile`: what the driver decides before the backend emits the object
-// (compiler/backend/aot_entry.h holds the C view of an entry both share):
+// (backend/aot_entry.h holds the C view of an entry both share):
 //   aot_entries.cpp  the entry points per mode (function, grad, jvp, vjp) and their jaxprs;
 //   aot_header.cpp   the C header's text;
 //   aot.cpp          compile_to_object: the checks, the pipeline per entry, the files.
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/backend/aot_entry.h"
+#include "backend/aot_entry.h"
 #include "refjit/aot.h"
 #include "refjit/ir/jaxpr.h"
 

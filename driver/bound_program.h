@@ -1,4 +1,4 @@
-// A program planned for the values of its constvars: what jit (compiler/jit.cpp), `refjit
+// A program planned for the values of its constvars: what jit (api/jit.cpp), `refjit
 // run`/`bench` (tools/execute.cpp) and the Python module (python/src/executable.cpp) compile.
 // The values tell the pipeline what to specialise (all-zero arrays and integer runs folded
 // into the code, the ranges of integer arrays, KnownConsts); the code then takes only the

@@ -5,7 +5,7 @@
 // the same per-step work as the same row written with dynamic_update_slice. Then the
 // transformation the door asks for runs on that form.
 //
-// The doors: the C++ API's grad, vjp, jvp and linearize (compiler/autodiff.cpp), the
+// The doors: the C++ API's grad, vjp, jvp and linearize (api/autodiff.cpp), the
 // pipeline's `autodiff` pass (`refjit run/dump/bench --grad/--jvp`, derive_program in
 // driver/pipeline.h), `refjit compile`'s --grad/--jvp/--vjp entry points
 // (driver/aot_entries.cpp) and the Python package's transformations (python/src/module.cpp).

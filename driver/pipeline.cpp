@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "compiler/backend/fusion.h"
-#include "compiler/backend/product_epilogues.h"
-#include "compiler/backend/row_loops.h"
-#include "compiler/backend/rule_tables.h"
+#include "backend/fusion.h"
+#include "backend/product_epilogues.h"
+#include "backend/row_loops.h"
+#include "backend/rule_tables.h"
 #include "driver/derive.h"
 #include "passes/ad/jvp.h"
 #include "passes/ad/vjp.h"
@@ -97,7 +97,7 @@ constexpr PassInfo kPasses[] = {
     // ---- plans the lowering follows
     {"buffers", "each value gets a buffer; updates happen in place where the rules allow"},
 
-    // ---- the backend (compiler/backend/native.cpp)
+    // ---- the backend (backend/native.cpp)
     {"mlir", "lowered to MLIR at the memref level"},
     {"llvm-dialect", "MLIR's conversion passes down to the LLVM dialect"},
     {"llvm", "LLVM IR, optimised at -O<n> for the host CPU"},

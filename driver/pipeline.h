@@ -1,5 +1,5 @@
 // The compilation pipeline: the one ordered list of passes that turns a jaxpr into native
-// code. Every front door runs it: jit (compiler/jit.cpp), `refjit run`, `refjit dump` and
+// code. Every front door runs it: jit (api/jit.cpp), `refjit run`, `refjit dump` and
 // `refjit compile` (tools/, driver/aot.cpp), so one program is compiled the same
 // way whichever door it comes through. pipeline.cpp reads top to bottom in pass order.
 //
@@ -7,7 +7,7 @@
 // prints the program after pass NAME, `--print-after-all` after each pass in turn.
 //
 // The driver layer (driver/) sits above the backend, whose passes end the list; passes/ and
-// compiler/backend/ do not include it.
+// backend/ do not include it.
 #pragma once
 
 #include <functional>
@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "compiler/backend/buffer_plan.h"
-#include "compiler/backend/native.h"
+#include "backend/buffer_plan.h"
+#include "backend/native.h"
 #include "passes/pass_report.h"
 #include "passes/simplify/inline_consts.h"
 #include "passes/simplify/int_ranges.h"

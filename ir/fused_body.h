@@ -32,7 +32,7 @@ std::string product_epilogue_body_problem(const Jaxpr& body);
 
 // Why `body` cannot be a row_loop eqn's body, or "" when it can: no constvars, no refs, every
 // eqn with one result, no effect and no body but a fused eqn's; its results defined by its eqns.
-// (Whether each is an item of a loop over the same rows, compiler/backend/row_loops.h, the
+// (Whether each is an item of a loop over the same rows, backend/row_loops.h, the
 // backend checks when it lowers the loop, naming the eqn that is not.)
 std::string row_loop_body_problem(const Jaxpr& body);
 

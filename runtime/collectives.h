@@ -69,7 +69,7 @@ void throw_pending_collective_error();
 
 }  // namespace refjit
 
-// The entry points generated code calls (compiler/backend/lower_collective.cpp). Each array
+// The entry points generated code calls (backend/lower_collective.cpp). Each array
 // comes as an unranked memref (RefjitMemRefHead, runtime/kernels/gemm.h); dtype is a DType's
 // value. A failure is recorded (record_collective_error) and the data left as it was.
 extern "C" {

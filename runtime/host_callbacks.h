@@ -25,12 +25,12 @@ void call_host(int64_t callback, std::vector<Array> args);
 
 // Compiled code cannot let an exception unwind through its frames: the entry points keep the
 // first failure of a run (per thread) and skip the host calls after it, and the caller
-// rethrows it once the code returns (compiler/backend/native.cpp).
+// rethrows it once the code returns (backend/native.cpp).
 void throw_pending_host_call_error();
 
 }  // namespace refjit
 
-// The entry points generated code calls (compiler/backend/lower_host.cpp), one host call as
+// The entry points generated code calls (backend/lower_host.cpp), one host call as
 // begin, one `arg` per operand (an unranked memref: its rank, then its descriptor; dtype is a
 // DType's value), then end, which makes the call.
 extern "C" {

@@ -1,5 +1,5 @@
 // Special functions the interpreter's eval rules compute in double, and the native lowering
-// reproduces step for step (compiler/backend/lower_elementwise.cpp).
+// reproduces step for step (backend/lower_elementwise.cpp).
 #pragma once
 
 namespace refjit::special {

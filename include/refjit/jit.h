@@ -29,7 +29,7 @@ namespace refjit {
 
 enum class Backend {
   automatic,    // native, unless REFJIT_BACKEND=interpreter is set in the environment
-  native,       // compile through MLIR/LLVM (compiler/backend)
+  native,       // compile through MLIR/LLVM (backend)
   interpreter,  // the reference interpreter
 };
 

@@ -135,7 +135,7 @@ class Ref {
   bool same_as(const Ref& other) const;
 
  private:
-  friend struct NodeAccess;  // the library's way to the node (compiler/node.h)
+  friend struct NodeAccess;  // the library's way to the node (api/node.h)
   explicit Ref(std::shared_ptr<const OperandNode> node);
   template <class Tuple, size_t... K>
   static Indices indices_of(const Tuple& t, std::index_sequence<K...>) {

@@ -70,7 +70,7 @@ class Value {
   std::string str() const;
 
  private:
-  friend struct NodeAccess;  // the library's way to the node (compiler/node.h)
+  friend struct NodeAccess;  // the library's way to the node (api/node.h)
   explicit Value(std::shared_ptr<const OperandNode> node);
   static std::shared_ptr<const OperandNode> scalar_node(DType d, double f, int64_t i);
   Value index_static(int64_t i) const;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/backend/native.h"
+#include "backend/native.h"
 #include "python/src/xla_ffi.h"
 #include "refjit/ir/jaxpr.h"
 #include "runtime/interpreter.h"

@@ -10,7 +10,7 @@
 #include <optional>
 #include <vector>
 
-#include "compiler/backend/native.h"
+#include "backend/native.h"
 #include "refjit/ir/jaxpr.h"
 
 namespace refjit::python {

@@ -61,7 +61,7 @@ void qr(int64_t batch, int64_t m, int64_t n, bool full_matrices, const T* a, T* 
 
 }  // namespace refjit::kernels
 
-// The entries generated code calls (compiler/backend/lower_linalg.cpp): the element type
+// The entries generated code calls (backend/lower_linalg.cpp): the element type
 // (LapackType), sizes, then contiguous buffers as unranked memrefs (rank, descriptor).
 extern "C" {
 void refjit_cholesky(int64_t type, int64_t batch, int64_t n, int64_t, const RefjitMemRefHead* a,

@@ -1,5 +1,5 @@
 // Dense matrix products for native code: JIT-compiled dot_generals over f32 and f64 call
-// refjit_gemm_f32/f64 (compiler/backend/lower_reduce.cpp), as XLA's CPU backend calls its own
+// refjit_gemm_f32/f64 (backend/lower_reduce.cpp), as XLA's CPU backend calls its own
 // runtime kernels. Cache-blocked and packed (the BLIS scheme: a micro-kernel keeps an MR x NR
 // block of C in vector registers), vectorised for AVX-512, AVX2 or plain SSE2 as the CPU
 // allows, and split over the runtime's threads for large products (thread_pool.h).

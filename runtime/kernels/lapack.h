@@ -39,7 +39,7 @@ void svd(int64_t batch, int64_t m, int64_t n, bool full_matrices, bool qr, const
 
 }  // namespace refjit::kernels
 
-// The entries generated code calls (compiler/backend/lower_linalg.cpp): the element type
+// The entries generated code calls (backend/lower_linalg.cpp): the element type
 // (LapackType), sizes, then operands and results as unranked memrefs (rank, descriptor) of
 // contiguous buffers. Without `compute_uv`, `u` and `vt` are not read or written (any memref
 // may be passed).

@@ -15,7 +15,7 @@
 namespace refjit::kernels {
 
 // The element types of the LAPACK entries generated code calls: one code per type, passed as
-// the entries' first argument (compiler/backend/lower_linalg.cpp).
+// the entries' first argument (backend/lower_linalg.cpp).
 enum class LapackType : int64_t { f32 = 0, f64 = 1, c64 = 2, c128 = 3 };
 
 }  // namespace refjit::kernels

@@ -1,6 +1,6 @@
 // Large loops of generated code on the runtime's threads: the lowering outlines a loop whose
 // iterations are independent into a function over a range of them
-// (compiler/backend/parallel_loops.h), and the loop becomes one call of
+// (backend/parallel_loops.h), and the loop becomes one call of
 // refjit_parallel_for, which splits the range over the pool (thread_pool.h).
 //
 // Each iteration writes its own memory, so results do not depend on how the range is split;

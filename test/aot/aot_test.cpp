@@ -8,7 +8,7 @@
 #include <set>
 
 #include "aot/aot_util.h"
-#include "compiler/backend/native.h"
+#include "backend/native.h"
 #include "passes/ad/jvp.h"
 #include "passes/ad/vjp.h"
 #include "refjit/ir/error.h"

@@ -5,7 +5,7 @@
 
 #include <utility>
 
-#include "compiler/backend/native.h"
+#include "backend/native.h"
 #include "refjit/ir/text.h"
 #include "refjit/refjit.h"
 

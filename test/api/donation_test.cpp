@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "compiler/backend/native.h"
+#include "backend/native.h"
 #include "passes/buffers/buffer_assignment.h"
 #include "refjit/ir/text.h"
 #include "refjit/refjit.h"

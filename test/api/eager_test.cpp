@@ -107,7 +107,7 @@ TEST(Jit, TypeErrorsNameThePrimitive) {
 }  // namespace
 }  // namespace refjit
 
-#include "compiler/execute.h"
+#include "api/execute.h"
 
 namespace refjit {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "compiler/node.h"
+#include "api/node.h"
 #include "refjit/refjit.h"
 
 namespace refjit {

@@ -1,7 +1,7 @@
 // Refs through the C++ API: indexers, in-place updates, printing, and the ref errors.
 #include <gtest/gtest.h>
 
-#include "compiler/node.h"
+#include "api/node.h"
 #include "refjit/refjit.h"
 
 namespace refjit {

@@ -1,8 +1,8 @@
 // Element loops chaining transcendental functions split into tiles and stages
-// (compiler/backend/chain_fission.h): which loops are split, into how many stages, and that
+// (backend/chain_fission.h): which loops are split, into how many stages, and that
 // the split code computes what the interpreter and the unsplit code compute, on threads,
 // serially and stand-alone, for lengths that are and are not multiples of the tile.
-#include "compiler/backend/chain_fission.h"
+#include "backend/chain_fission.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// The on-disk compilation cache (compiler/backend/code_cache.h): a second compile of a program
+// The on-disk compilation cache (backend/code_cache.h): a second compile of a program
 // links the stored machine code instead of running LLVM, with the same results; another
 // program or level is a miss; a damaged entry is compiled again; the directory stays under
 // its bound; an empty directory turns the cache off.

@@ -1,4 +1,4 @@
-// dot_general through the runtime's matrix kernel (compiler/backend/lower_dot.cpp): which
+// dot_general through the runtime's matrix kernel (backend/lower_dot.cpp): which
 // products call it, and native results against the interpreter in every operand layout,
 // with batches, grouped dims, operands that are views, and results in the workspace.
 #include <fmt/format.h>

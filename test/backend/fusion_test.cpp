@@ -1,6 +1,6 @@
 // Elementwise fusion: the grouping on the Jaxpr, the single loop nest in the MLIR, the
 // vector code LLVM makes of it, and numerics against the interpreter.
-#include "compiler/backend/fusion.h"
+#include "backend/fusion.h"
 
 #include <cmath>
 

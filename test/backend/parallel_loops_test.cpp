@@ -1,9 +1,9 @@
-// Large loops on the runtime's threads (compiler/backend/parallel_loops.h): which loops are
+// Large loops on the runtime's threads (backend/parallel_loops.h): which loops are
 // outlined, and that their results are the same bits with threads, without them, and in
 // `refjit compile` objects (no runtime calls), and match the interpreter. The live-ins cover
 // every kind the context carries: memrefs (arguments, workspace views, scan rows), f32 and
 // bool scalars, and a scan's index.
-#include "compiler/backend/parallel_loops.h"
+#include "backend/parallel_loops.h"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 // Every rule table agrees with primitives.def: each primitive has a type rule, an interpreter
 // rule and a lowering, and exactly the JVP / transpose rules its AD column declares.
-#include "compiler/backend/rule_tables.h"
+#include "backend/rule_tables.h"
 
 #include <gtest/gtest.h>
 

@@ -9,10 +9,10 @@
 #include <cstring>
 #include <random>
 
-#include "compiler/backend/fusion.h"
-#include "compiler/backend/native.h"
-#include "compiler/backend/product_epilogues.h"
-#include "compiler/backend/row_loops.h"
+#include "backend/fusion.h"
+#include "backend/native.h"
+#include "backend/product_epilogues.h"
+#include "backend/row_loops.h"
 #include "refjit/compilation_cache.h"
 #include "refjit/ir/builder.h"
 #include "refjit/ir/error.h"

@@ -1,12 +1,12 @@
-// Row loops (compiler/backend/row_loops.h): which groups and reductions share one loop over
+// Row loops (backend/row_loops.h): which groups and reductions share one loop over
 // the rows, which are kept apart (a read of another row, a column sum, a buffer written and
 // read at other rows, rows too long), and that the code gives the interpreter's numbers and
 // the same bits with threads, serially and stand-alone.
 #include <fmt/format.h>
 
+#include "backend/buffer_plan.h"
+#include "backend/row_loops.h"
 #include "backend/test_util.h"
-#include "compiler/backend/buffer_plan.h"
-#include "compiler/backend/row_loops.h"
 #include "driver/pipeline.h"
 #include "refjit/ir/verifier.h"
 

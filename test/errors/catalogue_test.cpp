@@ -9,7 +9,7 @@
 #include <typeinfo>
 #include <vector>
 
-#include "compiler/backend/native.h"
+#include "backend/native.h"
 #include "refjit/ir/text.h"
 #include "refjit/refjit.h"
 #include "runtime/interpreter.h"

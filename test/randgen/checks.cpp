@@ -11,7 +11,7 @@
 #include <random>
 #include <set>
 
-#include "compiler/backend/native.h"
+#include "backend/native.h"
 #include "driver/pipeline.h"
 #include "ir/sub_jaxprs.h"
 #include "passes/ad/jvp.h"

@@ -1,0 +1,214 @@
+// refjit::Ref: indexers built from C++ and the ref primitives (get, swap, addupdate, ...).
+#include "refjit/ref.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ostream>
+
+#include "api/node.h"
+#include "refjit/ir/error.h"
+#include "refjit/ir/indexing.h"
+#include "refjit/ops.h"
+#include "refjit/trace.h"
+
+namespace refjit {
+
+namespace {
+
+// The Indexer param and its dynamic operands for `idx` applied to a ref of type `t`.
+struct BuiltIndexer {
+  Indexer indexer;
+  std::vector<Operand> dynamic;
+};
+
+Value as_index_value(const Value& v) {
+  if (v.is_weak()) return Value::scalar(DType::i32, v.item());
+  if (!is_int(v.dtype()))
+    throw TypeError(fmt::format("a ref index must have an integer dtype, got {}", v.type().str()));
+  return v;
+}
+
+BuiltIndexer build_indexer(const ArrayType& t, const Indices& idx) {
+  BuiltIndexer b;
+  int explicit_dims = 0;
+  int ellipses = 0;
+  for (const Index& i : idx) {
+    if (std::holds_alternative<Ellipsis>(i.get()))
+      ++ellipses;
+    else
+      ++explicit_dims;
+  }
+  if (ellipses > 1) throw TypeError("an indexer may contain at most one ellipsis");
+  if (explicit_dims > t.rank())
+    throw TypeError(
+        fmt::format("too many indices ({}) for a ref of type Ref{{{}}}", explicit_dims, t.str()));
+  // A lone ellipsis, or one at the end, means whole dims: no entries, as JAX's `r[...]`.
+  int dim = 0;
+  for (size_t k = 0; k < idx.size(); ++k) {
+    const auto& v = idx[k].get();
+    if (std::holds_alternative<Ellipsis>(v)) {
+      if (k + 1 == idx.size()) break;
+      for (int n = t.rank() - explicit_dims; n > 0; --n, ++dim)
+        b.indexer.dims.push_back(IndexerDim{IndexerDim::Kind::slice, 0, t.shape[dim], 1, false});
+      continue;
+    }
+    int64_t size = t.shape[dim];
+    IndexerDim d;
+    if (const int64_t* i = std::get_if<int64_t>(&v)) {
+      int64_t j = *i < 0 ? *i + size : *i;
+      if (j < 0 || j >= size)
+        throw RefError("E12", fmt::format("index {} is out of bounds for dim {} of size {} of "
+                                          "Ref{{{}}}",
+                                          *i, dim, size, t.str()));
+      d = IndexerDim{IndexerDim::Kind::index, j, 0, 1, false};
+    } else if (const Value* iv = std::get_if<Value>(&v)) {
+      Value i = as_index_value(*iv);
+      d.kind = i.rank() == 0 ? IndexerDim::Kind::index : IndexerDim::Kind::index_array;
+      d.dynamic = true;
+      b.dynamic.push_back(i);
+    } else if (const Slice* s = std::get_if<Slice>(&v)) {
+      auto bound = [size](int64_t x) { return std::clamp<int64_t>(x < 0 ? x + size : x, 0, size); };
+      const int64_t start = bound(s->start), stop = bound(s->stop);
+      const int64_t step = s->step >= 1 ? s->step : 1;  // a bad step is refused below (E12)
+      const int64_t n = stop > start ? (stop - start + step - 1) / step : 0;
+      d = IndexerDim{IndexerDim::Kind::slice, start, n, s->step, false};
+    } else if (const DSlice* s = std::get_if<DSlice>(&v)) {
+      d = IndexerDim{IndexerDim::Kind::slice, 0, s->size, 1, true};
+      b.dynamic.push_back(as_index_value(s->start));
+    } else {  // All
+      d = IndexerDim{IndexerDim::Kind::slice, 0, size, 1, false};
+    }
+    b.indexer.dims.push_back(std::move(d));
+    ++dim;
+  }
+  return b;
+}
+
+// A C++ scalar written into a ref takes the ref's dtype; a scalar written into a
+// non-scalar selection is broadcast to it (as `r[...] += 1.0` does in JAX).
+Value fit_value(const Value& v, const ArrayType& ref_type, const BuiltIndexer& b) {
+  Value x = v;
+  DType d = ref_type.dtype;
+  if (x.is_weak() && x.dtype() != d) {
+    if (is_float(x.dtype()) && !is_float(d))
+      throw RefError("E12", fmt::format("cannot write the float {} into a ref of dtype {}; "
+                                        "convert it explicitly with convert()",
+                                        x.item(), long_name(d)));
+    x = Value::scalar(d, x.item());
+  }
+  if (x.rank() == 0) {
+    Shape target = indexed_shape(ref_type, b.indexer, types_of(b.dynamic));
+    if (!target.empty()) x = broadcast_in_dim(x, target, {});
+  }
+  return x;
+}
+
+}  // namespace
+
+Ref::Ref(detail::NodePtr node) : node_(std::move(node)) {
+  if (!node_ || !node_->type.is_ref) throw Error("internal: a Ref must wrap a ref node");
+}
+
+const ArrayType& Ref::type() const { return node_->type.array; }
+RefKind Ref::kind() const { return node_->type.ref_kind; }
+bool Ref::is_concrete() const { return node_->concrete(); }
+
+bool Ref::same_as(const Ref& other) const {
+  const auto& a = *node_;
+  const auto& b = *other.node_;
+  if (a.concrete() != b.concrete()) return false;
+  if (a.concrete()) return a.buffer == b.buffer;
+  return a.trace_id == b.trace_id && a.var == b.var;
+}
+
+RefView Ref::operator[](Index idx) const { return RefView(*this, Indices{std::move(idx)}); }
+
+Value Ref::get_at(const Indices& idx) const {
+  BuiltIndexer b = build_indexer(type(), idx);
+  std::vector<Operand> ins{*this};
+  ins.insert(ins.end(), b.dynamic.begin(), b.dynamic.end());
+  return bind_prim1(Prim::get, ins, {{"indexer", b.indexer}});
+}
+
+void Ref::set_at(const Indices& idx, const Value& v) const {
+  BuiltIndexer b = build_indexer(type(), idx);
+  std::vector<Operand> ins{*this, fit_value(v, type(), b)};
+  ins.insert(ins.end(), b.dynamic.begin(), b.dynamic.end());
+  bind_prim(Prim::swap, ins, {{"indexer", b.indexer}}, /*drop_outputs=*/true);
+}
+
+Value Ref::swap_at(const Indices& idx, const Value& v) const {
+  BuiltIndexer b = build_indexer(type(), idx);
+  std::vector<Operand> ins{*this, fit_value(v, type(), b)};
+  ins.insert(ins.end(), b.dynamic.begin(), b.dynamic.end());
+  return bind_prim1(Prim::swap, ins, {{"indexer", b.indexer}});
+}
+
+void Ref::add_at(const Indices& idx, const Value& v) const {
+  BuiltIndexer b = build_indexer(type(), idx);
+  std::vector<Operand> ins{*this, fit_value(v, type(), b)};
+  ins.insert(ins.end(), b.dynamic.begin(), b.dynamic.end());
+  bind_prim(Prim::addupdate, ins, {{"indexer", b.indexer}});
+}
+
+Array Ref::value() const {
+  if (!is_concrete())
+    throw Error(
+        fmt::format("value(): this Ref{{{}}} is traced and has no contents yet; read "
+                    "it with get() inside the traced function",
+                    type().str()));
+  if (node_->buffer->frozen())
+    throw RefError("E12", fmt::format("value(): this Ref{{{}}} was frozen; use the Value "
+                                      "freeze() returned",
+                                      type().str()));
+  return node_->buffer->value().clone();
+}
+
+std::string Ref::str() const {
+  if (!is_concrete()) return fmt::format("Traced<Ref{{{}}}>", type().str());
+  if (node_->buffer->frozen()) return fmt::format("Ref(<frozen>, dtype={})", long_name(dtype()));
+  return fmt::format("Ref({}, dtype={})", node_->buffer->value().str(), long_name(dtype()));
+}
+
+std::string to_string(const Ref& r) { return r.str(); }
+std::ostream& operator<<(std::ostream& os, const Ref& r) { return os << r.str(); }
+
+Ref new_ref(const Value& init, RefKind kind) {
+  // A C++ floating-point scalar (weakly typed, like a Python float) makes a float32 ref, as
+  // jax.new_ref(0.0) does; a ref's dtype is fixed from then on.
+  if (init.is_weak() && init.dtype() == DType::f64)
+    return new_ref(init.is_concrete() && init.rank() == 0 ? Value::scalar(DType::f32, init.item())
+                                                          : convert(init, DType::f32),
+                   kind);
+  Params params;
+  if (kind != RefKind::plain) params.set("kind", std::string(ref_kind_name(kind)));
+  std::vector<Operand> outs = bind_prim(Prim::new_ref, std::vector<Operand>{init}, params);
+  return std::get<Ref>(outs.at(0));
+}
+
+Value freeze(const Ref& r) { return bind_prim1(Prim::freeze, std::vector<Operand>{r}); }
+
+Value ValueAt::get() const { return new_ref(x_).get_at(idx_); }
+
+Value ValueAt::set(const Value& v) const {
+  Ref r = new_ref(x_);
+  r.set_at(idx_, v);
+  return freeze(r);
+}
+
+Value ValueAt::add(const Value& v) const {
+  Ref r = new_ref(x_);
+  r.add_at(idx_, v);
+  return freeze(r);
+}
+
+Ref empty_ref(const ArrayType& type) {
+  return new_ref(broadcast_to(Value::scalar(type.dtype, 0.0), type.shape));
+}
+
+// Freezing is the IR's "no use after this point": the value it returns is dropped, and the
+// eqn with it when nothing else needs it (dce keeps no freeze whose result is unread).
+void free_ref(const Ref& r) { (void)freeze(r); }
+
+}  // namespace refjit
