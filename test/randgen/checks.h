@@ -34,7 +34,7 @@ struct Tally {
   // one, so a run shows which decisions its `decided` checks covered.
   std::map<std::string, int> decided_with;
   // The same for the transposed programs of the `transpose` check (a transpose rule's own
-  // decisions: shift_add).
+  // decisions: shift_add, get_flat_run, swap_flat_run).
   std::map<std::string, int> transposed_with;
 };
 

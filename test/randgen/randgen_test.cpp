@@ -92,6 +92,10 @@ TEST(RandTest, InterpreterAndAutodiffAgreeOn200Programs) {
   EXPECT_EQ(t.programs, 200);
   EXPECT_EQ(t.ran["roundtrip/f32"], 200);
   EXPECT_TRUE(t.mismatches.empty()) << report(t);
+  // The transpose rules' own decisions are exercised, not only generated for: a rule that
+  // stopped writing them would fall back to plain eqns that agree as well.
+  for (const char* d : {"shift_add/f64", "get_flat_run/f64", "swap_flat_run/f64"})
+    EXPECT_GT(t.transposed_with[d], 0) << d << " in no transposed program\n" << report(t);
 }
 
 // The native backend against the interpreter (fewer programs: each one is compiled).
