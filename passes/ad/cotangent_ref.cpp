@@ -12,11 +12,6 @@ Atom reshaped(Emitter& e, const Atom& x, const Shape& shape) {
                  Params{{"new_sizes", IntList(shape)}, {"dimensions", NoneParam{}}});
 }
 
-// get_flat_run / swap_flat_run's params for a run of `length` clamped into a view of `size`.
-Params flat_run_params(int64_t length, int64_t size) {
-  return Params{{"bound", size - 1}, {"length", length}};
-}
-
 }  // namespace
 
 CotangentRef::CotangentRef(Atom ref, ArrayType type, std::optional<Shape> view, bool borrowed)
@@ -24,11 +19,14 @@ CotangentRef::CotangentRef(Atom ref, ArrayType type, std::optional<Shape> view, 
   if (view && *view != type_.shape) view_ = std::move(view);
 }
 
+bool CotangentRef::one_flat_index(const Indexer& idx, const std::vector<Atom>& dyn) const {
+  return view_ && type_.rank() == 1 && !view_->empty() && idx.dims.size() == 1 &&
+         idx.dims[0].kind == IndexerDim::Kind::index_array && dyn.size() == 1;
+}
+
 std::optional<Atom> CotangentRef::flat_run_start(Emitter& e, const Indexer& idx,
                                                  const std::vector<Atom>& dyn) {
-  if (!view_ || type_.rank() != 1 || view_->empty() || idx.dims.size() != 1 ||
-      idx.dims[0].kind != IndexerDim::Kind::index_array || dyn.size() != 1 || !is_var(dyn[0]))
-    return std::nullopt;
+  if (!one_flat_index(idx, dyn) || !is_var(dyn[0])) return std::nullopt;
   const uint32_t id = as_var(dyn[0]).id;
   if (run_start_ && run_start_->first == id) return run_start_->second;
   const std::optional<UnitRun> run = as_unit_run(e.builder().jaxpr(), dyn[0]);
@@ -39,6 +37,13 @@ std::optional<Atom> CotangentRef::flat_run_start(Emitter& e, const Indexer& idx,
   return start;
 }
 
+Atom CotangentRef::flat_run(Emitter& e, Prim p, std::vector<Atom> ins, const Atom& index) const {
+  // The run is clamped into the view, as the index array's access clamps each index.
+  return e.emit1(
+      p, std::move(ins),
+      Params{{"bound", type_.shape[0] - 1}, {"length", e.array_type_of(index).shape.at(0)}});
+}
+
 bool CotangentRef::view_indexer(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn,
                                 Indexer& out, std::vector<Atom>& out_dyn) {
   // Supported: one index array on a rank-1 view (a flattened buffer, e.g. a scatter on
@@ -47,9 +52,7 @@ bool CotangentRef::view_indexer(Emitter& e, const Indexer& idx, const std::vecto
   // rank-0 buffer (a [1] view of a scalar, e.g. squeeze's operand aliasing a scalar carry's
   // cotangent) has no dim to put an index array on: no indexer on it selects the index
   // array's shape, so the caller copies the single element into a ref of the view's shape.
-  if (type_.rank() != 1 || view_->empty() || idx.dims.size() != 1 ||
-      idx.dims[0].kind != IndexerDim::Kind::index_array || dyn.size() != 1)
-    return false;
+  if (!one_flat_index(idx, dyn)) return false;
   const Shape& s = *view_;
   out.dims.assign(s.size(), IndexerDim{IndexerDim::Kind::index_array, 0, 0, 1, true});
   if (split_ && is_var(dyn[0]) && split_->first == as_var(dyn[0]).id &&
@@ -87,8 +90,7 @@ Atom CotangentRef::get(Emitter& e, const Indexer& idx, const std::vector<Atom>& 
   if (view_) {
     if (idx.is_whole()) return reshaped(e, e.get(ref_, idx, dyn), type_.shape);
     if (std::optional<Atom> start = flat_run_start(e, idx, dyn))
-      return e.emit1(Prim::get_flat_run, {ref_, *start},
-                     flat_run_params(e.array_type_of(dyn[0]).shape[0], type_.shape[0]));
+      return flat_run(e, Prim::get_flat_run, {ref_, *start}, dyn[0]);
     Indexer ri;
     std::vector<Atom> rd;
     if (view_indexer(e, idx, dyn, ri, rd)) return e.get(ref_, ri, rd);
@@ -103,8 +105,7 @@ Atom CotangentRef::swap(Emitter& e, const Atom& g, const Indexer& idx,
     if (idx.is_whole())
       return reshaped(e, e.swap(ref_, reshaped(e, g, *view_), idx, dyn), type_.shape);
     if (std::optional<Atom> start = flat_run_start(e, idx, dyn))
-      return e.emit1(Prim::swap_flat_run, {ref_, *start, g},
-                     flat_run_params(e.array_type_of(dyn[0]).shape[0], type_.shape[0]));
+      return flat_run(e, Prim::swap_flat_run, {ref_, *start, g}, dyn[0]);
     Indexer ri;
     std::vector<Atom> rd;
     if (view_indexer(e, idx, dyn, ri, rd)) return e.swap(ref_, g, ri, rd);

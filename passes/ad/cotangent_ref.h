@@ -44,9 +44,15 @@ class CotangentRef {
   void materialize(Emitter& e);
 
  private:
-  // The first index of `dyn`, the index array of a one-index-array access to a rank-1 view,
-  // if it is a unit run: then the access is one flat run of the ref from there.
+  // Whether `idx` is one index array (`dyn`) on a rank-1 view of a ref with dims: the
+  // accesses a view translates.
+  bool one_flat_index(const Indexer& idx, const std::vector<Atom>& dyn) const;
+  // The first index of such an index array, if it is a unit run: then the access is one flat
+  // run of the ref from there.
   std::optional<Atom> flat_run_start(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn);
+  // get_flat_run / swap_flat_run `p` on `ins` (the ref, the start, maybe the values) for the
+  // run `index` names.
+  Atom flat_run(Emitter& e, Prim p, std::vector<Atom> ins, const Atom& index) const;
   // The indexer on the ref selecting the same entries as `idx` on the view, if supported.
   bool view_indexer(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn, Indexer& out,
                     std::vector<Atom>& out_dyn);
