@@ -1,5 +1,7 @@
 #include "passes/ad/cotangent_ref.h"
 
+#include <algorithm>
+
 #include "passes/simplify/unit_run.h"
 
 namespace refjit {
@@ -37,11 +39,31 @@ std::optional<Atom> CotangentRef::flat_run_start(Emitter& e, const Indexer& idx,
   return start;
 }
 
-Atom CotangentRef::flat_run(Emitter& e, Prim p, std::vector<Atom> ins, const Atom& index) const {
+std::optional<CotangentRef::Run> CotangentRef::window_run(Emitter& e, const Indexer& idx,
+                                                          const std::vector<Atom>& dyn) const {
+  if (!view_ || type_.rank() != 1 || view_->empty() || idx.dims.size() != 1) return std::nullopt;
+  const IndexerDim& d = idx.dims[0];
+  if (d.kind != IndexerDim::Kind::slice || (d.stride != 1 && d.size > 1)) return std::nullopt;
+  // A slice start is clamped into [0, n - size] (as dynamic_slice clamps), so the run's
+  // positions are all in range and the run's own clamp never applies.
+  const int64_t last = type_.shape[0] - d.size;
+  if (!d.dynamic)
+    return Run{Literal::of_int(DType::i32, std::clamp<int64_t>(d.start, 0, last)), d.size};
+  const DType it = e.array_type_of(dyn.at(0)).dtype;
+  const Atom low = e.emit1(Prim::max, {dyn[0], e.scalar(it, 0.0)});
+  return Run{e.emit1(Prim::min, {low, e.scalar(it, static_cast<double>(last))}), d.size};
+}
+
+std::optional<CotangentRef::Run> CotangentRef::run_of(Emitter& e, const Indexer& idx,
+                                                      const std::vector<Atom>& dyn) {
+  if (std::optional<Atom> start = flat_run_start(e, idx, dyn))
+    return Run{*start, e.array_type_of(dyn[0]).shape.at(0)};
+  return window_run(e, idx, dyn);
+}
+
+Atom CotangentRef::flat_run(Emitter& e, Prim p, std::vector<Atom> ins, int64_t length) const {
   // The run is clamped into the view, as the index array's access clamps each index.
-  return e.emit1(
-      p, std::move(ins),
-      Params{{"bound", type_.shape[0] - 1}, {"length", e.array_type_of(index).shape.at(0)}});
+  return e.emit1(p, std::move(ins), Params{{"bound", type_.shape[0] - 1}, {"length", length}});
 }
 
 bool CotangentRef::view_indexer(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn,
@@ -89,8 +111,8 @@ void CotangentRef::materialize(Emitter& e) {
 Atom CotangentRef::get(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn) {
   if (view_) {
     if (idx.is_whole()) return reshaped(e, e.get(ref_, idx, dyn), type_.shape);
-    if (std::optional<Atom> start = flat_run_start(e, idx, dyn))
-      return flat_run(e, Prim::get_flat_run, {ref_, *start}, dyn[0]);
+    if (std::optional<Run> run = run_of(e, idx, dyn))
+      return flat_run(e, Prim::get_flat_run, {ref_, run->start}, run->length);
     Indexer ri;
     std::vector<Atom> rd;
     if (view_indexer(e, idx, dyn, ri, rd)) return e.get(ref_, ri, rd);
@@ -104,8 +126,8 @@ Atom CotangentRef::swap(Emitter& e, const Atom& g, const Indexer& idx,
   if (view_) {
     if (idx.is_whole())
       return reshaped(e, e.swap(ref_, reshaped(e, g, *view_), idx, dyn), type_.shape);
-    if (std::optional<Atom> start = flat_run_start(e, idx, dyn))
-      return flat_run(e, Prim::swap_flat_run, {ref_, *start, g}, dyn[0]);
+    if (std::optional<Run> run = run_of(e, idx, dyn))
+      return flat_run(e, Prim::swap_flat_run, {ref_, run->start, g}, run->length);
     Indexer ri;
     std::vector<Atom> rd;
     if (view_indexer(e, idx, dyn, ri, rd)) return e.swap(ref_, g, ri, rd);
@@ -118,6 +140,12 @@ void CotangentRef::addupdate(Emitter& e, const Atom& ct, const Indexer& idx,
                              const std::vector<Atom>& dyn) {
   if (view_) {
     if (idx.is_whole()) return e.addupdate(ref_, reshaped(e, ct, *view_), idx, dyn);
+    if (std::optional<Run> run = window_run(e, idx, dyn)) {
+      // The run read, added to and written back: the positions of a window are distinct.
+      const Atom now = flat_run(e, Prim::get_flat_run, {ref_, run->start}, run->length);
+      flat_run(e, Prim::swap_flat_run, {ref_, run->start, e.add(now, ct)}, run->length);
+      return;
+    }
     Indexer ri;
     std::vector<Atom> rd;
     if (view_indexer(e, idx, dyn, ri, rd)) return e.addupdate(ref_, ct, ri, rd);

@@ -28,8 +28,9 @@ class CotangentRef {
   const Shape& ref_shape() const { return view_ ? *view_ : type_.shape; }
 
   // ref[idx] in the value's shape. A view translates the indexer onto the ref's layout:
-  // whole accesses reshape; an index array on a rank-1 view that is a unit run (iota plus
-  // scalars, passes/simplify/unit_run.h: how a scatter on a flattened carry addresses it) is
+  // whole accesses reshape; a stride-1 slice of a rank-1 view (how dynamic_update_slice on a
+  // flattened carry addresses it) and an index array on one that is a unit run (iota plus
+  // scalars, passes/simplify/unit_run.h: how a scatter on a flattened carry addresses it) are
   // read and swapped as one flat run of the ref (get_flat_run / swap_flat_run, which native
   // code moves as a block); any other index array on a rank-1 view becomes one index array
   // per ref dim (the flat index clamped into range, then split); any other access first
@@ -50,9 +51,16 @@ class CotangentRef {
   // The first index of such an index array, if it is a unit run: then the access is one flat
   // run of the ref from there.
   std::optional<Atom> flat_run_start(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn);
-  // get_flat_run / swap_flat_run `p` on `ins` (the ref, the start, maybe the values) for the
-  // run `index` names.
-  Atom flat_run(Emitter& e, Prim p, std::vector<Atom> ins, const Atom& index) const;
+  struct Run {
+    Atom start;
+    int64_t length;
+  };
+  // The run a stride-1 slice of a rank-1 view names, its start clamped as a slice's is.
+  std::optional<Run> window_run(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn) const;
+  // The run `idx` names on a rank-1 view: a unit-run index array or a window.
+  std::optional<Run> run_of(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn);
+  // get_flat_run / swap_flat_run `p` on `ins` (the ref, the start, maybe the values).
+  Atom flat_run(Emitter& e, Prim p, std::vector<Atom> ins, int64_t length) const;
   // The indexer on the ref selecting the same entries as `idx` on the view, if supported.
   bool view_indexer(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn, Indexer& out,
                     std::vector<Atom>& out_dyn);

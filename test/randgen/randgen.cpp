@@ -785,10 +785,11 @@ class Generator {
   }
 
   // `base` with a run of its flattened entries set from `v`, as the seed's x.at[row, cols].set
-  // writes a carry: reshape(scatter(reshape(base, [n]), start + iota(k), f(v)), shape). The run
-  // may cross a row's end or the array's. The carry's cotangent then stays in a ref across the
-  // transposed loop, and the scatter's transpose reads and zeroes the run there with
-  // get_flat_run / swap_flat_run (passes/ad/cotangent_ref.h), which the transpose check runs.
+  // writes a carry: reshape(scatter(reshape(base, [n]), start + iota(k), f(v)), shape), or the
+  // same with a dynamic_update_slice at `start`. The run may cross a row's end or the array's.
+  // The carry's cotangent then stays in a ref across the transposed loop, and the transpose
+  // reads and zeroes the run there with get_flat_run / swap_flat_run
+  // (passes/ad/cotangent_ref.h), which the transpose check runs.
   Var flat_scatter(Scope& b, Var base, Var v, const ArrayType& t) {
     const int64_t n = t.num_elements();
     const int64_t k = uniform(1, std::min<int64_t>(n, 6));
@@ -804,9 +805,19 @@ class Generator {
                        {{"start_indices", IntList{0}},
                         {"limit_indices", IntList{k}},
                         {"strides", NoneParam{}}})});
-    Params params{{"axis", int64_t{0}}};
-    if (coin(0.5)) params.set("unique_indices", true);  // a run's entries are distinct
-    Var set = emit(b, Prim::scatter, {flat, idx, u}, params);
+    Var set;
+    if (coin(0.3)) {
+      // The same run as a window: dynamic_update_slice clamps the start so that it fits.
+      // `start` broadcasts this scalar.
+      const std::vector<Eqn>& eqns = b.b.jaxpr().eqns;
+      const auto def = std::find_if(eqns.rbegin(), eqns.rend(),
+                                    [&](const Eqn& e) { return e.outs.at(0) == start; });
+      set = emit(b, Prim::dynamic_update_slice, {flat, u, def->ins.at(0)});
+    } else {
+      Params params{{"axis", int64_t{0}}};
+      if (coin(0.5)) params.set("unique_indices", true);  // a run's entries are distinct
+      set = emit(b, Prim::scatter, {flat, idx, u}, params);
+    }
     return emit(b, Prim::reshape, {set}, {{"dimensions", NoneParam{}}, {"new_sizes", t.shape}});
   }
 
