@@ -153,15 +153,9 @@ bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfr
 
 // The dims of each operand that are neither contracted nor batch.
 std::pair<std::vector<int64_t>, std::vector<int64_t>> free_dims(LowerCtx& c, const Eqn& e) {
-  const ArrayType lt = c.type_of(lhs_of(e)).array;
-  const ArrayType ht = c.type_of(rhs_of(e)).array;
   const DotDims& dn = e.params.get<DotDims>("dimension_numbers");
-  std::vector<int64_t> lfree, rfree;
-  for (int64_t i = 0; i < lt.rank(); ++i)
-    if (!contains(dn.lhs_contract, i) && !contains(dn.lhs_batch, i)) lfree.push_back(i);
-  for (int64_t i = 0; i < ht.rank(); ++i)
-    if (!contains(dn.rhs_contract, i) && !contains(dn.rhs_batch, i)) rfree.push_back(i);
-  return {lfree, rfree};
+  return {refjit::free_dims(c.type_of(lhs_of(e)).array.rank(), dn.lhs_contract, dn.lhs_batch),
+          refjit::free_dims(c.type_of(rhs_of(e)).array.rank(), dn.rhs_contract, dn.rhs_batch)};
 }
 
 // The loop form: result dims are (batch, lhs free, rhs free); each result element is a sum

@@ -8,6 +8,16 @@
 
 namespace refjit {
 
+std::vector<int64_t> free_dims(int64_t rank, const std::vector<int64_t>& contract,
+                               const std::vector<int64_t>& batch) {
+  std::vector<int64_t> free;
+  for (int64_t d = 0; d < rank; ++d)
+    if (std::find(contract.begin(), contract.end(), d) == contract.end() &&
+        std::find(batch.begin(), batch.end(), d) == batch.end())
+      free.push_back(d);
+  return free;
+}
+
 Params::Params(std::initializer_list<std::pair<std::string, ParamValue>> init) {
   for (const auto& [k, v] : init) set(k, v);
 }

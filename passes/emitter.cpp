@@ -37,11 +37,10 @@ Atom Emitter::emit1(Prim p, std::vector<Atom> ins, Params params) {
   return outs[0];
 }
 
-std::vector<Var> Emitter::copy_eqn(const Eqn& eqn, std::vector<Atom> ins,
-                                   const std::vector<Type>& out_types) {
+std::vector<Var> Emitter::copy_eqn(const Jaxpr& src, const Eqn& eqn, std::vector<Atom> ins) {
   size_t n = b_->jaxpr().eqns.size();
   std::vector<Var> outs;
-  for (const Type& t : out_types) outs.push_back(b_->new_var(t));
+  for (Var o : eqn.outs) outs.push_back(b_->new_var(src.type_of(o)));
   b_->add_eqn_with_outs(eqn.prim, std::move(ins), eqn.params, outs);
   tag(n);
   return outs;

@@ -28,9 +28,9 @@ class Emitter {
   // Generic emission (types inferred by the primitive's type rule).
   std::vector<Var> emit(Prim p, std::vector<Atom> ins, Params params = {});
   Atom emit1(Prim p, std::vector<Atom> ins, Params params = {});
-  // Copies `eqn` with new operands; outputs are fresh vars of the given types (no inference).
-  std::vector<Var> copy_eqn(const Eqn& eqn, std::vector<Atom> ins,
-                            const std::vector<Type>& out_types);
+  // Copies `eqn` of `src` with new operands; outputs are fresh vars of its outputs' types in
+  // `src` (no inference).
+  std::vector<Var> copy_eqn(const Jaxpr& src, const Eqn& eqn, std::vector<Atom> ins);
 
   // Appends `callee`'s eqns bound to `args` (constvars then invars); returns its outvars.
   std::vector<Atom> inline_jaxpr(const Jaxpr& callee, const std::vector<Atom>& args);

@@ -11,6 +11,12 @@
 
 namespace refjit {
 
+bool is_row_major_reshape(const Eqn& e) {
+  if (e.prim != Prim::reshape) return false;
+  const ParamValue* d = e.params.find("dimensions");
+  return !d || std::holds_alternative<NoneParam>(*d);
+}
+
 const Jaxpr& jit_body(const Eqn& eqn) {
   const JaxprPtr& p = eqn.params.get<JaxprPtr>("jaxpr");
   if (!p) throw Error("jit eqn without a `jaxpr` param");

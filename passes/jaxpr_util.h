@@ -62,6 +62,9 @@ class Substitution {
   std::unordered_map<uint32_t, Atom> map_;
 };
 
+// A reshape in row-major order (no `dimensions` permutation): a view of the same buffer.
+bool is_row_major_reshape(const Eqn& e);
+
 // True when some operand or output of `eqn` has a Ref type (in `j`).
 bool touches_refs(const Jaxpr& j, const Eqn& eqn);
 

@@ -6,16 +6,6 @@
 
 namespace refjit {
 
-namespace {
-
-Atom reshaped(Emitter& e, const Atom& x, const Shape& shape) {
-  if (e.array_type_of(x).shape == shape) return x;
-  return e.emit1(Prim::reshape, {x},
-                 Params{{"new_sizes", IntList(shape)}, {"dimensions", NoneParam{}}});
-}
-
-}  // namespace
-
 CotangentRef::CotangentRef(Atom ref, ArrayType type, std::optional<Shape> view, bool borrowed)
     : ref_(std::move(ref)), type_(std::move(type)), borrowed_(borrowed) {
   if (view && *view != type_.shape) view_ = std::move(view);
@@ -101,7 +91,7 @@ bool CotangentRef::view_indexer(Emitter& e, const Indexer& idx, const std::vecto
 
 void CotangentRef::materialize(Emitter& e) {
   Atom whole = borrowed_ ? e.get(ref_, Indexer{}, {}) : e.freeze(ref_);
-  ref_ = e.new_ref(reshaped(e, whole, type_.shape));
+  ref_ = e.new_ref(e.reshape(whole, type_.shape));
   view_.reset();
   borrowed_ = false;
   split_.reset();
@@ -110,7 +100,7 @@ void CotangentRef::materialize(Emitter& e) {
 
 Atom CotangentRef::get(Emitter& e, const Indexer& idx, const std::vector<Atom>& dyn) {
   if (view_) {
-    if (idx.is_whole()) return reshaped(e, e.get(ref_, idx, dyn), type_.shape);
+    if (idx.is_whole()) return e.reshape(e.get(ref_, idx, dyn), type_.shape);
     if (std::optional<Run> run = run_of(e, idx, dyn))
       return flat_run(e, Prim::get_flat_run, {ref_, run->start}, run->length);
     Indexer ri;
@@ -124,8 +114,7 @@ Atom CotangentRef::get(Emitter& e, const Indexer& idx, const std::vector<Atom>& 
 Atom CotangentRef::swap(Emitter& e, const Atom& g, const Indexer& idx,
                         const std::vector<Atom>& dyn) {
   if (view_) {
-    if (idx.is_whole())
-      return reshaped(e, e.swap(ref_, reshaped(e, g, *view_), idx, dyn), type_.shape);
+    if (idx.is_whole()) return e.reshape(e.swap(ref_, e.reshape(g, *view_), idx, dyn), type_.shape);
     if (std::optional<Run> run = run_of(e, idx, dyn))
       return flat_run(e, Prim::swap_flat_run, {ref_, run->start, g}, run->length);
     Indexer ri;
@@ -139,7 +128,7 @@ Atom CotangentRef::swap(Emitter& e, const Atom& g, const Indexer& idx,
 void CotangentRef::addupdate(Emitter& e, const Atom& ct, const Indexer& idx,
                              const std::vector<Atom>& dyn) {
   if (view_) {
-    if (idx.is_whole()) return e.addupdate(ref_, reshaped(e, ct, *view_), idx, dyn);
+    if (idx.is_whole()) return e.addupdate(ref_, e.reshape(ct, *view_), idx, dyn);
     if (std::optional<Run> run = window_run(e, idx, dyn)) {
       // The run read, added to and written back: the positions of a window are distinct.
       const Atom now = flat_run(e, Prim::get_flat_run, {ref_, run->start}, run->length);
@@ -156,7 +145,7 @@ void CotangentRef::addupdate(Emitter& e, const Atom& ct, const Indexer& idx,
 
 Atom CotangentRef::read_out(Emitter& e) {
   Atom whole = borrowed_ ? e.get(ref_, Indexer{}, {}) : e.freeze(ref_);
-  return view_ ? reshaped(e, whole, type_.shape) : whole;
+  return view_ ? e.reshape(whole, type_.shape) : whole;
 }
 
 }  // namespace refjit

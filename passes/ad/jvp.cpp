@@ -107,21 +107,14 @@ JvpResult jvp_jaxpr_general(const Jaxpr& f_in, const std::vector<bool>& nonzero_
     // flows into their bodies.
     const bool needs_rule = any_tangent || (touches_refs(f, e) && !(rule && rule->emits_primal));
     std::vector<MaybeAtom> touts(e.outs.size());
-    if (!needs_rule || !rule) {
-      if (needs_rule && any_tangent)
-        throw Error(
-            fmt::format("jvp: no differentiation rule for `{}` ({}); it cannot be "
-                        "differentiated, wrap its operands in stop_gradient",
-                        prim_name(e.prim), describe_eqn(e, k)));
-      std::vector<Type> types;
-      for (Var o : e.outs) types.push_back(f.type_of(o));
-      args.primal_outs = ctx.p.copy_eqn(e, args.primals, types);
-    } else {
-      if (!rule->emits_primal) {
-        std::vector<Type> types;
-        for (Var o : e.outs) types.push_back(f.type_of(o));
-        args.primal_outs = ctx.p.copy_eqn(e, args.primals, types);
-      }
+    if (needs_rule && !rule && any_tangent)
+      throw Error(
+          fmt::format("jvp: no differentiation rule for `{}` ({}); it cannot be "
+                      "differentiated, wrap its operands in stop_gradient",
+                      prim_name(e.prim), describe_eqn(e, k)));
+    if (!needs_rule || !rule || !rule->emits_primal)
+      args.primal_outs = ctx.p.copy_eqn(f, e, args.primals);
+    if (needs_rule && rule) {
       ctx.where = describe_eqn(e, k);
       ctx.ref_name = e.ins.empty() ? "" : ref_name(f, e.ins[0]);
       touts = rule->fn(ctx, args);

@@ -82,10 +82,8 @@ Tangents custom_jvp_apply(JvpCtx& c, JvpArgs& a, const Jaxpr& rule) {
             bool reads_tangent = false;
             for (const Atom& x : e_ins)
               reads_tangent |= is_var(x) && from_tangents.count(as_var(x).id) > 0;
-            std::vector<Type> types;
-            for (Var o : e.outs) types.push_back(j.type_of(o));
             Emitter& side = reads_tangent ? c.t : c.p;
-            for (Var v : side.copy_eqn(e, e_ins, types)) {
+            for (Var v : side.copy_eqn(j, e, e_ins)) {
               outs.push_back(v);
               if (reads_tangent) from_tangents.insert(v.id);
             }
@@ -500,10 +498,8 @@ std::vector<Atom> inline_split(JvpCtx& c, const JvpResult& r, const std::vector<
     const Eqn& e = j.eqns[i];
     std::vector<Atom> ins;
     for (const Atom& x : e.ins) ins.push_back(read(x));
-    std::vector<Type> types;
-    for (Var o : e.outs) types.push_back(j.type_of(o));
     Emitter& side = r.tangent_eqn.at(i) ? c.t : c.p;
-    std::vector<Var> outs = side.copy_eqn(e, ins, types);
+    std::vector<Var> outs = side.copy_eqn(j, e, ins);
     for (size_t k = 0; k < e.outs.size(); ++k) env[e.outs[k].id] = outs.at(k);
   }
   std::vector<Atom> result;

@@ -192,9 +192,7 @@ Tangents svd_jvp(JvpCtx& c, JvpArgs& a) {
   const bool full = a.eqn.params.get_or<bool>("full_matrices", true);
   const int64_t m = at.shape[at.rank() - 2], n = at.shape.back(), k = std::min(m, n);
   if (!a.tangents[0]) {
-    std::vector<Type> types;
-    for (const Var& o : a.eqn.outs) types.push_back(c.src->type_of(o));
-    a.primal_outs = c.p.copy_eqn(a.eqn, a.primals, types);
+    a.primal_outs = c.p.copy_eqn(*c.src, a.eqn, a.primals);
     return Tangents(a.eqn.outs.size());
   }
   if (compute_uv && full && m != n)
@@ -292,9 +290,7 @@ Tangents eig_jvp(JvpCtx& c, JvpArgs& a) {
   const bool left = a.eqn.params.get_or<bool>("compute_left_eigenvectors", false);
   const bool right = a.eqn.params.get_or<bool>("compute_right_eigenvectors", true);
   if (!a.tangents[0]) {
-    std::vector<Type> types;
-    for (const Var& o : a.eqn.outs) types.push_back(c.src->type_of(o));
-    a.primal_outs = c.p.copy_eqn(a.eqn, a.primals, types);
+    a.primal_outs = c.p.copy_eqn(*c.src, a.eqn, a.primals);
     return Tangents(a.eqn.outs.size());
   }
   if ((left || right) && !a.eqn.params.get_or<bool>("enable_eigvec_derivs", false))

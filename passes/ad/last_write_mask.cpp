@@ -6,12 +6,6 @@ namespace refjit {
 
 namespace {
 
-Atom reshape_to(Emitter& e, Atom x, const Shape& shape) {
-  if (e.array_type_of(x).shape == shape) return x;
-  return e.emit1(Prim::reshape, {x},
-                 Params{{"new_sizes", IntList(shape)}, {"dimensions", NoneParam{}}});
-}
-
 Atom iota(Emitter& e, const Shape& shape, int64_t dimension) {
   return e.emit1(Prim::iota, {},
                  Params{{"dtype", DType::i32},
@@ -53,10 +47,10 @@ Atom last_write_mask(Emitter& e, Atom keys, int64_t range) {
   const int64_t k = kt.num_elements();
   // One key cannot be overwritten; with range 0 every key is out of range (callers mask).
   if (k <= 1 || range <= 0) return e.full(ArrayType{DType::bool_, kt.shape}, 1.0);
-  Atom flat = reshape_to(e, keys, {k});
+  Atom flat = e.reshape(keys, {k});
   Atom keep = k * k <= std::max(kPairwiseLimit, range) ? pairwise(e, flat, k)
                                                        : through_scratch(e, flat, k, range);
-  return reshape_to(e, keep, kt.shape);
+  return e.reshape(keep, kt.shape);
 }
 
 }  // namespace refjit

@@ -33,11 +33,6 @@ namespace refjit {
 
 namespace {
 
-bool structured(Prim p) {
-  return p == Prim::scan || p == Prim::cond || p == Prim::while_ || p == Prim::jit ||
-         p == Prim::custom_vjp_call || p == Prim::linear_solve;
-}
-
 bool any_unknown(const Eqn& q, const std::function<bool(const Atom&)>& is_unk) {
   for (const Atom& a : q.ins)
     if (is_unk(a)) return true;
@@ -205,7 +200,7 @@ EqnSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
       continue;
     }
     known_part[k] = q;
-    bool rep = !touches_refs(body, q) && !structured(q.prim);
+    bool rep = !touches_refs(body, q) && !prim_info(q.prim).has_subjaxprs;
     const bool index_math = is_index_math(body, q);
     for (const Atom& a : q.ins)
       rep &= !is_var(a) || replicable.count(as_var(a).id) > 0 ||

@@ -6,11 +6,6 @@ namespace refjit {
 
 namespace {
 
-bool structured(Prim p) {
-  return p == Prim::scan || p == Prim::cond || p == Prim::while_ || p == Prim::jit ||
-         p == Prim::custom_vjp_call || p == Prim::linear_solve;
-}
-
 // Whether `name` is in the comma-separated `list`.
 bool listed(std::string_view list, std::string_view name) {
   while (!list.empty()) {
@@ -25,7 +20,7 @@ bool listed(std::string_view list, std::string_view name) {
 
 bool recomputed_by_remat(const Jaxpr& j, const Eqn& e, std::string_view policy) {
   if (policy.empty() || policy == "everything_saveable") return false;
-  if (structured(e.prim) || touches_refs(j, e)) return false;
+  if (prim_info(e.prim).has_subjaxprs || touches_refs(j, e)) return false;
   const bool only_these = policy.starts_with(kSaveOnlyTheseNames);
   if (only_these || policy.starts_with(kSaveAnyNamesButThese)) {
     if (e.prim != Prim::checkpoint_name) return true;

@@ -191,9 +191,7 @@ class Transposer final : public LinearProgram {
       if (!l) {
         std::vector<Atom> ins;
         for (const Atom& a : q.ins) ins.push_back(read(a));
-        std::vector<Type> types;
-        for (Var o : q.outs) types.push_back(lin_.type_of(o));
-        std::vector<Var> outs = e_.copy_eqn(q, ins, types);
+        std::vector<Var> outs = e_.copy_eqn(lin_, q, ins);
         for (size_t i = 0; i < outs.size(); ++i) env_[q.outs[i].id] = outs[i];
         continue;
       }

@@ -259,11 +259,7 @@ void reshape_transpose(Emitter& e, TransposeArgs& a) {
   }
   MaybeAtom ct = out.freeze(e);
   if (!ct) return;
-  const Shape& shape = in.type().shape;
-  in.add(e, e.array_type_of(*ct).shape == shape
-                ? *ct
-                : e.emit1(Prim::reshape, {*ct},
-                          Params{{"new_sizes", IntList(shape)}, {"dimensions", NoneParam{}}}));
+  in.add(e, e.reshape(*ct, in.type().shape));
 }
 
 }  // namespace

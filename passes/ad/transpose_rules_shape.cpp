@@ -13,26 +13,11 @@ namespace {
 
 Atom ct0(const TransposeArgs& a) { return *a.ct[0]; }
 
-Atom reshape(Emitter& e, Atom x, const Shape& shape) {
-  if (e.array_type_of(x).shape == shape) return x;
-  return e.emit1(Prim::reshape, {x},
-                 Params{{"new_sizes", IntList(shape)}, {"dimensions", NoneParam{}}});
-}
-
 Atom slice(Emitter& e, Atom x, IntList start, IntList limit, IntList strides) {
   return e.emit1(Prim::slice, {x},
                  Params{{"start_indices", std::move(start)},
                         {"limit_indices", std::move(limit)},
                         {"strides", std::move(strides)}});
-}
-
-IntList free_dims(int64_t rank, const IntList& contract, const IntList& batch) {
-  IntList r;
-  for (int64_t d = 0; d < rank; ++d)
-    if (std::find(contract.begin(), contract.end(), d) == contract.end() &&
-        std::find(batch.begin(), batch.end(), d) == batch.end())
-      r.push_back(d);
-  return r;
 }
 
 // Cotangent of one dot_general operand ("mine") given the other ("other", a residual), at
@@ -99,7 +84,7 @@ void register_shape_transpose_rules(TransposeRuleTable& t) {
       auto it = std::find(bd.begin(), bd.end(), d);
       if (it == bd.end() || (x.shape[it - bd.begin()] == 1 && out[d] != 1)) axes.push_back(d);
     }
-    a.acc[0]->add(e, reshape(e, e.reduce_sum(ct0(a), axes), x.shape));
+    a.acc[0]->add(e, e.reshape(e.reduce_sum(ct0(a), axes), x.shape));
   });
   // reshape, squeeze, expand_dims, scatter and scatter-add alias their operand's accumulator
   // to their result's: see transpose_rules_scatter.cpp.

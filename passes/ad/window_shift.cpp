@@ -6,6 +6,7 @@
 #include <span>
 
 #include "ir/window_params.h"
+#include "passes/jaxpr_util.h"
 
 namespace refjit {
 
@@ -24,10 +25,7 @@ struct Piece {
 // a broadcast that only adds dims of size 1 (how a scalar becomes a one-element piece).
 bool keeps_flat_run(LinearProgram& lin, const Eqn* e) {
   if (!e || e->ins.size() != 1 || e->outs.size() != 1) return false;
-  if (e->prim == Prim::reshape) {
-    const ParamValue* d = e->params.find("dimensions");
-    return !d || std::holds_alternative<NoneParam>(*d);
-  }
+  if (e->prim == Prim::reshape) return is_row_major_reshape(*e);
   if (e->prim != Prim::broadcast_in_dim) return false;
   const Accum* in = lin.accumulator(e->ins[0]);
   const Accum* out = lin.accumulator(e->outs[0]);

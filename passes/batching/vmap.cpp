@@ -329,9 +329,7 @@ BatchedJaxpr vmap_jaxpr(const Jaxpr& jaxpr_in, const std::vector<bool>& in_batch
     if (!any) {
       std::vector<Atom> args;
       for (const BVal& v : ins) args.push_back(v.atom);
-      std::vector<Type> types;
-      for (Var o : e.outs) types.push_back(jaxpr.type_of(o));
-      for (Var o : ctx.e.copy_eqn(e, std::move(args), types)) outs.push_back({o, false});
+      for (Var o : ctx.e.copy_eqn(jaxpr, e, std::move(args))) outs.push_back({o, false});
     } else {
       ctx.where = describe_eqn(e, i);
       std::optional<std::vector<BVal>> r;

@@ -31,12 +31,6 @@ bool unit_strides(const Eqn& e) {
   return true;
 }
 
-bool plain_reshape(const Eqn& e) {
-  return e.prim == Prim::reshape && e.ins.size() == 1 &&
-         (!e.params.find("dimensions") ||
-          std::holds_alternative<NoneParam>(*e.params.find("dimensions")));
-}
-
 // The eqn's single result reads as `x` from now on (when the types agree).
 Rewritten forward(const Eqn& e, const Atom& x, Rewriter& r) {
   return e.outs.size() == 1 && r.replace(e.outs[0], x) ? Rewritten::replaced : Rewritten::no;
@@ -142,9 +136,10 @@ Rewritten sum_over_unit_dims(Eqn& e, Rewriter& r) {
 
 // A reshape of a reshape reshapes the first one's operand (or is it).
 Rewritten reshape_of_reshape(Eqn& e, Rewriter& r) {
-  if (!plain_reshape(e)) return Rewritten::no;
+  if (!is_row_major_reshape(e)) return Rewritten::no;
   const Eqn* inner = r.def(e.ins[0]);
-  if (!inner || !plain_reshape(*inner) || r.type_of(inner->ins[0]).is_ref) return Rewritten::no;
+  if (!inner || !is_row_major_reshape(*inner) || r.type_of(inner->ins[0]).is_ref)
+    return Rewritten::no;
   if (forward(e, inner->ins[0], r) == Rewritten::replaced) return Rewritten::replaced;
   e.ins[0] = inner->ins[0];
   return Rewritten::in_place;
@@ -153,7 +148,7 @@ Rewritten reshape_of_reshape(Eqn& e, Rewriter& r) {
 // A reshape (or squeeze) of a broadcast that only drops or inserts size-1 dims is a broadcast
 // of the same operand (or the operand itself, when that is what it gives back).
 Rewritten reshape_of_broadcast(Eqn& e, Rewriter& r) {
-  if (!plain_reshape(e) && e.prim != Prim::squeeze) return Rewritten::no;
+  if (!is_row_major_reshape(e) && e.prim != Prim::squeeze) return Rewritten::no;
   const Eqn* b = r.def(e.ins.at(0));
   if (!b || b->prim != Prim::broadcast_in_dim || b->ins.size() != 1) return Rewritten::no;
   const Shape& x = r.array_type(b->outs[0]).shape;

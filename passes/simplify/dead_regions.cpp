@@ -137,17 +137,10 @@ class ValueShrinker {
         take(l, static_cast<size_t>(dn.lhs_batch[k]), d);
         take(r, static_cast<size_t>(dn.rhs_batch[k]), d);
       }
-      auto free_dims = [&](Box& b, const std::vector<int64_t>& contract,
-                           const std::vector<int64_t>& batch) {
-        for (size_t k = 0; k < b.lo.size(); ++k) {
-          const auto dim = static_cast<int64_t>(k);
-          if (std::find(contract.begin(), contract.end(), dim) == contract.end() &&
-              std::find(batch.begin(), batch.end(), dim) == batch.end())
-            take(b, k, d++);
-        }
-      };
-      free_dims(l, dn.lhs_contract, dn.lhs_batch);
-      free_dims(r, dn.rhs_contract, dn.rhs_batch);
+      for (int64_t k : free_dims(static_cast<int64_t>(l.lo.size()), dn.lhs_contract, dn.lhs_batch))
+        take(l, static_cast<size_t>(k), d++);
+      for (int64_t k : free_dims(static_cast<int64_t>(r.lo.size()), dn.rhs_contract, dn.rhs_batch))
+        take(r, static_cast<size_t>(k), d++);
       boxes[0] = l;
       boxes[1] = r;
     } else {

@@ -186,12 +186,6 @@ class Simplifier {
     return row_and_column(scalar_sum_terms(j_, s), n, rows, width);
   }
 
-  static bool is_row_major_reshape(const Eqn& e) {
-    if (e.prim != Prim::reshape || e.ins.size() != 1 || e.outs.size() != 1) return false;
-    const ParamValue* d = e.params.find("dimensions");
-    return !d || std::holds_alternative<NoneParam>(*d);
-  }
-
   Var emit(std::vector<Eqn>& out, Prim p, Params params, std::vector<Atom> ins, ArrayType t) {
     const Var v = j_.new_var(Type(std::move(t)));
     out.push_back(Eqn{p, std::move(params), std::move(ins), {v}});

@@ -11,16 +11,6 @@ namespace refjit {
 
 namespace {
 
-// Dims of an operand of `dn` that are neither contracted nor batch, in order.
-IntList free_dims(int64_t rank, const IntList& contract, const IntList& batch) {
-  IntList free;
-  for (int64_t d = 0; d < rank; ++d)
-    if (std::find(contract.begin(), contract.end(), d) == contract.end() &&
-        std::find(batch.begin(), batch.end(), d) == batch.end())
-      free.push_back(d);
-  return free;
-}
-
 DotDims swapped(const DotDims& dn) {
   return {dn.rhs_contract, dn.lhs_contract, dn.rhs_batch, dn.lhs_batch};
 }

@@ -8,6 +8,7 @@
 
 #include "ir/loop_params.h"
 #include "ir/window_params.h"
+#include "passes/jaxpr_util.h"
 #include "passes/simplify/inline.h"
 #include "passes/simplify/int_ranges.h"
 #include "refjit/ir/use_def.h"
@@ -44,12 +45,6 @@ int64_t indexer_rows(const Eqn& e, const Ranges& r, int64_t dim) {
 int64_t static_slice_rows(const Eqn& e, int64_t dim) {
   const IntList& limit = e.params.get<IntList>("limit_indices");
   return limit.empty() ? dim : std::min(dim, limit[0]);
-}
-
-bool is_row_major_reshape(const Eqn& e) {
-  if (e.prim != Prim::reshape) return false;
-  const ParamValue* d = e.params.find("dimensions");
-  return !d || std::holds_alternative<NoneParam>(*d);
 }
 
 // Rows (of `dim`) a clamped window of `size` elements along a dim of `dim * per_row` elements

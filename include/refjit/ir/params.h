@@ -54,6 +54,10 @@ struct DotDims {
   bool operator==(const DotDims&) const = default;
 };
 
+// The dims of a rank-`rank` operand that are neither in `contract` nor in `batch`, in order.
+std::vector<int64_t> free_dims(int64_t rank, const std::vector<int64_t>& contract,
+                               const std::vector<int64_t>& batch);
+
 // Python's None.
 struct NoneParam {
   bool operator==(const NoneParam&) const = default;
