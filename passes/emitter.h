@@ -39,7 +39,6 @@ class Emitter {
   Atom scalar(DType d, double v) const { return Literal::of(d, v); }
   Atom full(const ArrayType& t, double v);
   Atom zeros(const ArrayType& t) { return full(t, 0.0); }
-  Atom zeros_like(const Atom& a) { return zeros(array_type_of(a)); }
 
   // Elementwise (binary ops accept a scalar on either side).
   Atom neg(Atom x) { return emit1(Prim::neg, {x}); }

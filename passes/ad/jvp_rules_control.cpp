@@ -24,18 +24,35 @@ namespace {
 
 using Tangents = std::vector<MaybeAtom>;
 
-std::vector<bool> present(const std::vector<MaybeAtom>& ts) {
+// Which of `ts` from position `from` on are nonzero.
+std::vector<bool> present(const std::vector<MaybeAtom>& ts, size_t from = 0) {
   std::vector<bool> r;
-  for (const auto& t : ts) r.push_back(t.has_value());
+  for (size_t i = from; i < ts.size(); ++i) r.push_back(ts[i].has_value());
   return r;
 }
 
-// Emits `prim[params] (primals, present tangents)` whose results are the primal outs then
-// the tangents flagged in `nonzero_out`; fills a.primal_outs and returns the tangents.
+// The JVP of a loop body whose first `ncar` outputs are the carries fed back to its inputs
+// [first_carry, first_carry + ncar), for the nonzero input tangents `nz`: a carry whose
+// tangent is nonzero after one step is differentiated from the start (a fixpoint, which
+// `nz` is updated to).
+JvpResult jvp_to_carry_fixpoint(const Jaxpr& body, std::vector<bool>& nz, size_t first_carry,
+                                size_t ncar, bool for_linearize) {
+  for (;;) {
+    std::vector<bool> inst(body.outvars.size(), false);
+    for (size_t i = 0; i < ncar; ++i) inst[i] = nz[first_carry + i];
+    JvpResult r = jvp_jaxpr_general(body, nz, inst, for_linearize);
+    bool changed = false;
+    for (size_t i = 0; i < ncar; ++i)
+      if (r.nonzero_out[i] && !nz[first_carry + i]) nz[first_carry + i] = changed = true;
+    if (!changed) return r;
+  }
+}
+
+// Emits `prim[params] (ins)` whose results are the primal outs then the tangents flagged in
+// `nonzero_out`; fills a.primal_outs and returns the tangents.
 Tangents emit_fused(JvpCtx& c, JvpArgs& a, const std::vector<Atom>& ins, Params params,
-                    const std::vector<Type>& out_types, const std::vector<bool>& nonzero_out) {
+                    const std::vector<bool>& nonzero_out) {
   std::vector<Var> outs = c.t.emit(a.eqn.prim, ins, std::move(params));
-  (void)out_types;
   size_t n = a.eqn.outs.size();
   a.primal_outs.assign(outs.begin(), outs.begin() + static_cast<long>(n));
   Tangents ts(n);
@@ -112,9 +129,8 @@ Tangents jit_rule(JvpCtx& c, JvpArgs& a) {
   JvpResult r = jvp_jaxpr_general(body, present(a.tangents),
                                   std::vector<bool>(body.outvars.size(), false), c.for_linearize);
   Params params = a.eqn.params;
-  std::vector<Type> types = r.jaxpr.out_types();
   params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(r.jaxpr)));
-  return emit_fused(c, a, primals_then_tangents(a), std::move(params), types, r.nonzero_out);
+  return emit_fused(c, a, primals_then_tangents(a), std::move(params), r.nonzero_out);
 }
 
 // Under linearize, cond is split like the function around it: each branch is linearized;
@@ -126,8 +142,7 @@ Tangents cond_linearize(JvpCtx& c, JvpArgs& a) {
   // tangent operand of the linear cond is linear (its transpose relies on it).
   for (size_t i = 1; i < a.tangents.size(); ++i)
     if (!c.depends_on_tangents(a.tangents[i])) a.tangents[i].reset();
-  std::vector<bool> nz(a.tangents.size() - 1);
-  for (size_t i = 1; i < a.tangents.size(); ++i) nz[i - 1] = a.tangents[i].has_value();
+  const std::vector<bool> nz = present(a.tangents, 1);
   std::vector<Linearized> lins;
   std::vector<Type> res_types;  // all branches' residuals, branch by branch
   std::vector<size_t> res_start;
@@ -184,8 +199,7 @@ Tangents cond_linearize(JvpCtx& c, JvpArgs& a) {
 
 Tangents cond_rule(JvpCtx& c, JvpArgs& a) {
   const JaxprList& branches = a.eqn.params.get<JaxprList>("branches");
-  std::vector<bool> nz(a.tangents.size() - 1);
-  for (size_t i = 1; i < a.tangents.size(); ++i) nz[i - 1] = a.tangents[i].has_value();
+  const std::vector<bool> nz = present(a.tangents, 1);
   std::vector<bool> out_nz(a.eqn.outs.size(), false);
   for (const JaxprPtr& br : branches) {
     JvpResult r = jvp_jaxpr_general(*br, nz, out_nz);
@@ -195,11 +209,10 @@ Tangents cond_rule(JvpCtx& c, JvpArgs& a) {
   for (const JaxprPtr& br : branches)
     new_branches.push_back(std::make_shared<const Jaxpr>(jvp_jaxpr_general(*br, nz, out_nz).jaxpr));
   Params params = a.eqn.params;
-  std::vector<Type> types = new_branches[0]->out_types();
   params.set("branches", std::move(new_branches));
   std::vector<Atom> ins{a.primals[0]};
   for (const Atom& x : primals_then_tangents(a, 1)) ins.push_back(x);
-  return emit_fused(c, a, ins, std::move(params), types, out_nz);
+  return emit_fused(c, a, ins, std::move(params), out_nz);
 }
 
 // scan: tangents of carries are found by a fixpoint (a carry whose tangent is nonzero after
@@ -211,19 +224,9 @@ Tangents scan_rule(JvpCtx& c, JvpArgs& a) {
   const Jaxpr& body = *scan_params.body;
   const size_t nc = scan_params.num_consts;
   const size_t ncar = scan_params.num_carry;
-  const size_t nin = a.primals.size(), nx = nin - nc - ncar;
-  const size_t nout = a.eqn.outs.size(), ny = nout - ncar;
+  const size_t nin = a.primals.size(), nout = a.eqn.outs.size();
   std::vector<bool> nz = present(a.tangents);
-  JvpResult r;
-  for (;;) {
-    std::vector<bool> inst(nout, false);
-    for (size_t i = 0; i < ncar; ++i) inst[i] = nz[nc + i];
-    r = jvp_jaxpr_general(body, nz, inst, c.for_linearize);
-    bool changed = false;
-    for (size_t i = 0; i < ncar; ++i)
-      if (r.nonzero_out[i] && !nz[nc + i]) nz[nc + i] = changed = true;
-    if (!changed) break;
-  }
+  JvpResult r = jvp_to_carry_fixpoint(body, nz, nc, ncar, c.for_linearize);
   // Reorder the JVP body's binders into scan's layout: consts, carry, xs (primal then tangent
   // within each group); outputs: carry, carry tangents, ys, y tangents.
   Jaxpr jb = std::move(r.jaxpr);
@@ -251,8 +254,6 @@ Tangents scan_rule(JvpCtx& c, JvpArgs& a) {
   for (size_t i = ncar; i < nout; ++i)
     if (out_nz[i]) new_out.push_back(tan_out[k++]);
   jb.outvars = std::move(new_out);
-  (void)ny;
-  (void)nx;
 
   std::vector<Atom> ins;
   size_t n_ct = 0, n_cart = 0;
@@ -305,18 +306,8 @@ Tangents while_loop_jvp(JvpCtx& c, JvpArgs& a, bool primal_loop_first) {
   const size_t nb = while_params.body_nconsts;
   const size_t nin = a.primals.size(), ncar = nin - nc - nb;
   // nz over the body's inputs: body consts, then carries.
-  std::vector<bool> nz(nb + ncar);
-  for (size_t i = 0; i < nb + ncar; ++i) nz[i] = a.tangents[nc + i].has_value();
-  JvpResult r;
-  for (;;) {
-    std::vector<bool> inst(ncar);
-    for (size_t i = 0; i < ncar; ++i) inst[i] = nz[nb + i];
-    r = jvp_jaxpr_general(body, nz, inst, c.for_linearize);
-    bool changed = false;
-    for (size_t i = 0; i < ncar; ++i)
-      if (r.nonzero_out[i] && !nz[nb + i]) nz[nb + i] = changed = true;
-    if (!changed) break;
-  }
+  std::vector<bool> nz = present(a.tangents, nc);
+  JvpResult r = jvp_to_carry_fixpoint(body, nz, nb, ncar, c.for_linearize);
   size_t n_bt = 0, n_ct = 0;
   for (size_t i = 0; i < nb; ++i) n_bt += nz[i];
   for (size_t i = 0; i < ncar; ++i) n_ct += nz[nb + i];

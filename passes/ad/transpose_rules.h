@@ -39,6 +39,8 @@ struct TransposeArgs {
 
   bool linear(size_t i) const { return acc.at(i) != nullptr; }
   bool wants(size_t i) const { return acc.at(i) && acc[i]->wanted(); }
+  // The first output's cotangent, when it is known to be nonzero.
+  const Atom& ct0() const { return *ct.at(0); }
   // Dynamic operands (indices) from position `first` on; they are never linear.
   std::vector<Atom> dyn(size_t first) const {
     return std::vector<Atom>(val.begin() + static_cast<long>(first), val.end());

@@ -11,8 +11,6 @@ namespace refjit {
 
 namespace {
 
-Atom ct0(const TransposeArgs& a) { return *a.ct[0]; }
-
 Atom slice(Emitter& e, Atom x, IntList start, IntList limit, IntList strides) {
   return e.emit1(Prim::slice, {x},
                  Params{{"start_indices", std::move(start)},
@@ -78,13 +76,13 @@ void register_shape_transpose_rules(TransposeRuleTable& t) {
     if (!a.wants(0)) return;
     const ArrayType& x = a.acc[0]->type();
     const IntList& bd = a.eqn.params.get<IntList>("broadcast_dimensions");
-    const Shape out = e.array_type_of(ct0(a)).shape;
+    const Shape out = e.array_type_of(a.ct0()).shape;
     IntList axes;
     for (int64_t d = 0; d < static_cast<int64_t>(out.size()); ++d) {
       auto it = std::find(bd.begin(), bd.end(), d);
       if (it == bd.end() || (x.shape[it - bd.begin()] == 1 && out[d] != 1)) axes.push_back(d);
     }
-    a.acc[0]->add(e, e.reshape(e.reduce_sum(ct0(a), axes), x.shape));
+    a.acc[0]->add(e, e.reshape(e.reduce_sum(a.ct0(), axes), x.shape));
   });
   // reshape, squeeze, expand_dims, scatter and scatter-add alias their operand's accumulator
   // to their result's: see transpose_rules_scatter.cpp.
@@ -93,7 +91,7 @@ void register_shape_transpose_rules(TransposeRuleTable& t) {
     const IntList& perm = a.eqn.params.get<IntList>("permutation");
     IntList inv(perm.size());
     for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
-    a.acc[0]->add(e, e.emit1(Prim::transpose, {ct0(a)}, Params{{"permutation", inv}}));
+    a.acc[0]->add(e, e.emit1(Prim::transpose, {a.ct0()}, Params{{"permutation", inv}}));
   });
   t.set(Prim::reduce_sum, [](Emitter& e, TransposeArgs& a) {
     if (!a.wants(0)) return;
@@ -102,7 +100,7 @@ void register_shape_transpose_rules(TransposeRuleTable& t) {
     IntList kept;
     for (int64_t d = 0; d < x.rank(); ++d)
       if (std::find(axes.begin(), axes.end(), d) == axes.end()) kept.push_back(d);
-    a.acc[0]->add(e, e.emit1(Prim::broadcast_in_dim, {ct0(a)},
+    a.acc[0]->add(e, e.emit1(Prim::broadcast_in_dim, {a.ct0()},
                              Params{{"shape", IntList(x.shape)},
                                     {"broadcast_dimensions", kept},
                                     {"sharding", NoneParam{}}}));
@@ -112,12 +110,12 @@ void register_shape_transpose_rules(TransposeRuleTable& t) {
     if (!a.wants(0)) return;
     const IntList& start = a.eqn.params.get<IntList>("start_indices");
     const IntList strides = a.eqn.params.get_or<IntList>("strides", IntList{});
-    const Shape out = e.array_type_of(ct0(a)).shape;
+    const Shape out = e.array_type_of(a.ct0()).shape;
     Indexer ix;
     for (size_t d = 0; d < start.size(); ++d)
       ix.dims.push_back(IndexerDim{IndexerDim::Kind::slice, start[d], out[d],
                                    strides.empty() ? 1 : strides[d], false});
-    a.acc[0]->add_at(e, ct0(a), ix, {});
+    a.acc[0]->add_at(e, a.ct0(), ix, {});
   });
   // Sparse: acc[i:i+size, ...] += ct (starts clamp exactly as dynamic_slice's do).
   t.set(Prim::dynamic_slice, [](Emitter& e, TransposeArgs& a) {
@@ -125,20 +123,20 @@ void register_shape_transpose_rules(TransposeRuleTable& t) {
     const IntList& sizes = a.eqn.params.get<IntList>("slice_sizes");
     Indexer ix;
     for (int64_t s : sizes) ix.dims.push_back(IndexerDim{IndexerDim::Kind::slice, 0, s, 1, true});
-    a.acc[0]->add_at(e, ct0(a), ix, a.dyn(1));
+    a.acc[0]->add_at(e, a.ct0(), ix, a.dyn(1));
   });
   // Sparse: acc[..., idx, ...] += ct (duplicate indices accumulate).
   t.set(Prim::gather, [](Emitter& e, TransposeArgs& a) {
     if (!a.wants(0)) return;
     if (a.linear(1)) throw Error("transpose: `gather` is not linear in its indices");
     int64_t axis = a.eqn.params.get<int64_t>("axis");
-    a.acc[0]->add_at(e, ct0(a), gather_indexer(a.acc[0]->type(), axis), {a.val[1]});
+    a.acc[0]->add_at(e, a.ct0(), gather_indexer(a.acc[0]->type(), axis), {a.val[1]});
   });
   // dynamic_update_slice: its transpose aliases the operand's accumulator to the result's,
   // so a loop's carry cotangent stays in one ref: see transpose_rules_scatter.cpp.
   t.set(Prim::concatenate, [](Emitter& e, TransposeArgs& a) {
     const int64_t dim = a.eqn.params.get<int64_t>("dimension");
-    const Shape out = e.array_type_of(ct0(a)).shape;
+    const Shape out = e.array_type_of(a.ct0()).shape;
     int64_t off = 0;
     for (size_t i = 0; i < a.acc.size(); ++i) {
       const ArrayType ti = a.acc[i] ? a.acc[i]->type() : e.array_type_of(a.val[i]);
@@ -146,7 +144,7 @@ void register_shape_transpose_rules(TransposeRuleTable& t) {
         IntList start(out.size(), 0), limit(out.begin(), out.end());
         start[dim] = off;
         limit[dim] = off + ti.shape[dim];
-        a.acc[i]->add(e, slice(e, ct0(a), start, limit, IntList(out.size(), 1)));
+        a.acc[i]->add(e, slice(e, a.ct0(), start, limit, IntList(out.size(), 1)));
       }
       off += ti.shape[dim];
     }
@@ -155,7 +153,7 @@ void register_shape_transpose_rules(TransposeRuleTable& t) {
   t.set(Prim::pad, [](Emitter& e, TransposeArgs& a) {
     const IntListList& cfg = a.eqn.params.get<IntListList>("padding_config");
     const ArrayType xt = a.acc[0] ? a.acc[0]->type() : e.array_type_of(a.val[0]);
-    Atom ct = ct0(a);
+    Atom ct = a.ct0();
     IntListList neg;
     for (const auto& c : cfg) neg.push_back({-c[0], -c[1], 0});
     Atom unpadded =
@@ -184,9 +182,9 @@ void register_shape_transpose_rules(TransposeRuleTable& t) {
     if (a.linear(0) && a.linear(1))
       throw Error("transpose: `dot_general` of two linear values is not linear");
     if (a.wants(0))
-      a.acc[0]->add(e, dot_transpose(e, ct0(a), a.val[1], a.acc[0]->type(), true, dn, precision));
+      a.acc[0]->add(e, dot_transpose(e, a.ct0(), a.val[1], a.acc[0]->type(), true, dn, precision));
     if (a.wants(1))
-      a.acc[1]->add(e, dot_transpose(e, ct0(a), a.val[0], a.acc[1]->type(), false, dn, precision));
+      a.acc[1]->add(e, dot_transpose(e, a.ct0(), a.val[0], a.acc[1]->type(), false, dn, precision));
   });
 }
 

@@ -11,8 +11,6 @@ namespace refjit {
 
 namespace {
 
-Atom ct0(const TransposeArgs& a) { return *a.ct[0]; }
-
 // A window sum's transpose: every operand element receives the cotangents of the windows it
 // is in. The cotangent, spread out by the strides and padded by the window's reach, summed
 // over windows of the same size (the window sum of a convolution's input gradient).
@@ -44,7 +42,7 @@ void register_window_transpose_rules(TransposeRuleTable& t) {
   t.set(Prim::reduce_window_sum, [](Emitter& e, TransposeArgs& a) {
     if (!a.wants(0)) return;
     a.acc[0]->add(
-        e, window_sum_transpose(e, ct0(a), Window::of(a.eqn.params), a.acc[0]->type().shape));
+        e, window_sum_transpose(e, a.ct0(), Window::of(a.eqn.params), a.acc[0]->type().shape));
   });
   // select_and_gather_add t x -> select_and_scatter_add ct x (with base dilation, x padded
   // between its elements by the selection's identity, and the result strided back).
@@ -73,7 +71,7 @@ void register_window_transpose_rules(TransposeRuleTable& t) {
     }
     Params p = w.params(/*with_dilations=*/false);
     p.set("select_prim", select);
-    Atom r = e.emit1(Prim::select_and_scatter_add, {ct0(a), x}, std::move(p));
+    Atom r = e.emit1(Prim::select_and_scatter_add, {a.ct0(), x}, std::move(p));
     if (dilated) {
       IntList start(xt.shape.size(), 0), limit;
       for (int64_t s : e.array_type_of(r).shape) limit.push_back(s);
@@ -89,7 +87,7 @@ void register_window_transpose_rules(TransposeRuleTable& t) {
     if (!a.wants(0)) return;
     Params p = Window::of(a.eqn.params).params();
     p.set("select_prim", a.eqn.params.get<std::string>("select_prim"));
-    a.acc[0]->add(e, e.emit1(Prim::select_and_gather_add, {ct0(a), a.val[1]}, std::move(p)));
+    a.acc[0]->add(e, e.emit1(Prim::select_and_gather_add, {a.ct0(), a.val[1]}, std::move(p)));
   });
 }
 

@@ -133,7 +133,8 @@ Outs pad(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
   return c.emit_batched(e, {ins[0].atom, ins[1].atom}, std::move(p));
 }
 
-Outs concatenate(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
+// Every operand batched; the eqn's `dimension` shifts past the batch dim (concatenate, sort).
+Outs along_dimension(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
   std::vector<Atom> args;
   for (const BVal& v : ins) args.push_back(c.batched(v));
   Params p = e.params;
@@ -180,12 +181,14 @@ Outs scatter(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
   return c.emit_batched(e, {c.batched(ins[0]), ins[1].atom, c.batched(ins[2])}, std::move(p));
 }
 
-Outs sort(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
-  std::vector<Atom> args;
-  for (const BVal& v : ins) args.push_back(c.batched(v));
-  Params p = e.params;
-  p.set("dimension", e.params.get<int64_t>("dimension") + 1);
-  return c.emit_batched(e, std::move(args), std::move(p));
+// Every operand batched, the params unchanged: the decompositions take leading dims as a batch
+// already (both operands of a triangular solve carry the same batch dims), and a ref made inside
+// the batched function is always batched (from an unbatched value too, as in JAX: one ref per
+// example, so each may later be written with its example's value).
+Outs batch_all(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
+  std::vector<Atom> batched;
+  for (const BVal& v : ins) batched.push_back(c.batched(v));
+  return c.emit_batched(e, batched, e.params);
 }
 
 // ---- reductions and products ----------------------------------------------------------------
@@ -251,13 +254,12 @@ BatchedIndexer batched_indexer(BatchCtx& c, const Eqn& e, const std::vector<BVal
   return b;
 }
 
-[[noreturn]] void unbatched_ref_write(BatchCtx& c, const Eqn& e, bool value_batched) {
+[[noreturn]] void unbatched_ref_write(BatchCtx& c, bool value_batched) {
   throw RefError("E11",
                  fmt::format("vmap: {} writes {} into a ref that is not batched; the ref holds one "
                              "value for the whole batch. Create the ref inside the vmapped "
                              "function, or pass it batched (an argument with in_axes 0)",
                              c.where, value_batched ? "a batched value" : "at a batched index"));
-  (void)e;
 }
 
 Outs get(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
@@ -272,7 +274,7 @@ Outs get(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
 // swap / addupdate: the value is written with its batch dim where the indexer puts it.
 Outs write(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
   if (!ins[0].batched) {
-    if (any_batched(ins, 1)) unbatched_ref_write(c, e, ins[1].batched);
+    if (any_batched(ins, 1)) unbatched_ref_write(c, ins[1].batched);
     return std::nullopt;  // unreachable: some operand is batched
   }
   if (any_batched(ins, 2)) return std::nullopt;
@@ -309,14 +311,12 @@ BatchRuleTable make_rules() {
     if (prim_info(static_cast<Prim>(k)).elementwise) t.set(static_cast<Prim>(k), elementwise);
   t.set(Prim::broadcast_in_dim, broadcast_in_dim);
   t.set(Prim::reshape, reshape);
-  t.set(Prim::squeeze, [](BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
-    return shift_param(c, e, ins, "dimensions");
-  });
-  t.set(Prim::expand_dims, [](BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
-    return shift_param(c, e, ins, "dimensions");
-  });
+  for (Prim p : {Prim::squeeze, Prim::expand_dims})
+    t.set(p, [](BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
+      return shift_param(c, e, ins, "dimensions");
+    });
   t.set(Prim::transpose, transpose);
-  t.set(Prim::concatenate, concatenate);
+  t.set(Prim::concatenate, along_dimension);
   t.set(Prim::pad, pad);
   t.set(Prim::slice, slice);
   t.set(Prim::dynamic_slice, dynamic_slice);
@@ -325,27 +325,16 @@ BatchRuleTable make_rules() {
   for (Prim p :
        {Prim::scatter, Prim::scatter_add, Prim::scatter_mul, Prim::scatter_min, Prim::scatter_max})
     t.set(p, scatter);
-  t.set(Prim::sort, sort);
-  // The decompositions take leading dims as a batch already (both operands of a triangular
-  // solve carry the same batch dims).
+  t.set(Prim::sort, along_dimension);
   for (Prim p : {Prim::eigh, Prim::svd, Prim::eig, Prim::cholesky, Prim::lu, Prim::qr,
-                 Prim::triangular_solve, Prim::tridiagonal_solve})
-    t.set(p, [](BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) -> Outs {
-      std::vector<Atom> batched;
-      for (const BVal& v : ins) batched.push_back(c.batched(v));
-      return c.emit_batched(e, batched, e.params);
-    });
+                 Prim::triangular_solve, Prim::tridiagonal_solve, Prim::new_ref})
+    t.set(p, batch_all);
   for (Prim p : {Prim::reduce_sum, Prim::reduce_max, Prim::reduce_min, Prim::argmax})
     t.set(p, reduce);
   t.set(Prim::dot_general, dot_general);
   for (Prim p : {Prim::reduce_window_sum, Prim::reduce_window_max, Prim::reduce_window_min,
                  Prim::select_and_gather_add, Prim::select_and_scatter_add})
     t.set(p, window);
-  // A ref made inside the batched function is always batched (from an unbatched value too, as
-  // in JAX): one ref per example, so each may later be written with its example's value.
-  t.set(Prim::new_ref, [](BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) -> Outs {
-    return c.emit_batched(e, {c.batched(ins[0])}, e.params);
-  });
   t.set(Prim::freeze, pass_through);
   t.set(Prim::get, get);
   t.set(Prim::swap, write);

@@ -105,7 +105,7 @@ std::string BufferNames::atom(int plan, const Atom& a) const {
 
 namespace {
 
-std::string buffer_text(const BufferAssignment& all, const JaxprBuffers& p, const Buffer& b) {
+std::string buffer_text(const JaxprBuffers& p, const Buffer& b) {
   std::string outer = b.outer >= 0 ? fmt::format(" = outer b{}", b.outer) : std::string();
   std::string s;
   switch (b.origin) {
@@ -129,7 +129,6 @@ std::string buffer_text(const BufferAssignment& all, const JaxprBuffers& p, cons
   }
   if (b.origin == BufferOrigin::input || b.origin == BufferOrigin::constant)
     s += b.writable ? ", writable" : ", read-only";
-  (void)all;
   return s;
 }
 
@@ -186,7 +185,7 @@ std::string print_buffer_plan(const Jaxpr& jaxpr, const BufferAssignment& plan) 
     for (size_t b = 0; b < p.buffers.size(); ++b) {
       const Buffer& B = p.buffers[b];
       out += fmt::format("  buffer b{} {} {} bytes: {}\n", b, B.type.str(), B.bytes,
-                         buffer_text(plan, p, B));
+                         buffer_text(p, B));
     }
     const Jaxpr& j = *p.jaxpr;
     auto value_line = [&](Var v) {

@@ -45,6 +45,19 @@ std::vector<bool> needed_eqns(const Jaxpr& j, const std::vector<bool>& used_outp
   return keep;
 }
 
+// The vars the kept eqns (`keep`) and the live outputs (`live`) of `j` read.
+std::unordered_set<uint32_t> read_vars(const Jaxpr& j, const std::vector<bool>& keep,
+                                       const std::vector<bool>& live) {
+  std::unordered_set<uint32_t> read;
+  for (size_t k = 0; k < j.eqns.size(); ++k)
+    if (keep[k])
+      for (const Atom& a : j.eqns[k].ins)
+        if (is_var(a)) read.insert(as_var(a).id);
+  for (size_t i = 0; i < j.outvars.size(); ++i)
+    if (live[i] && is_var(j.outvars[i])) read.insert(as_var(j.outvars[i]).id);
+  return read;
+}
+
 // Which outputs of a scan's body are live: a ys output read after the scan, a carry read
 // after the scan or read by the body to compute something live, to a fixpoint. A carry
 // nobody reads is only recomputed from itself, and its derivative is dead work too: where
@@ -59,14 +72,7 @@ std::vector<bool> live_body_outputs(const Eqn& e, const Jaxpr& body,
   for (size_t i = 0; i < live.size(); ++i) live[i] = used.count(e.outs[i].id) > 0;
   for (bool changed = true; changed;) {
     changed = false;
-    const std::vector<bool> keep = needed_eqns(body, live);
-    std::unordered_set<uint32_t> read;
-    for (size_t i = 0; i < body.eqns.size(); ++i)
-      if (keep[i])
-        for (const Atom& a : body.eqns[i].ins)
-          if (is_var(a)) read.insert(as_var(a).id);
-    for (size_t i = 0; i < body.outvars.size(); ++i)
-      if (live[i] && is_var(body.outvars[i])) read.insert(as_var(body.outvars[i]).id);
+    const std::unordered_set<uint32_t> read = read_vars(body, needed_eqns(body, live), live);
     for (size_t k = 0; k < nc; ++k)
       if (!live[k] && read.count(body.invars[ncon + k].id)) live[k] = changed = true;
   }
@@ -112,13 +118,7 @@ Jaxpr dce(const Jaxpr& jaxpr, std::vector<bool> used_outputs) {
                 " entries but the jaxpr has " + std::to_string(jaxpr.outvars.size()) + " outputs");
   Jaxpr out = jaxpr;
   std::vector<bool> keep = needed_eqns(jaxpr, used_outputs);
-  std::unordered_set<uint32_t> used;  // vars read by kept eqns or outputs
-  for (size_t i = 0; i < jaxpr.outvars.size(); ++i)
-    if (used_outputs[i] && is_var(jaxpr.outvars[i])) used.insert(as_var(jaxpr.outvars[i]).id);
-  for (size_t k = 0; k < jaxpr.eqns.size(); ++k)
-    if (keep[k])
-      for (const Atom& a : jaxpr.eqns[k].ins)
-        if (is_var(a)) used.insert(as_var(a).id);
+  const std::unordered_set<uint32_t> used = read_vars(jaxpr, keep, used_outputs);
   out.eqns.clear();
   for (size_t k = 0; k < jaxpr.eqns.size(); ++k) {
     if (!keep[k]) continue;

@@ -364,11 +364,12 @@ Jaxpr simplify_with_ranges(const Jaxpr& jaxpr,
 Jaxpr windows_before_autodiff(const Jaxpr& jaxpr,
                               const std::vector<std::optional<IntRange>>& const_ranges,
                               int* changes) {
-  Jaxpr j = jaxpr;
-  IntRanges r = int_ranges_from_consts(j, const_ranges);
-  const int n = Simplifier(j, std::move(r), Scope::windows).run();
-  if (changes) *changes = n;
-  return n > 0 ? std::move(j) : jaxpr;
+  return rewritten_copy(
+      jaxpr,
+      [&](Jaxpr& j) {
+        return Simplifier(j, int_ranges_from_consts(j, const_ranges), Scope::windows).run();
+      },
+      changes);
 }
 
 }  // namespace refjit
