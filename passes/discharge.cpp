@@ -26,16 +26,9 @@ Type value_type(const Type& t) { return Type(t.array); }
 // Emitter over the discharged program's builder, with the clamp ref indexing applies.
 struct Ops : Emitter {
   explicit Ops(JaxprBuilder& b) : Emitter(b) {}
-  ArrayType type(const Atom& a) const { return array_type_of(a); }
-  Atom op(Prim p, std::vector<Atom> ins, Params params = {}) {
-    return emit1(p, std::move(ins), std::move(params));
-  }
-  Atom broadcast(const Atom& x, const Shape& shape, const IntList& dims) {
-    return broadcast_in_dim(x, shape, dims);
-  }
   Atom clamp(const Atom& i, int64_t hi) {
-    DType d = type(i).dtype;
-    return op(Prim::min, {op(Prim::max, {i, Literal::of_int(d, 0)}), Literal::of_int(d, hi)});
+    DType d = array_type_of(i).dtype;
+    return emit1(Prim::min, {emit1(Prim::max, {i, Literal::of_int(d, 0)}), Literal::of_int(d, hi)});
   }
 };
 
@@ -90,7 +83,7 @@ Atom read_window(Ops& o, const Atom& cur, const Access& a) {
   if (w.dynamic) {
     std::vector<Atom> ins{cur};
     ins.insert(ins.end(), w.starts.begin(), w.starts.end());
-    part = o.op(Prim::dynamic_slice, ins, Params{{"slice_sizes", IntList(w.sizes)}});
+    part = o.emit1(Prim::dynamic_slice, ins, Params{{"slice_sizes", IntList(w.sizes)}});
   } else {
     IntList start, limit;
     for (size_t d = 0; d < w.sizes.size(); ++d) {
@@ -98,9 +91,9 @@ Atom read_window(Ops& o, const Atom& cur, const Access& a) {
       start.push_back(s);
       limit.push_back(s + w.sizes[d]);
     }
-    part =
-        o.op(Prim::slice, {cur},
-             Params{{"limit_indices", limit}, {"start_indices", start}, {"strides", NoneParam{}}});
+    part = o.emit1(
+        Prim::slice, {cur},
+        Params{{"limit_indices", limit}, {"start_indices", start}, {"strides", NoneParam{}}});
   }
   return o.reshape(part, a.layout.shape);
 }
@@ -109,7 +102,7 @@ Atom write_window(Ops& o, const Atom& cur, const Access& a, const Atom& v) {
   Window w = window_of(a);
   std::vector<Atom> ins{cur, o.reshape(v, w.sizes)};
   ins.insert(ins.end(), w.starts.begin(), w.starts.end());
-  return o.op(Prim::dynamic_update_slice, ins);
+  return o.emit1(Prim::dynamic_update_slice, ins);
 }
 
 // ---- anything else: a flat index per addressed element -----------------------------------
@@ -126,9 +119,9 @@ Atom flat_positions(Ops& o, Access& a) {
   std::optional<Atom> flat;
   int64_t offset = 0;  // the static part of every position
   auto add_term = [&](Atom term, int64_t stride, const IntList& dims) {
-    if (stride != 1) term = o.op(Prim::mul, {term, Literal::of_int(it, stride)});
-    term = o.broadcast(term, out, dims);
-    flat = flat ? o.op(Prim::add, {*flat, term}) : term;
+    if (stride != 1) term = o.emit1(Prim::mul, {term, Literal::of_int(it, stride)});
+    term = o.broadcast_in_dim(term, out, dims);
+    flat = flat ? o.emit1(Prim::add, {*flat, term}) : term;
   };
   int64_t stride = a.ref.num_elements();
   int k = 0;  // the next output dim a dim addressed by a slice lands on
@@ -145,7 +138,8 @@ Atom flat_positions(Ops& o, Access& a) {
     } else if (id && id->kind == IndexerDim::Kind::index_array) {
       Atom arr = o.clamp(o.convert(a.dyn.at(next++), it), n - 1);
       IntList dims;  // NumPy broadcasting inside the block: trailing dims aligned
-      for (int j = 0; j < o.type(arr).rank(); ++j) dims.push_back(blast - o.type(arr).rank() + j);
+      for (int j = 0; j < o.array_type_of(arr).rank(); ++j)
+        dims.push_back(blast - o.array_type_of(arr).rank() + j);
       add_term(arr, stride, dims);
     } else {
       if (k == bfirst) k = blast;
@@ -156,20 +150,19 @@ Atom flat_positions(Ops& o, Access& a) {
       } else if (id) {
         offset += id->start * stride;
       }
-      Atom run = o.op(Prim::iota, {},
-                      Params{{"dimension", int64_t{0}}, {"dtype", it}, {"shape", IntList{size}}});
+      Atom run = o.iota(Shape{size}, 0, it);
       add_term(run, step * stride, {k++});
     }
   }
-  if (!flat) flat = o.broadcast(Literal::of_int(it, 0), out, {});
-  if (offset != 0) flat = o.op(Prim::add, {*flat, Literal::of_int(it, offset)});
+  if (!flat) flat = o.broadcast_in_dim(Literal::of_int(it, 0), out, {});
+  if (offset != 0) flat = o.emit1(Prim::add, {*flat, Literal::of_int(it, offset)});
   a.flat_positions = *flat;
   return *flat;
 }
 
 Atom read_general(Ops& o, const Atom& cur, Access& a) {
   Atom flat = o.reshape(cur, Shape{a.ref.num_elements()});
-  return o.op(Prim::gather, {flat, flat_positions(o, a)}, Params{{"axis", int64_t{0}}});
+  return o.emit1(Prim::gather, {flat, flat_positions(o, a)}, Params{{"axis", int64_t{0}}});
 }
 
 // scatter (a write; for repeated positions the last wins, as for a ref) or scatter-add (an
@@ -178,7 +171,7 @@ Atom write_general(Ops& o, Prim scatter, const Atom& cur, Access& a, const Atom&
   Atom flat = o.reshape(cur, Shape{a.ref.num_elements()});
   Params p{{"axis", int64_t{0}}};
   if (scatter == Prim::scatter) p.set("unique_indices", false);
-  return o.reshape(o.op(scatter, {flat, flat_positions(o, a), v}, std::move(p)), a.ref.shape);
+  return o.reshape(o.emit1(scatter, {flat, flat_positions(o, a), v}, std::move(p)), a.ref.shape);
 }
 
 Atom read(Ops& o, const Atom& cur, Access& a) {
@@ -237,9 +230,10 @@ class Discharger {
                  : a.is_window() ? write_window(o_, cur, a, v)
                                  : write_general(o_, Prim::scatter, cur, a, v);
         } else {
-          next = a.whole()       ? o_.op(Prim::add, {cur, v})
-                 : a.is_window() ? write_window(o_, cur, a, o_.op(Prim::add, {read(o_, cur, a), v}))
-                                 : write_general(o_, Prim::scatter_add, cur, a, v);
+          next = a.whole() ? o_.emit1(Prim::add, {cur, v})
+                 : a.is_window()
+                     ? write_window(o_, cur, a, o_.emit1(Prim::add, {read(o_, cur, a), v}))
+                     : write_general(o_, Prim::scatter_add, cur, a, v);
         }
         bind(as_var(e.ins[0]), next);
         return;

@@ -90,6 +90,11 @@ Atom Emitter::broadcast_in_dim(Atom x, const Shape& shape, const IntList& dims) 
                Params{{"shape", IntList(shape)}, {"broadcast_dimensions", dims}});
 }
 
+Atom Emitter::iota(const Shape& shape, int64_t dimension, DType dtype) {
+  return emit1(Prim::iota, {},
+               Params{{"dimension", dimension}, {"dtype", dtype}, {"shape", IntList(shape)}});
+}
+
 Atom Emitter::reshape(Atom x, const Shape& shape) {
   if (array_type_of(x).shape == shape) return x;
   return emit1(Prim::reshape, {x},

@@ -55,6 +55,7 @@ class Emitter {
   // x's dim k becomes dim dims[k] of `shape` (x itself when it already has that shape).
   Atom broadcast_in_dim(Atom x, const Shape& shape, const IntList& dims);
   Atom reshape(Atom x, const Shape& shape);  // x itself when it already has that shape
+  Atom iota(const Shape& shape, int64_t dimension, DType dtype = DType::i32);
   Atom reduce_sum(Atom x, std::vector<int64_t> axes);
   // Sums `x` down to `shape` (the inverse of broadcasting a scalar): used by transposes.
   Atom sum_to(Atom x, const Shape& shape);

@@ -97,11 +97,7 @@ struct Matrices {
   // The mask of a rows x cols matrix's lower (col - row <= k) or upper (col - row >= k) part.
   Atom triangle_mask(int64_t rows, int64_t cols, bool lower, int64_t k) {
     const Shape s = shape({rows, cols});
-    auto iota = [&](int64_t dim) {
-      return e.emit1(Prim::iota, {},
-                     Params{{"dimension", dim}, {"dtype", DType::i32}, {"shape", IntList(s)}});
-    };
-    const Atom offset = e.sub(iota(nb() + 1), iota(nb()));
+    const Atom offset = e.sub(e.iota(s, nb() + 1), e.iota(s, nb()));
     return e.emit1(lower ? Prim::le : Prim::ge, {offset, e.scalar(DType::i32, double(k))});
   }
   // x where `mask` holds, zero elsewhere (a select, so an inf elsewhere does not become NaN).
@@ -142,12 +138,7 @@ struct Matrices {
     const int64_t m = t.shape[t.rank() - 2], n = t.shape.back();
     int64_t b = 1;
     for (int64_t d : batch) b *= d;
-    const Atom offsets = e.emit1(
-        Prim::mul,
-        {e.emit1(
-             Prim::iota, {},
-             Params{{"dimension", int64_t{0}}, {"dtype", DType::i32}, {"shape", IntList{b, m}}}),
-         e.scalar(DType::i32, double(m))});
+    const Atom offsets = e.mul(e.iota(Shape{b, m}, 0), e.scalar(DType::i32, double(m)));
     const Atom rows =
         e.reshape(e.emit1(Prim::add, {e.reshape(perm, Shape{b, m}), offsets}), Shape{b * m});
     const Atom flat = e.reshape(x, Shape{b * m, n});
@@ -269,9 +260,7 @@ std::pair<Atom, Atom> eig_vector_jvp(Matrices& p, Matrices& t, Atom w, Atom v, A
   const Atom u = t.matmul(v, t.e.mul(f, pm));
   const Atom largest = p.e.emit1(Prim::argmax, {p.e.unary(Prim::abs, v)},
                                  Params{{"axes", IntList{p.nb()}}, {"index_dtype", DType::i32}});
-  const Atom rows = p.e.emit1(
-      Prim::iota, {},
-      Params{{"dimension", p.nb()}, {"dtype", DType::i32}, {"shape", IntList(p.shape({n, n}))}});
+  const Atom rows = p.e.iota(p.shape({n, n}), p.nb());
   const Atom mask = p.e.convert(p.e.emit1(Prim::eq, {rows, p.rows_of(largest, n, n)}), p.dtype);
   auto column_sums = [&](Emitter& e, Atom x) { return e.reduce_sum(x, {p.nb()}); };
   const Atom c_re = t.e.neg(t.real(column_sums(t.e, t.e.mul(p.conj(v), u))));
@@ -515,9 +504,7 @@ Tangents qr_jvp_of(JvpCtx& c, JvpArgs& a, bool pivoting) {
   // Undo the row permutation (row perm[i] of the result is row i of z_t): gather through the
   // inverse permutation, which sorting perm with an iota gives.
   const ArrayType perm_t = p.e.array_type_of(perm);
-  const Atom steps = p.e.emit1(
-      Prim::iota, {},
-      Params{{"dimension", p.nb()}, {"dtype", DType::i32}, {"shape", IntList(perm_t.shape)}});
+  const Atom steps = p.e.iota(perm_t.shape, p.nb());
   const std::vector<Var> sorted =
       p.e.emit(Prim::sort, {perm, steps},
                Params{{"dimension", p.nb()}, {"is_stable", true}, {"num_keys", int64_t{1}}});

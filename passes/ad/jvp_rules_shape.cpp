@@ -134,11 +134,7 @@ void register_shape_jvp_rules(JvpRuleTable& t) {
            }
            const ArrayType xt = c.p.array_type_of(a.primals[0]);
            const int64_t dim = a.eqn.params.get<int64_t>("dimension");
-           const IntList shape(xt.shape.begin(), xt.shape.end());
-           auto iota = [&](int64_t d) {
-             return c.p.emit1(Prim::iota, {},
-                              Params{{"dimension", d}, {"dtype", DType::i32}, {"shape", shape}});
-           };
+           auto iota = [&](int64_t d) { return c.p.iota(xt.shape, d); };
            std::vector<Atom> ins = a.primals;
            ins.push_back(iota(dim));
            std::vector<Var> outs = c.p.emit(Prim::sort, ins, a.eqn.params);

@@ -158,13 +158,8 @@ int JaxprAssigner::add_buffer(Buffer b) {
 }
 
 int JaxprAssigner::fresh(const ArrayType& t, BufferOrigin origin, int index) {
-  Buffer b;
-  b.type = t;
-  b.bytes = t.byte_size();
-  b.origin = origin;
-  b.index = index;
-  b.writable = true;
-  return add_buffer(std::move(b));
+  return add_buffer(Buffer{
+      .type = t, .bytes = t.byte_size(), .origin = origin, .index = index, .writable = true});
 }
 
 bool JaxprAssigner::ref_content_live_after(Var r, int i) const {
@@ -218,16 +213,14 @@ std::string JaxprAssigner::why_not_writable(int b, int i) const {
 
 Copy JaxprAssigner::make_copy(CopyKind kind, int src, int dst, int64_t bytes, int eqn,
                               std::optional<Var> v, std::string why) const {
-  Copy c;
-  c.kind = kind;
-  c.src = src;
-  c.dst = dst;
-  c.bytes = bytes;
-  c.in_loop = entry_.in_loop;
-  c.eqn = eqn;
-  c.value = v;
-  c.why = std::move(why);
-  return c;
+  return Copy{.kind = kind,
+              .src = src,
+              .dst = dst,
+              .bytes = bytes,
+              .in_loop = entry_.in_loop,
+              .eqn = eqn,
+              .value = v,
+              .why = std::move(why)};
 }
 
 void JaxprAssigner::walk() {
@@ -443,16 +436,14 @@ BufferAssignment assign_buffers(const Jaxpr& jaxpr, const BufferOptions& options
   for (size_t k = 0; k < nconst + jaxpr.invars.size(); ++k) {
     bool is_const = k < nconst;
     Var v = is_const ? jaxpr.constvars[k] : jaxpr.invars[k - nconst];
-    Type t = jaxpr.type_of(v);
-    Buffer b;
-    b.type = t.array;
-    b.bytes = t.array.byte_size();
-    b.origin = is_const ? BufferOrigin::constant : BufferOrigin::input;
-    b.index = static_cast<int>(is_const ? k : k - nconst);
-    bool donated = !is_const && static_cast<size_t>(b.index) < options.donated.size() &&
-                   options.donated[b.index];
-    b.writable = t.is_ref || donated;
-    top.binders.push_back(b);
+    const Type t = jaxpr.type_of(v);
+    const size_t index = is_const ? k : k - nconst;
+    const bool donated = !is_const && index < options.donated.size() && options.donated[index];
+    top.binders.push_back(Buffer{.type = t.array,
+                                 .bytes = t.array.byte_size(),
+                                 .origin = is_const ? BufferOrigin::constant : BufferOrigin::input,
+                                 .index = static_cast<int>(index),
+                                 .writable = t.is_ref || donated});
   }
   a.assign(jaxpr, std::move(top));
   std::vector<std::vector<int>>& merged = a.merged;

@@ -113,17 +113,12 @@ void JaxprAssigner::ref_op(const Eqn& e, size_t i) {
       return;
     }
     case Prim::swap: return swap(e, i);
-    case Prim::addupdate: {
-      Var r = as_var(e.ins.at(0));
-      if (!before_ref_write(r, ii)) return;
-      E.action = EqnAction::in_place;
-      return;
-    }
+    case Prim::addupdate:
     case Prim::dot_accumulate: {
-      // The kernel reads the operands while it writes the ref: an operand still in the ref's
-      // buffer (a value read from it without a copy) gets a copy of its own.
-      Var r = as_var(e.ins.at(0));
-      if (!before_ref_write(r, ii, std::nullopt, /*operands_live=*/true)) return;
+      // dot_accumulate's kernel reads the operands while it writes the ref: an operand still in
+      // the ref's buffer (a value read from it without a copy) gets a copy of its own.
+      const bool operands_live = e.prim == Prim::dot_accumulate;
+      if (!before_ref_write(as_var(e.ins.at(0)), ii, std::nullopt, operands_live)) return;
       E.action = EqnAction::in_place;
       return;
     }

@@ -14,15 +14,13 @@ namespace refjit::buffers {
 
 Buffer JaxprAssigner::binder(BufferOrigin origin, int index, const Atom& operand,
                              bool writable) const {
-  Buffer b;
-  Type t = j_.type_of(operand);
-  b.type = t.array;
-  b.bytes = t.array.byte_size();
-  b.origin = origin;
-  b.index = index;
-  b.outer = buf(operand);
-  b.writable = writable || t.is_ref;
-  return b;
+  const Type t = j_.type_of(operand);
+  return Buffer{.type = t.array,
+                .bytes = t.array.byte_size(),
+                .origin = origin,
+                .index = index,
+                .writable = writable || t.is_ref,
+                .outer = buf(operand)};
 }
 
 bool JaxprAssigner::can_hand_over(const Eqn& e, size_t k, int i) const {
@@ -83,14 +81,13 @@ void JaxprAssigner::while_loop(const Eqn& e, size_t i) {
 
 Entry JaxprAssigner::loop_body_entry(const Eqn& e, size_t i, size_t first, size_t nc,
                                      size_t nk) const {
-  Entry sub;
-  sub.kind = JaxprKind::scan_body;
-  sub.parent = self_;
-  sub.parent_eqn = static_cast<int>(i);
-  sub.where = sub_where(e, i, "body");
-  sub.in_loop = true;
-  sub.num_consts = static_cast<int>(nc);
-  sub.num_carry = static_cast<int>(nk);
+  Entry sub{.kind = JaxprKind::scan_body,
+            .parent = self_,
+            .parent_eqn = static_cast<int>(i),
+            .where = sub_where(e, i, "body"),
+            .in_loop = true,
+            .num_consts = static_cast<int>(nc),
+            .num_carry = static_cast<int>(nk)};
   for (size_t k = 0; k < nc; ++k)
     sub.binders.push_back(
         binder(BufferOrigin::scan_const, static_cast<int>(k), e.ins.at(first + k), false));
@@ -170,12 +167,11 @@ void JaxprAssigner::cond(const Eqn& e, size_t i) {
   all_fresh(e, i);
   p_.eqns[i].action = EqnAction::structured;
   for (size_t b = 0; b < branches.size(); ++b) {
-    Entry sub;
-    sub.kind = JaxprKind::cond_branch;
-    sub.parent = self_;
-    sub.parent_eqn = ii;
-    sub.where = sub_where(e, i, fmt::format("branch {}", b));
-    sub.in_loop = entry_.in_loop;
+    Entry sub{.kind = JaxprKind::cond_branch,
+              .parent = self_,
+              .parent_eqn = ii,
+              .where = sub_where(e, i, fmt::format("branch {}", b)),
+              .in_loop = entry_.in_loop};
     for (size_t k = 1; k < e.ins.size(); ++k)
       sub.binders.push_back(binder(BufferOrigin::operand, k, e.ins[k], false));
     for (Var v : e.outs) sub.out_outer.push_back(buf(v));
@@ -188,12 +184,11 @@ void JaxprAssigner::call(const Eqn& e, size_t i, const char* param) {
   const Jaxpr& body = *e.params.get<JaxprPtr>(param);
   int ii = static_cast<int>(i);
   if (!sub_ref_writes(e, ii, body, 0)) return;
-  Entry sub;
-  sub.kind = JaxprKind::call_body;
-  sub.parent = self_;
-  sub.parent_eqn = ii;
-  sub.where = sub_where(e, i, "body");
-  sub.in_loop = entry_.in_loop;
+  Entry sub{.kind = JaxprKind::call_body,
+            .parent = self_,
+            .parent_eqn = ii,
+            .where = sub_where(e, i, "body"),
+            .in_loop = entry_.in_loop};
   for (size_t k = 0; k < e.ins.size(); ++k) {
     const bool hand_over = can_hand_over(e, k, ii);
     sub.binders.push_back(binder(BufferOrigin::operand, k, e.ins[k], hand_over));
@@ -229,13 +224,11 @@ void JaxprAssigner::call(const Eqn& e, size_t i, const char* param) {
     }
     // The body copies the value into a result buffer that is this eqn's result.
     const ArrayType& t = j_.type_of(res).array;
-    Buffer rb;
-    rb.type = t;
-    rb.bytes = t.byte_size();
-    rb.origin = BufferOrigin::result;
-    rb.index = static_cast<int>(k);
-    rb.outer = d;
-    bp.buffers.push_back(rb);
+    bp.buffers.push_back(Buffer{.type = t,
+                                .bytes = t.byte_size(),
+                                .origin = BufferOrigin::result,
+                                .index = static_cast<int>(k),
+                                .outer = d});
     int dst = static_cast<int>(bp.buffers.size()) - 1;
     Copy c = make_copy(bb < 0 ? CopyKind::fill : CopyKind::whole, bb, dst, t.byte_size(), -1,
                        std::nullopt, fmt::format("result {} of the body", k));

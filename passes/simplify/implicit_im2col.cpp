@@ -7,6 +7,7 @@
 
 #include "passes/jaxpr_util.h"
 #include "refjit/ir/im2col.h"
+#include "refjit/ir/use_def.h"
 
 namespace refjit {
 
@@ -26,15 +27,9 @@ IntList iota_list(int64_t n) {
 
 class Im2colFinder {
  public:
-  explicit Im2colFinder(Jaxpr& j) : j_(j), def_(j.vars.size(), -1), readers_(j.vars.size()) {
-    for (size_t i = 0; i < j.eqns.size(); ++i) {
-      for (Var o : j.eqns[i].outs) def_[o.id] = static_cast<int32_t>(i);
-      for (const Atom& a : j.eqns[i].ins)
-        if (is_var(a)) readers_[as_var(a).id].push_back(static_cast<int32_t>(i));
-    }
-    for (const Atom& a : j.outvars)
-      if (is_var(a)) readers_[as_var(a).id].push_back(-1);  // returned
-  }
+  // The rewrites are found on the jaxpr as given (ud_ describes it); its eqns are replaced at
+  // the end.
+  explicit Im2colFinder(Jaxpr& j) : j_(j), ud_(j) {}
 
   int run() {
     find_window_sums();
@@ -59,10 +54,7 @@ class Im2colFinder {
     Var x;
   };
 
-  const Eqn* def(const Atom& a) const {
-    if (!is_var(a) || def_[as_var(a).id] < 0) return nullptr;
-    return &j_.eqns[static_cast<size_t>(def_[as_var(a).id])];
-  }
+  const Eqn* def(const Atom& a) const { return ud_.def(a); }
 
   // Appends to `out` what replaces dot_general `e` when one operand is an im2col matrix;
   // false (nothing appended) otherwise.
@@ -159,9 +151,8 @@ class Im2colFinder {
 
   // The eqn reading `v`, when it has exactly one reader that is an eqn.
   std::optional<size_t> only_reader(Var v) const {
-    const std::vector<int32_t>& r = readers_[v.id];
-    if (r.size() != 1 || r[0] < 0) return std::nullopt;
-    return static_cast<size_t>(r[0]);
+    if (!ud_.read_once(v)) return std::nullopt;
+    return ud_.uses(v)[0].eqn;
   }
 
   void find_window_sums() {
@@ -184,13 +175,13 @@ class Im2colFinder {
       return;
     const int64_t depth = kt.shape.back();
     // Every reader a slice of one block of columns, the blocks disjoint.
-    const std::vector<int32_t>& slices = readers_[dot.outs[0].id];
+    if (ud_.is_output(dot.outs[0])) return;
+    const std::vector<int32_t> slices = ud_.readers(dot.outs[0]);
     if (slices.size() < 2) return;
     int64_t width = -1;
     std::vector<int64_t> block_of(slices.size());
     std::vector<bool> seen;
     for (size_t n = 0; n < slices.size(); ++n) {
-      if (slices[n] < 0) return;
       const Eqn& s = j_.eqns[static_cast<size_t>(slices[n])];
       if (s.prim != Prim::slice) return;
       const IntList& start = s.params.get<IntList>("start_indices");
@@ -338,8 +329,7 @@ class Im2colFinder {
   }
 
   Jaxpr& j_;
-  std::vector<int32_t> def_;
-  std::vector<std::vector<int32_t>> readers_;
+  const UseDef ud_;
   std::map<size_t, std::vector<Eqn>> window_sums_;  // the root add's index: what replaces it
   int changes_ = 0;
 };

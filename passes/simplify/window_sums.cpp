@@ -4,17 +4,13 @@
 #include <utility>
 #include <vector>
 
+#include "refjit/ir/use_def.h"
+
 namespace refjit {
 
 namespace {
 
 constexpr size_t kMaxWindows = 16;
-
-// Where an eqn operand is read: eqn index and operand position.
-struct Use {
-  size_t eqn;
-  size_t operand;
-};
 
 // One `ref[window] += value`.
 struct Window {
@@ -43,17 +39,8 @@ int64_t elements(const IntList& dims) {
 
 class WindowSums {
  public:
-  explicit WindowSums(Jaxpr& j) : j_(j), def_(j.vars.size(), -1), uses_(j.vars.size()) {
-    for (size_t i = 0; i < j.eqns.size(); ++i) {
-      const Eqn& e = j.eqns[i];
-      for (size_t k = 0; k < e.ins.size(); ++k)
-        if (is_var(e.ins[k])) uses_[as_var(e.ins[k]).id].push_back({i, k});
-      for (Var v : e.outs) def_[v.id] = static_cast<int64_t>(i);
-    }
-    returned_.assign(j.vars.size(), false);
-    for (const Atom& a : j.outvars)
-      if (is_var(a)) returned_[as_var(a).id] = true;
-  }
+  // The matches are found on the jaxpr as given (ud_ describes it), then rewritten at once.
+  explicit WindowSums(Jaxpr& j) : j_(j), ud_(j) {}
 
   int run() {
     std::vector<Accumulation> found;
@@ -81,30 +68,24 @@ class WindowSums {
   }
 
  private:
-  const Eqn* def(const Atom& a) const {
-    if (!is_var(a) || def_[as_var(a).id] < 0) return nullptr;
-    return &j_.eqns[static_cast<size_t>(def_[as_var(a).id])];
-  }
-
   // A zero ref at eqn i (new_ref of a broadcast zero read by nothing else) that is only added
   // into by static windows, then frozen.
   std::optional<Accumulation> match(size_t i) const {
     const Eqn& e = j_.eqns[i];
     if (e.prim != Prim::new_ref || e.ins.size() != 1 || e.outs.size() != 1) return std::nullopt;
-    const Eqn* init = def(e.ins[0]);
+    const Eqn* init = ud_.def(e.ins[0]);
     if (!init || init->prim != Prim::broadcast_in_dim || init->ins.size() != 1 ||
-        !is_zero_literal(init->ins[0]) || uses_[as_var(e.ins[0]).id].size() != 1 ||
-        returned_[as_var(e.ins[0]).id])
+        !is_zero_literal(init->ins[0]) || !ud_.read_once(as_var(e.ins[0])))
       return std::nullopt;
     const Var ref = e.outs[0];
     const ArrayType rt = j_.type_of(ref).array;
-    if (rt.rank() == 0 || returned_[ref.id]) return std::nullopt;
+    if (rt.rank() == 0 || ud_.is_output(ref)) return std::nullopt;
 
     Accumulation acc;
-    acc.init = static_cast<size_t>(def_[as_var(e.ins[0]).id]);
+    acc.init = static_cast<size_t>(ud_.def_index(as_var(e.ins[0])));
     acc.new_ref = i;
     bool frozen = false;
-    for (const Use& u : uses_[ref.id]) {
+    for (const UseDef::Use& u : ud_.uses(ref)) {
       const Eqn& user = j_.eqns[u.eqn];
       if (u.operand != 0 || frozen) return std::nullopt;  // nothing after the freeze
       if (user.prim == Prim::freeze) {
@@ -148,8 +129,8 @@ class WindowSums {
 
   // The pad with zeros and no interior padding that is the only reader of `frozen`.
   std::optional<size_t> crop_of(Var frozen) const {
-    if (returned_[frozen.id] || uses_[frozen.id].size() != 1) return std::nullopt;
-    const Use u = uses_[frozen.id][0];
+    if (!ud_.read_once(frozen)) return std::nullopt;
+    const UseDef::Use u = ud_.uses(frozen)[0];
     const Eqn& e = j_.eqns[u.eqn];
     if (e.prim != Prim::pad || u.operand != 0 || e.ins.size() != 2 || !is_zero_literal(e.ins[1]))
       return std::nullopt;
@@ -195,9 +176,7 @@ class WindowSums {
   }
 
   Jaxpr& j_;
-  std::vector<int64_t> def_;
-  std::vector<std::vector<Use>> uses_;
-  std::vector<bool> returned_;
+  const UseDef ud_;
 };
 
 }  // namespace
