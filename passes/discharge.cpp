@@ -238,9 +238,9 @@ class Discharger {
         bind(as_var(e.ins[0]), next);
         return;
       }
-      case Prim::jit: jit(j, e); return;
+      case Prim::jit: call(j, e); return;
       case Prim::scan: scan(j, e); return;
-      case Prim::cond: cond(j, e); return;
+      case Prim::cond: call(j, e); return;
       case Prim::while_: while_loop(j, e); return;
       default: break;
     }
@@ -275,12 +275,19 @@ class Discharger {
     return r;
   }
 
-  // jit: the body discharged takes the refs' values and returns their final values last.
-  void jit(const Jaxpr& j, const Eqn& e) {
-    const Jaxpr& body = jit_body(e);
+  // jit and cond: the body (every branch) discharged takes the refs' values and returns their
+  // final values after its outputs.
+  void call(const Jaxpr& j, const Eqn& e) {
     Params params = e.params;
-    params.set("jaxpr", std::make_shared<const Jaxpr>(discharge_state(body)));
-    std::vector<Var> outs = o_.emit(Prim::jit, at(e.ins), std::move(params));
+    if (e.prim == Prim::jit) {
+      params.set("jaxpr", std::make_shared<const Jaxpr>(discharge_state(jit_body(e))));
+    } else {
+      JaxprList branches;
+      for (const JaxprPtr& br : e.params.get<JaxprList>("branches"))
+        branches.push_back(std::make_shared<const Jaxpr>(discharge_state(*br)));
+      params.set("branches", branches);
+    }
+    std::vector<Var> outs = o_.emit(e.prim, at(e.ins), std::move(params));
     for (size_t k = 0; k < e.outs.size(); ++k) bind(e.outs[k], outs[k]);
     size_t next = e.outs.size();
     for (size_t k : ref_operands(j, e)) bind(as_var(e.ins[k]), outs[next++]);
@@ -339,19 +346,6 @@ class Discharger {
     for (size_t k = 0; k < e.outs.size(); ++k) bind(e.outs[k], res[nc + k]);
     for (size_t k = 0; k < xs_refs.size(); ++k)
       bind(as_var(e.ins[xs_refs[k]]), res[nc + e.outs.size() + k]);
-  }
-
-  // cond: every branch discharged returns the refs' final values after its outputs.
-  void cond(const Jaxpr& j, const Eqn& e) {
-    JaxprList branches;
-    for (const JaxprPtr& br : e.params.get<JaxprList>("branches"))
-      branches.push_back(std::make_shared<const Jaxpr>(discharge_state(*br)));
-    Params params = e.params;
-    params.set("branches", branches);
-    std::vector<Var> outs = o_.emit(Prim::cond, at(e.ins), std::move(params));
-    for (size_t k = 0; k < e.outs.size(); ++k) bind(e.outs[k], outs[k]);
-    size_t next = e.outs.size();
-    for (size_t k : ref_operands(j, e)) bind(as_var(e.ins[k]), outs[next++]);
   }
 
   // while: the refs of the condition's and the body's consts become leading carries.

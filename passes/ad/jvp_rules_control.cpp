@@ -48,11 +48,11 @@ JvpResult jvp_to_carry_fixpoint(const Jaxpr& body, std::vector<bool>& nz, size_t
   }
 }
 
-// Emits `prim[params] (ins)` whose results are the primal outs then the tangents flagged in
+// Emits `p[params] (ins)` whose results are the primal outs then the tangents flagged in
 // `nonzero_out`; fills a.primal_outs and returns the tangents.
-Tangents emit_fused(JvpCtx& c, JvpArgs& a, const std::vector<Atom>& ins, Params params,
+Tangents emit_fused(JvpCtx& c, JvpArgs& a, Prim p, const std::vector<Atom>& ins, Params params,
                     const std::vector<bool>& nonzero_out) {
-  std::vector<Var> outs = c.t.emit(a.eqn.prim, ins, std::move(params));
+  std::vector<Var> outs = c.t.emit(p, ins, std::move(params));
   size_t n = a.eqn.outs.size();
   a.primal_outs.assign(outs.begin(), outs.begin() + static_cast<long>(n));
   Tangents ts(n);
@@ -67,6 +67,25 @@ std::vector<Atom> primals_then_tangents(const JvpArgs& a, size_t first = 0) {
   for (size_t i = first; i < a.tangents.size(); ++i)
     if (a.tangents[i]) ins.push_back(*a.tangents[i]);
   return ins;
+}
+
+// Copies the eqns of `j` onto `args` (the values of its invars): `copy(i, eqn, operands)` emits
+// eqn i and returns its outputs. Returns the values of j's outvars.
+using EqnCopier = std::function<std::vector<Atom>(size_t, const Eqn&, std::vector<Atom>)>;
+std::vector<Atom> replay(const Jaxpr& j, const std::vector<Atom>& args, const EqnCopier& copy) {
+  std::unordered_map<uint32_t, Atom> env;
+  for (size_t k = 0; k < j.invars.size(); ++k) env[j.invars[k].id] = args.at(k);
+  auto read = [&](const Atom& x) { return is_var(x) ? env.at(as_var(x).id) : x; };
+  for (size_t i = 0; i < j.eqns.size(); ++i) {
+    const Eqn& e = j.eqns[i];
+    std::vector<Atom> ins;
+    for (const Atom& x : e.ins) ins.push_back(read(x));
+    const std::vector<Atom> outs = copy(i, e, std::move(ins));
+    for (size_t k = 0; k < e.outs.size(); ++k) env[e.outs[k].id] = outs.at(k);
+  }
+  std::vector<Atom> result;
+  for (const Atom& x : j.outvars) result.push_back(read(x));
+  return result;
 }
 
 // A jit with a custom JVP rule (jax.custom_jvp): the rule's eqns, on the primals and the
@@ -86,30 +105,19 @@ Tangents custom_jvp_apply(JvpCtx& c, JvpArgs& a, const Jaxpr& rule) {
   }
   std::function<std::vector<Atom>(const Jaxpr&, const std::vector<Atom>&)> run =
       [&](const Jaxpr& j, const std::vector<Atom>& ins) {
-        std::unordered_map<uint32_t, Atom> env;
-        for (size_t k = 0; k < j.invars.size(); ++k) env[j.invars[k].id] = ins.at(k);
-        auto read = [&](const Atom& x) { return is_var(x) ? env.at(as_var(x).id) : x; };
-        for (const Eqn& e : j.eqns) {
-          std::vector<Atom> e_ins;
-          for (const Atom& x : e.ins) e_ins.push_back(read(x));
+        return replay(j, ins, [&](size_t, const Eqn& e, std::vector<Atom> e_ins) {
+          if (e.prim == Prim::jit && !has_custom_jvp_rule(e)) return run(jit_body(e), e_ins);
+          bool reads_tangent = false;
+          for (const Atom& x : e_ins)
+            reads_tangent |= is_var(x) && from_tangents.count(as_var(x).id) > 0;
+          Emitter& side = reads_tangent ? c.t : c.p;
           std::vector<Atom> outs;
-          if (e.prim == Prim::jit && !has_custom_jvp_rule(e)) {
-            outs = run(jit_body(e), e_ins);
-          } else {
-            bool reads_tangent = false;
-            for (const Atom& x : e_ins)
-              reads_tangent |= is_var(x) && from_tangents.count(as_var(x).id) > 0;
-            Emitter& side = reads_tangent ? c.t : c.p;
-            for (Var v : side.copy_eqn(j, e, e_ins)) {
-              outs.push_back(v);
-              if (reads_tangent) from_tangents.insert(v.id);
-            }
+          for (Var v : side.copy_eqn(j, e, std::move(e_ins))) {
+            outs.push_back(v);
+            if (reads_tangent) from_tangents.insert(v.id);
           }
-          for (size_t k = 0; k < e.outs.size(); ++k) env[e.outs[k].id] = outs.at(k);
-        }
-        std::vector<Atom> result;
-        for (const Atom& x : j.outvars) result.push_back(read(x));
-        return result;
+          return outs;
+        });
       };
   const std::vector<Atom> outs = run(rule, args);
   const size_t n = a.eqn.outs.size();
@@ -130,7 +138,7 @@ Tangents jit_rule(JvpCtx& c, JvpArgs& a) {
                                   std::vector<bool>(body.outvars.size(), false), c.for_linearize);
   Params params = a.eqn.params;
   params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(r.jaxpr)));
-  return emit_fused(c, a, primals_then_tangents(a), std::move(params), r.nonzero_out);
+  return emit_fused(c, a, a.eqn.prim, primals_then_tangents(a), std::move(params), r.nonzero_out);
 }
 
 // Under linearize, cond is split like the function around it: each branch is linearized;
@@ -212,7 +220,7 @@ Tangents cond_rule(JvpCtx& c, JvpArgs& a) {
   params.set("branches", std::move(new_branches));
   std::vector<Atom> ins{a.primals[0]};
   for (const Atom& x : primals_then_tangents(a, 1)) ins.push_back(x);
-  return emit_fused(c, a, ins, std::move(params), out_nz);
+  return emit_fused(c, a, a.eqn.prim, ins, std::move(params), out_nz);
 }
 
 // scan: tangents of carries are found by a fixpoint (a carry whose tangent is nonzero after
@@ -455,14 +463,7 @@ Tangents custom_vjp_rule(JvpCtx& c, JvpArgs& a) {
       jvp_jaxpr_general(body, present(a.tangents), std::vector<bool>(body.outvars.size(), false));
   Params params{{"name", std::string("custom_vjp_jvp")},
                 {"jaxpr", std::make_shared<const Jaxpr>(std::move(r.jaxpr))}};
-  std::vector<Var> outs = c.t.emit(Prim::jit, primals_then_tangents(a), std::move(params));
-  size_t n = a.eqn.outs.size();
-  a.primal_outs.assign(outs.begin(), outs.begin() + static_cast<long>(n));
-  Tangents ts(n);
-  size_t k = n;
-  for (size_t i = 0; i < n; ++i)
-    if (r.nonzero_out[i]) ts[i] = Atom(outs.at(k++));
-  return ts;
+  return emit_fused(c, a, Prim::jit, primals_then_tangents(a), std::move(params), r.nonzero_out);
 }
 
 // Under linearize: custom_vjp_call with a differentiated operand, a fwd and a bwd is split
@@ -481,21 +482,11 @@ Tangents custom_vjp_linearize_rule(JvpCtx& c, JvpArgs& a) {
 // The eqns of a JVP (jvp_jaxpr_general's result) on `args` (primals, present tangents), each
 // on the side it belongs to: tangent work to c.t, the rest to c.p. Returns its outputs.
 std::vector<Atom> inline_split(JvpCtx& c, const JvpResult& r, const std::vector<Atom>& args) {
-  const Jaxpr& j = r.jaxpr;
-  std::unordered_map<uint32_t, Atom> env;
-  for (size_t k = 0; k < j.invars.size(); ++k) env[j.invars[k].id] = args.at(k);
-  auto read = [&](const Atom& x) { return is_var(x) ? env.at(as_var(x).id) : x; };
-  for (size_t i = 0; i < j.eqns.size(); ++i) {
-    const Eqn& e = j.eqns[i];
-    std::vector<Atom> ins;
-    for (const Atom& x : e.ins) ins.push_back(read(x));
+  return replay(r.jaxpr, args, [&](size_t i, const Eqn& e, std::vector<Atom> ins) {
     Emitter& side = r.tangent_eqn.at(i) ? c.t : c.p;
-    std::vector<Var> outs = side.copy_eqn(j, e, ins);
-    for (size_t k = 0; k < e.outs.size(); ++k) env[e.outs[k].id] = outs.at(k);
-  }
-  std::vector<Atom> result;
-  for (const Atom& x : j.outvars) result.push_back(read(x));
-  return result;
+    const std::vector<Var> outs = side.copy_eqn(r.jaxpr, e, std::move(ins));
+    return std::vector<Atom>(outs.begin(), outs.end());
+  });
 }
 
 // linear_solve, by JAX's rule for custom_linear_solve: x = solve(b) and, M the matvec in its

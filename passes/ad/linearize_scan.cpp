@@ -288,46 +288,43 @@ EqnSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
     stacks.push_back(j.new_var(Type(t)));
     k_outs.push_back(stacks.back());
   }
+  // `e` with another body and operands: a scan of the same length and direction.
+  auto rescan = [&](Jaxpr b, std::vector<Atom> ins, std::vector<Var> outs, size_t ncon,
+                    size_t ncar) {
+    Params params = e.params;
+    params.set("num_consts", static_cast<int64_t>(ncon));
+    params.set("num_carry", static_cast<int64_t>(ncar));
+    params.set("linear", NoneParam{});
+    params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(b)));
+    return Eqn{Prim::scan, std::move(params), std::move(ins), std::move(outs)};
+  };
   EqnSplit out;
-  out.known.prim = Prim::scan;
-  out.known.ins = std::move(k_ins);
-  out.known.outs = std::move(k_outs);
-  out.known.params = e.params;
-  out.known.params.set("num_consts", static_cast<int64_t>(k_nc));
-  out.known.params.set("num_carry", static_cast<int64_t>(k_ncar));
-  out.known.params.set("linear", NoneParam{});
-  out.known.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(kb)));
+  out.known = rescan(std::move(kb), std::move(k_ins), std::move(k_outs), k_nc, k_ncar);
 
   // --- The linear scan: [residual consts, tangent consts], tangent carries,
   // [residual xs, residual stacks, tangent xs].
   Jaxpr lb;
   lb.vars = body.vars;
   std::vector<Atom> l_ins;
-  for (size_t i : res_consts) {
+  auto take = [&](size_t i) {  // the scan's operand i and its body binder
     lb.invars.push_back(body.invars[i]);
     l_ins.push_back(e.ins[i]);
-  }
+  };
+  for (size_t i : res_consts) take(i);
   size_t l_nc = res_consts.size(), l_ncar = 0;
   for (size_t i = 0; i < nc + ncar; ++i)
     if (in_unk[i]) {
-      lb.invars.push_back(body.invars[i]);
-      l_ins.push_back(e.ins[i]);
+      take(i);
       (i < nc ? l_nc : l_ncar) += 1;
     }
-  for (size_t i : res_xs) {
-    lb.invars.push_back(body.invars[i]);
-    l_ins.push_back(e.ins[i]);
-  }
+  for (size_t i : res_xs) take(i);
   for (size_t r = 0; r < res_stacked.size(); ++r) {
     lb.invars.push_back(res_stacked[r]);
     lb.vars[res_stacked[r].id].dropped = false;
     l_ins.push_back(stacks[r]);
   }
   for (size_t i = nc + ncar; i < n; ++i)
-    if (in_unk[i]) {
-      lb.invars.push_back(body.invars[i]);
-      l_ins.push_back(e.ins[i]);
-    }
+    if (in_unk[i]) take(i);
   for (size_t k = 0; k < ne; ++k) {
     if (copy_to_linear[k]) lb.eqns.push_back(body.eqns[k]);
     if (staged_part[k]) lb.eqns.push_back(*staged_part[k]);
@@ -338,14 +335,7 @@ EqnSplit split_scan_for_linearize(Jaxpr& j, const Eqn& e,
       lb.outvars.push_back(body.outvars[i]);
       l_outs.push_back(e.outs[i]);
     }
-  out.staged.prim = Prim::scan;
-  out.staged.ins = std::move(l_ins);
-  out.staged.outs = std::move(l_outs);
-  out.staged.params = e.params;
-  out.staged.params.set("num_consts", static_cast<int64_t>(l_nc));
-  out.staged.params.set("num_carry", static_cast<int64_t>(l_ncar));
-  out.staged.params.set("linear", NoneParam{});
-  out.staged.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(lb)));
+  out.staged = rescan(std::move(lb), std::move(l_ins), std::move(l_outs), l_nc, l_ncar);
   return out;
 }
 

@@ -22,10 +22,6 @@ std::optional<IntRange> join(std::optional<IntRange> a, std::optional<IntRange> 
   return IntRange{std::min(a->lo, b->lo), std::max(a->hi, b->hi)};
 }
 
-const Jaxpr& scan_body(const Eqn& e) { return *ScanParams::of(e).body; }
-size_t scan_consts(const Eqn& e) { return ScanParams::of(e).num_consts; }
-size_t scan_carries(const Eqn& e) { return ScanParams::of(e).num_carry; }
-
 // The range of one eqn's (single, integer) result from its operands' ranges.
 std::optional<IntRange> result_range(const Eqn& e, const IntRanges& r) {
   auto in = [&](size_t k) { return range_of(r, e.ins.at(k)); };
@@ -161,9 +157,10 @@ std::optional<IntRange> range_of(const IntRanges& r, const Atom& a) {
 // The ranges inside a scan's body: consts and xs take their operand's range (an xs row holds
 // a subset of the stacked elements); carries are unknown.
 IntRanges scan_body_int_ranges(const Eqn& e, const IntRanges& outer) {
-  const Jaxpr& body = scan_body(e);
+  const ScanParams scan = ScanParams::of(e);
+  const Jaxpr& body = *scan.body;
   IntRanges r(body.vars.size());
-  const size_t nc = scan_consts(e), nk = scan_carries(e);
+  const size_t nc = scan.num_consts, nk = scan.num_carry;
   for (size_t p = 0; p < e.ins.size() && p < body.invars.size(); ++p)
     if (p < nc || p >= nc + nk) r[body.invars[p].id] = range_of(outer, e.ins[p]);
   analyze_int_ranges(body, r);
@@ -173,9 +170,10 @@ IntRanges scan_body_int_ranges(const Eqn& e, const IntRanges& outer) {
 void analyze_int_ranges(const Jaxpr& j, IntRanges& r) {
   for (const Eqn& e : j.eqns) {
     if (e.prim == Prim::scan) {
-      const Jaxpr& body = scan_body(e);
+      const ScanParams scan = ScanParams::of(e);
+      const Jaxpr& body = *scan.body;
       IntRanges br = scan_body_int_ranges(e, r);
-      const size_t nk = scan_carries(e);
+      const size_t nk = scan.num_carry;
       for (size_t k = nk; k < e.outs.size() && k < body.outvars.size(); ++k)
         r[e.outs[k].id] = range_of(br, body.outvars[k]);
       continue;

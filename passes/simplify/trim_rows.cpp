@@ -18,10 +18,6 @@ namespace {
 
 using Ranges = IntRanges;
 
-const Jaxpr& scan_body(const Eqn& e) { return *ScanParams::of(e).body; }
-size_t scan_consts(const Eqn& e) { return ScanParams::of(e).num_consts; }
-size_t scan_carries(const Eqn& e) { return ScanParams::of(e).num_carry; }
-
 int64_t window_rows(std::optional<IntRange> start, int64_t size, int64_t dim, int64_t per_row);
 
 // Rows of dim 0 read or written through the indexer of get/swap/addupdate eqn `e`.
@@ -132,8 +128,8 @@ std::optional<int64_t> ref_rows(const Jaxpr& j, const Ranges& r, Var ref, int64_
         need = std::max(
             {need, window_rows(range_of(r, s.write_starts(e)[0]), (*s.write_sizes)[0], dim, 1),
              window_rows(range_of(r, s.add_starts(e)[0]), (*s.add_sizes)[0], dim, 1)});
-      } else if (e.prim == Prim::scan && p < scan_consts(e)) {
-        const Jaxpr& body = scan_body(e);
+      } else if (e.prim == Prim::scan && p < ScanParams::of(e).num_consts) {
+        const Jaxpr& body = *ScanParams::of(e).body;
         std::optional<int64_t> inner =
             ref_rows(body, scan_body_int_ranges(e, r), body.invars.at(p), dim);
         if (!inner) return std::nullopt;
@@ -158,9 +154,9 @@ void retype_ref(Jaxpr& j, Var ref, const Shape& shape) {
   j.vars.at(ref.id).type.array.shape = shape;
   for (Eqn& e : j.eqns) {
     if (e.prim != Prim::scan) continue;
-    for (size_t p = 0; p < e.ins.size() && p < scan_consts(e); ++p) {
+    for (size_t p = 0; p < e.ins.size() && p < ScanParams::of(e).num_consts; ++p) {
       if (!is_var(e.ins[p]) || as_var(e.ins[p]) != ref) continue;
-      Jaxpr body = scan_body(e);
+      Jaxpr body = *ScanParams::of(e).body;
       retype_ref(body, body.invars.at(p), shape);
       e.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(body)));
     }
@@ -201,8 +197,8 @@ class RowTrimmer {
 
   int trim_scan_carries(size_t i) {
     const Eqn& e = j_.eqns[i];
-    const Jaxpr& body = scan_body(e);
-    const size_t nc = scan_consts(e), nk = scan_carries(e);
+    const Jaxpr& body = *ScanParams::of(e).body;
+    const size_t nc = ScanParams::of(e).num_consts, nk = ScanParams::of(e).num_carry;
     Ranges br;
     bool have_ranges = false;
     Jaxpr new_body = body;
