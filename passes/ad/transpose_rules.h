@@ -47,6 +47,10 @@ struct TransposeArgs {
   }
 };
 
+// The indexer of x[..., idx, ...] on `axis` (gather's and scatter's access), whole dims
+// before it.
+Indexer axis_indexer(const ArrayType& x, int64_t axis);
+
 using TransposeRule = std::function<void(Emitter&, TransposeArgs&)>;
 using TransposeRuleTable = RuleTable<TransposeRule>;
 

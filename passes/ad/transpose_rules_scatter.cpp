@@ -78,7 +78,8 @@ void dynamic_update_slice_transpose(Emitter& e, TransposeArgs& a) {
   }
 }
 
-// x[..., idx, ...] on `axis` (scatter's and gather's access), whole dims before it.
+}  // namespace
+
 Indexer axis_indexer(const ArrayType& x, int64_t axis) {
   Indexer ix;
   for (int64_t d = 0; d < axis; ++d)
@@ -86,6 +87,8 @@ Indexer axis_indexer(const ArrayType& x, int64_t axis) {
   ix.dims.push_back(IndexerDim{IndexerDim::Kind::index_array, 0, 0, 1, true});
   return ix;
 }
+
+namespace {
 
 // The index-shaped predicate `p` broadcast to the update's shape s[:axis] + k + s[axis+1:].
 Atom widen(Emitter& e, Atom p, const ArrayType& ut, int64_t axis) {

@@ -60,15 +60,6 @@ Atom dot_transpose(Emitter& e, Atom ct, Atom other, const ArrayType& mine, bool 
   return e.emit1(Prim::transpose, {r}, Params{{"permutation", perm}});
 }
 
-// The indexer selecting x[..., idx, ...] on `axis` (gather's access), whole dims before it.
-Indexer gather_indexer(const ArrayType& x, int64_t axis) {
-  Indexer ix;
-  for (int64_t d = 0; d < axis; ++d)
-    ix.dims.push_back(IndexerDim{IndexerDim::Kind::slice, 0, x.shape[d], 1, false});
-  ix.dims.push_back(IndexerDim{IndexerDim::Kind::index_array, 0, 0, 1, true});
-  return ix;
-}
-
 }  // namespace
 
 void register_shape_transpose_rules(TransposeRuleTable& t) {
@@ -130,7 +121,7 @@ void register_shape_transpose_rules(TransposeRuleTable& t) {
     if (!a.wants(0)) return;
     if (a.linear(1)) throw Error("transpose: `gather` is not linear in its indices");
     int64_t axis = a.eqn.params.get<int64_t>("axis");
-    a.acc[0]->add_at(e, a.ct0(), gather_indexer(a.acc[0]->type(), axis), {a.val[1]});
+    a.acc[0]->add_at(e, a.ct0(), axis_indexer(a.acc[0]->type(), axis), {a.val[1]});
   });
   // dynamic_update_slice: its transpose aliases the operand's accumulator to the result's,
   // so a loop's carry cotangent stays in one ref: see transpose_rules_scatter.cpp.
