@@ -9,16 +9,18 @@
 namespace refjit {
 
 Differentiable::Differentiable(JaxprPtr program,
-                               const std::vector<std::optional<IntRange>>& const_ranges)
+                               const std::vector<std::optional<IntRange>>& const_ranges,
+                               const std::vector<ConstFold>& const_folds)
     : program_(std::move(program)) {
   int windows = 0;
-  Jaxpr windowed = windows_before_autodiff(*program_, const_ranges, &windows);
+  Jaxpr windowed = windows_before_autodiff(*program_, const_ranges, const_folds, &windows);
   if (windows > 0) program_ = std::make_shared<const Jaxpr>(std::move(windowed));
 }
 
 Differentiable::Differentiable(const Jaxpr& program,
-                               const std::vector<std::optional<IntRange>>& const_ranges)
-    : Differentiable(std::make_shared<const Jaxpr>(program), const_ranges) {}
+                               const std::vector<std::optional<IntRange>>& const_ranges,
+                               const std::vector<ConstFold>& const_folds)
+    : Differentiable(std::make_shared<const Jaxpr>(program), const_ranges, const_folds) {}
 
 Jaxpr Differentiable::grad(const std::vector<int>& wrt, int num_aux) const {
   return grad_jaxpr(*program_, wrt, num_aux);

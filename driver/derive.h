@@ -1,9 +1,10 @@
 // The one place every door takes a derivative. A program is first given the form autodiff
 // differentiates: the gathers and scatters that the integer ranges of its constants prove to
-// touch one window become windows (windows_before_autodiff, passes/simplify/range_simplify.h),
-// so a row written with `x.at[idx].set` through a constant index vector differentiates into
-// the same per-step work as the same row written with dynamic_update_slice. Then the
-// transformation the door asks for runs on that form.
+// touch one window become windows (windows_before_autodiff, passes/simplify/range_simplify.h;
+// the constants known to hold integer runs are read as iotas there), so a row written with
+// `x.at[idx].set` through a constant index vector differentiates into the same per-step work as the
+// same row written with dynamic_update_slice. Then the transformation the door asks for runs on
+// that form.
 //
 // The doors: the C++ API's grad, vjp, jvp and linearize (api/autodiff.cpp), the
 // pipeline's `autodiff` pass (`refjit run/dump/bench --grad/--jvp`, derive_program in
@@ -16,6 +17,7 @@
 
 #include "passes/ad/linearize.h"
 #include "passes/ad/vjp.h"  // VjpJaxprs, AccumKind
+#include "passes/simplify/inline_consts.h"
 #include "passes/simplify/int_ranges.h"
 #include "refjit/ir/jaxpr.h"
 
@@ -24,11 +26,14 @@ namespace refjit {
 class Differentiable {
  public:
   // `const_ranges`: per constvar of `program`, the range of its integer elements if known
-  // (empty: nothing is known, e.g. `refjit compile`, whose constants are arguments).
+  // (empty: nothing is known, e.g. `refjit compile`, whose constants are arguments);
+  // `const_folds`: per constvar, whether it holds zeros or an integer run (or empty).
   explicit Differentiable(JaxprPtr program,
-                          const std::vector<std::optional<IntRange>>& const_ranges = {});
+                          const std::vector<std::optional<IntRange>>& const_ranges = {},
+                          const std::vector<ConstFold>& const_folds = {});
   explicit Differentiable(const Jaxpr& program,
-                          const std::vector<std::optional<IntRange>>& const_ranges = {});
+                          const std::vector<std::optional<IntRange>>& const_ranges = {},
+                          const std::vector<ConstFold>& const_folds = {});
 
   // The program the transformations below differentiate (the given one when no window was
   // made: the same object).

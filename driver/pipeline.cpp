@@ -197,7 +197,7 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
 
   run.jaxpr_pass("autodiff", [&](const Jaxpr& j) {
     if (options.derivative == Derivative::none) return j;
-    return derive_program(j, options.derivative, options.wrt, options.consts.int_range);
+    return derive_program(j, options.derivative, options.wrt, options.consts);
   });
 
   // After autodiff a custom_jvp function's rule has done its work; its body is ordinary code,
@@ -308,9 +308,9 @@ KnownConsts KnownConsts::of(const std::vector<RtValue>& values) {
 }
 
 Jaxpr derive_program(const Jaxpr& program, Derivative derivative, const std::vector<int>& wrt,
-                     const std::vector<std::optional<IntRange>>& const_ranges) {
+                     const KnownConsts& known) {
   if (derivative == Derivative::none) return program;
-  const Differentiable d(program, const_ranges);
+  const Differentiable d(program, known.int_range, known.fold);
   if (derivative == Derivative::grad) return d.grad(wrt);
   return d.jvp(std::vector<bool>(program.invars.size(), true));
 }

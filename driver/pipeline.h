@@ -83,11 +83,10 @@ struct PipelineOptions {
 };
 
 // The program the `autodiff` pass makes, and the one `refjit run --interpret` runs for
-// --grad/--jvp: the derivative taken through Differentiable (driver/derive.h), told
-// `const_ranges` (per constvar, the range of its integer elements, if known). With
-// Derivative::none, `program` as is.
+// --grad/--jvp: the derivative taken through Differentiable (driver/derive.h), told what is
+// known of the constvars' values. With Derivative::none, `program` as is.
 Jaxpr derive_program(const Jaxpr& program, Derivative derivative, const std::vector<int>& wrt,
-                     const std::vector<std::optional<IntRange>>& const_ranges = {});
+                     const KnownConsts& known = {});
 
 // The program after every pass before the lowering: what the backend compiles.
 struct PlannedProgram {

@@ -86,12 +86,12 @@ Executable::Call Executable::prepare(const std::vector<RtValue>& args, StageTimi
     // The program the native path derives for these constvars' values (their integer
     // ranges may prove gathers to be windows), so that the interpreter checks the same
     // derivation. Without a known range it is the one derived before the values were read.
-    const std::vector<std::optional<IntRange>> ranges = KnownConsts::of(consts).int_range;
-    const bool any_range =
-        std::any_of(ranges.begin(), ranges.end(), [](const auto& r) { return r.has_value(); });
+    const KnownConsts known = KnownConsts::of(consts);
+    const bool any_range = std::any_of(known.int_range.begin(), known.int_range.end(),
+                                       [](const auto& r) { return r.has_value(); });
     if (pipeline_.derivative != Derivative::none && any_range)
       interpreted_ = timings.time("autodiff", [&] {
-        return derive_program(program_, pipeline_.derivative, pipeline_.wrt, ranges);
+        return derive_program(program_, pipeline_.derivative, pipeline_.wrt, known);
       });
     return [program = &*interpreted_](const std::vector<RtValue>& all) {
       return interpret(*program, all);

@@ -26,7 +26,10 @@ struct ConstFold {
 };
 
 // One entry per constvar. Returns the jaxpr with the folded constvars removed (the others keep
-// their order), each defined instead by eqns before the first eqn.
-Jaxpr inline_known_consts(const Jaxpr& jaxpr, const std::vector<ConstFold>& folds);
+// their order), each defined instead by eqns before the first eqn. `keep_binders`: the folded
+// constvars stay (unread) and their readers read the eqns' result, so that the program takes
+// the same constants (how autodiff is given the folds, windows_before_autodiff).
+Jaxpr inline_known_consts(const Jaxpr& jaxpr, const std::vector<ConstFold>& folds,
+                          bool keep_binders = false);
 
 }  // namespace refjit

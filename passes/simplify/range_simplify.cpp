@@ -7,20 +7,21 @@
 
 #include "passes/jaxpr_util.h"
 #include "passes/pattern_rewriter.h"
+#include "passes/simplify/canonicalize.h"
 #include "passes/simplify/inline.h"
 #include "passes/simplify/unit_run.h"
 
 namespace refjit {
 namespace {
 
-// Which rewrites a Simplifier makes: all of them, or only those that turn indexed accesses
-// into windows (before autodiff, where folding has nothing to do).
-enum class Scope { everything, windows };
-
 class Simplifier {
  public:
-  Simplifier(Jaxpr& j, IntRanges r, Scope scope) : j_(j), r_(std::move(r)), scope_(scope) {}
+  Simplifier(Jaxpr& j, IntRanges r) : j_(j), r_(std::move(r)) {}
 
+  // How many rewrites made windows.
+  int windows() const { return windows_; }
+
+  // Returns the number of rewrites; windows() of them made windows.
   int run() {
     for (size_t i = 0; i < j_.eqns.size(); ++i) {
       Eqn& e = j_.eqns[i];
@@ -29,7 +30,7 @@ class Simplifier {
         simplify_scan_body(e);
         continue;
       }
-      if (scope_ == Scope::everything) fold(e);
+      fold(e);
     }
     for (Atom& a : j_.outvars) a = subst_(a);
     rewrite_index_runs();
@@ -120,9 +121,10 @@ class Simplifier {
 
   void simplify_scan_body(Eqn& e) {
     Jaxpr body = *e.params.get<JaxprPtr>("jaxpr");
-    Simplifier inner(body, scan_body_int_ranges(e, r_), scope_);
+    Simplifier inner(body, scan_body_int_ranges(e, r_));
     if (inner.run() == 0) return;
     changes_ += inner.changes_;
+    windows_ += inner.windows_;
     e.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(body)));
   }
 
@@ -291,6 +293,7 @@ class Simplifier {
       subst_.set(out, replacement);
       any = true;
       ++changes_;
+      ++windows_;
     }
     if (any) insert_before(before);
   }
@@ -337,17 +340,18 @@ class Simplifier {
       for (Var b : backs) subst_.set(b, updated);
       any = true;
       ++changes_;
+      ++windows_;
     }
     if (any) insert_before(before);
   }
 
   Jaxpr& j_;
   IntRanges r_;
-  Scope scope_;
   Substitution subst_;
   std::unordered_map<uint32_t, bool> known_;
   mutable std::vector<int32_t> defs_;  // by var id: index of its defining eqn, or -1
   int changes_ = 0;
+  int windows_ = 0;
 };
 
 }  // namespace
@@ -356,20 +360,22 @@ Jaxpr simplify_with_ranges(const Jaxpr& jaxpr,
                            const std::vector<std::optional<IntRange>>& const_ranges, int* changes) {
   Jaxpr j = has_jit_eqn(jaxpr) ? inline_jit(jaxpr) : jaxpr;
   IntRanges r = int_ranges_from_consts(j, const_ranges);
-  const int n = Simplifier(j, std::move(r), Scope::everything).run();
+  const int n = Simplifier(j, std::move(r)).run();
   if (changes) *changes = n;
   return n > 0 ? std::move(j) : jaxpr;
 }
 
 Jaxpr windows_before_autodiff(const Jaxpr& jaxpr,
                               const std::vector<std::optional<IntRange>>& const_ranges,
-                              int* changes) {
-  return rewritten_copy(
-      jaxpr,
-      [&](Jaxpr& j) {
-        return Simplifier(j, int_ranges_from_consts(j, const_ranges), Scope::windows).run();
-      },
-      changes);
+                              const std::vector<ConstFold>& const_folds, int* changes) {
+  // The constants' runs read as iotas and JAX's index matrices (x.at[i, j + arange(n)]) as
+  // one iota plus scalars only once folded in and in canonical form.
+  Jaxpr j = canonicalize(
+      const_folds.empty() ? jaxpr : inline_known_consts(jaxpr, const_folds, /*keep_binders=*/true));
+  Simplifier s(j, int_ranges_from_consts(j, const_ranges));
+  s.run();
+  if (changes) *changes = s.windows();
+  return s.windows() > 0 ? std::move(j) : jaxpr;
 }
 
 }  // namespace refjit

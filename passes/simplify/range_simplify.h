@@ -27,6 +27,7 @@
 #include <optional>
 #include <vector>
 
+#include "passes/simplify/inline_consts.h"
 #include "passes/simplify/int_ranges.h"
 #include "refjit/ir/jaxpr.h"
 
@@ -38,11 +39,14 @@ Jaxpr simplify_with_ranges(const Jaxpr& jaxpr,
                            const std::vector<std::optional<IntRange>>& const_ranges,
                            int* changes = nullptr);
 
-// Only the rewrites into windows (index runs, flat updates) and the removal of
-// what they leave unread, in `jaxpr` and its scan bodies (not inside nested jits): the form
-// autodiff is given. Same arguments as simplify_with_ranges.
+// The form autodiff is given: the same rewrites on `jaxpr` in canonical form
+// (passes/simplify/canonicalize.h) with the runs among its constants (`const_folds`, one per
+// constvar or none) folded in and their binders kept, in it and its scan bodies but not
+// inside nested jits. `jaxpr` itself when no window was made; `changes` receives the number
+// of windows made.
 Jaxpr windows_before_autodiff(const Jaxpr& jaxpr,
                               const std::vector<std::optional<IntRange>>& const_ranges,
+                              const std::vector<ConstFold>& const_folds = {},
                               int* changes = nullptr);
 
 }  // namespace refjit

@@ -52,9 +52,9 @@ nb::list types_of(const Jaxpr& j, const std::vector<V>& vars) {
 // The program as every door differentiates it (driver/derive.h), told the ranges of the
 // constants' values when they are given.
 Differentiable differentiable(const Program& p, const nb::list& consts) {
-  std::vector<std::optional<IntRange>> ranges;
-  if (nb::len(consts) > 0) ranges = KnownConsts::of(const_values(p.jaxpr, consts)).int_range;
-  return Differentiable(p.jaxpr, ranges);
+  if (nb::len(consts) == 0) return Differentiable(p.jaxpr);
+  const KnownConsts known = KnownConsts::of(const_values(p.jaxpr, consts));
+  return Differentiable(p.jaxpr, known.int_range, known.fold);
 }
 
 std::vector<AccumKind> accum_kinds(const std::vector<std::string>& names) {

@@ -53,6 +53,29 @@ TEST(InlineConsts, AnIntegerRunBecomesAnIotaPlusItsStart) {
   EXPECT_EQ(std::get<Array>(out.at(1)), Array::from_vector<int64_t>({0, 1, 2}, {3}));
 }
 
+// How autodiff is given the folds (windows_before_autodiff): the program takes the same
+// constants, and its readers read the folded values.
+TEST(InlineConsts, KeptBindersStayUnreadAndReadersReadTheFoldedValues) {
+  Jaxpr j = parse_jaxpr(R"({ lambda a:i32[4] b:f32[2] c:i32[2]; x:i32[4]. let
+    y:i32[4] = add a x
+  in (y, b, c) })");
+  Jaxpr k = inline_known_consts(j, {ConstFold{ConstFold::Kind::run, 5}, kZeros, kKeep},
+                                /*keep_binders=*/true);
+  EXPECT_EQ(print_jaxpr(k),
+            print_jaxpr(parse_jaxpr(R"({ lambda a:i32[4] b:f32[2] c:i32[2]; x:i32[4]. let
+    d:i32[4] = iota[dimension=0 dtype=int32 shape=(4,)]
+    e:i32[4] = add d 5:i32[]
+    f:f32[2] = broadcast_in_dim[broadcast_dimensions=() shape=(2,) sharding=None] 0.0:f32[]
+    y:i32[4] = add e x
+  in (y, f, c) })")));
+  std::vector<RtValue> out = interpret(
+      k,
+      {Array::from_vector<int32_t>({9, 9, 9, 9}, {4}), Array::from_vector<float>({3, 4}, {2}),
+       Array::from_vector<int32_t>({1, 2}, {2}), Array::from_vector<int32_t>({1, 1, 1, 1}, {4})});
+  EXPECT_EQ(std::get<Array>(out.at(0)), Array::from_vector<int32_t>({6, 7, 8, 9}, {4}));
+  EXPECT_EQ(std::get<Array>(out.at(1)), Array::from_vector<float>({0, 0}, {2}));
+}
+
 TEST(InlineConsts, KnownConstsTellZerosRunsAndNeither) {
   KnownConsts k = KnownConsts::of(
       {Array::from_vector<int32_t>({3, 4, 5}, {3}), Array::from_vector<int32_t>({3, 5, 6}, {3}),

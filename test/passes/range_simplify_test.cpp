@@ -158,7 +158,8 @@ TEST(RangeSimplify, WindowsBeforeAutodiffDifferentiateAsWindowsWithTheSameGradie
   const std::vector<RtValue> args = {Array::scalar(int32_t{2}), Array::scalar(int32_t{3}),
                                      random_f32({4, 6}, 11), Array::scalar(0.5f)};
   int changes = 0;
-  const Jaxpr windows = windows_before_autodiff(loss, {IntRange{2, 2}, IntRange{3, 3}}, &changes);
+  const Jaxpr windows =
+      windows_before_autodiff(loss, {IntRange{2, 2}, IntRange{3, 3}}, {}, &changes);
   verify(windows);
   EXPECT_GT(changes, 0);
   const Jaxpr want = grad_jaxpr(loss, {0, 1}), got = grad_jaxpr(windows, {0, 1});
@@ -177,13 +178,66 @@ TEST(RangeSimplify, WindowsBeforeAutodiffDifferentiateAsWindowsWithTheSameGradie
   // Ranges under which the run may leave the array (r = 3, c = 4: indices 22..24): the
   // scatter stays, as it drops what falls outside.
   int none = -1;
-  const Jaxpr kept = windows_before_autodiff(loss, {IntRange{0, 3}, IntRange{3, 4}}, &none);
+  const Jaxpr kept = windows_before_autodiff(loss, {IntRange{0, 3}, IntRange{3, 4}}, {}, &none);
   EXPECT_EQ(none, 0) << print_jaxpr(kept);
   // Under which it stays in the array but may cross a row: one window of the flattened x.
   const std::string flat =
       print_jaxpr(windows_before_autodiff(loss, {IntRange{0, 2}, IntRange{0, 5}}));
   EXPECT_EQ(flat.find("scatter"), std::string::npos) << flat;
   EXPECT_NE(flat.find("f32[24] = dynamic_update_slice"), std::string::npos) << flat;
+}
+
+// The same loss with the run's iota a captured constant (`col + np.arange(3)`, as JAX passes
+// it) and the row a [3, 1] column of an index matrix, as JAX writes x.at[r, cols].
+TEST(RangeSimplify, WindowsBeforeAutodiffFoldAConstantRunAndKeepTheProgramsConstants) {
+  const Jaxpr loss = parse(R"({ lambda r:i32[] c:i32[] q:i32[3]; x:f32[4,6] v:f32[]. let
+    k:i32[3] = add c q
+    b:i32[3] = broadcast_in_dim[broadcast_dimensions=() shape=(3,) sharding=None] r
+    bc:i32[3,1] = broadcast_in_dim[broadcast_dimensions=(0,) shape=(3, 1) sharding=None] b
+    kc:i32[3,1] = broadcast_in_dim[broadcast_dimensions=(0,) shape=(3, 1) sharding=None] k
+    ix:i32[3,2] = concatenate[dimension=1] bc kc
+    rc:i32[3,1] = slice[limit_indices=(3, 1) start_indices=(0, 0) strides=None] ix
+    rows:i32[3] = reshape[dimensions=None new_sizes=(3,)] rc
+    cc:i32[3,1] = slice[limit_indices=(3, 2) start_indices=(0, 1) strides=None] ix
+    cols:i32[3] = reshape[dimensions=None new_sizes=(3,)] cc
+    m:i32[3] = mul rows 6:i32[]
+    f:i32[3] = add cols m
+    s:f32[1,2] = dynamic_slice[slice_sizes=(1, 2)] x r c
+    t:f32[2] = reshape[dimensions=None new_sizes=(2,)] s
+    w:f32[1] = reshape[dimensions=None new_sizes=(1,)] v
+    u:f32[3] = concatenate[dimension=0] w t
+    l:f32[24] = reshape[dimensions=None new_sizes=(24,)] x
+    g:f32[24] = scatter[axis=0 unique_indices=True] l f u
+    h:f32[4,6] = reshape[dimensions=None new_sizes=(4, 6)] g
+    p:f32[4,6] = mul h h
+    y:f32[] = reduce_sum[axes=(0, 1)] p
+  in (y,) })");
+  const std::vector<std::optional<IntRange>> ranges = {IntRange{2, 2}, IntRange{3, 3},
+                                                       IntRange{0, 2}};
+  // Knowing only the constant's range, its elements could be in any order.
+  int changes = -1;
+  EXPECT_EQ(print_jaxpr(windows_before_autodiff(loss, ranges, {}, &changes)), print_jaxpr(loss));
+  EXPECT_EQ(changes, 0);
+  // Known to be the run 0, 1, 2: one window of row 2, the constants' binders unchanged.
+  const std::vector<ConstFold> folds = {{}, {}, {ConstFold::Kind::run, 0}};
+  const Jaxpr windows = windows_before_autodiff(loss, ranges, folds, &changes);
+  verify(windows);
+  EXPECT_GT(changes, 0);
+  EXPECT_EQ(windows.constvars.size(), loss.constvars.size());
+  for (size_t k = 0; k < loss.constvars.size(); ++k)
+    EXPECT_EQ(windows.type_of(windows.constvars[k]), loss.type_of(loss.constvars[k]));
+  const Jaxpr want = grad_jaxpr(loss, {0, 1}), got = grad_jaxpr(windows, {0, 1});
+  const std::string text = print_jaxpr(got);
+  EXPECT_EQ(text.find("scatter"), std::string::npos) << text;
+  EXPECT_EQ(text.find(" div "), std::string::npos) << text;
+  const std::vector<RtValue> args = {Array::scalar(int32_t{2}), Array::scalar(int32_t{3}),
+                                     Array::from_vector<int32_t>({0, 1, 2}, {3}),
+                                     random_f32({4, 6}, 13), Array::scalar(0.5f)};
+  const std::vector<RtValue> a = interpret(want, args), b = interpret(got, args);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  for (size_t k = 0; k < a.size(); ++k)
+    EXPECT_EQ(std::get<Array>(a[k]), std::get<Array>(b[k])) << "output " << k;
 }
 
 TEST(RangeSimplify, AReadIsNotMergedWithAZeroingAfterAnotherWrite) {
