@@ -10,10 +10,7 @@
 namespace refjit::backend {
 namespace {
 
-using mlir::Value;
-namespace arith = mlir::arith;
 namespace complex = mlir::complex;
-namespace math = mlir::math;
 
 // Builds on one complex dtype: the part type's and the complex type's values.
 struct Cx {

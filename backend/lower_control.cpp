@@ -12,8 +12,6 @@
 namespace refjit::backend {
 namespace {
 
-using mlir::Value;
-
 std::vector<Value> operand_buffers(LowerCtx& c, const Eqn& e, size_t first, size_t count) {
   std::vector<Value> v;
   for (size_t i = first; i < first + count; ++i) v.push_back(c.buffer(e.ins.at(i)));

@@ -17,10 +17,6 @@
 namespace refjit::backend {
 namespace {
 
-using mlir::Value;
-namespace arith = mlir::arith;
-namespace math = mlir::math;
-
 RuleTable<ElemFn>& elem_table() {
   static RuleTable<ElemFn> t;
   return t;

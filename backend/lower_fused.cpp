@@ -8,8 +8,6 @@
 
 namespace refjit::backend {
 
-using mlir::Value;
-
 void LowerCtx::lower_fused(const Eqn& e) {
   const Value dst = result_buffer(e.outs.at(0));
   in_fused_body(e, dst, [&](const Jaxpr& body, const std::vector<size_t>& members) {
@@ -48,9 +46,7 @@ void LowerCtx::in_fused_body(const Eqn& e, Value dst,
 
 void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group, Value dst) {
   const Eqn& root = j.eqns[group.back()];
-  const bool reduction = root.prim == Prim::reduce_sum || root.prim == Prim::reduce_max ||
-                         root.prim == Prim::reduce_min;
-  if (reduction) {  // its rule's loops evaluate the members
+  if (is_row_reduction(root.prim)) {  // its rule's loops evaluate the members
     const LowerRule* rule = lower_table().find(root.prim);
     if (!rule) fail_eqn(root, "roots a fusion group but has no lowering");
     fused_operand_ = FusedOperand{as_var(root.ins[0]).id, &j,

@@ -12,10 +12,6 @@
 namespace refjit::backend {
 namespace {
 
-using mlir::Value;
-namespace arith = mlir::arith;
-using Ivs = LowerCtx::Ivs;
-
 // The geometry vector refjit_im2col_gemm_* reads: [q, sizes[q], steps[q], runs, run_len,
 // run_offsets[runs]], with adjacent windows whose channels follow each other in x (a kernel
 // row's windows, when they are one element apart) merged into one run.

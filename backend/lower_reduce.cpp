@@ -239,7 +239,7 @@ void lower_reduce(LowerCtx& c, const Eqn& e, Reducer r) {
   c.loop_nest(xt.shape, [&](Ivs ivs) {
     std::vector<Value> out;
     for (size_t i = 0; i < ivs.size(); ++i)
-      if (!contains(axes, static_cast<int64_t>(i))) out.push_back(ivs[i]);
+      if (!llvm::is_contained(axes, static_cast<int64_t>(i))) out.push_back(ivs[i]);
     Value acc = c.load_mem(dst, rt.dtype, out);
     c.store(combine(c, rt.dtype, r, acc, c.load(e.ins[0], ivs)), dst, rt.dtype, out);
   });

@@ -14,10 +14,6 @@
 namespace refjit::backend {
 namespace {
 
-using mlir::Value;
-namespace arith = mlir::arith;
-using Ivs = LowerCtx::Ivs;
-
 class IndexMap {
  public:
   // `dyn` are the eqn operands holding the dynamic indexer parts, in dim order.

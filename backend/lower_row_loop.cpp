@@ -6,8 +6,6 @@
 
 namespace refjit::backend {
 
-using mlir::Value;
-
 namespace {
 
 // The jaxpr holding the eqns that compute row-loop item eqn `e` (a fused eqn's body, or `j`)
@@ -80,7 +78,7 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
     return false;
   };
   for (size_t k = 0; k < n; ++k) {
-    const Var v = j.eqns[loop.items[k].root()].outs.at(0);
+    const Var v = j.eqns[loop.items[k].eqn].outs.at(0);
     const ArrayType t = type_of(v).array;
     // (A row of a few elements stays an array: the loop over the rows is then the one LLVM
     // vectorises, and a scratch slot stored and loaded every row would stop it.)
@@ -96,8 +94,8 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
   int64_t elements_per_row = 0;
   for (size_t k = 0; k < n; ++k) {
     const RowItem& item = loop.items[k];
-    const Eqn& e = j.eqns[item.root()];
-    frames_.back().eqn = static_cast<int>(item.root());
+    const Eqn& e = j.eqns[item.eqn];
+    frames_.back().eqn = static_cast<int>(item.eqn);
     const auto [in, root] = item_root(j, e);
     const ArrayType rt = type_of(e.outs.at(0)).array;
     const bool by_operand = is_row_reduction(root->prim) || item.kind == RowItemKind::matvec;
@@ -138,7 +136,7 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
     std::vector<Value> at(dst);
     for (size_t k = 0; k < n; ++k) {
       if (!scratch[k]) continue;
-      const Var v = j.eqns[loop.items[k].root()].outs[0];
+      const Var v = j.eqns[loop.items[k].eqn].outs[0];
       at[k] = row_of_block(dst[k], type_of(v).array, block);
       bind_var(v, at[k]);
     }
@@ -161,8 +159,8 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
   for (size_t k = 0; k < n; ++k) {
     const RowItem& item = loop.items[k];
     if (!finished_after_loop(item.kind)) continue;
-    const Eqn& e = j.eqns[item.root()];
-    frames_.back().eqn = static_cast<int>(item.root());
+    const Eqn& e = j.eqns[item.eqn];
+    frames_.back().eqn = static_cast<int>(item.eqn);
     const ArrayType rt = type_of(e.outs[0]).array;
     const Value result = result_buffer(e.outs[0]);
     in_row_item(

@@ -14,10 +14,6 @@
 namespace refjit::backend {
 namespace {
 
-using mlir::Value;
-namespace arith = mlir::arith;
-using Ivs = LowerCtx::Ivs;
-
 Value add_idx(LowerCtx& c, Value a, Value b) { return c.b.create<arith::AddIOp>(c.loc, a, b); }
 Value mul_idx(LowerCtx& c, Value a, int64_t k) {
   if (k == 1) return a;
@@ -503,7 +499,6 @@ constexpr int64_t kInsertionSortMaxLane = 32;
 // there, all operands moving together, stably: by insertion for short lanes, else by a
 // bottom-up merge sort through one scratch lane per operand (O(n log n) comparisons).
 void lower_sort(LowerCtx& c, const Eqn& e) {
-  namespace arith = mlir::arith;
   const int64_t dim = e.params.get<int64_t>("dimension");
   const size_t num_keys = static_cast<size_t>(e.params.get<int64_t>("num_keys"));
   const ArrayType xt = c.type_of(e.ins.at(0)).array;

@@ -13,9 +13,6 @@
 namespace refjit::backend {
 namespace {
 
-using mlir::Value;
-namespace arith = mlir::arith;
-
 // One window position: the operand index per dim (clamped into range, so always loadable)
 // and whether it holds an operand element.
 struct Position {
@@ -27,8 +24,8 @@ struct Position {
 // `known_k` (k as a number: the window's loop unrolled), a dim along which this position lies
 // inside the operand for every window (no padding or dilation reaches it) is indexed without a
 // check or a clamp, so a loop along it reads memory in a straight line and vectorises.
-Position position(LowerCtx& c, const Window& w, const Shape& in, const Shape& out, LowerCtx::Ivs o,
-                  Value k, std::optional<int64_t> known_k = std::nullopt) {
+Position position(LowerCtx& c, const Window& w, const Shape& in, const Shape& out, Ivs o, Value k,
+                  std::optional<int64_t> known_k = std::nullopt) {
   auto& b = c.b;
   Position p;
   p.valid = b.create<arith::ConstantIntOp>(c.loc, 1, 1);

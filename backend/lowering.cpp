@@ -11,8 +11,6 @@
 
 namespace refjit::backend {
 
-using mlir::Value;
-
 [[noreturn]] void fail_eqn(const Eqn& e, const std::string& what) {
   throw Error(fmt::format("native backend: cannot lower `{}`: {}", prim_name(e.prim), what));
 }

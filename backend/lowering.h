@@ -34,6 +34,11 @@
 
 namespace refjit::backend {
 
+// Names every backend file uses.
+using mlir::Value;
+namespace arith = mlir::arith;
+namespace math = mlir::math;
+
 // One lexical region of generated code (function body, loop body, cond branch): the
 // buffers allocated in it, freed when it ends.
 struct Scope {
@@ -253,7 +258,6 @@ class LowerCtx {
   void pop_frame();
   void bind_var(Var v, mlir::Value memref) { frames_.back().env.at(v.id) = memref; }
   void free_scope(Scope& s);
-  std::vector<Scope>& scopes() { return scopes_; }
   void set_output_buffers(std::vector<mlir::Value> outs) { output_buffers_ = std::move(outs); }
   const BufferPlan& plan() const { return plan_; }
 
@@ -317,6 +321,8 @@ class LowerCtx {
   int64_t workspace_offset_ = 0;
   int64_t workspace_high_ = 0;
 };
+
+using Ivs = LowerCtx::Ivs;
 
 // One lowering rule per primitive: emits code for `eqn` at the builder's insertion point.
 using LowerRule = std::function<void(LowerCtx&, const Eqn&)>;
@@ -394,11 +400,6 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
 void load_dialects(mlir::MLIRContext& ctx);
 
 inline constexpr const char* kEntryName = "refjit_main";
-
-// Whether `dims` lists `d` (axes params, dimension numbers).
-inline bool contains(const IntList& dims, int64_t d) {
-  return std::find(dims.begin(), dims.end(), d) != dims.end();
-}
 
 // One element converted between dtypes with XLA semantics (lower_elementwise.cpp).
 mlir::Value convert_element(LowerCtx& c, mlir::Value x, DType from, DType to);
