@@ -362,15 +362,16 @@ ElemFn lower_bessel_ie(int order) {
     auto& b = c.b;
     Value x = op.widen(xs[0], d);
     Value a = op.abs(x);
+    auto term_number = [&](Value iv) -> Value {  // k = iv + 1, as f64
+      Value k = b.create<arith::IndexCastUIOp>(c.loc, b.getI64Type(), c.affine_index(iv, 1, 1));
+      return b.create<arith::UIToFPOp>(c.loc, b.getF64Type(), k);
+    };
     // Power series: term *= (a^2/4) / (k (k + order)).
     Value q = op.mul(op.mul(a, a), op.k(0.25));
     Value first = order == 0 ? op.k(1) : op.mul(a, op.k(0.5));
     auto series = c.loop_with_carry(
         special::kBesselSeriesTerms, {first, first}, [&](Value iv, const std::vector<Value>& cur) {
-          Value k = b.create<arith::UIToFPOp>(
-              c.loc, b.getF64Type(),
-              b.create<arith::IndexCastUIOp>(c.loc, b.getI64Type(),
-                                             b.create<arith::AddIOp>(c.loc, iv, c.index(1))));
+          Value k = term_number(iv);
           Value term = op.mul(cur[0], op.div(q, op.mul(k, op.add(k, op.k(order)))));
           return std::vector<Value>{term, op.add(cur[1], term)};
         });
@@ -380,10 +381,7 @@ ElemFn lower_bessel_ie(int order) {
     auto asym = c.loop_with_carry(
         special::kBesselAsymptoticTerms, {op.k(1), op.k(1)},
         [&](Value iv, const std::vector<Value>& cur) {
-          Value k = b.create<arith::UIToFPOp>(
-              c.loc, b.getF64Type(),
-              b.create<arith::IndexCastUIOp>(c.loc, b.getI64Type(),
-                                             b.create<arith::AddIOp>(c.loc, iv, c.index(1))));
+          Value k = term_number(iv);
           Value odd = op.sub(op.mul(op.k(2), k), op.k(1));
           Value term = op.mul(
               cur[0], op.div(op.mul(op.sub(op.mul(odd, odd), op.k(4.0 * order * order)), z), k));
@@ -441,28 +439,21 @@ Value lower_polygamma(LowerCtx& c, const Eqn& e, DType d, const std::vector<Valu
   auto& b = c.b;
   auto loc = c.loc;
   const DType f = DType::f64;
-  mlir::Type f64 = b.getF64Type();
   const Value m = op.widen(xs[0], d), x0 = op.widen(xs[1], d);
   const Value s = op.add(m, op.k(1));
   const Value minus_s = b.create<arith::NegFOp>(loc, s);
   // zeta += x^-s; x += 1, while -1e4 <= x < 16.
-  Value x = x0, zeta = op.k(0);
-  {
-    mlir::OpBuilder::InsertionGuard guard(b);
-    auto loop =
-        b.create<mlir::scf::WhileOp>(loc, mlir::TypeRange{f64, f64}, mlir::ValueRange{x0, op.k(0)});
-    mlir::Block* before = b.createBlock(&loop.getBefore(), {}, {f64, f64}, {loc, loc});
-    Value bx = before->getArgument(0);
-    Value go = op.both(op.cmp(arith::CmpFPredicate::OLT, bx, op.k(16)),
-                       op.cmp(arith::CmpFPredicate::OGE, bx, op.k(-1e4)));
-    b.create<mlir::scf::ConditionOp>(loc, go, before->getArguments());
-    mlir::Block* after = b.createBlock(&loop.getAfter(), {}, {f64, f64}, {loc, loc});
-    Value ax = after->getArgument(0), acc = after->getArgument(1);
-    b.create<mlir::scf::YieldOp>(
-        loc, mlir::ValueRange{op.add(ax, op.k(1)), op.add(acc, op.pow(ax, minus_s))});
-    x = loop.getResult(0);
-    zeta = loop.getResult(1);
-  }
+  const std::vector<Value> summed = c.while_loop(
+      {x0, op.k(0)},
+      [&](const std::vector<Value>& v) {
+        return op.both(op.cmp(arith::CmpFPredicate::OLT, v[0], op.k(16)),
+                       op.cmp(arith::CmpFPredicate::OGE, v[0], op.k(-1e4)));
+      },
+      [&](const std::vector<Value>& v) -> std::vector<Value> {
+        return {op.add(v[0], op.k(1)), op.add(v[1], op.pow(v[0], minus_s))};
+      });
+  const Value x = summed[0];
+  Value zeta = summed[1];
   // The tail: z^(1-s)/(s-1) + z^-s/2 + sum_j B_2j/(2j)! s(s+1)...(s+2j-2) z^(-s-2j+1).
   static constexpr double kBernoulliOverFactorial[] = {1.0 / 12,         -1.0 / 720,
                                                        1.0 / 30240,      -1.0 / 1209600,
@@ -496,27 +487,6 @@ Value lower_polygamma(LowerCtx& c, const Eqn& e, DType d, const std::vector<Valu
   return op.narrow(y, d);
 }
 
-// A scf.while over f64 values: `go` reads the carried values before each step, `step` makes
-// the next ones.
-std::vector<Value> f64_while(
-    LowerCtx& c, const std::vector<Value>& init,
-    const std::function<Value(const std::vector<Value>&)>& go,
-    const std::function<std::vector<Value>(const std::vector<Value>&)>& step) {
-  auto& b = c.b;
-  auto loc = c.loc;
-  std::vector<mlir::Type> types(init.size(), b.getF64Type());
-  std::vector<mlir::Location> locs(init.size(), loc);
-  mlir::OpBuilder::InsertionGuard guard(b);
-  auto loop = b.create<mlir::scf::WhileOp>(loc, types, init);
-  mlir::Block* before = b.createBlock(&loop.getBefore(), {}, types, locs);
-  std::vector<Value> args(before->getArguments().begin(), before->getArguments().end());
-  b.create<mlir::scf::ConditionOp>(loc, go(args), before->getArguments());
-  mlir::Block* after = b.createBlock(&loop.getAfter(), {}, types, locs);
-  args.assign(after->getArguments().begin(), after->getArguments().end());
-  b.create<mlir::scf::YieldOp>(loc, step(args));
-  return {loop.getResults().begin(), loop.getResults().end()};
-}
-
 // igamma, igammac and igamma_grad_a as the interpreter computes them
 // (runtime/special_functions.cpp), in f64 and step for step: the series where x <= 1 or
 // x <= a, else the continued fraction, dP/da carried alongside in forward mode.
@@ -544,8 +514,8 @@ ElemFn lower_incomplete_gamma(IgammaPart part) {
       mlir::OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&branch.getThenRegion().front());
       // n, ap, term, dterm, sum, dsum
-      auto r = f64_while(
-          c, {op.k(0), a, op.k(1), op.k(0), op.k(1), op.k(0)},
+      auto r = c.while_loop(
+          {op.k(0), a, op.k(1), op.k(0), op.k(1), op.k(0)},
           [&](const std::vector<Value>& v) {
             Value more = op.either(
                 op.cmp(P::OGT, op.abs(v[2]), op.mul(op.abs(v[4]), op.k(sp::kIgammaEpsilon))),
@@ -576,8 +546,8 @@ ElemFn lower_incomplete_gamma(IgammaPart part) {
       const Value dd0 = op.div(op.k(1), op.mul(b0, b0));  // d/da (1/b) with db = -1
       const Value tiny = op.k(sp::kIgammaTiny);
       // i, b, c, dc, d, dd, h, dh, step, the last change of dh
-      auto r = f64_while(
-          c, {op.k(1), b0, op.k(1 / sp::kIgammaTiny), op.k(0), d0, dd0, d0, dd0, op.k(0), op.k(1)},
+      auto r = c.while_loop(
+          {op.k(1), b0, op.k(1 / sp::kIgammaTiny), op.k(0), d0, dd0, d0, dd0, op.k(0), op.k(1)},
           [&](const std::vector<Value>& v) {
             Value more =
                 op.either(op.cmp(P::OGE, op.abs(op.sub(v[8], op.k(1))), op.k(sp::kIgammaEpsilon)),

@@ -225,13 +225,10 @@ mlir::Operation* LowerCtx::lower_rows_into(const Jaxpr& j, const std::vector<siz
   const std::vector<bool> member = group_members(j, members);
   load_outside_scalars(j, members, member, rt);
   const Shape outer(rt.shape.begin(), rt.shape.end() - 1);
-  auto rows = b.create<mlir::scf::ForOp>(loc, index(0), index(num_elements(outer)), index(1));
-  {
-    mlir::OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(rows.getBody()->getTerminator());
+  mlir::Operation* rows = loop_nest({num_elements(outer)}, [&](Ivs row) {
     // Row r of the flattened outer dims, as indices into them (row-major).
     std::vector<Value> outer_ivs(outer.size());
-    Value rest = rows.getInductionVar();
+    Value rest = row[0];
     for (size_t d = outer.size(); d-- > 0;) {
       if (d == 0) {
         outer_ivs[d] = rest;
@@ -241,7 +238,7 @@ mlir::Operation* LowerCtx::lower_rows_into(const Jaxpr& j, const std::vector<siz
       rest = b.create<mlir::arith::DivUIOp>(loc, rest, index(outer[d]));
     }
     lower_fused_row(j, members, member, outer_ivs, dst, rt);
-  }
+  });
   rows->setAttr(kEpilogueAttr, b.getUnitAttr());
   outside_scalar_.clear();
   return rows;
@@ -264,11 +261,7 @@ Value LowerCtx::view_element(const std::vector<const Eqn*>& views, const Eqn& e,
     const IntList& start = e.params.get<IntList>("start_indices");
     const IntList strides = e.params.get_or<IntList>("strides", {});
     for (size_t d = 0; d < ivs.size(); ++d) {
-      const int64_t stride = d < strides.size() ? strides[d] : 1;
-      Value i = ivs[d];
-      if (stride != 1) i = b.create<mlir::arith::MulIOp>(loc, i, index(stride));
-      if (start.at(d) != 0) i = b.create<mlir::arith::AddIOp>(loc, i, index(start[d]));
-      at.push_back(i);
+      at.push_back(affine_index(ivs[d], d < strides.size() ? strides[d] : 1, start.at(d)));
     }
   } else {  // pad: operand element i - lo where that is inside the operand, else the value
     const IntListList& cfg = e.params.get<IntListList>("padding_config");

@@ -110,8 +110,7 @@ void lower_im2col_loops(LowerCtx& c, const Eqn& e, const Im2col& g) {
     c.loop_nest(nest, [&](Ivs ivs) {
       std::vector<Value> xi, row;
       for (int dim = 0; dim < q; ++dim) {
-        Value scaled = c.b.create<arith::MulIOp>(c.loc, ivs[dim], c.index(g.strides[dim]));
-        xi.push_back(c.b.create<arith::AddIOp>(c.loc, scaled, c.index(g.starts[t][dim])));
+        xi.push_back(c.affine_index(ivs[dim], g.strides[dim], g.starts[t][dim]));
         row.push_back(ivs[dim]);
       }
       xi.push_back(ivs[q]);

@@ -119,11 +119,8 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
   }
   // Passengers next (views of row results): a view of an item's result needs its buffer.
   for (size_t k : loop.passengers) lower_eqn_at(j, k);
-  auto over_blocks = b.create<mlir::scf::ForOp>(loc, index(0), index(blocks), index(1));
-  {
-    mlir::OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(over_blocks.getBody()->getTerminator());
-    Value block = over_blocks.getInductionVar();
+  mlir::Operation* over_blocks = loop_nest({blocks}, [&](Ivs block_iv) {
+    const Value block = block_iv[0];
     for (size_t k = 0; k < n; ++k)
       if (loop.items[k].kind == RowItemKind::columns)
         in_row_item(
@@ -153,7 +150,7 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
       b.setInsertionPoint(rows.getBody()->getTerminator());
       each_row(rows.getInductionVar());
     }
-  }
+  });
   // Each block writes only its own rows and its own partials.
   mark_parallel(over_blocks, blocks, elements_per_row * loop.block_rows);
   for (size_t k = 0; k < n; ++k) {

@@ -41,8 +41,7 @@ Position position(LowerCtx& c, const Window& w, const Shape& in, const Shape& ou
       const int64_t first = off * w.window_dilation[d] - w.padding[d].first;
       const int64_t last = (out[d] - 1) * w.strides[d] + first;
       if (out[d] > 0 && first >= 0 && last < in[d]) {
-        Value q = b.create<arith::MulIOp>(c.loc, o[d], c.index(w.strides[d]));
-        p.at.push_back(first == 0 ? q : b.create<arith::AddIOp>(c.loc, q, c.index(first)));
+        p.at.push_back(c.affine_index(o[d], w.strides[d], first));
         continue;
       }
     }
@@ -215,11 +214,9 @@ void lower_select_and_scatter_add(LowerCtx& c, const Eqn& e) {
           return next;
         });
     std::vector<Value> at(best.begin() + 2, best.end());
-    auto add = b.create<mlir::scf::IfOp>(c.loc, best[1], /*withElseRegion=*/false);
-    mlir::OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(add.thenBlock()->getTerminator());
-    Value sum = c.add(d, c.load_mem(dst, d, at), c.load(e.ins[0], o));
-    c.store(sum, dst, d, at);
+    c.if_then(best[1], [&] {  // the selected position holds an operand element
+      c.store(c.add(d, c.load_mem(dst, d, at), c.load(e.ins[0], o)), dst, d, at);
+    });
   });
 }
 

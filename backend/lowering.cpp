@@ -362,21 +362,56 @@ void LowerCtx::mark_parallel(mlir::Operation* loop, int64_t iterations,
 std::vector<Value> LowerCtx::loop_with_carry(
     int64_t n, std::vector<Value> init,
     const std::function<std::vector<Value>(Value, const std::vector<Value>&)>& body) {
-  auto loop = b.create<mlir::scf::ForOp>(loc, index(0), index(n), index(1), init);
-  {
-    mlir::OpBuilder::InsertionGuard guard(b);
-    mlir::Block* blk = loop.getBody();
-    if (blk->mightHaveTerminator())
-      b.setInsertionPoint(blk->getTerminator());
-    else
-      b.setInsertionPointToEnd(blk);
-    std::vector<Value> carried(loop.getRegionIterArgs().begin(), loop.getRegionIterArgs().end());
-    std::vector<Value> next = body(loop.getInductionVar(), carried);
-    if (blk->mightHaveTerminator()) blk->getTerminator()->erase();
-    b.setInsertionPointToEnd(blk);
-    b.create<mlir::scf::YieldOp>(loc, next);
-  }
-  return std::vector<Value>(loop.getResults().begin(), loop.getResults().end());
+  // The body builder runs with `b` itself, its insertion point in the loop's body.
+  auto loop = b.create<mlir::scf::ForOp>(
+      loc, index(0), index(n), index(1), init,
+      [&](mlir::OpBuilder&, mlir::Location, Value iv, mlir::ValueRange carried) {
+        b.create<mlir::scf::YieldOp>(loc, body(iv, {carried.begin(), carried.end()}));
+      });
+  return {loop.getResults().begin(), loop.getResults().end()};
+}
+
+std::vector<Value> LowerCtx::while_loop(
+    const std::vector<Value>& init, const std::function<Value(const std::vector<Value>&)>& cond,
+    const std::function<std::vector<Value>(const std::vector<Value>&)>& body) {
+  std::vector<mlir::Type> types;
+  for (Value v : init) types.push_back(v.getType());
+  std::vector<mlir::Location> locs(init.size(), loc);
+  mlir::OpBuilder::InsertionGuard guard(b);
+  auto loop = b.create<mlir::scf::WhileOp>(loc, types, init);
+  mlir::Block* before = b.createBlock(&loop.getBefore(), {}, types, locs);
+  std::vector<Value> args(before->getArguments().begin(), before->getArguments().end());
+  b.create<mlir::scf::ConditionOp>(loc, cond(args), before->getArguments());
+  mlir::Block* after = b.createBlock(&loop.getAfter(), {}, types, locs);
+  args.assign(after->getArguments().begin(), after->getArguments().end());
+  b.create<mlir::scf::YieldOp>(loc, body(args));
+  return {loop.getResults().begin(), loop.getResults().end()};
+}
+
+void LowerCtx::if_then(Value cond, const std::function<void()>& then,
+                       const std::function<void()>& otherwise) {
+  auto branch = b.create<mlir::scf::IfOp>(loc, cond, /*withElseRegion=*/bool(otherwise));
+  mlir::OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(branch.thenBlock()->getTerminator());
+  then();
+  if (!otherwise) return;
+  b.setInsertionPoint(branch.elseBlock()->getTerminator());
+  otherwise();
+}
+
+Value LowerCtx::in_range(Value v, int64_t lo, int64_t hi) {
+  auto bound = [&](int64_t x) {
+    return b.create<arith::ConstantOp>(loc, b.getIntegerAttr(v.getType(), x));
+  };
+  return b.create<arith::AndIOp>(
+      loc, b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, v, bound(lo)),
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sle, v, bound(hi)));
+}
+
+Value LowerCtx::affine_index(Value i, int64_t scale, int64_t offset) {
+  if (scale != 1) i = b.create<arith::MulIOp>(loc, i, index(scale));
+  if (offset != 0) i = b.create<arith::AddIOp>(loc, i, index(offset));
+  return i;
 }
 
 void LowerCtx::copy(Value src, Value dst, const ArrayType& t) {
@@ -697,14 +732,8 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
         Value from = lc.b.create<mlir::memref::ExtractAlignedPointerAsIndexOp>(lc.loc, arg);
         Value to =
             lc.b.create<mlir::memref::ExtractAlignedPointerAsIndexOp>(lc.loc, outs.at(B.home));
-        Value differ =
-            lc.b.create<mlir::arith::CmpIOp>(lc.loc, mlir::arith::CmpIPredicate::ne, from, to);
-        auto branch = lc.b.create<mlir::scf::IfOp>(lc.loc, differ, /*withElseRegion=*/false);
-        {
-          mlir::OpBuilder::InsertionGuard guard(lc.b);
-          lc.b.setInsertionPoint(branch.thenBlock()->getTerminator());
-          lc.copy(arg, home, B.type);
-        }
+        Value differ = lc.b.create<arith::CmpIOp>(lc.loc, arith::CmpIPredicate::ne, from, to);
+        lc.if_then(differ, [&] { lc.copy(arg, home, B.type); });
         lc.set_buffer_memory(b, home);
         lc.bind_var(v, home);
         continue;

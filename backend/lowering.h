@@ -146,6 +146,20 @@ class LowerCtx {
       int64_t n, std::vector<mlir::Value> init,
       const std::function<std::vector<mlir::Value>(mlir::Value iv,
                                                    const std::vector<mlir::Value>& carried)>& body);
+  // An scf.while carrying `init`: `cond` reads the carried values before each step (true: run
+  // it), `body` makes the next ones. Returns the final values.
+  std::vector<mlir::Value> while_loop(
+      const std::vector<mlir::Value>& init,
+      const std::function<mlir::Value(const std::vector<mlir::Value>&)>& cond,
+      const std::function<std::vector<mlir::Value>(const std::vector<mlir::Value>&)>& body);
+  // An scf.if on `cond` (i1): `then` emits the code of its then block, `otherwise` (if any) that
+  // of its else block.
+  void if_then(mlir::Value cond, const std::function<void()>& then,
+               const std::function<void()>& otherwise = {});
+  // Whether lo <= v <= hi (v an index or i64 value), as i1.
+  mlir::Value in_range(mlir::Value v, int64_t lo, int64_t hi);
+  // i * scale + offset on index values (no op for a scale of 1 or an offset of 0).
+  mlir::Value affine_index(mlir::Value i, int64_t scale, int64_t offset = 0);
   // Elementwise copy between same-shaped memrefs of any layout.
   void copy(mlir::Value src, mlir::Value dst, const ArrayType& t);
   void fill(mlir::Value dst, const ArrayType& t, mlir::Value scalar);
