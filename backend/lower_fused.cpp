@@ -209,13 +209,9 @@ mlir::Operation* LowerCtx::lower_epilogue_rows(const Jaxpr& j, size_t root) {
   if (rt.rank() < 1) fail_eqn(e, "an epilogue needs a result of rank 1 or more");
   const Value dst = result_buffer(e.outs[0]);
   mlir::Operation* rows = nullptr;
-  auto lower_rows = [&](const Jaxpr& in, const std::vector<size_t>& members) {
+  in_eqn_body(j, root, dst, [&](const Jaxpr& in, const std::vector<size_t>& members) {
     rows = lower_rows_into(in, members, dst, rt);
-  };
-  if (e.prim == Prim::fused)
-    in_fused_body(e, dst, lower_rows);
-  else
-    lower_rows(j, {root});
+  });
   frames_.back().eqn = saved;
   return rows;
 }

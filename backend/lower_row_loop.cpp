@@ -18,15 +18,15 @@ std::pair<const Jaxpr*, const Eqn*> item_root(const Jaxpr& j, const Eqn& e) {
 
 }  // namespace
 
-void LowerCtx::in_row_item(const Jaxpr& j, const RowItem& item, Value dst,
+void LowerCtx::in_eqn_body(const Jaxpr& j, size_t index, Value dst,
                            const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f,
                            bool with_operands) {
-  const Eqn& e = j.eqns[item.eqn];
-  frames_.back().eqn = static_cast<int>(item.eqn);
+  const Eqn& e = j.eqns[index];
+  frames_.back().eqn = static_cast<int>(index);
   if (e.prim == Prim::fused)
     in_fused_body(e, dst, f, with_operands);
   else
-    f(j, {item.eqn});
+    f(j, {index});
 }
 
 void LowerCtx::lower_row_loop(const Eqn& e) {
@@ -123,8 +123,8 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
     const Value block = block_iv[0];
     for (size_t k = 0; k < n; ++k)
       if (loop.items[k].kind == RowItemKind::columns)
-        in_row_item(
-            j, loop.items[k], Value(),
+        in_eqn_body(
+            j, loop.items[k].eqn, Value(),
             [&](const Jaxpr& in, const std::vector<size_t>& m) {
               start_block_partial(*this, in.eqns[m.back()], dst[k], block);
             },
@@ -160,8 +160,8 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
     frames_.back().eqn = static_cast<int>(item.eqn);
     const ArrayType rt = type_of(e.outs[0]).array;
     const Value result = result_buffer(e.outs[0]);
-    in_row_item(
-        j, item, result,
+    in_eqn_body(
+        j, item.eqn, result,
         [&](const Jaxpr& in, const std::vector<size_t>& m) {
           const Eqn& root = in.eqns[m.back()];
           if (item.kind == RowItemKind::partial)
@@ -176,7 +176,7 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
 
 void LowerCtx::lower_row_item(const Jaxpr& outer, const RowItem& item, Value row, Value dst,
                               Value block) {
-  in_row_item(outer, item, dst, [&](const Jaxpr& j, const std::vector<size_t>& members) {
+  in_eqn_body(outer, item.eqn, dst, [&](const Jaxpr& j, const std::vector<size_t>& members) {
     lower_row_of(j, members, item.kind, row, dst, block);
   });
 }

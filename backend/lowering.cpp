@@ -510,28 +510,23 @@ mlir::Value unranked_memref(LowerCtx& c, mlir::Value memref) {
   return c.b.create<mlir::memref::CastOp>(c.loc, to, memref);
 }
 
+mlir::func::FuncOp LowerCtx::declare(const std::string& name, mlir::TypeRange ins,
+                                     mlir::TypeRange outs) {
+  if (auto fn = module_.lookupSymbol<mlir::func::FuncOp>(name)) return fn;
+  mlir::OpBuilder mb = mlir::OpBuilder::atBlockBegin(module_.getBody());
+  auto fn = mb.create<mlir::func::FuncOp>(loc, name, mb.getFunctionType(ins, outs));
+  fn.setPrivate();
+  return fn;
+}
+
 Value LowerCtx::call_libm(const std::string& name, mlir::ValueRange args) {
-  mlir::Type t = args.front().getType();
-  auto fn = module_.lookupSymbol<mlir::func::FuncOp>(name);
-  if (!fn) {
-    mlir::OpBuilder mb = mlir::OpBuilder::atBlockBegin(module_.getBody());
-    std::vector<mlir::Type> ins(args.size(), t);
-    fn = mb.create<mlir::func::FuncOp>(loc, name, mb.getFunctionType(ins, {t}));
-    fn.setPrivate();
-  }
-  return b.create<mlir::func::CallOp>(loc, fn, args).getResult(0);
+  const mlir::Type t = args.front().getType();
+  const std::vector<mlir::Type> ins(args.size(), t);
+  return b.create<mlir::func::CallOp>(loc, declare(name, ins, {t}), args).getResult(0);
 }
 
 void LowerCtx::call_runtime(const std::string& name, mlir::ValueRange args) {
-  auto fn = module_.lookupSymbol<mlir::func::FuncOp>(name);
-  if (!fn) {
-    mlir::OpBuilder mb = mlir::OpBuilder::atBlockBegin(module_.getBody());
-    std::vector<mlir::Type> ins;
-    for (mlir::Value a : args) ins.push_back(a.getType());
-    fn = mb.create<mlir::func::FuncOp>(loc, name, mb.getFunctionType(ins, {}));
-    fn.setPrivate();
-  }
-  b.create<mlir::func::CallOp>(loc, fn, args);
+  b.create<mlir::func::CallOp>(loc, declare(name, args.getTypes(), {}), args);
 }
 
 // ---------------------------------------------------------------- sub-jaxprs and scopes
@@ -546,9 +541,9 @@ void LowerCtx::push_frame(const Jaxpr& j, bool top_level, const JaxprBuffers* pl
   frames_.push_back(std::move(f));
 }
 
-const JaxprBuffers& LowerCtx::checked_plan(size_t index, const Jaxpr& j) const {
+const JaxprBuffers& LowerCtx::checked_plan(size_t index, const Jaxpr& j, bool matches) const {
   const BufferAssignment& a = *plan_.assignment;
-  if (index >= a.jaxprs.size() || a.jaxprs[index].eqns.size() != j.eqns.size() ||
+  if (!matches || index >= a.jaxprs.size() || a.jaxprs[index].eqns.size() != j.eqns.size() ||
       a.jaxprs[index].buffer_of_var.size() != j.vars.size())
     throw Error(
         "native backend: the buffer plan was computed for another jaxpr; compute it with "
@@ -687,14 +682,7 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
   if (!plan.naive) {
     if (!plan.assignment)
       throw Error("native backend: no buffer plan; use default_buffer_plan(jaxpr)");
-    const BufferAssignment& a = *plan.assignment;
-    if (a.jaxprs.empty() || plan.signature != jaxpr_signature(jaxpr) ||
-        a.jaxprs[0].eqns.size() != jaxpr.eqns.size() ||
-        a.jaxprs[0].buffer_of_var.size() != jaxpr.vars.size())
-      throw Error(
-          "native backend: the buffer plan was computed for another jaxpr; compute it with "
-          "default_buffer_plan on the jaxpr being compiled");
-    top = &a.jaxprs[0];
+    top = &lc.checked_plan(0, jaxpr, plan.signature == jaxpr_signature(jaxpr));
   }
   lc.push_frame(jaxpr, /*top_level=*/true, top);
   size_t k = 0;

@@ -273,10 +273,13 @@ class LowerCtx {
   void bind_var(Var v, mlir::Value memref) { frames_.back().env.at(v.id) = memref; }
   void free_scope(Scope& s);
   void set_output_buffers(std::vector<mlir::Value> outs) { output_buffers_ = std::move(outs); }
-  const BufferPlan& plan() const { return plan_; }
+  // Plan `index` of the buffer assignment, checked to be made for `j` (and `matches`: the
+  // caller's own check, e.g. of the whole program's signature).
+  const JaxprBuffers& checked_plan(size_t index, const Jaxpr& j, bool matches = true) const;
 
  private:
-  const JaxprBuffers& checked_plan(size_t index, const Jaxpr& j) const;
+  // Function `name` of the module, declared (private, of type ins -> outs) on first use.
+  mlir::func::FuncOp declare(const std::string& name, mlir::TypeRange ins, mlir::TypeRange outs);
   // Parts of lower_fused_group: `member[var id]` says which vars the group computes.
   std::vector<bool> group_members(const Jaxpr& j, const std::vector<size_t>& group) const;
   // Loads the group's rank-0 operands from outside it into outside_scalar_.
@@ -304,9 +307,10 @@ class LowerCtx {
   // The same for the eqns `members` of `j` (a fused eqn's body, or one eqn), root last.
   void lower_row_of(const Jaxpr& j, const std::vector<size_t>& members, RowItemKind kind,
                     mlir::Value row, mlir::Value dst, mlir::Value block);
-  // Runs `f(jaxpr, members)` on the eqns computing `item` (in_fused_body for a fused eqn, its
-  // result bound to `dst`; else the eqn alone, in `j`).
-  void in_row_item(const Jaxpr& j, const RowItem& item, mlir::Value dst,
+  // Runs `f(jaxpr, members)` on the eqns computing eqn `index` of `j` (a row-loop item or an
+  // epilogue), as the eqn being lowered: in_fused_body for a fused eqn, its result bound to
+  // `dst`; else the eqn alone, in `j`.
+  void in_eqn_body(const Jaxpr& j, size_t index, mlir::Value dst,
                    const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f,
                    bool with_operands = true);
   void count_copy(const ArrayType& t);
