@@ -810,16 +810,10 @@ void register_elementwise_lowerings(LowerTable& t) {
   set_ew(t, Prim::add_any, float_or_int<arith::AddFOp, arith::AddIOp>());
   set_ew(t, Prim::sub, float_or_int<arith::SubFOp, arith::SubIOp>());
   set_ew(t, Prim::mul, float_or_int<arith::MulFOp, arith::MulIOp>());
-  set_ew(t, Prim::max, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
-    if (is_float(d)) return c.b.create<arith::MaximumFOp>(c.loc, x[0], x[1]);
-    if (is_unsigned(d)) return c.b.create<arith::MaxUIOp>(c.loc, x[0], x[1]);
-    return c.b.create<arith::MaxSIOp>(c.loc, x[0], x[1]);
-  });
-  set_ew(t, Prim::min, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
-    if (is_float(d)) return c.b.create<arith::MinimumFOp>(c.loc, x[0], x[1]);
-    if (is_unsigned(d)) return c.b.create<arith::MinUIOp>(c.loc, x[0], x[1]);
-    return c.b.create<arith::MinSIOp>(c.loc, x[0], x[1]);
-  });
+  for (auto [p, r] : {std::pair{Prim::max, Reducer::max}, {Prim::min, Reducer::min}})
+    set_ew(t, p, [r](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) {
+      return combine(c, d, r, x[0], x[1]);
+    });
   set_ew(t, Prim::div, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
     if (is_float(d)) return c.b.create<arith::DivFOp>(c.loc, x[0], x[1]);
     return int_div(c, d, x[0], x[1]);

@@ -448,20 +448,6 @@ void lower_scatter(LowerCtx& c, const Eqn& e, Prim how, bool run) {
       general);
 }
 
-// JAX's sort order on one key: floats treat -0.0 as 0.0 and put NaNs (all equal) last.
-Value sort_key_less(LowerCtx& c, DType d, Value x, Value y) {
-  namespace arith = mlir::arith;
-  if (is_float(d)) {
-    Value x_num = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::ORD, x, x);
-    Value y_nan = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::UNO, y, y);
-    Value lt = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::OLT, x, y);
-    return c.b.create<arith::OrIOp>(c.loc, c.b.create<arith::AndIOp>(c.loc, x_num, y_nan), lt);
-  }
-  auto pred =
-      d == DType::bool_ || is_unsigned(d) ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt;
-  return c.b.create<arith::CmpIOp>(c.loc, pred, x, y);
-}
-
 // Lanes up to this length are insertion-sorted (no scratch memory, fast on short lanes);
 // longer ones are merge-sorted.
 constexpr int64_t kInsertionSortMaxLane = 32;

@@ -355,6 +355,18 @@ const ElemFn* elementwise_rule(Prim p);
 // The rule's form for complex operands or results (lower_complex.cpp), or nullptr.
 const ElemFn* complex_elementwise_rule(Prim p);
 
+// The sum, max and min reductions (lower_reduce.cpp), also elementwise max and min: the
+// identity, and combining two elements (max and min propagate NaN; integers compare as their
+// dtype's signedness says). `reassociate`: a float op may be reassociated (fast-math reassoc),
+// so LLVM may keep several partial results in vector lanes (the order of a float sum then
+// depends on the vector width, not on the data).
+enum class Reducer { sum, max, min };
+Value reducer_identity(LowerCtx& c, DType d, Reducer r);
+Value combine(LowerCtx& c, DType d, Reducer r, Value a, Value b, bool reassociate = false);
+// JAX's sort order on one key (sort's and argmax's; lower_reduce.cpp): whether x sorts before y;
+// floats treat -0.0 as 0.0 and put NaNs (all equal) last.
+Value sort_key_less(LowerCtx& c, DType d, Value x, Value y);
+
 // The table, filled once by the register_* functions of the lower_*.cpp files.
 const LowerTable& lower_table();
 void register_elementwise_lowerings(LowerTable& t);
