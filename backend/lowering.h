@@ -354,6 +354,19 @@ using ElemFn =
 const ElemFn* elementwise_rule(Prim p);
 // The rule's form for complex operands or results (lower_complex.cpp), or nullptr.
 const ElemFn* complex_elementwise_rule(Prim p);
+// Rules that are one op on the operands, whatever their dtype.
+template <class Op>
+ElemFn unary_op() {
+  return [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
+    return c.b.create<Op>(c.loc, x[0]);
+  };
+}
+template <class Op>
+ElemFn binary_op() {
+  return [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
+    return c.b.create<Op>(c.loc, x[0], x[1]);
+  };
+}
 
 // The sum, max and min reductions (lower_reduce.cpp), also elementwise max and min: the
 // identity, and combining two elements (max and min propagate NaN; integers compare as their
