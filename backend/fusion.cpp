@@ -3,17 +3,15 @@
 #include <algorithm>
 
 #include "backend/decision_bodies.h"
-#include "ir/fused_body.h"
+#include "backend/row_loops.h"
 #include "refjit/ir/use_def.h"
 
 namespace refjit {
 
-bool is_view(const Jaxpr& j, const Eqn& e) { return is_view_eqn(j, e); }
-
 // Elementwise with operands of the result's shape or rank 0, a broadcast_in_dim (each
 // element of its result is one load of its operand), or a view.
 bool fusible(const Jaxpr& j, const Eqn& e) {
-  if (is_view(j, e)) return true;
+  if (is_view_eqn(j, e)) return true;
   if (e.prim == Prim::broadcast_in_dim)
     return e.ins.size() == 1 && e.outs.size() == 1 && !j.type_of(e.outs[0]).is_ref &&
            (!is_var(e.ins[0]) || !j.type_of(as_var(e.ins[0])).is_ref);
@@ -31,9 +29,7 @@ bool fusible(const Jaxpr& j, const Eqn& e) {
 // A reduction whose operand a group may compute element by element inside its loops, so
 // that `sum(f(x))` keeps no array of f(x).
 bool reduction_root(const Jaxpr& j, const Eqn& e) {
-  const bool reduction =
-      e.prim == Prim::reduce_sum || e.prim == Prim::reduce_max || e.prim == Prim::reduce_min;
-  return reduction && e.ins.size() == 1 && e.outs.size() == 1 && is_var(e.ins[0]) &&
+  return is_row_reduction(e.prim) && e.ins.size() == 1 && e.outs.size() == 1 && is_var(e.ins[0]) &&
          !j.type_of(as_var(e.ins[0])).is_ref;
 }
 
@@ -141,10 +137,10 @@ FusionPlan plan_fusion(const Jaxpr& j, const JaxprBuffers* buffers) {
     // A view is evaluated at the index its reader asks for, so it may have another shape
     // when only views read it; anything else is evaluated at the root's index and may feed
     // no view (`pad(exp(x))` stores exp(x)).
-    const bool view = is_view(j, e);
+    const bool view = is_view_eqn(j, e);
     bool read_by_view = false, read_by_other = false;
     for (size_t k : consumers[out.id])
-      (is_view(j, j.eqns[k]) ? read_by_view : read_by_other) = true;
+      (is_view_eqn(j, j.eqns[k]) ? read_by_view : read_by_other) = true;
     if (read_by_view && !view) all = false;
     for (size_t k : consumers[out.id]) {
       std::vector<int32_t> of_reader;

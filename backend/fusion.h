@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/fused_body.h"
 #include "passes/buffers/buffer_assignment.h"
 #include "refjit/ir/jaxpr.h"
 
@@ -63,10 +64,7 @@ struct FusionPlan {
 // Whether `p` has an elementwise lowering rule (defined by the backend's rule table).
 bool has_elementwise_lowering(Prim p);
 
-// ---- queries the planners share
-// A static slice, or a pad without interior padding: each element of its result is one
-// element of its operand (or the padding value), at an index computed from its own.
-bool is_view(const Jaxpr& j, const Eqn& e);
+// ---- queries the planners share (and is_view_eqn, ir/fused_body.h: the views)
 // Elementwise with operands of the result's shape or rank 0, a broadcast_in_dim (each
 // element of its result is one load of its operand), or a view.
 bool fusible(const Jaxpr& j, const Eqn& e);

@@ -9,8 +9,6 @@ namespace refjit::backend {
 
 namespace {
 
-using mlir::Value;
-
 Value axis_of(LowerCtx& c, const Eqn& e) {
   return c.index(axis_id(e.params.get<std::string>("axis_name")));
 }

@@ -10,10 +10,7 @@
 namespace refjit::backend {
 namespace {
 
-using mlir::Value;
-namespace arith = mlir::arith;
 namespace complex = mlir::complex;
-namespace math = mlir::math;
 
 // Builds on one complex dtype: the part type's and the complex type's values.
 struct Cx {
@@ -40,20 +37,6 @@ struct Cx {
     return c.call_libm(part() == DType::f32 ? name + "f" : name, {x});
   }
 };
-
-template <class Op>
-ElemFn complex_unary() {
-  return [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
-    return c.b.create<Op>(c.loc, x[0]);
-  };
-}
-
-template <class Op>
-ElemFn complex_binary() {
-  return [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
-    return c.b.create<Op>(c.loc, x[0], x[1]);
-  };
-}
 
 // A rule written with Cx on the operand's dtype.
 ElemFn with_cx(std::function<Value(const Cx&, const std::vector<Value>&)> f) {
@@ -82,21 +65,21 @@ Value asin(const Cx& z, Value v) {
 
 RuleTable<ElemFn> make_table() {
   RuleTable<ElemFn> t;
-  t.set(Prim::neg, complex_unary<complex::NegOp>());
-  t.set(Prim::exp, complex_unary<complex::ExpOp>());
-  t.set(Prim::log, complex_unary<complex::LogOp>());
-  t.set(Prim::log1p, complex_unary<complex::Log1pOp>());
-  t.set(Prim::expm1, complex_unary<complex::Expm1Op>());
-  t.set(Prim::sin, complex_unary<complex::SinOp>());
-  t.set(Prim::cos, complex_unary<complex::CosOp>());
-  t.set(Prim::tan, complex_unary<complex::TanOp>());
-  t.set(Prim::tanh, complex_unary<complex::TanhOp>());
-  t.set(Prim::sqrt, complex_unary<complex::SqrtOp>());
-  t.set(Prim::rsqrt, complex_unary<complex::RsqrtOp>());
-  t.set(Prim::sign, complex_unary<complex::SignOp>());
-  t.set(Prim::abs, complex_unary<complex::AbsOp>());
-  t.set(Prim::real, complex_unary<complex::ReOp>());
-  t.set(Prim::imag, complex_unary<complex::ImOp>());
+  t.set(Prim::neg, unary_op<complex::NegOp>());
+  t.set(Prim::exp, unary_op<complex::ExpOp>());
+  t.set(Prim::log, unary_op<complex::LogOp>());
+  t.set(Prim::log1p, unary_op<complex::Log1pOp>());
+  t.set(Prim::expm1, unary_op<complex::Expm1Op>());
+  t.set(Prim::sin, unary_op<complex::SinOp>());
+  t.set(Prim::cos, unary_op<complex::CosOp>());
+  t.set(Prim::tan, unary_op<complex::TanOp>());
+  t.set(Prim::tanh, unary_op<complex::TanhOp>());
+  t.set(Prim::sqrt, unary_op<complex::SqrtOp>());
+  t.set(Prim::rsqrt, unary_op<complex::RsqrtOp>());
+  t.set(Prim::sign, unary_op<complex::SignOp>());
+  t.set(Prim::abs, unary_op<complex::AbsOp>());
+  t.set(Prim::real, unary_op<complex::ReOp>());
+  t.set(Prim::imag, unary_op<complex::ImOp>());
   t.set(Prim::logistic, with_cx([](const Cx& z, const std::vector<Value>& x) {
           return z.div(z.k(1), z.add(z.k(1), z.exp(z.neg(x[0]))));
         }));
@@ -134,25 +117,6 @@ RuleTable<ElemFn> make_table() {
           Value diff = z.sub(z.log(z.add(z.k(1), x[0])), z.log(z.sub(z.k(1), x[0])));
           return z.mul(diff, z.k(0.5));
         }));
-  t.set(Prim::integer_pow,
-        [](LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& x) -> Value {
-          // Square-and-multiply, the interpreter's multiplication order.
-          const Cx z{c, d};
-          const int64_t y = e.params.get<int64_t>("y");
-          if (y == 0) return z.k(1);
-          uint64_t n = y < 0 ? 0 - static_cast<uint64_t>(y) : static_cast<uint64_t>(y);
-          Value base = x[0], acc;
-          while (n > 0) {
-            if (n & 1) acc = acc ? z.mul(acc, base) : base;
-            n >>= 1;
-            if (n > 0) base = z.mul(base, base);
-          }
-          return y < 0 ? z.div(z.k(1), acc) : acc;
-        });
-  t.set(Prim::convert_element_type,
-        [](LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& x) -> Value {
-          return convert_element(c, x[0], d, c.type_of(e.outs[0]).dtype());
-        });
   // conj: of a real float, that value as a complex number.
   t.set(Prim::conj, [](LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& x) -> Value {
     if (is_complex(d)) return c.b.create<complex::ConjOp>(c.loc, x[0]);
@@ -162,17 +126,17 @@ RuleTable<ElemFn> make_table() {
     return c.b.create<complex::CreateOp>(c.loc, c.elem_type(c.type_of(e.outs[0]).dtype()), x[0],
                                          x[1]);
   });
-  for (Prim p : {Prim::add, Prim::add_any}) t.set(p, complex_binary<complex::AddOp>());
-  t.set(Prim::sub, complex_binary<complex::SubOp>());
-  t.set(Prim::mul, complex_binary<complex::MulOp>());
-  t.set(Prim::div, complex_binary<complex::DivOp>());
+  for (Prim p : {Prim::add, Prim::add_any}) t.set(p, binary_op<complex::AddOp>());
+  t.set(Prim::sub, binary_op<complex::SubOp>());
+  t.set(Prim::mul, binary_op<complex::MulOp>());
+  t.set(Prim::div, binary_op<complex::DivOp>());
   t.set(Prim::pow, [](LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& x) -> Value {
     const DType yd = c.type_of(e.ins.at(1)).dtype();
     Value y = is_int(yd) ? convert_element(c, x[1], yd, d) : x[1];
     return c.b.create<complex::PowOp>(c.loc, x[0], y);
   });
-  t.set(Prim::eq, complex_binary<complex::EqualOp>());
-  t.set(Prim::ne, complex_binary<complex::NotEqualOp>());
+  t.set(Prim::eq, binary_op<complex::EqualOp>());
+  t.set(Prim::ne, binary_op<complex::NotEqualOp>());
   return t;
 }
 

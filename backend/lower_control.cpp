@@ -12,8 +12,6 @@
 namespace refjit::backend {
 namespace {
 
-using mlir::Value;
-
 std::vector<Value> operand_buffers(LowerCtx& c, const Eqn& e, size_t first, size_t count) {
   std::vector<Value> v;
   for (size_t i = first; i < first + count; ++i) v.push_back(c.buffer(e.ins.at(i)));
@@ -52,14 +50,23 @@ void lower_call(LowerCtx& c, const Eqn& e, const char* param) {
 // The loop over a scan's steps: `step(t)` emits one step's code in a scope of its own, with t
 // the index of the step's row of xs/ys (counting down for a reverse scan).
 void scan_steps(LowerCtx& c, int64_t length, bool reverse, const std::function<void(Value)>& step) {
-  auto loop = c.b.create<mlir::scf::ForOp>(c.loc, c.index(0), c.index(length), c.index(1));
-  mlir::OpBuilder::InsertionGuard guard(c.b);
-  c.b.setInsertionPoint(loop.getBody()->getTerminator());
-  Value t = loop.getInductionVar();
-  if (reverse) t = c.b.create<mlir::arith::SubIOp>(c.loc, c.index(length - 1), t);
-  c.enter_loop();
-  c.with_scope([&] { step(t); });
-  c.exit_loop();
+  c.loop_nest({length}, [&](Ivs i) {
+    Value t = reverse ? Value(c.b.create<arith::SubIOp>(c.loc, c.index(length - 1), i[0])) : i[0];
+    c.enter_loop();
+    c.with_scope([&] { step(t); });
+    c.exit_loop();
+  });
+}
+
+// Performs the plan's copies of eqn `e` into its carries (its first `n` results' buffers), each
+// from its initial value, operand `first_init` + k for carry k.
+void copy_into_carries(LowerCtx& c, const Eqn& e, size_t n, size_t first_init) {
+  for (const Copy& cp : c.eqn_buffers()->copies) {
+    size_t k = 0;
+    while (k < n && c.buffers()->buffer_of_var.at(e.outs[k].id) != cp.dst) ++k;
+    if (k == n) fail_eqn(e, "the buffer plan lists a copy into no carry");
+    c.perform_copy(cp, &e.ins.at(first_init + k));
+  }
 }
 
 // Following the plan: carry k lives in the scan's result buffer k for the whole loop (the
@@ -72,12 +79,7 @@ void lower_scan_planned(LowerCtx& c, const Eqn& e, const ScanParams& scan,
   std::vector<Value> carry, ys;
   for (size_t k = 0; k < e.outs.size(); ++k)
     (k < nk ? carry : ys).push_back(c.result_buffer(e.outs[k]));
-  for (const Copy& cp : c.eqn_buffers()->copies) {
-    size_t k = 0;
-    while (k < nk && !(c.buffers()->buffer_of_var.at(e.outs[k].id) == cp.dst)) ++k;
-    if (k == nk) fail_eqn(e, "the buffer plan lists a copy into no carry");
-    c.perform_copy(cp, &e.ins.at(nc + k));
-  }
+  copy_into_carries(c, e, nk, nc);
 
   scan_steps(c, scan.length, scan.reverse, [&](Value t) {
     std::vector<Value> args = consts;
@@ -147,14 +149,7 @@ void lower_while(LowerCtx& c, const Eqn& e) {
     if (!planned) c.copy(c.buffer(e.ins[nc + nb + k]), buf, c.type_of(e.outs[k]).array);
     carry.push_back(buf);
   }
-  if (planned) {
-    for (const Copy& cp : c.eqn_buffers()->copies) {
-      size_t k = 0;
-      while (k < carry.size() && c.buffers()->buffer_of_var.at(e.outs[k].id) != cp.dst) ++k;
-      if (k == carry.size()) fail_eqn(e, "the buffer plan lists a copy into no carry");
-      c.perform_copy(cp, &e.ins.at(nc + nb + k));
-    }
-  }
+  if (planned) copy_into_carries(c, e, carry.size(), nc + nb);
   cond_args.insert(cond_args.end(), carry.begin(), carry.end());
   body_args.insert(body_args.end(), carry.begin(), carry.end());
 

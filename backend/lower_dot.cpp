@@ -13,10 +13,6 @@
 namespace refjit::backend {
 namespace {
 
-using mlir::Value;
-namespace arith = mlir::arith;
-using Ivs = LowerCtx::Ivs;
-
 // A product's operands and type: dot_general x y gives its result; dot_accumulate r x y adds
 // a product of the ref's type into r.
 size_t first_operand(const Eqn& e) { return e.prim == Prim::dot_accumulate ? 1 : 0; }

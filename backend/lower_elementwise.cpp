@@ -17,10 +17,6 @@
 namespace refjit::backend {
 namespace {
 
-using mlir::Value;
-namespace arith = mlir::arith;
-namespace math = mlir::math;
-
 RuleTable<ElemFn>& elem_table() {
   static RuleTable<ElemFn> t;
   return t;
@@ -69,9 +65,10 @@ ElemFn computed_in_f32(Prim p, ElemFn f) {
 
 // An eqn with complex operands or a complex result takes the complex form of its rule
 // (lower_complex.cpp). The type rules admit complex numbers only where a form exists; one
-// missing is refused by name. select_n moves values and needs no form.
+// missing is refused by name. select_n moves values, and integer_pow and
+// convert_element_type take complex numbers in their own rule.
 ElemFn complex_aware(Prim p, ElemFn f) {
-  if (p == Prim::select_n) return f;
+  if (p == Prim::select_n || p == Prim::integer_pow || p == Prim::convert_element_type) return f;
   return [p, f = std::move(f)](LowerCtx& c, const Eqn& e, DType d,
                                const std::vector<Value>& xs) -> Value {
     const bool complex =
@@ -97,13 +94,6 @@ ElemFn float_or_int() {
   return [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
     if (is_float(d)) return c.b.create<FOp>(c.loc, x[0], x[1]);
     return c.b.create<IOp>(c.loc, x[0], x[1]);
-  };
-}
-
-template <class FOp>
-ElemFn float_unary() {
-  return [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
-    return c.b.create<FOp>(c.loc, x[0]);
   };
 }
 
@@ -226,112 +216,8 @@ void set_compare(LowerTable& t, Prim p, arith::CmpFPredicate fp, arith::CmpIPred
   });
 }
 
-// f32 sin and cos without libm, in code that vectorises (LoweringOptions::approximate_math):
-// the argument is reduced in f64, r = x - k pi/2 with pi/2 split into three doubles and each
-// step an FMA (so k * pi/2 is not rounded), then a Taylor polynomial of r in f64 (error
-// below 1e-11 on |r| <= pi/4) picks sin or cos of r by the quadrant k mod 4. Correctly
-// rounded to within an ulp while k * 2/pi is exact enough to pick k (|x| below about 1e15;
-// docs/backend.md); NaN and infinities give NaN. MLIR's own f32 approximations reduce in f32 and
-// are off beyond 1e3.
-Value lower_sin_cos_f64(LowerCtx& c, Value x32, bool cosine) {
-  auto& b = c.b;
-  const auto loc = c.loc;
-  auto k64 = [&](double v) { return c.constant(DType::f64, v); };
-  auto mul = [&](Value p, Value q) { return b.create<arith::MulFOp>(loc, p, q).getResult(); };
-  auto add = [&](Value p, Value q) { return b.create<arith::AddFOp>(loc, p, q).getResult(); };
-  auto fma = [&](Value p, Value q, Value r) {
-    return b.create<math::FmaOp>(loc, p, q, r).getResult();
-  };
-  auto eq = [&](Value p, double v) {
-    return b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ, p, k64(v)).getResult();
-  };
-  auto sel = [&](Value cond, Value p, Value q) {
-    return b.create<arith::SelectOp>(loc, cond, p, q).getResult();
-  };
-  Value x = b.create<arith::ExtFOp>(loc, b.getF64Type(), x32);
-  Value k = b.create<math::RoundEvenOp>(loc, mul(x, k64(0.63661977236758134308)));
-  Value nk = b.create<arith::NegFOp>(loc, k);
-  // pi/2 = P1 + P2 + P3 to about 160 bits.
-  Value r = fma(nk, k64(1.5707963267948966), x);
-  r = fma(nk, k64(6.123233995736766e-17), r);
-  r = fma(nk, k64(-1.4973849048591698e-33), r);
-  // Beyond |x| ~ 1e15 k is no longer exact and r may be anything: keep the polynomials in
-  // range there (the result is then only some value in [-1, 1]; exact_math calls libm).
-  Value in_range = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::ULE,
-                                           b.create<math::AbsFOp>(loc, r), k64(1));
-  r = sel(in_range, r, k64(0));
-  Value r2 = mul(r, r);
-  // sin r = r + r^3 (S1 + r^2 (S2 + ...)), cos r = 1 + r^2 (C1 + r^2 (C2 + ...)).
-  const double s[] = {-1.0 / 6,     1.0 / 120,       -1.0 / 5040,
-                      1.0 / 362880, -1.0 / 39916800, 1.0 / 6227020800};
-  const double co[] = {-1.0 / 2,       1.0 / 24,        -1.0 / 720,        1.0 / 40320,
-                       -1.0 / 3628800, 1.0 / 479001600, -1.0 / 87178291200};
-  Value ps = k64(s[5]);
-  for (int i = 4; i >= 0; --i) ps = fma(ps, r2, k64(s[i]));
-  Value sin_r = fma(mul(r, r2), ps, r);
-  Value pc = k64(co[6]);
-  for (int i = 5; i >= 0; --i) pc = fma(pc, r2, k64(co[i]));
-  Value cos_r = fma(r2, pc, k64(1));
-  // Quadrant k mod 4 (cos x = sin(x + pi/2)); NaN compares unequal everywhere and stays NaN.
-  Value quadrant = add(k, k64(cosine ? 1 : 0));
-  quadrant = b.create<arith::SubFOp>(
-      loc, quadrant,
-      mul(k64(4), b.create<math::FloorOp>(loc, mul(quadrant, k64(0.25))).getResult()));
-  Value neg_sin = b.create<arith::NegFOp>(loc, sin_r);
-  Value neg_cos = b.create<arith::NegFOp>(loc, cos_r);
-  Value y = sel(eq(quadrant, 1), cos_r,
-                sel(eq(quadrant, 2), neg_sin, sel(eq(quadrant, 3), neg_cos, sin_r)));
-  auto narrowed = b.create<arith::TruncFOp>(loc, b.getF32Type(), y);
-  mark_transcendental(narrowed);  // a stage of a chain, as math.sin would be
-  return narrowed;
-}
-
-template <bool kCosine>
-Value lower_sin_cos(LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& x) {
-  if (d == DType::f32 && c.options().approximate_math) return lower_sin_cos_f64(c, x[0], kCosine);
-  return libm_unary(kCosine ? "cos" : "sin")(c, e, d, x);
-}
-
-// erf_inv as the interpreter computes it (runtime/eval_elementwise.cpp): Winitzki's closed form
-// refined by four Newton steps in f64, on erf for |x| <= 0.5 and on erfc beyond.
-Value lower_erf_inv(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& xs) {
-  auto& b = c.b;
-  auto loc = c.loc;
-  const DType f = DType::f64;
-  Value x = d == f ? xs[0] : Value(b.create<arith::ExtFOp>(loc, b.getF64Type(), xs[0]));
-  auto k = [&](double v) { return c.constant(f, v); };
-  auto mul = [&](Value p, Value q) { return Value(b.create<arith::MulFOp>(loc, p, q)); };
-  auto sub = [&](Value p, Value q) { return Value(b.create<arith::SubFOp>(loc, p, q)); };
-  Value a = b.create<math::AbsFOp>(loc, x);
-  Value ln = b.create<math::LogOp>(loc, mul(sub(k(1), a), b.create<arith::AddFOp>(loc, k(1), a)));
-  Value t = b.create<arith::AddFOp>(loc, k(2.0 / (std::numbers::pi * 0.147)), mul(ln, k(0.5)));
-  Value y = b.create<math::SqrtOp>(
-      loc, sub(b.create<math::SqrtOp>(loc, sub(mul(t, t), mul(ln, k(1.0 / 0.147)))), t));
-  Value central = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLE, a, k(0.5));
-  for (int step = 0; step < 4; ++step) {
-    Value slope = mul(k(1.1283791670955126),
-                      b.create<math::ExpOp>(loc, b.create<arith::NegFOp>(loc, mul(y, y))));
-    Value miss_erf = sub(c.call_libm("erf", {y}), a);
-    Value miss_erfc = sub(sub(k(1), a), c.call_libm("erfc", {y}));
-    Value miss = b.create<arith::SelectOp>(loc, central, miss_erf, miss_erfc);
-    Value next = sub(y, b.create<arith::DivFOp>(loc, miss, slope));
-    // A vanishing slope (|x| within rounding of 1) keeps the estimate.
-    Value flat = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ, slope, k(0));
-    y = b.create<arith::SelectOp>(loc, flat, y, next);
-  }
-  y = b.create<math::CopySignOp>(loc, y, x);
-  // Exact ends: 0 -> 0 (keeping its sign), +-1 -> +-inf; NaN and |x| > 1 -> NaN.
-  Value zero = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ, a, k(0));
-  y = b.create<arith::SelectOp>(loc, zero, x, y);
-  Value one = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ, a, k(1));
-  y = b.create<arith::SelectOp>(loc, one, mul(x, k(std::numeric_limits<double>::infinity())), y);
-  Value bad = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UGT, a, k(1));  // or NaN
-  y = b.create<arith::SelectOp>(loc, bad, k(std::numeric_limits<double>::quiet_NaN()), y);
-  return d == f ? y : Value(b.create<arith::TruncFOp>(loc, b.getF32Type(), y));
-}
-
-// Scalar f64 arithmetic for the special functions lowered step by step (digamma, polygamma,
-// the incomplete gamma functions): each call emits one op at the builder's insertion point.
+// Scalar f64 arithmetic for the functions lowered step by step (sin and cos, erf_inv, the
+// special functions): each call emits one op at the builder's insertion point.
 struct F64Ops {
   LowerCtx& c;
   Value k(double v) const { return c.constant(DType::f64, v); }
@@ -339,6 +225,7 @@ struct F64Ops {
   Value sub(Value p, Value q) const { return c.b.create<arith::SubFOp>(c.loc, p, q); }
   Value mul(Value p, Value q) const { return c.b.create<arith::MulFOp>(c.loc, p, q); }
   Value div(Value p, Value q) const { return c.b.create<arith::DivFOp>(c.loc, p, q); }
+  Value fma(Value p, Value q, Value r) const { return c.b.create<math::FmaOp>(c.loc, p, q, r); }
   Value pow(Value p, Value q) const { return c.b.create<math::PowFOp>(c.loc, p, q); }
   Value abs(Value p) const { return c.b.create<math::AbsFOp>(c.loc, p); }
   Value cmp(arith::CmpFPredicate pred, Value p, Value q) const {
@@ -357,6 +244,93 @@ struct F64Ops {
   }
 };
 
+// f32 sin and cos without libm, in code that vectorises (LoweringOptions::approximate_math):
+// the argument is reduced in f64, r = x - k pi/2 with pi/2 split into three doubles and each
+// step an FMA (so k * pi/2 is not rounded), then a Taylor polynomial of r in f64 (error
+// below 1e-11 on |r| <= pi/4) picks sin or cos of r by the quadrant k mod 4. Correctly
+// rounded to within an ulp while k * 2/pi is exact enough to pick k (|x| below about 1e15;
+// docs/backend.md); NaN and infinities give NaN. MLIR's own f32 approximations reduce in f32 and
+// are off beyond 1e3.
+Value lower_sin_cos_f64(LowerCtx& c, Value x32, bool cosine) {
+  auto& b = c.b;
+  const auto loc = c.loc;
+  const F64Ops op{c};
+  auto eq = [&](Value p, double v) { return op.cmp(arith::CmpFPredicate::OEQ, p, op.k(v)); };
+  Value x = op.widen(x32, DType::f32);
+  Value k = b.create<math::RoundEvenOp>(loc, op.mul(x, op.k(0.63661977236758134308)));
+  Value nk = b.create<arith::NegFOp>(loc, k);
+  // pi/2 = P1 + P2 + P3 to about 160 bits.
+  Value r = op.fma(nk, op.k(1.5707963267948966), x);
+  r = op.fma(nk, op.k(6.123233995736766e-17), r);
+  r = op.fma(nk, op.k(-1.4973849048591698e-33), r);
+  // Beyond |x| ~ 1e15 k is no longer exact and r may be anything: keep the polynomials in
+  // range there (the result is then only some value in [-1, 1]; exact_math calls libm).
+  Value in_range = op.cmp(arith::CmpFPredicate::ULE, op.abs(r), op.k(1));
+  r = op.sel(in_range, r, op.k(0));
+  Value r2 = op.mul(r, r);
+  // sin r = r + r^3 (S1 + r^2 (S2 + ...)), cos r = 1 + r^2 (C1 + r^2 (C2 + ...)).
+  const double s[] = {-1.0 / 6,     1.0 / 120,       -1.0 / 5040,
+                      1.0 / 362880, -1.0 / 39916800, 1.0 / 6227020800};
+  const double co[] = {-1.0 / 2,       1.0 / 24,        -1.0 / 720,        1.0 / 40320,
+                       -1.0 / 3628800, 1.0 / 479001600, -1.0 / 87178291200};
+  Value ps = op.k(s[5]);
+  for (int i = 4; i >= 0; --i) ps = op.fma(ps, r2, op.k(s[i]));
+  Value sin_r = op.fma(op.mul(r, r2), ps, r);
+  Value pc = op.k(co[6]);
+  for (int i = 5; i >= 0; --i) pc = op.fma(pc, r2, op.k(co[i]));
+  Value cos_r = op.fma(r2, pc, op.k(1));
+  // Quadrant k mod 4 (cos x = sin(x + pi/2)); NaN compares unequal everywhere and stays NaN.
+  Value quadrant = op.add(k, op.k(cosine ? 1 : 0));
+  quadrant =
+      op.sub(quadrant, op.mul(op.k(4), b.create<math::FloorOp>(loc, op.mul(quadrant, op.k(0.25)))));
+  Value neg_sin = b.create<arith::NegFOp>(loc, sin_r);
+  Value neg_cos = b.create<arith::NegFOp>(loc, cos_r);
+  Value y = op.sel(eq(quadrant, 1), cos_r,
+                   op.sel(eq(quadrant, 2), neg_sin, op.sel(eq(quadrant, 3), neg_cos, sin_r)));
+  auto narrowed = b.create<arith::TruncFOp>(loc, b.getF32Type(), y);
+  mark_transcendental(narrowed);  // a stage of a chain, as math.sin would be
+  return narrowed;
+}
+
+template <bool kCosine>
+Value lower_sin_cos(LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& x) {
+  if (d == DType::f32 && c.options().approximate_math) return lower_sin_cos_f64(c, x[0], kCosine);
+  return libm_unary(kCosine ? "cos" : "sin")(c, e, d, x);
+}
+
+// erf_inv as the interpreter computes it (runtime/eval_elementwise.cpp): Winitzki's closed form
+// refined by four Newton steps in f64, on erf for |x| <= 0.5 and on erfc beyond.
+Value lower_erf_inv(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& xs) {
+  auto& b = c.b;
+  auto loc = c.loc;
+  const F64Ops op{c};
+  using P = arith::CmpFPredicate;
+  Value x = op.widen(xs[0], d);
+  Value a = op.abs(x);
+  Value ln = b.create<math::LogOp>(loc, op.mul(op.sub(op.k(1), a), op.add(op.k(1), a)));
+  Value t = op.add(op.k(2.0 / (std::numbers::pi * 0.147)), op.mul(ln, op.k(0.5)));
+  Value y = b.create<math::SqrtOp>(
+      loc,
+      op.sub(b.create<math::SqrtOp>(loc, op.sub(op.mul(t, t), op.mul(ln, op.k(1.0 / 0.147)))), t));
+  Value central = op.cmp(P::OLE, a, op.k(0.5));
+  for (int step = 0; step < 4; ++step) {
+    Value slope = op.mul(op.k(1.1283791670955126),
+                         b.create<math::ExpOp>(loc, b.create<arith::NegFOp>(loc, op.mul(y, y))));
+    Value miss_erf = op.sub(c.call_libm("erf", {y}), a);
+    Value miss_erfc = op.sub(op.sub(op.k(1), a), c.call_libm("erfc", {y}));
+    Value next = op.sub(y, op.div(op.sel(central, miss_erf, miss_erfc), slope));
+    // A vanishing slope (|x| within rounding of 1) keeps the estimate.
+    y = op.sel(op.cmp(P::OEQ, slope, op.k(0)), y, next);
+  }
+  y = b.create<math::CopySignOp>(loc, y, x);
+  // Exact ends: 0 -> 0 (keeping its sign), +-1 -> +-inf; NaN and |x| > 1 -> NaN (UGT).
+  const double inf = std::numeric_limits<double>::infinity();
+  y = op.sel(op.cmp(P::OEQ, a, op.k(0)), x, y);
+  y = op.sel(op.cmp(P::OEQ, a, op.k(1)), op.mul(x, op.k(inf)), y);
+  y = op.sel(op.cmp(P::UGT, a, op.k(1)), op.k(std::numeric_limits<double>::quiet_NaN()), y);
+  return op.narrow(y, d);
+}
+
 // i0e / i1e as the interpreter computes them (runtime/special_functions.cpp), in f64: both
 // the power series and the asymptotic expansion, each a loop of fixed length, and the one
 // for |x| selected (the loops are short next to the threads' startup, and branch-free).
@@ -366,15 +340,16 @@ ElemFn lower_bessel_ie(int order) {
     auto& b = c.b;
     Value x = op.widen(xs[0], d);
     Value a = op.abs(x);
+    auto term_number = [&](Value iv) -> Value {  // k = iv + 1, as f64
+      Value k = b.create<arith::IndexCastUIOp>(c.loc, b.getI64Type(), c.affine_index(iv, 1, 1));
+      return b.create<arith::UIToFPOp>(c.loc, b.getF64Type(), k);
+    };
     // Power series: term *= (a^2/4) / (k (k + order)).
     Value q = op.mul(op.mul(a, a), op.k(0.25));
     Value first = order == 0 ? op.k(1) : op.mul(a, op.k(0.5));
     auto series = c.loop_with_carry(
         special::kBesselSeriesTerms, {first, first}, [&](Value iv, const std::vector<Value>& cur) {
-          Value k = b.create<arith::UIToFPOp>(
-              c.loc, b.getF64Type(),
-              b.create<arith::IndexCastUIOp>(c.loc, b.getI64Type(),
-                                             b.create<arith::AddIOp>(c.loc, iv, c.index(1))));
+          Value k = term_number(iv);
           Value term = op.mul(cur[0], op.div(q, op.mul(k, op.add(k, op.k(order)))));
           return std::vector<Value>{term, op.add(cur[1], term)};
         });
@@ -384,10 +359,7 @@ ElemFn lower_bessel_ie(int order) {
     auto asym = c.loop_with_carry(
         special::kBesselAsymptoticTerms, {op.k(1), op.k(1)},
         [&](Value iv, const std::vector<Value>& cur) {
-          Value k = b.create<arith::UIToFPOp>(
-              c.loc, b.getF64Type(),
-              b.create<arith::IndexCastUIOp>(c.loc, b.getI64Type(),
-                                             b.create<arith::AddIOp>(c.loc, iv, c.index(1))));
+          Value k = term_number(iv);
           Value odd = op.sub(op.mul(op.k(2), k), op.k(1));
           Value term = op.mul(
               cur[0], op.div(op.mul(op.sub(op.mul(odd, odd), op.k(4.0 * order * order)), z), k));
@@ -409,8 +381,7 @@ Value lower_digamma(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& 
   F64Ops op{c};
   auto& b = c.b;
   auto loc = c.loc;
-  const DType f = DType::f64;
-  Value x0 = d == f ? xs[0] : Value(b.create<arith::ExtFOp>(loc, b.getF64Type(), xs[0]));
+  Value x0 = op.widen(xs[0], d);
   const double pi = std::numbers::pi;
   Value reflect = op.lt(x0, op.k(0.5));
   Value fraction = op.sub(x0, b.create<math::FloorOp>(loc, x0));  // tan's period, exactly
@@ -430,9 +401,8 @@ Value lower_digamma(LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& 
     acc = op.add(op.k(special::kDigammaSeries[k]), op.mul(z, acc));
   Value series = op.mul(z, acc);
   Value y = op.sub(op.sub(op.add(r, b.create<math::LogOp>(loc, x)), op.div(op.k(0.5), x)), series);
-  Value pole = op.both(b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLE, x0, op.k(0)),
-                       b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ,
-                                               b.create<math::FloorOp>(loc, x0), x0));
+  Value pole = op.both(op.cmp(arith::CmpFPredicate::OLE, x0, op.k(0)),
+                       op.cmp(arith::CmpFPredicate::OEQ, b.create<math::FloorOp>(loc, x0), x0));
   y = op.sel(pole, op.k(std::numeric_limits<double>::quiet_NaN()), y);
   return op.narrow(y, d);
 }
@@ -445,28 +415,21 @@ Value lower_polygamma(LowerCtx& c, const Eqn& e, DType d, const std::vector<Valu
   auto& b = c.b;
   auto loc = c.loc;
   const DType f = DType::f64;
-  mlir::Type f64 = b.getF64Type();
   const Value m = op.widen(xs[0], d), x0 = op.widen(xs[1], d);
   const Value s = op.add(m, op.k(1));
   const Value minus_s = b.create<arith::NegFOp>(loc, s);
   // zeta += x^-s; x += 1, while -1e4 <= x < 16.
-  Value x = x0, zeta = op.k(0);
-  {
-    mlir::OpBuilder::InsertionGuard guard(b);
-    auto loop =
-        b.create<mlir::scf::WhileOp>(loc, mlir::TypeRange{f64, f64}, mlir::ValueRange{x0, op.k(0)});
-    mlir::Block* before = b.createBlock(&loop.getBefore(), {}, {f64, f64}, {loc, loc});
-    Value bx = before->getArgument(0);
-    Value go = op.both(op.cmp(arith::CmpFPredicate::OLT, bx, op.k(16)),
-                       op.cmp(arith::CmpFPredicate::OGE, bx, op.k(-1e4)));
-    b.create<mlir::scf::ConditionOp>(loc, go, before->getArguments());
-    mlir::Block* after = b.createBlock(&loop.getAfter(), {}, {f64, f64}, {loc, loc});
-    Value ax = after->getArgument(0), acc = after->getArgument(1);
-    b.create<mlir::scf::YieldOp>(
-        loc, mlir::ValueRange{op.add(ax, op.k(1)), op.add(acc, op.pow(ax, minus_s))});
-    x = loop.getResult(0);
-    zeta = loop.getResult(1);
-  }
+  const std::vector<Value> summed = c.while_loop(
+      {x0, op.k(0)},
+      [&](const std::vector<Value>& v) {
+        return op.both(op.cmp(arith::CmpFPredicate::OLT, v[0], op.k(16)),
+                       op.cmp(arith::CmpFPredicate::OGE, v[0], op.k(-1e4)));
+      },
+      [&](const std::vector<Value>& v) -> std::vector<Value> {
+        return {op.add(v[0], op.k(1)), op.add(v[1], op.pow(v[0], minus_s))};
+      });
+  const Value x = summed[0];
+  Value zeta = summed[1];
   // The tail: z^(1-s)/(s-1) + z^-s/2 + sum_j B_2j/(2j)! s(s+1)...(s+2j-2) z^(-s-2j+1).
   static constexpr double kBernoulliOverFactorial[] = {1.0 / 12,         -1.0 / 720,
                                                        1.0 / 30240,      -1.0 / 1209600,
@@ -500,27 +463,6 @@ Value lower_polygamma(LowerCtx& c, const Eqn& e, DType d, const std::vector<Valu
   return op.narrow(y, d);
 }
 
-// A scf.while over f64 values: `go` reads the carried values before each step, `step` makes
-// the next ones.
-std::vector<Value> f64_while(
-    LowerCtx& c, const std::vector<Value>& init,
-    const std::function<Value(const std::vector<Value>&)>& go,
-    const std::function<std::vector<Value>(const std::vector<Value>&)>& step) {
-  auto& b = c.b;
-  auto loc = c.loc;
-  std::vector<mlir::Type> types(init.size(), b.getF64Type());
-  std::vector<mlir::Location> locs(init.size(), loc);
-  mlir::OpBuilder::InsertionGuard guard(b);
-  auto loop = b.create<mlir::scf::WhileOp>(loc, types, init);
-  mlir::Block* before = b.createBlock(&loop.getBefore(), {}, types, locs);
-  std::vector<Value> args(before->getArguments().begin(), before->getArguments().end());
-  b.create<mlir::scf::ConditionOp>(loc, go(args), before->getArguments());
-  mlir::Block* after = b.createBlock(&loop.getAfter(), {}, types, locs);
-  args.assign(after->getArguments().begin(), after->getArguments().end());
-  b.create<mlir::scf::YieldOp>(loc, step(args));
-  return {loop.getResults().begin(), loop.getResults().end()};
-}
-
 // igamma, igammac and igamma_grad_a as the interpreter computes them
 // (runtime/special_functions.cpp), in f64 and step for step: the series where x <= 1 or
 // x <= a, else the continued fraction, dP/da carried alongside in forward mode.
@@ -548,8 +490,8 @@ ElemFn lower_incomplete_gamma(IgammaPart part) {
       mlir::OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&branch.getThenRegion().front());
       // n, ap, term, dterm, sum, dsum
-      auto r = f64_while(
-          c, {op.k(0), a, op.k(1), op.k(0), op.k(1), op.k(0)},
+      auto r = c.while_loop(
+          {op.k(0), a, op.k(1), op.k(0), op.k(1), op.k(0)},
           [&](const std::vector<Value>& v) {
             Value more = op.either(
                 op.cmp(P::OGT, op.abs(v[2]), op.mul(op.abs(v[4]), op.k(sp::kIgammaEpsilon))),
@@ -580,8 +522,8 @@ ElemFn lower_incomplete_gamma(IgammaPart part) {
       const Value dd0 = op.div(op.k(1), op.mul(b0, b0));  // d/da (1/b) with db = -1
       const Value tiny = op.k(sp::kIgammaTiny);
       // i, b, c, dc, d, dd, h, dh, step, the last change of dh
-      auto r = f64_while(
-          c, {op.k(1), b0, op.k(1 / sp::kIgammaTiny), op.k(0), d0, dd0, d0, dd0, op.k(0), op.k(1)},
+      auto r = c.while_loop(
+          {op.k(1), b0, op.k(1 / sp::kIgammaTiny), op.k(0), d0, dd0, d0, dd0, op.k(0), op.k(1)},
           [&](const std::vector<Value>& v) {
             Value more =
                 op.either(op.cmp(P::OGE, op.abs(op.sub(v[8], op.k(1))), op.k(sp::kIgammaEpsilon)),
@@ -714,13 +656,13 @@ void register_elementwise_lowerings(LowerTable& t) {
     if (is_float(d)) return c.b.create<arith::NegFOp>(c.loc, x[0]);
     return c.b.create<arith::SubIOp>(c.loc, c.int_constant(d, 0), x[0]);
   });
-  set_ew(t, Prim::exp, float_unary<math::ExpOp>());
+  set_ew(t, Prim::exp, unary_op<math::ExpOp>());
   set_ew(t, Prim::log, lower_log);
   set_ew(t, Prim::sin, lower_sin_cos<false>);
   set_ew(t, Prim::cos, lower_sin_cos<true>);
-  set_ew(t, Prim::sqrt, float_unary<math::SqrtOp>());
-  set_ew(t, Prim::floor, float_unary<math::FloorOp>());
-  set_ew(t, Prim::ceil, float_unary<math::CeilOp>());
+  set_ew(t, Prim::sqrt, unary_op<math::SqrtOp>());
+  set_ew(t, Prim::floor, unary_op<math::FloorOp>());
+  set_ew(t, Prim::ceil, unary_op<math::CeilOp>());
   set_ew(t, Prim::log1p, approximated_or_libm<math::Log1pOp>("log1p"));
   set_ew(t, Prim::expm1, approximated_or_libm<math::ExpM1Op>("expm1"));
   set_ew(t, Prim::tan, libm_unary("tan"));
@@ -738,10 +680,7 @@ void register_elementwise_lowerings(LowerTable& t) {
                          {Prim::cbrt, "cbrt"},
                          {Prim::exp2, "exp2"}})
     set_ew(t, p, libm_unary(name));
-  set_ew(t, Prim::population_count,
-         [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
-           return c.b.create<math::CtPopOp>(c.loc, x[0]);
-         });
+  set_ew(t, Prim::population_count, unary_op<math::CtPopOp>());
   set_ew(t, Prim::bitcast_convert_type,
          [](LowerCtx& c, const Eqn& e, DType, const std::vector<Value>& x) -> Value {
            return c.b.create<arith::BitcastOp>(c.loc, c.elem_type(e.params.get<DType>("new_dtype")),
@@ -803,23 +742,20 @@ void register_elementwise_lowerings(LowerTable& t) {
   });
   set_ew(t, Prim::integer_pow,
          [](LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& x) -> Value {
-           // Square-and-multiply, the interpreter's multiplication order.
+           // Square-and-multiply, the interpreter's multiplication order (also complex).
            int64_t y = e.params.get<int64_t>("y");
-           if (y < 0 && !is_float(d)) fail_eqn(e, "a negative exponent needs a float operand");
+           if (y < 0 && !is_inexact(d)) fail_eqn(e, "a negative exponent needs a float operand");
            if (y == 0) return c.constant(d, 1);
            uint64_t n = y < 0 ? 0 - static_cast<uint64_t>(y) : static_cast<uint64_t>(y);
-           auto mul = [&](Value a, Value b2) -> Value {
-             if (is_float(d)) return c.b.create<arith::MulFOp>(c.loc, a, b2);
-             return c.b.create<arith::MulIOp>(c.loc, a, b2);
-           };
            Value base = x[0], acc;
            while (n > 0) {
-             if (n & 1) acc = acc ? mul(acc, base) : base;
+             if (n & 1) acc = acc ? c.mul(d, acc, base) : base;
              n >>= 1;
-             if (n > 0) base = mul(base, base);
+             if (n > 0) base = c.mul(d, base, base);
            }
-           if (y < 0) return c.b.create<arith::DivFOp>(c.loc, c.constant(d, 1), acc);
-           return acc;
+           if (y > 0) return acc;
+           if (is_complex(d)) return c.b.create<mlir::complex::DivOp>(c.loc, c.constant(d, 1), acc);
+           return c.b.create<arith::DivFOp>(c.loc, c.constant(d, 1), acc);
          });
   set_ew(t, Prim::convert_element_type,
          [](LowerCtx& c, const Eqn& e, DType d, const std::vector<Value>& x) -> Value {
@@ -844,16 +780,10 @@ void register_elementwise_lowerings(LowerTable& t) {
   set_ew(t, Prim::add_any, float_or_int<arith::AddFOp, arith::AddIOp>());
   set_ew(t, Prim::sub, float_or_int<arith::SubFOp, arith::SubIOp>());
   set_ew(t, Prim::mul, float_or_int<arith::MulFOp, arith::MulIOp>());
-  set_ew(t, Prim::max, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
-    if (is_float(d)) return c.b.create<arith::MaximumFOp>(c.loc, x[0], x[1]);
-    if (is_unsigned(d)) return c.b.create<arith::MaxUIOp>(c.loc, x[0], x[1]);
-    return c.b.create<arith::MaxSIOp>(c.loc, x[0], x[1]);
-  });
-  set_ew(t, Prim::min, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
-    if (is_float(d)) return c.b.create<arith::MinimumFOp>(c.loc, x[0], x[1]);
-    if (is_unsigned(d)) return c.b.create<arith::MinUIOp>(c.loc, x[0], x[1]);
-    return c.b.create<arith::MinSIOp>(c.loc, x[0], x[1]);
-  });
+  for (auto [p, r] : {std::pair{Prim::max, Reducer::max}, {Prim::min, Reducer::min}})
+    set_ew(t, p, [r](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) {
+      return combine(c, d, r, x[0], x[1]);
+    });
   set_ew(t, Prim::div, [](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
     if (is_float(d)) return c.b.create<arith::DivFOp>(c.loc, x[0], x[1]);
     return int_div(c, d, x[0], x[1]);
@@ -886,9 +816,7 @@ void register_elementwise_lowerings(LowerTable& t) {
     r = b.create<arith::SelectOp>(c.loc, ym1, c.int_constant(d, 0), r);
     return b.create<arith::SelectOp>(c.loc, y0, x[0], r);
   });
-  set_ew(t, Prim::xor_, [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
-    return c.b.create<arith::XOrIOp>(c.loc, x[0], x[1]);
-  });
+  set_ew(t, Prim::xor_, binary_op<arith::XOrIOp>());
   // Shifts: amounts read as unsigned; the bit width or more shifts everything out (XLA).
   auto shift = [](Prim p) {
     return [p](LowerCtx& c, const Eqn&, DType d, const std::vector<Value>& x) -> Value {
@@ -907,12 +835,8 @@ void register_elementwise_lowerings(LowerTable& t) {
   };
   for (Prim p : {Prim::shift_left, Prim::shift_right_logical, Prim::shift_right_arithmetic})
     set_ew(t, p, shift(p));
-  set_ew(t, Prim::and_, [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
-    return c.b.create<arith::AndIOp>(c.loc, x[0], x[1]);
-  });
-  set_ew(t, Prim::or_, [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
-    return c.b.create<arith::OrIOp>(c.loc, x[0], x[1]);
-  });
+  set_ew(t, Prim::and_, binary_op<arith::AndIOp>());
+  set_ew(t, Prim::or_, binary_op<arith::OrIOp>());
   using FP = arith::CmpFPredicate;
   using IP = arith::CmpIPredicate;
   set_compare(t, Prim::eq, FP::OEQ, IP::eq, IP::eq);

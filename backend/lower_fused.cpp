@@ -8,8 +8,6 @@
 
 namespace refjit::backend {
 
-using mlir::Value;
-
 void LowerCtx::lower_fused(const Eqn& e) {
   const Value dst = result_buffer(e.outs.at(0));
   in_fused_body(e, dst, [&](const Jaxpr& body, const std::vector<size_t>& members) {
@@ -48,9 +46,7 @@ void LowerCtx::in_fused_body(const Eqn& e, Value dst,
 
 void LowerCtx::lower_fused_group(const Jaxpr& j, const std::vector<size_t>& group, Value dst) {
   const Eqn& root = j.eqns[group.back()];
-  const bool reduction = root.prim == Prim::reduce_sum || root.prim == Prim::reduce_max ||
-                         root.prim == Prim::reduce_min;
-  if (reduction) {  // its rule's loops evaluate the members
+  if (is_row_reduction(root.prim)) {  // its rule's loops evaluate the members
     const LowerRule* rule = lower_table().find(root.prim);
     if (!rule) fail_eqn(root, "roots a fusion group but has no lowering");
     fused_operand_ = FusedOperand{as_var(root.ins[0]).id, &j,
@@ -213,13 +209,9 @@ mlir::Operation* LowerCtx::lower_epilogue_rows(const Jaxpr& j, size_t root) {
   if (rt.rank() < 1) fail_eqn(e, "an epilogue needs a result of rank 1 or more");
   const Value dst = result_buffer(e.outs[0]);
   mlir::Operation* rows = nullptr;
-  auto lower_rows = [&](const Jaxpr& in, const std::vector<size_t>& members) {
+  in_eqn_body(j, root, dst, [&](const Jaxpr& in, const std::vector<size_t>& members) {
     rows = lower_rows_into(in, members, dst, rt);
-  };
-  if (e.prim == Prim::fused)
-    in_fused_body(e, dst, lower_rows);
-  else
-    lower_rows(j, {root});
+  });
   frames_.back().eqn = saved;
   return rows;
 }
@@ -229,13 +221,10 @@ mlir::Operation* LowerCtx::lower_rows_into(const Jaxpr& j, const std::vector<siz
   const std::vector<bool> member = group_members(j, members);
   load_outside_scalars(j, members, member, rt);
   const Shape outer(rt.shape.begin(), rt.shape.end() - 1);
-  auto rows = b.create<mlir::scf::ForOp>(loc, index(0), index(num_elements(outer)), index(1));
-  {
-    mlir::OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(rows.getBody()->getTerminator());
+  mlir::Operation* rows = loop_nest({num_elements(outer)}, [&](Ivs row) {
     // Row r of the flattened outer dims, as indices into them (row-major).
     std::vector<Value> outer_ivs(outer.size());
-    Value rest = rows.getInductionVar();
+    Value rest = row[0];
     for (size_t d = outer.size(); d-- > 0;) {
       if (d == 0) {
         outer_ivs[d] = rest;
@@ -245,7 +234,7 @@ mlir::Operation* LowerCtx::lower_rows_into(const Jaxpr& j, const std::vector<siz
       rest = b.create<mlir::arith::DivUIOp>(loc, rest, index(outer[d]));
     }
     lower_fused_row(j, members, member, outer_ivs, dst, rt);
-  }
+  });
   rows->setAttr(kEpilogueAttr, b.getUnitAttr());
   outside_scalar_.clear();
   return rows;
@@ -268,11 +257,7 @@ Value LowerCtx::view_element(const std::vector<const Eqn*>& views, const Eqn& e,
     const IntList& start = e.params.get<IntList>("start_indices");
     const IntList strides = e.params.get_or<IntList>("strides", {});
     for (size_t d = 0; d < ivs.size(); ++d) {
-      const int64_t stride = d < strides.size() ? strides[d] : 1;
-      Value i = ivs[d];
-      if (stride != 1) i = b.create<mlir::arith::MulIOp>(loc, i, index(stride));
-      if (start.at(d) != 0) i = b.create<mlir::arith::AddIOp>(loc, i, index(start[d]));
-      at.push_back(i);
+      at.push_back(affine_index(ivs[d], d < strides.size() ? strides[d] : 1, start.at(d)));
     }
   } else {  // pad: operand element i - lo where that is inside the operand, else the value
     const IntListList& cfg = e.params.get<IntListList>("padding_config");

@@ -12,10 +12,6 @@
 namespace refjit::backend {
 namespace {
 
-using mlir::Value;
-namespace arith = mlir::arith;
-using Ivs = LowerCtx::Ivs;
-
 // The geometry vector refjit_im2col_gemm_* reads: [q, sizes[q], steps[q], runs, run_len,
 // run_offsets[runs]], with adjacent windows whose channels follow each other in x (a kernel
 // row's windows, when they are one element apart) merged into one run.
@@ -114,8 +110,7 @@ void lower_im2col_loops(LowerCtx& c, const Eqn& e, const Im2col& g) {
     c.loop_nest(nest, [&](Ivs ivs) {
       std::vector<Value> xi, row;
       for (int dim = 0; dim < q; ++dim) {
-        Value scaled = c.b.create<arith::MulIOp>(c.loc, ivs[dim], c.index(g.strides[dim]));
-        xi.push_back(c.b.create<arith::AddIOp>(c.loc, scaled, c.index(g.starts[t][dim])));
+        xi.push_back(c.affine_index(ivs[dim], g.strides[dim], g.starts[t][dim]));
         row.push_back(ivs[dim]);
       }
       xi.push_back(ivs[q]);

@@ -10,8 +10,6 @@ namespace refjit::backend {
 
 namespace {
 
-using mlir::Value;
-
 // Operand `i` in a contiguous buffer (a copy when its view is strided).
 Value dense_operand(LowerCtx& c, const Eqn& e, size_t i = 0) {
   Value in = c.buffer(e.ins[i]);

@@ -11,15 +11,8 @@
 #include "backend/parallel_loops.h"
 
 namespace refjit::backend {
-namespace {
 
-using mlir::Value;
-namespace arith = mlir::arith;
-using Ivs = LowerCtx::Ivs;
-
-enum class Reducer { sum, max, min };
-
-Value identity(LowerCtx& c, DType d, Reducer r) {
+Value reducer_identity(LowerCtx& c, DType d, Reducer r) {
   if (r == Reducer::sum) return c.constant(d, 0);
   const double inf = std::numeric_limits<double>::infinity();
   if (is_float(d)) return c.constant(d, r == Reducer::max ? -inf : inf);
@@ -35,8 +28,16 @@ Value identity(LowerCtx& c, DType d, Reducer r) {
   return c.int_constant(d, is_unsigned(d) ? all_ones : smax);
 }
 
-Value combine(LowerCtx& c, DType d, Reducer r, Value a, Value b) {
-  bool f = is_float(d);
+Value combine(LowerCtx& c, DType d, Reducer r, Value a, Value b, bool reassociate) {
+  if (is_float(d) && reassociate) {
+    auto fm = arith::FastMathFlagsAttr::get(c.b.getContext(), arith::FastMathFlags::reassoc);
+    switch (r) {
+      case Reducer::sum: return c.b.create<arith::AddFOp>(c.loc, a, b, fm);
+      case Reducer::max: return c.b.create<arith::MaximumFOp>(c.loc, a, b, fm);
+      case Reducer::min: return c.b.create<arith::MinimumFOp>(c.loc, a, b, fm);
+    }
+  }
+  const bool f = is_float(d);
   switch (r) {
     case Reducer::sum: return c.add(d, a, b);
     case Reducer::max:  // NaN propagates
@@ -51,26 +52,26 @@ Value combine(LowerCtx& c, DType d, Reducer r, Value a, Value b) {
   return {};
 }
 
-// combine() with reassociation allowed, so LLVM may keep several partial results in vector
-// lanes (the order of a float sum then depends on the vector width, not on the data).
-Value combine_reassociating(LowerCtx& c, DType d, Reducer r, Value a, Value b) {
-  if (!is_float(d)) return combine(c, d, r, a, b);
-  auto fm = arith::FastMathFlagsAttr::get(c.b.getContext(), arith::FastMathFlags::reassoc);
-  switch (r) {
-    case Reducer::sum: return c.b.create<arith::AddFOp>(c.loc, a, b, fm);
-    case Reducer::max: return c.b.create<arith::MaximumFOp>(c.loc, a, b, fm);
-    case Reducer::min: return c.b.create<arith::MinimumFOp>(c.loc, a, b, fm);
+Value sort_key_less(LowerCtx& c, DType d, Value x, Value y) {
+  if (is_float(d)) {
+    Value x_num = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::ORD, x, x);
+    Value y_nan = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::UNO, y, y);
+    Value lt = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::OLT, x, y);
+    return c.b.create<arith::OrIOp>(c.loc, c.b.create<arith::AndIOp>(c.loc, x_num, y_nan), lt);
   }
-  return {};
+  auto pred =
+      d == DType::bool_ || is_unsigned(d) ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt;
+  return c.b.create<arith::CmpIOp>(c.loc, pred, x, y);
 }
 
-// Whether `axes` are the last axes.size() dims of a rank-`rank` operand.
-bool trailing_axes(const IntList& axes, int64_t rank) {
+namespace {
+
+// Whether `axes` are the dims [first, first + axes.size()), in any order.
+bool consecutive_axes(const IntList& axes, int64_t first) {
   std::vector<int64_t> sorted(axes.begin(), axes.end());
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i)
-    if (sorted[i] != rank - static_cast<int64_t>(sorted.size()) + static_cast<int64_t>(i))
-      return false;
+    if (sorted[i] != first + static_cast<int64_t>(i)) return false;
   return true;
 }
 
@@ -87,7 +88,7 @@ Value reduce_dims(LowerCtx& c, const Eqn& e, Reducer r, std::vector<Value>& ivs,
   const ArrayType xt = c.type_of(e.ins[0]).array;
   const DType d = c.type_of(e.outs[0]).array.dtype;
   if (dim == static_cast<size_t>(xt.rank()))
-    return combine_reassociating(c, d, r, acc, c.load(e.ins[0], ivs));
+    return combine(c, d, r, acc, c.load(e.ins[0], ivs), /*reassociate=*/true);
   return c.loop_with_carry(xt.shape[dim], {acc}, [&](Value iv, const std::vector<Value>& cur) {
     ivs.resize(dim);
     ivs.push_back(iv);
@@ -120,7 +121,7 @@ bool lower_reduce_all_blocked(LowerCtx& c, const Eqn& e, Reducer r) {
   mlir::Operation* loop = c.loop_nest({blocks}, [&](Ivs block) {
     auto [first, end] = block_bounds(c, block[0], rows_per_block, rows);
     auto over_rows = c.b.create<mlir::scf::ForOp>(
-        c.loc, first, end, c.index(1), mlir::ValueRange{identity(c, rt.dtype, r)},
+        c.loc, first, end, c.index(1), mlir::ValueRange{reducer_identity(c, rt.dtype, r)},
         [&](mlir::OpBuilder& nested, mlir::Location, Value row, mlir::ValueRange acc) {
           std::vector<Value> ivs(split, c.index(0));
           ivs.push_back(row);
@@ -130,7 +131,7 @@ bool lower_reduce_all_blocked(LowerCtx& c, const Eqn& e, Reducer r) {
     c.store(over_rows.getResult(0), partial, rt.dtype, {block[0]});
   });
   c.mark_parallel(loop, blocks, rows_per_block * row_elements);
-  Value total = c.loop_with_carry(blocks, {identity(c, rt.dtype, r)},
+  Value total = c.loop_with_carry(blocks, {reducer_identity(c, rt.dtype, r)},
                                   [&](Value iv, const std::vector<Value>& cur) {
                                     Value p = c.load_mem(partial, rt.dtype, {iv});
                                     return std::vector<Value>{combine(c, rt.dtype, r, cur[0], p)};
@@ -150,19 +151,11 @@ void lower_reduce_trailing(LowerCtx& c, const Eqn& e, Reducer r) {
   Value dst = c.result_buffer(e.outs[0]);
   mlir::Operation* loop = c.loop_nest(rt.shape, [&](Ivs outer) {
     std::vector<Value> ivs(outer.begin(), outer.end());
-    c.store(reduce_dims(c, e, r, ivs, kept, identity(c, rt.dtype, r)), dst, rt.dtype, outer);
+    c.store(reduce_dims(c, e, r, ivs, kept, reducer_identity(c, rt.dtype, r)), dst, rt.dtype,
+            outer);
   });
   if (kept > 0)
     c.mark_parallel(loop, rt.shape[0], xt.num_elements() / std::max<int64_t>(1, rt.shape[0]));
-}
-
-// Whether `axes` are the first axes.size() dims.
-bool leading_axes(const IntList& axes) {
-  std::vector<int64_t> sorted(axes.begin(), axes.end());
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i < sorted.size(); ++i)
-    if (sorted[i] != static_cast<int64_t>(i)) return false;
-  return true;
 }
 
 // Columns of the first kept dim per block of a leading-axes reduction (below): a block's slice
@@ -191,7 +184,7 @@ bool lower_reduce_leading_blocked(LowerCtx& c, const Eqn& e, Reducer r, const In
                                     (columns + kMinColumnBlocks - 1) / kMinColumnBlocks));
   const int64_t blocks = (columns + per_block - 1) / per_block;
   Value dst = c.result_buffer(e.outs[0]);
-  c.fill(dst, rt, identity(c, rt.dtype, r));
+  c.fill(dst, rt, reducer_identity(c, rt.dtype, r));
   mlir::Operation* loop = c.loop_nest({blocks}, [&](Ivs block) {
     auto [first, end] = block_bounds(c, block[0], per_block, columns);
     c.loop_nest(reduced, [&](Ivs rows) {
@@ -232,14 +225,17 @@ void lower_reduce(LowerCtx& c, const Eqn& e, Reducer r) {
   ArrayType xt = c.type_of(e.ins[0]).array;
   ArrayType rt = c.type_of(e.outs[0]).array;
   const IntList& axes = e.params.get<IntList>("axes");
-  if (!axes.empty() && trailing_axes(axes, xt.rank())) return lower_reduce_trailing(c, e, r);
-  if (!axes.empty() && leading_axes(axes) && lower_reduce_leading_blocked(c, e, r, axes)) return;
+  const int64_t trailing_first = xt.rank() - static_cast<int64_t>(axes.size());
+  if (!axes.empty() && consecutive_axes(axes, trailing_first))
+    return lower_reduce_trailing(c, e, r);
+  if (!axes.empty() && consecutive_axes(axes, 0) && lower_reduce_leading_blocked(c, e, r, axes))
+    return;
   Value dst = c.result_buffer(e.outs[0]);
-  c.fill(dst, rt, identity(c, rt.dtype, r));
+  c.fill(dst, rt, reducer_identity(c, rt.dtype, r));
   c.loop_nest(xt.shape, [&](Ivs ivs) {
     std::vector<Value> out;
     for (size_t i = 0; i < ivs.size(); ++i)
-      if (!contains(axes, static_cast<int64_t>(i))) out.push_back(ivs[i]);
+      if (!llvm::is_contained(axes, static_cast<int64_t>(i))) out.push_back(ivs[i]);
     Value acc = c.load_mem(dst, rt.dtype, out);
     c.store(combine(c, rt.dtype, r, acc, c.load(e.ins[0], ivs)), dst, rt.dtype, out);
   });
@@ -270,17 +266,8 @@ void lower_argmax(LowerCtx& c, const Eqn& e) {
     auto best = c.loop_with_carry(n - 1, init, [&](Value iv, const std::vector<Value>& cur) {
       Value k = c.b.create<arith::AddIOp>(c.loc, iv, c.index(1));
       Value x = at(k);
-      Value take;
-      if (is_float(xt.dtype)) {
-        Value gt = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::OGT, x, cur[0]);
-        Value xnan = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::UNO, x, x);
-        Value bnum = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::ORD, cur[0], cur[0]);
-        take = c.b.create<arith::OrIOp>(c.loc, gt, c.b.create<arith::AndIOp>(c.loc, xnan, bnum));
-      } else {
-        auto pred = xt.dtype == DType::bool_ || is_unsigned(xt.dtype) ? arith::CmpIPredicate::ugt
-                                                                      : arith::CmpIPredicate::sgt;
-        take = c.b.create<arith::CmpIOp>(c.loc, pred, x, cur[0]);
-      }
+      // x > best, or x is the first NaN: the best sorts before x.
+      Value take = sort_key_less(c, xt.dtype, cur[0], x);
       return std::vector<Value>{c.b.create<arith::SelectOp>(c.loc, take, x, cur[0]),
                                 c.b.create<arith::SelectOp>(c.loc, take, k, cur[1])};
     });
@@ -294,13 +281,13 @@ void lower_argmax(LowerCtx& c, const Eqn& e) {
 Value reduce_row(LowerCtx& c, const Eqn& e, Value row) {
   const Reducer r = reducer_of(e);
   std::vector<Value> ivs{row};
-  return reduce_dims(c, e, r, ivs, 1, identity(c, c.type_of(e.outs[0]).array.dtype, r));
+  return reduce_dims(c, e, r, ivs, 1, reducer_identity(c, c.type_of(e.outs[0]).array.dtype, r));
 }
 
 void start_block_partial(LowerCtx& c, const Eqn& e, Value partials, Value block) {
   const Reducer r = reducer_of(e);
   const ArrayType rt = c.type_of(e.outs[0]).array;
-  Value init = identity(c, rt.dtype, r);
+  Value init = reducer_identity(c, rt.dtype, r);
   c.loop_nest(rt.shape, [&](Ivs ivs) {
     std::vector<Value> at{block};
     at.insert(at.end(), ivs.begin(), ivs.end());
@@ -323,7 +310,7 @@ void fold_row_into_block(LowerCtx& c, const Eqn& e, Value row, Value partials, V
 void combine_block_partials(LowerCtx& c, const Eqn& e, Value partials, int64_t blocks, Value dst) {
   const Reducer r = reducer_of(e);
   const ArrayType rt = c.type_of(e.outs[0]).array;
-  c.fill(dst, rt, identity(c, rt.dtype, r));
+  c.fill(dst, rt, reducer_identity(c, rt.dtype, r));
   Shape order{blocks};
   order.insert(order.end(), rt.shape.begin(), rt.shape.end());
   c.loop_nest(order, [&](Ivs ivs) {  // block by block, so each element folds them in order
@@ -336,9 +323,10 @@ void combine_block_partials(LowerCtx& c, const Eqn& e, Value partials, int64_t b
 Value combine_partials(LowerCtx& c, const Eqn& e, Value partials, int64_t n) {
   const Reducer r = reducer_of(e);
   const DType d = c.type_of(e.outs[0]).array.dtype;
-  return c.loop_with_carry(n, {identity(c, d, r)}, [&](Value iv, const std::vector<Value>& cur) {
-    return std::vector<Value>{combine(c, d, r, cur[0], c.load_mem(partials, d, {iv}))};
-  })[0];
+  return c.loop_with_carry(
+      n, {reducer_identity(c, d, r)}, [&](Value iv, const std::vector<Value>& cur) {
+        return std::vector<Value>{combine(c, d, r, cur[0], c.load_mem(partials, d, {iv}))};
+      })[0];
 }
 
 void register_reduce_lowerings(LowerTable& t) {

@@ -14,10 +14,6 @@
 namespace refjit::backend {
 namespace {
 
-using mlir::Value;
-namespace arith = mlir::arith;
-using Ivs = LowerCtx::Ivs;
-
 class IndexMap {
  public:
   // `dyn` are the eqn operands holding the dynamic indexer parts, in dim order.
@@ -94,8 +90,7 @@ class IndexMap {
           if (id.dynamic) {
             out.push_back(c_.b.create<arith::AddIOp>(c_.loc, i, scalar_[d]));
           } else {
-            if (id.stride != 1) i = c_.b.create<arith::MulIOp>(c_.loc, i, c_.index(id.stride));
-            out.push_back(c_.b.create<arith::AddIOp>(c_.loc, i, c_.index(id.start)));
+            out.push_back(c_.affine_index(i, id.stride, id.start));
           }
           break;
         }
@@ -238,18 +233,10 @@ void lower_flat_run(LowerCtx& c, const Eqn& e, const std::function<void(Value, V
     return;
   }
   Value first = c.index_to_i64(c.load(start, {}), dt);
-  Value inside =
-      c.b.create<arith::AndIOp>(c.loc,
-                                c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sge, first,
-                                                          c.int_constant(DType::i64, 0)),
-                                c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sle, first,
-                                                          c.int_constant(DType::i64, last_start)));
-  auto branch = c.b.create<mlir::scf::IfOp>(c.loc, inside, /*withElseRegion=*/true);
-  mlir::OpBuilder::InsertionGuard g(c.b);
-  c.b.setInsertionPoint(branch.thenBlock()->getTerminator());
-  fast(flat, c.b.create<arith::IndexCastOp>(c.loc, c.b.getIndexType(), first));
-  c.b.setInsertionPoint(branch.elseBlock()->getTerminator());
-  general(flat, position);
+  c.if_then(
+      c.in_range(first, 0, last_start),
+      [&] { fast(flat, c.b.create<arith::IndexCastOp>(c.loc, c.b.getIndexType(), first)); },
+      [&] { general(flat, position); });
 }
 
 void lower_get_flat_run(LowerCtx& c, const Eqn& e) {

@@ -6,8 +6,6 @@
 
 namespace refjit::backend {
 
-using mlir::Value;
-
 namespace {
 
 // The jaxpr holding the eqns that compute row-loop item eqn `e` (a fused eqn's body, or `j`)
@@ -20,15 +18,15 @@ std::pair<const Jaxpr*, const Eqn*> item_root(const Jaxpr& j, const Eqn& e) {
 
 }  // namespace
 
-void LowerCtx::in_row_item(const Jaxpr& j, const RowItem& item, Value dst,
+void LowerCtx::in_eqn_body(const Jaxpr& j, size_t index, Value dst,
                            const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f,
                            bool with_operands) {
-  const Eqn& e = j.eqns[item.eqn];
-  frames_.back().eqn = static_cast<int>(item.eqn);
+  const Eqn& e = j.eqns[index];
+  frames_.back().eqn = static_cast<int>(index);
   if (e.prim == Prim::fused)
     in_fused_body(e, dst, f, with_operands);
   else
-    f(j, {item.eqn});
+    f(j, {index});
 }
 
 void LowerCtx::lower_row_loop(const Eqn& e) {
@@ -80,7 +78,7 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
     return false;
   };
   for (size_t k = 0; k < n; ++k) {
-    const Var v = j.eqns[loop.items[k].root()].outs.at(0);
+    const Var v = j.eqns[loop.items[k].eqn].outs.at(0);
     const ArrayType t = type_of(v).array;
     // (A row of a few elements stays an array: the loop over the rows is then the one LLVM
     // vectorises, and a scratch slot stored and loaded every row would stop it.)
@@ -96,8 +94,8 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
   int64_t elements_per_row = 0;
   for (size_t k = 0; k < n; ++k) {
     const RowItem& item = loop.items[k];
-    const Eqn& e = j.eqns[item.root()];
-    frames_.back().eqn = static_cast<int>(item.root());
+    const Eqn& e = j.eqns[item.eqn];
+    frames_.back().eqn = static_cast<int>(item.eqn);
     const auto [in, root] = item_root(j, e);
     const ArrayType rt = type_of(e.outs.at(0)).array;
     const bool by_operand = is_row_reduction(root->prim) || item.kind == RowItemKind::matvec;
@@ -121,15 +119,12 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
   }
   // Passengers next (views of row results): a view of an item's result needs its buffer.
   for (size_t k : loop.passengers) lower_eqn_at(j, k);
-  auto over_blocks = b.create<mlir::scf::ForOp>(loc, index(0), index(blocks), index(1));
-  {
-    mlir::OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(over_blocks.getBody()->getTerminator());
-    Value block = over_blocks.getInductionVar();
+  mlir::Operation* over_blocks = loop_nest({blocks}, [&](Ivs block_iv) {
+    const Value block = block_iv[0];
     for (size_t k = 0; k < n; ++k)
       if (loop.items[k].kind == RowItemKind::columns)
-        in_row_item(
-            j, loop.items[k], Value(),
+        in_eqn_body(
+            j, loop.items[k].eqn, Value(),
             [&](const Jaxpr& in, const std::vector<size_t>& m) {
               start_block_partial(*this, in.eqns[m.back()], dst[k], block);
             },
@@ -138,7 +133,7 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
     std::vector<Value> at(dst);
     for (size_t k = 0; k < n; ++k) {
       if (!scratch[k]) continue;
-      const Var v = j.eqns[loop.items[k].root()].outs[0];
+      const Var v = j.eqns[loop.items[k].eqn].outs[0];
       at[k] = row_of_block(dst[k], type_of(v).array, block);
       bind_var(v, at[k]);
     }
@@ -155,18 +150,18 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
       b.setInsertionPoint(rows.getBody()->getTerminator());
       each_row(rows.getInductionVar());
     }
-  }
+  });
   // Each block writes only its own rows and its own partials.
   mark_parallel(over_blocks, blocks, elements_per_row * loop.block_rows);
   for (size_t k = 0; k < n; ++k) {
     const RowItem& item = loop.items[k];
     if (!finished_after_loop(item.kind)) continue;
-    const Eqn& e = j.eqns[item.root()];
-    frames_.back().eqn = static_cast<int>(item.root());
+    const Eqn& e = j.eqns[item.eqn];
+    frames_.back().eqn = static_cast<int>(item.eqn);
     const ArrayType rt = type_of(e.outs[0]).array;
     const Value result = result_buffer(e.outs[0]);
-    in_row_item(
-        j, item, result,
+    in_eqn_body(
+        j, item.eqn, result,
         [&](const Jaxpr& in, const std::vector<size_t>& m) {
           const Eqn& root = in.eqns[m.back()];
           if (item.kind == RowItemKind::partial)
@@ -181,7 +176,7 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
 
 void LowerCtx::lower_row_item(const Jaxpr& outer, const RowItem& item, Value row, Value dst,
                               Value block) {
-  in_row_item(outer, item, dst, [&](const Jaxpr& j, const std::vector<size_t>& members) {
+  in_eqn_body(outer, item.eqn, dst, [&](const Jaxpr& j, const std::vector<size_t>& members) {
     lower_row_of(j, members, item.kind, row, dst, block);
   });
 }

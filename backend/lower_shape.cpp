@@ -14,15 +14,7 @@
 namespace refjit::backend {
 namespace {
 
-using mlir::Value;
-namespace arith = mlir::arith;
-using Ivs = LowerCtx::Ivs;
-
 Value add_idx(LowerCtx& c, Value a, Value b) { return c.b.create<arith::AddIOp>(c.loc, a, b); }
-Value mul_idx(LowerCtx& c, Value a, int64_t k) {
-  if (k == 1) return a;
-  return c.b.create<arith::MulIOp>(c.loc, a, c.index(k));
-}
 
 void expect_ins(const Eqn& e, size_t n) {
   if (e.ins.size() < n || e.outs.size() != 1)
@@ -76,7 +68,7 @@ std::vector<Value> window_source_index(LowerCtx& c, const IntList& start, const 
                                        Ivs ivs) {
   std::vector<Value> in;
   for (size_t i = 0; i < ivs.size(); ++i)
-    in.push_back(add_idx(c, mul_idx(c, ivs[i], strides.at(i)), c.index(start.at(i))));
+    in.push_back(c.affine_index(ivs[i], strides.at(i), start.at(i)));
   return in;
 }
 
@@ -268,22 +260,14 @@ void lower_pad(LowerCtx& c, const Eqn& e) {
     std::vector<Value> out;
     Value inside;
     for (size_t i = 0; i < ivs.size(); ++i) {
-      Value p = add_idx(c, mul_idx(c, ivs[i], cfg[i].at(2) + 1), c.index(cfg[i].at(0)));
+      Value p = c.affine_index(ivs[i], cfg[i].at(2) + 1, cfg[i].at(0));
       out.push_back(p);
-      Value ok = c.b.create<arith::AndIOp>(
-          c.loc, c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sge, p, c.index(0)),
-          c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::slt, p, c.index(rt.shape[i])));
+      Value ok = c.in_range(p, 0, rt.shape[i] - 1);
       inside = inside ? c.b.create<arith::AndIOp>(c.loc, inside, ok) : ok;
     }
     Value v = c.load(e.ins[0], ivs);
-    if (!inside) {
-      c.store(v, dst, rt.dtype, out);
-      return;
-    }
-    auto guard = c.b.create<mlir::scf::IfOp>(c.loc, inside, /*withElseRegion=*/false);
-    mlir::OpBuilder::InsertionGuard g(c.b);
-    c.b.setInsertionPoint(guard.thenBlock()->getTerminator());
-    c.store(v, dst, rt.dtype, out);
+    if (!inside) return c.store(v, dst, rt.dtype, out);
+    c.if_then(inside, [&] { c.store(v, dst, rt.dtype, out); });
   });
 }
 
@@ -337,18 +321,8 @@ void lower_by_run(LowerCtx& c, const AxisIndices& indices, int64_t dim, int64_t 
     return;
   }
   Value start = indices.load(std::vector<Value>{c.index(0)});
-  Value inside =
-      c.b.create<arith::AndIOp>(c.loc,
-                                c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sge, start,
-                                                          c.int_constant(DType::i64, 0)),
-                                c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sle, start,
-                                                          c.int_constant(DType::i64, dim - n)));
-  auto branch = c.b.create<mlir::scf::IfOp>(c.loc, inside, /*withElseRegion=*/true);
-  mlir::OpBuilder::InsertionGuard g(c.b);
-  c.b.setInsertionPoint(branch.thenBlock()->getTerminator());
-  fast(as_index(c, start));
-  c.b.setInsertionPoint(branch.elseBlock()->getTerminator());
-  general();
+  c.if_then(
+      c.in_range(start, 0, dim - n), [&] { fast(as_index(c, start)); }, general);
 }
 
 // One memmove per leading index: `n` rows of the axis times the trailing elements, from
@@ -447,19 +421,12 @@ void lower_scatter(LowerCtx& c, const Eqn& e, Prim how, bool run) {
   auto general = [&] {
     c.loop_nest(ut.shape, [&](Ivs ivs) {
       Value raw = indices.load(std::span(ivs).subspan(static_cast<size_t>(axis), k));
-      Value ok = c.b.create<arith::AndIOp>(
-          c.loc,
-          c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::sge, raw,
-                                    c.int_constant(DType::i64, 0)),
-          c.b.create<arith::CmpIOp>(c.loc, arith::CmpIPredicate::slt, raw,
-                                    c.int_constant(DType::i64, rt.shape.at(axis))));
-      auto guard = c.b.create<mlir::scf::IfOp>(c.loc, ok, false);
-      mlir::OpBuilder::InsertionGuard g(c.b);
-      c.b.setInsertionPoint(guard.thenBlock()->getTerminator());
-      std::vector<Value> out(ivs.begin(), ivs.begin() + axis);
-      out.push_back(as_index(c, raw));
-      out.insert(out.end(), ivs.begin() + axis + static_cast<int64_t>(k), ivs.end());
-      put(c.load(e.ins[2], ivs), out);
+      c.if_then(c.in_range(raw, 0, rt.shape.at(axis) - 1), [&] {
+        std::vector<Value> out(ivs.begin(), ivs.begin() + axis);
+        out.push_back(as_index(c, raw));
+        out.insert(out.end(), ivs.begin() + axis + static_cast<int64_t>(k), ivs.end());
+        put(c.load(e.ins[2], ivs), out);
+      });
     });
   };
   // The run is in range and has no duplicates: a set is a block move, a combine a loop
@@ -481,20 +448,6 @@ void lower_scatter(LowerCtx& c, const Eqn& e, Prim how, bool run) {
       general);
 }
 
-// JAX's sort order on one key: floats treat -0.0 as 0.0 and put NaNs (all equal) last.
-Value sort_key_less(LowerCtx& c, DType d, Value x, Value y) {
-  namespace arith = mlir::arith;
-  if (is_float(d)) {
-    Value x_num = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::ORD, x, x);
-    Value y_nan = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::UNO, y, y);
-    Value lt = c.b.create<arith::CmpFOp>(c.loc, arith::CmpFPredicate::OLT, x, y);
-    return c.b.create<arith::OrIOp>(c.loc, c.b.create<arith::AndIOp>(c.loc, x_num, y_nan), lt);
-  }
-  auto pred =
-      d == DType::bool_ || is_unsigned(d) ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt;
-  return c.b.create<arith::CmpIOp>(c.loc, pred, x, y);
-}
-
 // Lanes up to this length are insertion-sorted (no scratch memory, fast on short lanes);
 // longer ones are merge-sorted.
 constexpr int64_t kInsertionSortMaxLane = 32;
@@ -503,7 +456,6 @@ constexpr int64_t kInsertionSortMaxLane = 32;
 // there, all operands moving together, stably: by insertion for short lanes, else by a
 // bottom-up merge sort through one scratch lane per operand (O(n log n) comparisons).
 void lower_sort(LowerCtx& c, const Eqn& e) {
-  namespace arith = mlir::arith;
   const int64_t dim = e.params.get<int64_t>("dimension");
   const size_t num_keys = static_cast<size_t>(e.params.get<int64_t>("num_keys"));
   const ArrayType xt = c.type_of(e.ins.at(0)).array;
@@ -524,7 +476,6 @@ void lower_sort(LowerCtx& c, const Eqn& e) {
     for (DType d : dtypes) scratch.push_back(c.alloc(ArrayType{d, {n}}));
   Shape lanes = xt.shape;
   lanes[dim] = 1;
-  mlir::Type index_type = c.b.getIndexType();
   // Index arithmetic.
   auto add_i = [&](Value a, Value b) { return Value(c.b.create<arith::AddIOp>(c.loc, a, b)); };
   auto sub_i = [&](Value a, Value b) { return Value(c.b.create<arith::SubIOp>(c.loc, a, b)); };
@@ -557,96 +508,82 @@ void lower_sort(LowerCtx& c, const Eqn& e) {
       }
       return r;
     };
-    mlir::OpBuilder::InsertionGuard guard(c.b);
     if (!merge) {
       auto outer = c.b.create<mlir::scf::ForOp>(c.loc, c.index(1), c.index(n), c.index(1));
+      mlir::OpBuilder::InsertionGuard guard(c.b);
       c.b.setInsertionPoint(outer.getBody()->getTerminator());
       // Move element i down while it sorts before its left neighbour.
-      auto loop = c.b.create<mlir::scf::WhileOp>(c.loc, mlir::TypeRange{index_type},
-                                                 mlir::ValueRange{outer.getInductionVar()});
-      mlir::Block* before = c.b.createBlock(&loop.getBefore(), {}, {index_type}, {c.loc});
-      Value j = before->getArgument(0);
-      Value positive = cmp(arith::CmpIPredicate::sgt, j, c.index(0));
-      Value left = sel(positive, sub_i(j, c.index(1)), c.index(0));
-      Value go = c.b.create<arith::AndIOp>(c.loc, positive, less(at(j), at(left)));
-      c.b.create<mlir::scf::ConditionOp>(c.loc, go, mlir::ValueRange{j});
-      mlir::Block* after = c.b.createBlock(&loop.getAfter(), {}, {index_type}, {c.loc});
-      Value jj = after->getArgument(0);
-      Value jl = sub_i(jj, c.index(1));
-      for (Value buf : bufs) {
-        Value x = c.b.create<mlir::memref::LoadOp>(c.loc, buf, at(jj));
-        Value y = c.b.create<mlir::memref::LoadOp>(c.loc, buf, at(jl));
-        c.b.create<mlir::memref::StoreOp>(c.loc, x, buf, at(jl));
-        c.b.create<mlir::memref::StoreOp>(c.loc, y, buf, at(jj));
-      }
-      c.b.create<mlir::scf::YieldOp>(c.loc, mlir::ValueRange{jl});
+      c.while_loop(
+          {outer.getInductionVar()},
+          [&](const std::vector<Value>& v) {
+            Value positive = cmp(arith::CmpIPredicate::sgt, v[0], c.index(0));
+            Value left = sel(positive, sub_i(v[0], c.index(1)), c.index(0));
+            return c.b.create<arith::AndIOp>(c.loc, positive, less(at(v[0]), at(left)));
+          },
+          [&](const std::vector<Value>& v) -> std::vector<Value> {
+            Value jl = sub_i(v[0], c.index(1));
+            for (Value buf : bufs) {
+              Value x = c.b.create<mlir::memref::LoadOp>(c.loc, buf, at(v[0]));
+              Value y = c.b.create<mlir::memref::LoadOp>(c.loc, buf, at(jl));
+              c.b.create<mlir::memref::StoreOp>(c.loc, x, buf, at(jl));
+              c.b.create<mlir::memref::StoreOp>(c.loc, y, buf, at(v[0]));
+            }
+            return {jl};
+          });
       return;
     }
     // Merge sort: runs of `width` merged pairwise into the scratch lane, copied back, width
     // doubled, until one run covers the lane.
     const Value len = c.index(n);
-    auto passes = c.b.create<mlir::scf::WhileOp>(c.loc, mlir::TypeRange{index_type},
-                                                 mlir::ValueRange{c.index(1)});
-    {
-      mlir::Block* before = c.b.createBlock(&passes.getBefore(), {}, {index_type}, {c.loc});
-      Value width = before->getArgument(0);
-      c.b.create<mlir::scf::ConditionOp>(c.loc, cmp(arith::CmpIPredicate::slt, width, len),
-                                         mlir::ValueRange{width});
-    }
-    mlir::Block* pass = c.b.createBlock(&passes.getAfter(), {}, {index_type}, {c.loc});
-    const Value width = pass->getArgument(0);
-    const Value two_width = add_i(width, width);
-    auto pairs = c.b.create<mlir::scf::ForOp>(c.loc, c.index(0), len, two_width);
-    {
-      mlir::OpBuilder::InsertionGuard pair_guard(c.b);
-      c.b.setInsertionPoint(pairs.getBody()->getTerminator());
-      const Value lo = pairs.getInductionVar();
-      const Value mid = min_i(add_i(lo, width), len);
-      const Value hi = min_i(add_i(lo, two_width), len);
-      // (i, j, k): next of the left run, next of the right run, next output slot.
-      auto loop =
-          c.b.create<mlir::scf::WhileOp>(c.loc, mlir::TypeRange{index_type, index_type, index_type},
-                                         mlir::ValueRange{lo, mid, lo});
-      mlir::Block* before = c.b.createBlock(
-          &loop.getBefore(), {}, {index_type, index_type, index_type}, {c.loc, c.loc, c.loc});
-      c.b.create<mlir::scf::ConditionOp>(c.loc,
-                                         cmp(arith::CmpIPredicate::slt, before->getArgument(2), hi),
-                                         before->getArguments());
-      mlir::Block* after = c.b.createBlock(
-          &loop.getAfter(), {}, {index_type, index_type, index_type}, {c.loc, c.loc, c.loc});
-      const Value i = after->getArgument(0), j = after->getArgument(1), k = after->getArgument(2);
-      const Value left_left = cmp(arith::CmpIPredicate::slt, i, mid);
-      const Value right_left = cmp(arith::CmpIPredicate::slt, j, hi);
-      // Loads stay in range; the selects below ignore what an exhausted run would give.
-      const Value li = min_i(i, sub_i(mid, c.index(1)));
-      const Value rj = min_i(j, sub_i(hi, c.index(1)));
-      // Stable: the left element goes first unless the right one sorts strictly before it.
-      const Value right_first = c.b.create<arith::AndIOp>(
-          c.loc, right_left,
-          c.b.create<arith::OrIOp>(
-              c.loc, c.b.create<arith::XOrIOp>(c.loc, left_left, c.constant(DType::bool_, 1)),
-              less(at(rj), at(li))));
-      const Value src = sel(right_first, rj, li);
-      for (size_t q = 0; q < bufs.size(); ++q)
-        c.b.create<mlir::memref::StoreOp>(c.loc,
-                                          c.b.create<mlir::memref::LoadOp>(c.loc, bufs[q], at(src)),
-                                          scratch[q], mlir::ValueRange{k});
-      const Value one = c.index(1), zero = c.index(0);
-      c.b.create<mlir::scf::YieldOp>(
-          c.loc, mlir::ValueRange{add_i(i, sel(right_first, zero, one)),
-                                  add_i(j, sel(right_first, one, zero)), add_i(k, one)});
-    }
-    auto back = c.b.create<mlir::scf::ForOp>(c.loc, c.index(0), len, c.index(1));
-    {
-      mlir::OpBuilder::InsertionGuard back_guard(c.b);
-      c.b.setInsertionPoint(back.getBody()->getTerminator());
-      const Value i = back.getInductionVar();
-      for (size_t q = 0; q < bufs.size(); ++q)
-        c.b.create<mlir::memref::StoreOp>(
-            c.loc, c.b.create<mlir::memref::LoadOp>(c.loc, scratch[q], mlir::ValueRange{i}),
-            bufs[q], at(i));
-    }
-    c.b.create<mlir::scf::YieldOp>(c.loc, mlir::ValueRange{two_width});
+    c.while_loop(
+        {c.index(1)},
+        [&](const std::vector<Value>& v) { return cmp(arith::CmpIPredicate::slt, v[0], len); },
+        [&](const std::vector<Value>& v) -> std::vector<Value> {
+          const Value width = v[0];
+          const Value two_width = add_i(width, width);
+          auto pairs = c.b.create<mlir::scf::ForOp>(c.loc, c.index(0), len, two_width);
+          mlir::OpBuilder::InsertionGuard pair_guard(c.b);
+          c.b.setInsertionPoint(pairs.getBody()->getTerminator());
+          const Value lo = pairs.getInductionVar();
+          const Value mid = min_i(add_i(lo, width), len);
+          const Value hi = min_i(add_i(lo, two_width), len);
+          // (i, j, k): next of the left run, next of the right run, next output slot.
+          c.while_loop(
+              {lo, mid, lo},
+              [&](const std::vector<Value>& at_ijk) {
+                return cmp(arith::CmpIPredicate::slt, at_ijk[2], hi);
+              },
+              [&](const std::vector<Value>& at_ijk) -> std::vector<Value> {
+                const Value i = at_ijk[0], j = at_ijk[1], k = at_ijk[2];
+                const Value left_left = cmp(arith::CmpIPredicate::slt, i, mid);
+                const Value right_left = cmp(arith::CmpIPredicate::slt, j, hi);
+                // Loads stay in range; the selects below ignore what an exhausted run would give.
+                const Value li = min_i(i, sub_i(mid, c.index(1)));
+                const Value rj = min_i(j, sub_i(hi, c.index(1)));
+                // Stable: the left element goes first unless the right one sorts strictly before.
+                const Value right_first = c.b.create<arith::AndIOp>(
+                    c.loc, right_left,
+                    c.b.create<arith::OrIOp>(
+                        c.loc,
+                        c.b.create<arith::XOrIOp>(c.loc, left_left, c.constant(DType::bool_, 1)),
+                        less(at(rj), at(li))));
+                const Value src = sel(right_first, rj, li);
+                for (size_t q = 0; q < bufs.size(); ++q)
+                  c.b.create<mlir::memref::StoreOp>(
+                      c.loc, c.b.create<mlir::memref::LoadOp>(c.loc, bufs[q], at(src)), scratch[q],
+                      mlir::ValueRange{k});
+                const Value one = c.index(1), zero = c.index(0);
+                return {add_i(i, sel(right_first, zero, one)),
+                        add_i(j, sel(right_first, one, zero)), add_i(k, one)};
+              });
+          c.b.setInsertionPointAfter(pairs);
+          c.loop_nest({n}, [&](Ivs i) {  // the merged lane copied back
+            for (size_t q = 0; q < bufs.size(); ++q)
+              c.b.create<mlir::memref::StoreOp>(
+                  c.loc, c.b.create<mlir::memref::LoadOp>(c.loc, scratch[q], i), bufs[q], at(i[0]));
+          });
+          return {two_width};
+        });
   });
 }
 

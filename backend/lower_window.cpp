@@ -4,7 +4,6 @@
 // reads as the reduction's identity; the selecting ops keep a window's first element that is not
 // beaten, as the interpreter (runtime/eval_window.cpp) does.
 #include <functional>
-#include <limits>
 #include <optional>
 
 #include "backend/lowering.h"
@@ -12,9 +11,6 @@
 
 namespace refjit::backend {
 namespace {
-
-using mlir::Value;
-namespace arith = mlir::arith;
 
 // One window position: the operand index per dim (clamped into range, so always loadable)
 // and whether it holds an operand element.
@@ -27,8 +23,8 @@ struct Position {
 // `known_k` (k as a number: the window's loop unrolled), a dim along which this position lies
 // inside the operand for every window (no padding or dilation reaches it) is indexed without a
 // check or a clamp, so a loop along it reads memory in a straight line and vectorises.
-Position position(LowerCtx& c, const Window& w, const Shape& in, const Shape& out, LowerCtx::Ivs o,
-                  Value k, std::optional<int64_t> known_k = std::nullopt) {
+Position position(LowerCtx& c, const Window& w, const Shape& in, const Shape& out, Ivs o, Value k,
+                  std::optional<int64_t> known_k = std::nullopt) {
   auto& b = c.b;
   Position p;
   p.valid = b.create<arith::ConstantIntOp>(c.loc, 1, 1);
@@ -44,8 +40,7 @@ Position position(LowerCtx& c, const Window& w, const Shape& in, const Shape& ou
       const int64_t first = off * w.window_dilation[d] - w.padding[d].first;
       const int64_t last = (out[d] - 1) * w.strides[d] + first;
       if (out[d] > 0 && first >= 0 && last < in[d]) {
-        Value q = b.create<arith::MulIOp>(c.loc, o[d], c.index(w.strides[d]));
-        p.at.push_back(first == 0 ? q : b.create<arith::AddIOp>(c.loc, q, c.index(first)));
+        p.at.push_back(c.affine_index(o[d], w.strides[d], first));
         continue;
       }
     }
@@ -105,18 +100,6 @@ Carried over_positions(LowerCtx& c, const Window& w, Carried init, const Positio
   return init;
 }
 
-// The identity of max (ge) or min (le) in dtype d: -inf / +inf, or the integer extremes.
-Value select_identity(LowerCtx& c, DType d, bool ge) {
-  if (is_float(d))
-    return c.constant(
-        d, ge ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity());
-  const int bits = bit_width(d);
-  if (is_unsigned(d)) return c.int_constant(d, ge ? 0 : -1);
-  const int64_t max =
-      bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (bits - 1)) - 1;
-  return c.int_constant(d, ge ? -max - 1 : max);
-}
-
 // Whether `v` replaces `best`: !(best >= v) for ge, !(best <= v) for le (NaN replaces).
 Value replaces(LowerCtx& c, DType d, bool ge, Value best, Value v) {
   if (is_float(d))
@@ -129,31 +112,20 @@ Value replaces(LowerCtx& c, DType d, bool ge, Value best, Value v) {
                                    best, v);
 }
 
-enum class Reduce { sum, max, min };
-
-void lower_reduce_window(LowerCtx& c, const Eqn& e, Reduce how) {
+void lower_reduce_window(LowerCtx& c, const Eqn& e, Reducer r) {
   const ArrayType xt = c.type_of(e.ins[0]).array;
   const ArrayType rt = c.type_of(e.outs[0]).array;
   const DType d = rt.dtype;
   const Window w = Window::of(e.params);
-  const bool is_max = how == Reduce::max;
   Value dst = c.result_buffer(e.outs[0]);
-  c.parallel_loop_nest(rt.shape, [&](LowerCtx::Ivs o) {
-    Value init = how == Reduce::sum ? c.constant(d, 0) : select_identity(c, d, is_max);
+  c.parallel_loop_nest(rt.shape, [&](Ivs o) {
+    Value init = reducer_identity(c, d, r);
     const Value acc = over_positions(
         c, w, {init}, [&](const Carried& cur, Value k, std::optional<int64_t> known_k) -> Carried {
           Position p = position(c, w, xt.shape, rt.shape, o, k, known_k);
           Value v = c.load(e.ins[0], p.at);
           if (!is_constant_true(p.valid)) v = c.b.create<arith::SelectOp>(c.loc, p.valid, v, init);
-          if (how == Reduce::sum) return {c.add(d, cur[0], v)};
-          if (is_float(d))  // NaN propagates, as in the interpreter
-            return {is_max ? Value(c.b.create<arith::MaximumFOp>(c.loc, cur[0], v))
-                           : Value(c.b.create<arith::MinimumFOp>(c.loc, cur[0], v))};
-          const bool u = is_unsigned(d);
-          return {is_max ? (u ? Value(c.b.create<arith::MaxUIOp>(c.loc, cur[0], v))
-                              : Value(c.b.create<arith::MaxSIOp>(c.loc, cur[0], v)))
-                         : (u ? Value(c.b.create<arith::MinUIOp>(c.loc, cur[0], v))
-                              : Value(c.b.create<arith::MinSIOp>(c.loc, cur[0], v)))};
+          return {combine(c, d, r, cur[0], v)};  // NaN propagates, as in the interpreter
         })[0];
     c.store(acc, dst, d, o);
   });
@@ -168,8 +140,8 @@ void lower_select_and_gather_add(LowerCtx& c, const Eqn& e) {
   const bool ge = e.params.get<std::string>("select_prim") == "ge";
   const Window w = Window::of(e.params);
   Value dst = c.result_buffer(e.outs[0]);
-  c.parallel_loop_nest(rt.shape, [&](LowerCtx::Ivs o) {
-    Value none = select_identity(c, xt.dtype, ge);
+  c.parallel_loop_nest(rt.shape, [&](Ivs o) {
+    Value none = reducer_identity(c, xt.dtype, ge ? Reducer::max : Reducer::min);
     std::vector<Value> init{none, c.constant(rt.dtype, 0)};
     auto best = over_positions(
         c, w, init, [&](const Carried& cur, Value k, std::optional<int64_t> known_k) -> Carried {
@@ -199,8 +171,8 @@ void lower_select_and_scatter_add(LowerCtx& c, const Eqn& e) {
   Value dst = c.result_buffer(e.outs[0]);
   c.fill(dst, ArrayType{d, xt.shape}, c.constant(d, 0));
   auto& b = c.b;
-  c.loop_nest(st.shape, [&](LowerCtx::Ivs o) {
-    Value none = select_identity(c, xt.dtype, ge);
+  c.loop_nest(st.shape, [&](Ivs o) {
+    Value none = reducer_identity(c, xt.dtype, ge ? Reducer::max : Reducer::min);
     auto read = [&](const Position& p) {
       return Value(b.create<arith::SelectOp>(c.loc, p.valid, c.load(e.ins[1], p.at), none));
     };
@@ -218,11 +190,9 @@ void lower_select_and_scatter_add(LowerCtx& c, const Eqn& e) {
           return next;
         });
     std::vector<Value> at(best.begin() + 2, best.end());
-    auto add = b.create<mlir::scf::IfOp>(c.loc, best[1], /*withElseRegion=*/false);
-    mlir::OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(add.thenBlock()->getTerminator());
-    Value sum = c.add(d, c.load_mem(dst, d, at), c.load(e.ins[0], o));
-    c.store(sum, dst, d, at);
+    c.if_then(best[1], [&] {  // the selected position holds an operand element
+      c.store(c.add(d, c.load_mem(dst, d, at), c.load(e.ins[0], o)), dst, d, at);
+    });
   });
 }
 
@@ -230,11 +200,11 @@ void lower_select_and_scatter_add(LowerCtx& c, const Eqn& e) {
 
 void register_window_lowerings(LowerTable& t) {
   t.set(Prim::reduce_window_sum,
-        [](LowerCtx& c, const Eqn& e) { lower_reduce_window(c, e, Reduce::sum); });
+        [](LowerCtx& c, const Eqn& e) { lower_reduce_window(c, e, Reducer::sum); });
   t.set(Prim::reduce_window_max,
-        [](LowerCtx& c, const Eqn& e) { lower_reduce_window(c, e, Reduce::max); });
+        [](LowerCtx& c, const Eqn& e) { lower_reduce_window(c, e, Reducer::max); });
   t.set(Prim::reduce_window_min,
-        [](LowerCtx& c, const Eqn& e) { lower_reduce_window(c, e, Reduce::min); });
+        [](LowerCtx& c, const Eqn& e) { lower_reduce_window(c, e, Reducer::min); });
   t.set(Prim::select_and_gather_add, &lower_select_and_gather_add);
   t.set(Prim::select_and_scatter_add, &lower_select_and_scatter_add);
 }

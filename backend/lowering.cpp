@@ -11,8 +11,6 @@
 
 namespace refjit::backend {
 
-using mlir::Value;
-
 [[noreturn]] void fail_eqn(const Eqn& e, const std::string& what) {
   throw Error(fmt::format("native backend: cannot lower `{}`: {}", prim_name(e.prim), what));
 }
@@ -364,21 +362,56 @@ void LowerCtx::mark_parallel(mlir::Operation* loop, int64_t iterations,
 std::vector<Value> LowerCtx::loop_with_carry(
     int64_t n, std::vector<Value> init,
     const std::function<std::vector<Value>(Value, const std::vector<Value>&)>& body) {
-  auto loop = b.create<mlir::scf::ForOp>(loc, index(0), index(n), index(1), init);
-  {
-    mlir::OpBuilder::InsertionGuard guard(b);
-    mlir::Block* blk = loop.getBody();
-    if (blk->mightHaveTerminator())
-      b.setInsertionPoint(blk->getTerminator());
-    else
-      b.setInsertionPointToEnd(blk);
-    std::vector<Value> carried(loop.getRegionIterArgs().begin(), loop.getRegionIterArgs().end());
-    std::vector<Value> next = body(loop.getInductionVar(), carried);
-    if (blk->mightHaveTerminator()) blk->getTerminator()->erase();
-    b.setInsertionPointToEnd(blk);
-    b.create<mlir::scf::YieldOp>(loc, next);
-  }
-  return std::vector<Value>(loop.getResults().begin(), loop.getResults().end());
+  // The body builder runs with `b` itself, its insertion point in the loop's body.
+  auto loop = b.create<mlir::scf::ForOp>(
+      loc, index(0), index(n), index(1), init,
+      [&](mlir::OpBuilder&, mlir::Location, Value iv, mlir::ValueRange carried) {
+        b.create<mlir::scf::YieldOp>(loc, body(iv, {carried.begin(), carried.end()}));
+      });
+  return {loop.getResults().begin(), loop.getResults().end()};
+}
+
+std::vector<Value> LowerCtx::while_loop(
+    const std::vector<Value>& init, const std::function<Value(const std::vector<Value>&)>& cond,
+    const std::function<std::vector<Value>(const std::vector<Value>&)>& body) {
+  std::vector<mlir::Type> types;
+  for (Value v : init) types.push_back(v.getType());
+  std::vector<mlir::Location> locs(init.size(), loc);
+  mlir::OpBuilder::InsertionGuard guard(b);
+  auto loop = b.create<mlir::scf::WhileOp>(loc, types, init);
+  mlir::Block* before = b.createBlock(&loop.getBefore(), {}, types, locs);
+  std::vector<Value> args(before->getArguments().begin(), before->getArguments().end());
+  b.create<mlir::scf::ConditionOp>(loc, cond(args), before->getArguments());
+  mlir::Block* after = b.createBlock(&loop.getAfter(), {}, types, locs);
+  args.assign(after->getArguments().begin(), after->getArguments().end());
+  b.create<mlir::scf::YieldOp>(loc, body(args));
+  return {loop.getResults().begin(), loop.getResults().end()};
+}
+
+void LowerCtx::if_then(Value cond, const std::function<void()>& then,
+                       const std::function<void()>& otherwise) {
+  auto branch = b.create<mlir::scf::IfOp>(loc, cond, /*withElseRegion=*/bool(otherwise));
+  mlir::OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(branch.thenBlock()->getTerminator());
+  then();
+  if (!otherwise) return;
+  b.setInsertionPoint(branch.elseBlock()->getTerminator());
+  otherwise();
+}
+
+Value LowerCtx::in_range(Value v, int64_t lo, int64_t hi) {
+  auto bound = [&](int64_t x) {
+    return b.create<arith::ConstantOp>(loc, b.getIntegerAttr(v.getType(), x));
+  };
+  return b.create<arith::AndIOp>(
+      loc, b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, v, bound(lo)),
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sle, v, bound(hi)));
+}
+
+Value LowerCtx::affine_index(Value i, int64_t scale, int64_t offset) {
+  if (scale != 1) i = b.create<arith::MulIOp>(loc, i, index(scale));
+  if (offset != 0) i = b.create<arith::AddIOp>(loc, i, index(offset));
+  return i;
 }
 
 void LowerCtx::copy(Value src, Value dst, const ArrayType& t) {
@@ -477,28 +510,23 @@ mlir::Value unranked_memref(LowerCtx& c, mlir::Value memref) {
   return c.b.create<mlir::memref::CastOp>(c.loc, to, memref);
 }
 
+mlir::func::FuncOp LowerCtx::declare(const std::string& name, mlir::TypeRange ins,
+                                     mlir::TypeRange outs) {
+  if (auto fn = module_.lookupSymbol<mlir::func::FuncOp>(name)) return fn;
+  mlir::OpBuilder mb = mlir::OpBuilder::atBlockBegin(module_.getBody());
+  auto fn = mb.create<mlir::func::FuncOp>(loc, name, mb.getFunctionType(ins, outs));
+  fn.setPrivate();
+  return fn;
+}
+
 Value LowerCtx::call_libm(const std::string& name, mlir::ValueRange args) {
-  mlir::Type t = args.front().getType();
-  auto fn = module_.lookupSymbol<mlir::func::FuncOp>(name);
-  if (!fn) {
-    mlir::OpBuilder mb = mlir::OpBuilder::atBlockBegin(module_.getBody());
-    std::vector<mlir::Type> ins(args.size(), t);
-    fn = mb.create<mlir::func::FuncOp>(loc, name, mb.getFunctionType(ins, {t}));
-    fn.setPrivate();
-  }
-  return b.create<mlir::func::CallOp>(loc, fn, args).getResult(0);
+  const mlir::Type t = args.front().getType();
+  const std::vector<mlir::Type> ins(args.size(), t);
+  return b.create<mlir::func::CallOp>(loc, declare(name, ins, {t}), args).getResult(0);
 }
 
 void LowerCtx::call_runtime(const std::string& name, mlir::ValueRange args) {
-  auto fn = module_.lookupSymbol<mlir::func::FuncOp>(name);
-  if (!fn) {
-    mlir::OpBuilder mb = mlir::OpBuilder::atBlockBegin(module_.getBody());
-    std::vector<mlir::Type> ins;
-    for (mlir::Value a : args) ins.push_back(a.getType());
-    fn = mb.create<mlir::func::FuncOp>(loc, name, mb.getFunctionType(ins, {}));
-    fn.setPrivate();
-  }
-  b.create<mlir::func::CallOp>(loc, fn, args);
+  b.create<mlir::func::CallOp>(loc, declare(name, args.getTypes(), {}), args);
 }
 
 // ---------------------------------------------------------------- sub-jaxprs and scopes
@@ -513,9 +541,9 @@ void LowerCtx::push_frame(const Jaxpr& j, bool top_level, const JaxprBuffers* pl
   frames_.push_back(std::move(f));
 }
 
-const JaxprBuffers& LowerCtx::checked_plan(size_t index, const Jaxpr& j) const {
+const JaxprBuffers& LowerCtx::checked_plan(size_t index, const Jaxpr& j, bool matches) const {
   const BufferAssignment& a = *plan_.assignment;
-  if (index >= a.jaxprs.size() || a.jaxprs[index].eqns.size() != j.eqns.size() ||
+  if (!matches || index >= a.jaxprs.size() || a.jaxprs[index].eqns.size() != j.eqns.size() ||
       a.jaxprs[index].buffer_of_var.size() != j.vars.size())
     throw Error(
         "native backend: the buffer plan was computed for another jaxpr; compute it with "
@@ -654,14 +682,7 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
   if (!plan.naive) {
     if (!plan.assignment)
       throw Error("native backend: no buffer plan; use default_buffer_plan(jaxpr)");
-    const BufferAssignment& a = *plan.assignment;
-    if (a.jaxprs.empty() || plan.signature != jaxpr_signature(jaxpr) ||
-        a.jaxprs[0].eqns.size() != jaxpr.eqns.size() ||
-        a.jaxprs[0].buffer_of_var.size() != jaxpr.vars.size())
-      throw Error(
-          "native backend: the buffer plan was computed for another jaxpr; compute it with "
-          "default_buffer_plan on the jaxpr being compiled");
-    top = &a.jaxprs[0];
+    top = &lc.checked_plan(0, jaxpr, plan.signature == jaxpr_signature(jaxpr));
   }
   lc.push_frame(jaxpr, /*top_level=*/true, top);
   size_t k = 0;
@@ -699,14 +720,8 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
         Value from = lc.b.create<mlir::memref::ExtractAlignedPointerAsIndexOp>(lc.loc, arg);
         Value to =
             lc.b.create<mlir::memref::ExtractAlignedPointerAsIndexOp>(lc.loc, outs.at(B.home));
-        Value differ =
-            lc.b.create<mlir::arith::CmpIOp>(lc.loc, mlir::arith::CmpIPredicate::ne, from, to);
-        auto branch = lc.b.create<mlir::scf::IfOp>(lc.loc, differ, /*withElseRegion=*/false);
-        {
-          mlir::OpBuilder::InsertionGuard guard(lc.b);
-          lc.b.setInsertionPoint(branch.thenBlock()->getTerminator());
-          lc.copy(arg, home, B.type);
-        }
+        Value differ = lc.b.create<arith::CmpIOp>(lc.loc, arith::CmpIPredicate::ne, from, to);
+        lc.if_then(differ, [&] { lc.copy(arg, home, B.type); });
         lc.set_buffer_memory(b, home);
         lc.bind_var(v, home);
         continue;

@@ -34,6 +34,11 @@
 
 namespace refjit::backend {
 
+// Names every backend file uses.
+using mlir::Value;
+namespace arith = mlir::arith;
+namespace math = mlir::math;
+
 // One lexical region of generated code (function body, loop body, cond branch): the
 // buffers allocated in it, freed when it ends.
 struct Scope {
@@ -141,6 +146,20 @@ class LowerCtx {
       int64_t n, std::vector<mlir::Value> init,
       const std::function<std::vector<mlir::Value>(mlir::Value iv,
                                                    const std::vector<mlir::Value>& carried)>& body);
+  // An scf.while carrying `init`: `cond` reads the carried values before each step (true: run
+  // it), `body` makes the next ones. Returns the final values.
+  std::vector<mlir::Value> while_loop(
+      const std::vector<mlir::Value>& init,
+      const std::function<mlir::Value(const std::vector<mlir::Value>&)>& cond,
+      const std::function<std::vector<mlir::Value>(const std::vector<mlir::Value>&)>& body);
+  // An scf.if on `cond` (i1): `then` emits the code of its then block, `otherwise` (if any) that
+  // of its else block.
+  void if_then(mlir::Value cond, const std::function<void()>& then,
+               const std::function<void()>& otherwise = {});
+  // Whether lo <= v <= hi (v an index or i64 value), as i1.
+  mlir::Value in_range(mlir::Value v, int64_t lo, int64_t hi);
+  // i * scale + offset on index values (no op for a scale of 1 or an offset of 0).
+  mlir::Value affine_index(mlir::Value i, int64_t scale, int64_t offset = 0);
   // Elementwise copy between same-shaped memrefs of any layout.
   void copy(mlir::Value src, mlir::Value dst, const ArrayType& t);
   void fill(mlir::Value dst, const ArrayType& t, mlir::Value scalar);
@@ -253,12 +272,14 @@ class LowerCtx {
   void pop_frame();
   void bind_var(Var v, mlir::Value memref) { frames_.back().env.at(v.id) = memref; }
   void free_scope(Scope& s);
-  std::vector<Scope>& scopes() { return scopes_; }
   void set_output_buffers(std::vector<mlir::Value> outs) { output_buffers_ = std::move(outs); }
-  const BufferPlan& plan() const { return plan_; }
+  // Plan `index` of the buffer assignment, checked to be made for `j` (and `matches`: the
+  // caller's own check, e.g. of the whole program's signature).
+  const JaxprBuffers& checked_plan(size_t index, const Jaxpr& j, bool matches = true) const;
 
  private:
-  const JaxprBuffers& checked_plan(size_t index, const Jaxpr& j) const;
+  // Function `name` of the module, declared (private, of type ins -> outs) on first use.
+  mlir::func::FuncOp declare(const std::string& name, mlir::TypeRange ins, mlir::TypeRange outs);
   // Parts of lower_fused_group: `member[var id]` says which vars the group computes.
   std::vector<bool> group_members(const Jaxpr& j, const std::vector<size_t>& group) const;
   // Loads the group's rank-0 operands from outside it into outside_scalar_.
@@ -286,9 +307,10 @@ class LowerCtx {
   // The same for the eqns `members` of `j` (a fused eqn's body, or one eqn), root last.
   void lower_row_of(const Jaxpr& j, const std::vector<size_t>& members, RowItemKind kind,
                     mlir::Value row, mlir::Value dst, mlir::Value block);
-  // Runs `f(jaxpr, members)` on the eqns computing `item` (in_fused_body for a fused eqn, its
-  // result bound to `dst`; else the eqn alone, in `j`).
-  void in_row_item(const Jaxpr& j, const RowItem& item, mlir::Value dst,
+  // Runs `f(jaxpr, members)` on the eqns computing eqn `index` of `j` (a row-loop item or an
+  // epilogue), as the eqn being lowered: in_fused_body for a fused eqn, its result bound to
+  // `dst`; else the eqn alone, in `j`.
+  void in_eqn_body(const Jaxpr& j, size_t index, mlir::Value dst,
                    const std::function<void(const Jaxpr&, const std::vector<size_t>&)>& f,
                    bool with_operands = true);
   void count_copy(const ArrayType& t);
@@ -318,6 +340,8 @@ class LowerCtx {
   int64_t workspace_high_ = 0;
 };
 
+using Ivs = LowerCtx::Ivs;
+
 // One lowering rule per primitive: emits code for `eqn` at the builder's insertion point.
 using LowerRule = std::function<void(LowerCtx&, const Eqn&)>;
 using LowerTable = RuleTable<LowerRule>;
@@ -330,6 +354,31 @@ using ElemFn =
 const ElemFn* elementwise_rule(Prim p);
 // The rule's form for complex operands or results (lower_complex.cpp), or nullptr.
 const ElemFn* complex_elementwise_rule(Prim p);
+// Rules that are one op on the operands, whatever their dtype.
+template <class Op>
+ElemFn unary_op() {
+  return [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
+    return c.b.create<Op>(c.loc, x[0]);
+  };
+}
+template <class Op>
+ElemFn binary_op() {
+  return [](LowerCtx& c, const Eqn&, DType, const std::vector<Value>& x) -> Value {
+    return c.b.create<Op>(c.loc, x[0], x[1]);
+  };
+}
+
+// The sum, max and min reductions (lower_reduce.cpp), also elementwise max and min: the
+// identity, and combining two elements (max and min propagate NaN; integers compare as their
+// dtype's signedness says). `reassociate`: a float op may be reassociated (fast-math reassoc),
+// so LLVM may keep several partial results in vector lanes (the order of a float sum then
+// depends on the vector width, not on the data).
+enum class Reducer { sum, max, min };
+Value reducer_identity(LowerCtx& c, DType d, Reducer r);
+Value combine(LowerCtx& c, DType d, Reducer r, Value a, Value b, bool reassociate = false);
+// JAX's sort order on one key (sort's and argmax's; lower_reduce.cpp): whether x sorts before y;
+// floats treat -0.0 as 0.0 and put NaNs (all equal) last.
+Value sort_key_less(LowerCtx& c, DType d, Value x, Value y);
 
 // The table, filled once by the register_* functions of the lower_*.cpp files.
 const LowerTable& lower_table();
@@ -394,11 +443,6 @@ mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jax
 void load_dialects(mlir::MLIRContext& ctx);
 
 inline constexpr const char* kEntryName = "refjit_main";
-
-// Whether `dims` lists `d` (axes params, dimension numbers).
-inline bool contains(const IntList& dims, int64_t d) {
-  return std::find(dims.begin(), dims.end(), d) != dims.end();
-}
 
 // One element converted between dtypes with XLA semantics (lower_elementwise.cpp).
 mlir::Value convert_element(LowerCtx& c, mlir::Value x, DType from, DType to);

@@ -149,14 +149,22 @@ mlir::FunctionType body_type(mlir::OpBuilder& b) {
   return b.getFunctionType({LLVM::LLVMPointerType::get(b.getContext()), i64, i64}, {});
 }
 
-void declare_runtime_entry(mlir::OpBuilder& b, mlir::ModuleOp module) {
-  if (module.lookupSymbol(kRuntimeEntry)) return;
+// Function `name` of `module` (private, of `type`), declared at its start on first use.
+mlir::func::FuncOp declare(mlir::OpBuilder& b, mlir::ModuleOp module, const std::string& name,
+                           mlir::FunctionType type) {
+  if (auto fn = module.lookupSymbol<mlir::func::FuncOp>(name)) return fn;
   mlir::OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(module.getBody());
+  auto fn = b.create<mlir::func::FuncOp>(module.getLoc(), name, type);
+  fn.setPrivate();
+  return fn;
+}
+
+void declare_runtime_entry(mlir::OpBuilder& b, mlir::ModuleOp module) {
   mlir::Type i64 = b.getI64Type();
-  auto type =
-      b.getFunctionType({body_type(b), LLVM::LLVMPointerType::get(b.getContext()), i64, i64}, {});
-  b.create<mlir::func::FuncOp>(module.getLoc(), kRuntimeEntry, type).setPrivate();
+  declare(
+      b, module, kRuntimeEntry,
+      b.getFunctionType({body_type(b), LLVM::LLVMPointerType::get(b.getContext()), i64, i64}, {}));
 }
 
 // How an outlined loop is called: over the runtime's threads, once, directly, or by the matrix
@@ -167,16 +175,10 @@ enum class CallBy { runtime, direct, kernel };
 // context after the callee's own arguments, declared on first use.
 mlir::func::FuncOp epilogue_entry(mlir::OpBuilder& b, mlir::ModuleOp module,
                                   mlir::func::CallOp call) {
-  const std::string name = (call.getCallee() + "_then").str();
-  if (auto fn = module.lookupSymbol<mlir::func::FuncOp>(name)) return fn;
-  mlir::OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(module.getBody());
   std::vector<mlir::Type> ins(call.getOperandTypes().begin(), call.getOperandTypes().end());
   ins.push_back(body_type(b));
   ins.push_back(LLVM::LLVMPointerType::get(b.getContext()));
-  auto fn = b.create<mlir::func::FuncOp>(module.getLoc(), name, b.getFunctionType(ins, {}));
-  fn.setPrivate();
-  return fn;
+  return declare(b, module, (call.getCallee() + "_then").str(), b.getFunctionType(ins, {}));
 }
 
 // Replaces `loop` (0..n step 1, no results) by a call of a new function `NAME(ctx, lo, hi)`

@@ -15,7 +15,8 @@ namespace {
 // product's own index: `c` itself, or, for a fused eqn, the body eqns reading p's invar.
 bool reads_at_product_index(const Jaxpr& j, const Eqn& c, Var p) {
   auto elementwise = [](const Jaxpr& in, const Eqn& e) {
-    return has_elementwise_lowering(e.prim) && e.prim != Prim::broadcast_in_dim && !is_view(in, e);
+    return has_elementwise_lowering(e.prim) && e.prim != Prim::broadcast_in_dim &&
+           !is_view_eqn(in, e);
   };
   if (c.prim != Prim::fused) return elementwise(j, c) && fusible(j, c);
   const Jaxpr& body = *c.params.get<JaxprPtr>("jaxpr");

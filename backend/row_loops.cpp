@@ -88,7 +88,7 @@ std::optional<ItemAccess> item_access(const Jaxpr& j, size_t i) {
     if (fused || !is_matvec(j, root)) return std::nullopt;
     item.kind = RowItemKind::matvec;
     loops = j.type_of(root.ins[0]).array;
-  } else if (!fused && (!fusible(j, root) || is_view(j, root))) {
+  } else if (!fused && (!fusible(j, root) || is_view_eqn(j, root))) {
     return std::nullopt;
   }
   if (loops.rank() < 1 || loops.shape[0] < 2) return std::nullopt;
@@ -98,7 +98,7 @@ std::optional<ItemAccess> item_access(const Jaxpr& j, size_t i) {
   for (size_t k : eqns) member[in.eqns[k].outs.at(0).id] = true;
   for (size_t k : eqns) {
     const Eqn& e = in.eqns[k];
-    if (is_view(in, e)) return std::nullopt;
+    if (is_view_eqn(in, e)) return std::nullopt;
     // Reads whose dim 0 is the loop's: a reduction's operand, a matrix-vector product's matrix.
     const bool by_rows =
         k == eqns.back() && (is_row_reduction(e.prim) || item.kind == RowItemKind::matvec);

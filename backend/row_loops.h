@@ -54,7 +54,6 @@ enum class RowItemKind {
 struct RowItem {
   RowItemKind kind = RowItemKind::rows;
   size_t eqn = 0;  // a fused eqn, or an elementwise eqn, a reduction or a product alone
-  size_t root() const { return eqn; }
 };
 
 // Whether an item of this kind finishes its result after the loop, from partials made in it.
@@ -76,7 +75,6 @@ struct RowLoop {
   std::vector<RowItem> items;  // in program order of the roots
   // Eqns between the items lowered by their own rules before the loop, in program order.
   std::vector<size_t> passengers;
-  size_t root_of(size_t item) const { return items.at(item).root(); }
   int64_t blocks() const { return (rows + block_rows - 1) / block_rows; }
 };
 

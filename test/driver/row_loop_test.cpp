@@ -35,7 +35,7 @@ std::vector<std::vector<size_t>> loop_roots(const RowLoopPlan& p) {
   std::vector<std::vector<size_t>> roots;
   for (const RowLoop& loop : p.loops) {
     roots.emplace_back();
-    for (size_t k = 0; k < loop.items.size(); ++k) roots.back().push_back(loop.root_of(k));
+    for (size_t k = 0; k < loop.items.size(); ++k) roots.back().push_back(loop.items[k].eqn);
   }
   return roots;
 }
