@@ -86,14 +86,19 @@ TEST(RangeSimplify, DecidedComparisonsFoldAndSelectsTakeTheirCase) {
   EXPECT_NE(kept.find("select_n"), std::string::npos) << kept;
 }
 
-// x.at[r, c:c+3].set(concat(v, x[r, c:c+2])) written as a scatter into the flattened [4, 6] x.
-std::string flat_scatter_program(
-    const std::string& back = "y:f32[4,6] = reshape[dimensions=None new_sizes=(4, 6)] g") {
-  return R"({ lambda r:i32[] c:i32[]; x:f32[4,6] v:f32[]. let
+// The index row * 6 + c + iota(3) as the C++ API writes it.
+constexpr const char* kRunIndex = R"(r:i32[] c:i32[]; x:f32[4,6] v:f32[]. let
     i:i32[3] = iota[dimension=0 dtype=int32 shape=(3,) sharding=None]
     k:i32[3] = add c i
     m:i32[] = mul r 6:i32[]
-    f:i32[3] = add m k
+    f:i32[3] = add m k)";
+
+// x.at[r, c:c+3].set(concat(v, x[r, c:c+2])) written as a scatter into the flattened [4, 6] x
+// at the index `f` that `index` computes (after the constvars and invars it names).
+std::string flat_scatter_program(
+    const std::string& back = "y:f32[4,6] = reshape[dimensions=None new_sizes=(4, 6)] g",
+    const std::string& index = kRunIndex) {
+  return "{ lambda " + index + R"(
     s:f32[1,2] = dynamic_slice[slice_sizes=(1, 2)] x r c
     t:f32[2] = reshape[dimensions=None new_sizes=(2,)] s
     w:f32[1] = reshape[dimensions=None new_sizes=(1,)] v
@@ -147,10 +152,11 @@ TEST(RangeSimplify, AGatherOfARunInsideItsAxisIsADynamicSlice) {
 }
 
 // sum((x.at[r, c:c+3].set(concat(v, x[r, c:c+2])))^2), the scatter on the flattened x.
-std::string flat_scatter_loss() {
+std::string flat_scatter_loss(const std::string& index = kRunIndex) {
   return flat_scatter_program(R"(h:f32[4,6] = reshape[dimensions=None new_sizes=(4, 6)] g
-    q:f32[4,6] = mul h h
-    y:f32[] = reduce_sum[axes=(0, 1)] q)");
+    p:f32[4,6] = mul h h
+    y:f32[] = reduce_sum[axes=(0, 1)] p)",
+                              index);
 }
 
 TEST(RangeSimplify, WindowsBeforeAutodiffDifferentiateAsWindowsWithTheSameGradient) {
@@ -190,7 +196,7 @@ TEST(RangeSimplify, WindowsBeforeAutodiffDifferentiateAsWindowsWithTheSameGradie
 // The same loss with the run's iota a captured constant (`col + np.arange(3)`, as JAX passes
 // it) and the row a [3, 1] column of an index matrix, as JAX writes x.at[r, cols].
 TEST(RangeSimplify, WindowsBeforeAutodiffFoldAConstantRunAndKeepTheProgramsConstants) {
-  const Jaxpr loss = parse(R"({ lambda r:i32[] c:i32[] q:i32[3]; x:f32[4,6] v:f32[]. let
+  const Jaxpr loss = parse(flat_scatter_loss(R"(r:i32[] c:i32[] q:i32[3]; x:f32[4,6] v:f32[]. let
     k:i32[3] = add c q
     b:i32[3] = broadcast_in_dim[broadcast_dimensions=() shape=(3,) sharding=None] r
     bc:i32[3,1] = broadcast_in_dim[broadcast_dimensions=(0,) shape=(3, 1) sharding=None] b
@@ -201,17 +207,7 @@ TEST(RangeSimplify, WindowsBeforeAutodiffFoldAConstantRunAndKeepTheProgramsConst
     cc:i32[3,1] = slice[limit_indices=(3, 2) start_indices=(0, 1) strides=None] ix
     cols:i32[3] = reshape[dimensions=None new_sizes=(3,)] cc
     m:i32[3] = mul rows 6:i32[]
-    f:i32[3] = add cols m
-    s:f32[1,2] = dynamic_slice[slice_sizes=(1, 2)] x r c
-    t:f32[2] = reshape[dimensions=None new_sizes=(2,)] s
-    w:f32[1] = reshape[dimensions=None new_sizes=(1,)] v
-    u:f32[3] = concatenate[dimension=0] w t
-    l:f32[24] = reshape[dimensions=None new_sizes=(24,)] x
-    g:f32[24] = scatter[axis=0 unique_indices=True] l f u
-    h:f32[4,6] = reshape[dimensions=None new_sizes=(4, 6)] g
-    p:f32[4,6] = mul h h
-    y:f32[] = reduce_sum[axes=(0, 1)] p
-  in (y,) })");
+    f:i32[3] = add cols m)"));
   const std::vector<std::optional<IntRange>> ranges = {IntRange{2, 2}, IntRange{3, 3},
                                                        IntRange{0, 2}};
   // Knowing only the constant's range, its elements could be in any order.
