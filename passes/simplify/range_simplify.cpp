@@ -128,7 +128,6 @@ class Simplifier {
     e.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(body)));
   }
 
-  // Defining eqn of var `a` in this jaxpr, or nullptr.
   // Defining eqn of var `a`, or nullptr. The index is rebuilt after eqns move (stale_defs).
   const Eqn* def(const Atom& a) const {
     if (!is_var(a)) return nullptr;

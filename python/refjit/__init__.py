@@ -14,6 +14,7 @@ everything after the trace is refjit's: its passes, its autodiff, its compiled c
 """
 
 from . import _callbacks  # noqa: F401  (jax.debug.print and callbacks print for refjit)
+from ._array import Array
 from ._common import (clear_cache, compilation_cache_dir, compilation_cache_stats, primitives,
                       set_compilation_cache_dir, set_log_compiles)
 from ._errors import (Error, ParseError, RefError, ReverseModeError, TraceError,
@@ -28,6 +29,7 @@ from . import distributed
 __version__ = "0.1.0"
 
 __all__ = [
+    "Array",
     "DontWant",
     "Error",
     "GradValue",

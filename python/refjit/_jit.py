@@ -11,6 +11,7 @@ import numpy as np
 from jax import tree_util
 
 from . import _axes
+from ._array import NUMPY_ARRAYS
 from ._common import _check_backend, _executable, _flatten_call, _leaf_ranges, exact_orders
 from ._staging import inside_jax_trace, is_tracer
 from ._tracing import (ClosesOverTracerError, RefViewArgument, check_distinct_refs,
@@ -59,7 +60,7 @@ class _Jitted:
         """The key of a call whose arguments are all C-contiguous NumPy arrays, or None."""
         key = []
         for a in args:
-            if type(a) is not np.ndarray or not a.flags.c_contiguous:
+            if type(a) not in NUMPY_ARRAYS or not a.flags.c_contiguous:
                 return None
             key.append((a.shape, a.dtype))
         key.append(x64_enabled())

@@ -28,6 +28,7 @@ import numpy as np
 from jax.extend import core as jcore
 
 from . import _core
+from ._array import NUMPY_ARRAYS
 from ._errors import Error
 
 NOT_DIFFERENTIABLE_AGAIN = (
@@ -66,7 +67,7 @@ class Program:
 
     def __call__(self, inputs: Sequence) -> list:
         for x in inputs:  # (a loop, not any(): this runs per leaf of every call)
-            if type(x) is not np.ndarray and isinstance(x, jax.core.Tracer):
+            if type(x) not in NUMPY_ARRAYS and isinstance(x, jax.core.Tracer):
                 return self.stage(inputs)
         return self.executable(list(inputs))
 
@@ -88,7 +89,7 @@ class Program:
 def is_tracer(x: Any) -> bool:
     # A NumPy array (every argument of an ordinary call) is answered without JAX's Tracer
     # metaclass check, which costs microseconds per call.
-    return type(x) is not np.ndarray and isinstance(x, jax.core.Tracer)
+    return type(x) not in NUMPY_ARRAYS and isinstance(x, jax.core.Tracer)
 
 
 def inside_jax_trace() -> bool:

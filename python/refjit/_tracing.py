@@ -18,6 +18,7 @@ from jax import tree_util
 from jax._src.state.types import TransformedRef
 
 from . import _axes, _core
+from ._array import NUMPY_ARRAYS
 from ._errors import ParseError, TraceError, TypeCheckError
 from ._retrace import (end_exactness_tracking, needs_retrace, retrace,
                        start_exactness_tracking)
@@ -135,8 +136,8 @@ def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
                 arrays.append(a)
                 key.append((a.shape, a.dtype, False))
                 continue
-        # A NumPy array as refjit returns them (a training loop's state after the first step).
-        if t is np.ndarray and _is_passed_as_is(x.dtype, x64) and x.flags.c_contiguous:
+        # A NumPy array, or one refjit returned (a training loop's state after the first step).
+        if t in NUMPY_ARRAYS and _is_passed_as_is(x.dtype, x64) and x.flags.c_contiguous:
             arrays.append(x)
             key.append((x.shape, x.dtype, False))
             continue
@@ -146,7 +147,7 @@ def to_arrays(leaves: Sequence[Any]) -> tuple[list[np.ndarray], tuple]:
                 arrays.append(a)
                 key.append((a.shape, a.dtype, "key"))
                 continue
-        if t is np.ndarray:
+        if t in NUMPY_ARRAYS:
             a = x
         elif is_tracer(x):  # refjit called inside a trace: the program is staged
             aval = x.aval
@@ -212,7 +213,7 @@ def is_key_array(x) -> bool:
 
 def is_ref(x) -> bool:
     """Whether ``x`` is a concrete ``jax.Ref`` (a tracer of a ref type passes isinstance too)."""
-    if type(x) is np.ndarray:  # the common case, answered without JAX's isinstance checks
+    if type(x) in NUMPY_ARRAYS:  # the common case, answered without JAX's isinstance checks
         return False
     return isinstance(x, jax.Ref) and not isinstance(x, jax.core.Tracer)
 

@@ -112,4 +112,12 @@ nb::object to_numpy(Array a) {
   return out.cast();
 }
 
+nb::object to_result(Array a) {
+  // Looked up once and kept for the process: a static nb::object would be released after the
+  // interpreter has gone.
+  static const nb::handle result_type =
+      nb::object(nb::module_::import_("refjit._array").attr("Array")).release();
+  return to_numpy(std::move(a)).attr("view")(result_type);  // (an ndarray type: the class)
+}
+
 }  // namespace refjit::python

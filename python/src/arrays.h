@@ -30,5 +30,7 @@ Array borrow_writable(const InOutArray& a, const std::string& what);
 
 // A NumPy array over `a`'s memory (the Array is kept alive by the NumPy array's base).
 nanobind::object to_numpy(Array a);
+// The same as a result of a compiled call: a refjit.Array (python/refjit/_array.py).
+nanobind::object to_result(Array a);
 
 }  // namespace refjit::python

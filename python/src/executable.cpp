@@ -186,7 +186,7 @@ nb::list Executable::call(const nb::list& args) const {
     bool aliases_input = false;
     for (size_t k = 0; k < input_data.size(); ++k)
       aliases_input |= a->data() == input_data[k] && !(k < donated_.size() && donated_[k]);
-    results.append(to_numpy(aliases_input ? a->clone() : std::move(*a)));
+    results.append(to_result(aliases_input ? a->clone() : std::move(*a)));
   }
   return results;
 }

@@ -121,6 +121,39 @@ def test_results_are_writable_numpy_arrays_that_do_not_alias_inputs():
     assert x[0] == 0
 
 
+def test_results_answer_block_until_ready_and_come_back_in_as_numpy_arrays():
+    x = np.linspace(-2.0, 2.0, 7, dtype=np.float32)
+    traces = []
+
+    def f(a):
+        traces.append(a.shape)
+        return {"y": jnp.sin(a) * 2, "n": jnp.sum(a > 0)}
+
+    g = refjit.jit(f)
+    out = g(x)
+    y = out["y"]
+    assert type(y) is refjit.Array and isinstance(y, np.ndarray)
+    np.testing.assert_allclose(y, np.sin(x) * 2, rtol=1e-6)
+    assert int(out["n"]) == 3
+    # What a JAX user writes to time a call: both forms return the results themselves.
+    assert y.block_until_ready() is y
+    assert jax.block_until_ready(out) is out
+    # What NumPy computes from a result is a plain array or scalar; a view stays a result.
+    assert type(y + 1) is np.ndarray and type(y.sum()) is np.float32
+    assert type(y[1:]) is refjit.Array and y[1:].block_until_ready() is not None
+    # Passed back in (a training loop's state), a result is taken as the NumPy array it is:
+    # the same compiled program, through the dispatch fast path.
+    again = g(y)
+    np.testing.assert_allclose(again["y"], np.sin(np.sin(x) * 2) * 2, rtol=1e-6)
+    assert traces == [(7,)]
+    h = refjit.jit(lambda a: a * 3)
+    h(y)
+    h(y)
+    assert len(h._fast_entries) == 1
+    # JAX takes it as any NumPy array.
+    np.testing.assert_allclose(jax.jit(lambda a: a * 3)(y), np.asarray(y) * 3, rtol=1e-6)
+
+
 def test_donated_input_memory_becomes_the_result():
     def step(state, row, value):
         return jax.lax.dynamic_update_slice(state, jnp.full((1, 4), value), (row, 0))
