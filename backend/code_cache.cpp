@@ -134,10 +134,12 @@ std::optional<std::string> code_cache_key(const std::string& module_text, int op
   // The revision of the LLVM pass pipeline (native.cpp's optimizing_transformer): bumped when
   // a change there compiles the same module to other code, so that code cached before the
   // change is not used after it.
-  constexpr int kPipelineRevision = 2;
+  constexpr int kPipelineRevision = 3;
+  const char* width = std::getenv("REFJIT_VECTOR_WIDTH");  // overrides the pipeline's choice
   const std::string header =
-      fmt::format("refjit {}; pipeline {}; LLVM {}; O{}; {}\n", REFJIT_VERSION_STRING,
-                  kPipelineRevision, LLVM_VERSION_STRING, opt_level, host_description());
+      fmt::format("refjit {}; pipeline {}; LLVM {}; O{}; {}; width {}\n", REFJIT_VERSION_STRING,
+                  kPipelineRevision, LLVM_VERSION_STRING, opt_level, host_description(),
+                  width ? width : "chosen");
   hash.update(header);
   hash.update(module_text);
   std::string hex;

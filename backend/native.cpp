@@ -24,6 +24,7 @@
 #include "backend/jit_link.h"
 #include "backend/lowering.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/IR/IntrinsicInst.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/MCSubtargetInfo.h"
@@ -269,6 +270,29 @@ void lower_to_llvm_dialect(Lowered& l, const CompileOptions& options, CompileTim
   report(options, "llvm-dialect", timings.mlir_passes_ms, [&] { return module_text(*l.module); });
 }
 
+// The vector width LLVM should prefer for module `m`'s functions: 512 bits where the CPU has
+// them (LLVM prefers 256 bits on AVX-512 CPUs), so that elementwise loops and the
+// transcendental polynomials run twice as wide; but 256 when one part in eight or more of the
+// module's float arithmetic is divisions and square roots. Those are no faster per element on
+// 512-bit vectors (Intel's tables), and slower on Zen 4: Newton's `x - (x*x - a) / (2*x)` on
+// 1M floats took 4.6-4.9 ms with 512 bits and 3.7 ms with 256 on one thread (docs/backend.md).
+// Chosen for the module, not per function: a loop outlined for the thread pool and the same
+// loop inlined (serial code, `refjit compile`) must vectorise alike to give the same bits.
+const char* preferred_vector_width(const llvm::Module& m) {
+  int arithmetic = 0, dividing = 0;
+  for (const llvm::Function& f : m)
+    for (const llvm::BasicBlock& block : f)
+      for (const llvm::Instruction& i : block) {
+        if (!i.getType()->isFPOrFPVectorTy()) continue;
+        const auto* intrinsic = llvm::dyn_cast<llvm::IntrinsicInst>(&i);
+        const bool divides = i.getOpcode() == llvm::Instruction::FDiv ||
+                             (intrinsic && intrinsic->getIntrinsicID() == llvm::Intrinsic::sqrt);
+        arithmetic += divides || intrinsic || llvm::isa<llvm::BinaryOperator>(i);
+        dividing += divides;
+      }
+  return dividing > 0 && 8 * dividing >= arithmetic ? "256" : "512";
+}
+
 }  // namespace
 
 namespace backend {
@@ -312,11 +336,9 @@ std::function<llvm::Error(llvm::Module*)> optimizing_transformer(int opt_level,
                                                                  llvm::TargetMachine* tm) {
   return [opt_level, tm](llvm::Module* m) -> llvm::Error {
     if (opt_level <= 0) return llvm::Error::success();
-    // Vectorise with 512-bit vectors where the CPU has them (LLVM prefers 256 bits on AVX-512
-    // CPUs): elementwise loops and the transcendental polynomials run twice as wide.
-    // REFJIT_VECTOR_WIDTH=256 restores LLVM's choice.
-    const char* width = std::getenv("REFJIT_VECTOR_WIDTH");
-    for (llvm::Function& f : *m) f.addFnAttr("prefer-vector-width", width ? width : "512");
+    const char* forced = std::getenv("REFJIT_VECTOR_WIDTH");  // 256 or 512, whatever the code
+    const char* width = forced ? forced : preferred_vector_width(*m);
+    for (llvm::Function& f : *m) f.addFnAttr("prefer-vector-width", width);
     // LLVM's default pipeline, without its loop unrolling: loops nests with small constant
     // trip counts around vectorised bodies were unrolled whole (a tanh over f32[16,128]
     // became 64 copies of its polynomial), and the machine scheduler is quadratic in such
