@@ -270,14 +270,11 @@ void lower_to_llvm_dialect(Lowered& l, const CompileOptions& options, CompileTim
   report(options, "llvm-dialect", timings.mlir_passes_ms, [&] { return module_text(*l.module); });
 }
 
-// The vector width LLVM should prefer for module `m`'s functions: 512 bits where the CPU has
-// them (LLVM prefers 256 bits on AVX-512 CPUs), so that elementwise loops and the
-// transcendental polynomials run twice as wide; but 256 when one part in eight or more of the
-// module's float arithmetic is divisions and square roots. Those are no faster per element on
-// 512-bit vectors (Intel's tables), and slower on Zen 4: Newton's `x - (x*x - a) / (2*x)` on
-// 1M floats took 4.6-4.9 ms with 512 bits and 3.7 ms with 256 on one thread (docs/backend.md).
-// Chosen for the module, not per function: a loop outlined for the thread pool and the same
-// loop inlined (serial code, `refjit compile`) must vectorise alike to give the same bits.
+// The vector width for module `m`'s functions: 512 bits where the CPU has them (LLVM prefers 256
+// on AVX-512 CPUs), but 256 when one part in eight or more of its float arithmetic is divisions
+// and square roots, which 512-bit vectors do not speed up (slower on Zen 4: docs/backend.md). One
+// width per module: a loop outlined for the threads and the same loop run serially must
+// vectorise alike to give the same bits.
 const char* preferred_vector_width(const llvm::Module& m) {
   int arithmetic = 0, dividing = 0;
   for (const llvm::Function& f : m)
