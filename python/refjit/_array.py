@@ -18,6 +18,8 @@ class Array(np.ndarray):
         return self
 
     def __array_wrap__(self, array, context=None, return_scalar=False):
+        if type(array) is Array:  # written into an `out=` that is one (`x += 1`): that array
+            return array
         plain = array.view(np.ndarray)
         return plain[()] if return_scalar else plain
 

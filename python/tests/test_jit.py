@@ -141,6 +141,11 @@ def test_results_answer_block_until_ready_and_come_back_in_as_numpy_arrays():
     # What NumPy computes from a result is a plain array or scalar; a view stays a result.
     assert type(y + 1) is np.ndarray and type(y.sum()) is np.float32
     assert type(y[1:]) is refjit.Array and y[1:].block_until_ready() is not None
+    z = out["y"].copy()
+    alias = z
+    z += 1  # in place, as on any NumPy array: the same object
+    assert alias is z and type(z) is refjit.Array
+    np.testing.assert_allclose(z, np.sin(x) * 2 + 1, rtol=1e-6)
     # Passed back in (a training loop's state), a result is taken as the NumPy array it is:
     # the same compiled program, through the dispatch fast path.
     again = g(y)
