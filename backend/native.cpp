@@ -333,8 +333,19 @@ std::function<llvm::Error(llvm::Module*)> optimizing_transformer(int opt_level,
                                                                  llvm::TargetMachine* tm) {
   return [opt_level, tm](llvm::Module* m) -> llvm::Error {
     if (opt_level <= 0) return llvm::Error::success();
-    const char* forced = std::getenv("REFJIT_VECTOR_WIDTH");  // 256 or 512, whatever the code
-    const char* width = forced ? forced : preferred_vector_width(*m);
+    // REFJIT_VECTOR_WIDTH=128, 256 or 512 sets the width whatever the code; another value is
+    // reported once and ignored.
+    const char* width = preferred_vector_width(*m);
+    if (const char* forced = std::getenv("REFJIT_VECTOR_WIDTH")) {
+      static std::once_flag reported;
+      if (std::string_view w = forced; w == "128" || w == "256" || w == "512")
+        width = forced;
+      else
+        std::call_once(reported, [&] {
+          fmt::print(stderr, "refjit: REFJIT_VECTOR_WIDTH={} is not 128, 256 or 512; ignored\n",
+                     forced);
+        });
+    }
     for (llvm::Function& f : *m) f.addFnAttr("prefer-vector-width", width);
     // LLVM's default pipeline, without its loop unrolling: loops nests with small constant
     // trip counts around vectorised bodies were unrolled whole (a tanh over f32[16,128]
