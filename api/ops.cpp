@@ -198,17 +198,26 @@ Value iota(DType dtype, const Ints& shape, int64_t dimension) {
       Prim::iota, {},
       {{"dimension", dimension}, {"dtype", dtype}, {"shape", shape}, {"sharding", NoneParam{}}});
 }
-Value gather(const Value& x, const Value& indices, int64_t axis) {
-  return bind(Prim::gather, {x, indices}, {{"axis", axis}});
+namespace {
+Params indexing_params(int64_t axis, int64_t dims) {
+  Params params{{"axis", axis}};
+  if (dims != 1) params.set("dims", dims);
+  return params;
+}
+}  // namespace
+
+Value gather(const Value& x, const Value& indices, int64_t axis, int64_t dims) {
+  return bind(Prim::gather, {x, indices}, indexing_params(axis, dims));
 }
 Value scatter(const Value& x, const Value& indices, const Value& updates, int64_t axis,
-              bool unique_indices) {
-  Params params{{"axis", axis}};
+              bool unique_indices, int64_t dims) {
+  Params params = indexing_params(axis, dims);
   if (unique_indices) params.set("unique_indices", true);
   return bind(Prim::scatter, {x, indices, updates}, std::move(params));
 }
-Value scatter_add(const Value& x, const Value& indices, const Value& updates, int64_t axis) {
-  return bind(Prim::scatter_add, {x, indices, updates}, {{"axis", axis}});
+Value scatter_add(const Value& x, const Value& indices, const Value& updates, int64_t axis,
+                  int64_t dims) {
+  return bind(Prim::scatter_add, {x, indices, updates}, indexing_params(axis, dims));
 }
 
 Value reduce_sum(const Value& x, const Ints& axes) {

@@ -285,6 +285,8 @@ struct AxisIndices {
 };
 
 AxisIndices axis_indices(LowerCtx& c, const Eqn& e, std::optional<int64_t> run_length) {
+  // The pipeline writes indexing of several dims on one (passes/plain_decisions.h).
+  if (indexed_dims(e.params) != 1) throw Error("internal: gather/scatter with dims > 1 lowered");
   const Atom index = e.ins.at(1);
   const DType dt = c.type_of(index).array.dtype;
   AxisIndices a;

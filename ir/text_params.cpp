@@ -50,7 +50,7 @@ RuleTable<SpecList> make_specs() {
       {{"limit_indices", K::ints}, {"start_indices", K::ints}, {"strides", K::ints_or_none}});
   set(Prim::dynamic_slice, {{"slice_sizes", K::ints}});
   set(Prim::iota, {{"dimension", K::integer}, {"dtype", K::dtype}, {"shape", K::ints}});
-  set(Prim::gather, {{"axis", K::integer}});
+  set(Prim::gather, {{"axis", K::integer}, {"dims", K::integer}});
   set(Prim::gather_run, {{"axis", K::integer}, {"length", K::integer}});
   set(Prim::scatter_run, {{"axis", K::integer}, {"combine", K::name}});
   set(Prim::get_flat_run, {{"bound", K::integer}, {"length", K::integer}});
@@ -59,11 +59,11 @@ RuleTable<SpecList> make_specs() {
   set(Prim::product_epilogue, {{"jaxpr", K::jaxpr}});
   set(Prim::row_loop, {{"jaxpr", K::jaxpr}});
   set(Prim::sort, {{"dimension", K::integer}, {"is_stable", K::boolean}, {"num_keys", K::integer}});
-  set(Prim::scatter, {{"axis", K::integer}, {"unique_indices", K::boolean}});
-  set(Prim::scatter_add, {{"axis", K::integer}});
-  set(Prim::scatter_mul, {{"axis", K::integer}});
-  set(Prim::scatter_min, {{"axis", K::integer}});
-  set(Prim::scatter_max, {{"axis", K::integer}});
+  set(Prim::scatter, {{"axis", K::integer}, {"unique_indices", K::boolean}, {"dims", K::integer}});
+  set(Prim::scatter_add, {{"axis", K::integer}, {"dims", K::integer}});
+  set(Prim::scatter_mul, {{"axis", K::integer}, {"dims", K::integer}});
+  set(Prim::scatter_min, {{"axis", K::integer}, {"dims", K::integer}});
+  set(Prim::scatter_max, {{"axis", K::integer}, {"dims", K::integer}});
   set(Prim::reduce_sum, {{"axes", K::ints}});
   set(Prim::reduce_max, {{"axes", K::ints}});
   set(Prim::reduce_min, {{"axes", K::ints}});

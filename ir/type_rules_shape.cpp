@@ -341,31 +341,45 @@ std::vector<Type> iota_rule(std::span<const Type> in, const Params& params) {
   return one(ArrayType{dtype, shape});
 }
 
-// s[:axis] + k + s[axis+1:], the shape gather produces and scatter's update has.
-Shape gathered_shape(const ArrayType& x, const ArrayType& idx, int64_t axis) {
-  Shape out(x.shape.begin(), x.shape.begin() + axis);
-  out.insert(out.end(), idx.shape.begin(), idx.shape.end());
-  out.insert(out.end(), x.shape.begin() + axis + 1, x.shape.end());
-  return out;
-}
+// The dims gather and the scatters index: `axis` and the `dims` - 1 after it.
+struct IndexedDims {
+  int64_t axis;
+  int64_t count;
+  // s[:axis] + k + s[axis+count:], the shape gather produces and a scatter's update has.
+  Shape gathered(const ArrayType& x, const ArrayType& idx) const {
+    Shape out(x.shape.begin(), x.shape.begin() + axis);
+    out.insert(out.end(), idx.shape.begin(), idx.shape.end());
+    out.insert(out.end(), x.shape.begin() + axis + count, x.shape.end());
+    return out;
+  }
+  std::string str() const {
+    return count == 1 ? fmt::format("axis {}", axis)
+                      : fmt::format("dims {}..{}", axis, axis + count - 1);
+  }
+};
 
-const ArrayType& indices_operand(const Checker& c, const ArrayType& x, int64_t axis) {
-  c.check_axis(axis, x.rank(), "axis");
+// Checks x's indexed dims and the indices (operand 1).
+std::pair<IndexedDims, const ArrayType*> indexing(const Checker& c, const ArrayType& x) {
+  const IndexedDims d{c.int_param("axis"), indexed_dims(c.params())};
+  c.check_axis(d.axis, x.rank(), "axis");
+  if (d.count < 1 || d.axis + d.count > x.rank())
+    c.fail("dims={} from axis {} does not fit operand 0 ({})", d.count, d.axis, x.str());
   const ArrayType& idx = c.array(1);
   if (!is_int(idx.dtype))
     c.fail("operand 1 (the indices) has type {} but must have an integer dtype", idx.str());
-  return idx;
+  return {d, &idx};
 }
 
 std::vector<Type> gather_rule(std::span<const Type> in, const Params& params) {
   Checker c(Prim::gather, in, params);
   c.expect_count(2);
   const ArrayType& x = c.array(0);
-  int64_t axis = c.int_param("axis");
-  const ArrayType& idx = indices_operand(c, x, axis);
-  if (x.shape[axis] == 0 && idx.num_elements() > 0)
-    c.fail("operand 0 ({}) has size 0 along axis {}; there is nothing to gather", x.str(), axis);
-  return one(ArrayType{x.dtype, gathered_shape(x, idx, axis)});
+  const auto [d, idx] = indexing(c, x);
+  int64_t n = 1;
+  for (int64_t k = 0; k < d.count; ++k) n *= x.shape[d.axis + k];
+  if (n == 0 && idx->num_elements() > 0)
+    c.fail("operand 0 ({}) has size 0 along {}; there is nothing to gather", x.str(), d.str());
+  return one(ArrayType{x.dtype, d.gathered(x, *idx)});
 }
 
 template <Prim P>
@@ -377,15 +391,14 @@ std::vector<Type> scatter_rule(std::span<const Type> in, const Params& params) {
       c.array_of(0, P == Prim::scatter                                 ? DTypeClass::any
                     : P == Prim::scatter_add || P == Prim::scatter_mul ? DTypeClass::arith
                                                                        : DTypeClass::number);
-  int64_t axis = c.int_param("axis");
-  const ArrayType& idx = indices_operand(c, x, axis);
-  ArrayType expected{x.dtype, gathered_shape(x, idx, axis)};
+  const auto [d, idx] = indexing(c, x);
+  ArrayType expected{x.dtype, d.gathered(x, *idx)};
   const ArrayType& u = c.array(2);
   if (u != expected)
     c.fail(
         "operand 2 (the updates) has type {} but {} is needed for operand 0 {} indexed by {} "
-        "on axis {}",
-        u.str(), expected.str(), x.str(), idx.str(), axis);
+        "on {}",
+        u.str(), expected.str(), x.str(), idx->str(), d.str());
   return one(x);
 }
 

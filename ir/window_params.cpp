@@ -101,6 +101,8 @@ constexpr std::pair<std::string_view, Prim> kCombines[] = {
 
 }  // namespace
 
+int64_t indexed_dims(const Params& params) { return params.get_or<int64_t>("dims", 1); }
+
 std::optional<Prim> scatter_of_combine(std::string_view combine) {
   for (const auto& [word, scatter] : kCombines)
     if (word == combine) return scatter;

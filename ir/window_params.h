@@ -77,6 +77,10 @@ std::optional<Prim> scatter_of_combine(std::string_view combine);
 // The word for `scatter` (one of the five scatter primitives).
 std::string_view combine_of_scatter(Prim scatter);
 
+// The `dims` param of gather and the scatters (absent: 1): how many dims, from `axis` on, the
+// indices address, each index naming an element of those dims' row-major flattening.
+int64_t indexed_dims(const Params& params);
+
 // Whether a window of `sizes` in an array of `shape` is one contiguous row-major run: size 1 in
 // every dim before the first one of size > 1, the whole dim in every dim after it.
 bool contiguous_run(const IntList& sizes, const Shape& shape);

@@ -9,14 +9,27 @@ namespace refjit {
 
 namespace {
 
-bool is_decision(Prim p) {
-  return p == Prim::shift_add || p == Prim::get_flat_run || p == Prim::swap_flat_run;
+bool indexes_several_dims(const Eqn& e) {
+  switch (e.prim) {
+    case Prim::gather:
+    case Prim::scatter:
+    case Prim::scatter_add:
+    case Prim::scatter_mul:
+    case Prim::scatter_min:
+    case Prim::scatter_max: return indexed_dims(e.params) > 1;
+    default: return false;
+  }
 }
 
-bool holds_decision(const Jaxpr& j) {
-  return std::any_of(j.eqns.begin(), j.eqns.end(), [](const Eqn& e) {
-    return is_decision(e.prim) || any_sub_jaxpr(e, holds_decision);
-  });
+bool is_decision(const Eqn& e) {
+  return e.prim == Prim::shift_add || e.prim == Prim::get_flat_run ||
+         e.prim == Prim::swap_flat_run || indexes_several_dims(e);
+}
+
+template <bool (*Kind)(const Eqn&)>
+bool holds(const Jaxpr& j) {
+  return std::any_of(j.eqns.begin(), j.eqns.end(),
+                     [](const Eqn& e) { return Kind(e) || any_sub_jaxpr(e, holds<Kind>); });
 }
 
 // A window of `sizes` at dynamic starts, as a ref access takes it.
@@ -114,24 +127,50 @@ void write_out_flat_run(Jaxpr& j, const Eqn& access, std::vector<Eqn>& out) {
                     Params{{"indexer", ix}}, std::move(ins), access.outs});
 }
 
+// Appends to `out` the plain eqns of `e`, a gather or scatter of `j` whose indices address
+// several dims: the operand reshaped to one dim there, the op on that dim, the result reshaped
+// back (a scatter's; a gather's result already has its shape).
+void write_out_indexed_dims(Jaxpr& j, const Eqn& e, std::vector<Eqn>& out) {
+  const ArrayType x = j.type_of(e.ins[0]).array;  // a copy: new_var may move the types
+  const int64_t axis = e.params.get<int64_t>("axis"), count = indexed_dims(e.params);
+  Shape flat(x.shape.begin(), x.shape.begin() + axis);
+  flat.push_back(num_elements(Shape(x.shape.begin() + axis, x.shape.begin() + axis + count)));
+  flat.insert(flat.end(), x.shape.begin() + axis + count, x.shape.end());
+  const Var operand = j.new_var(Type(ArrayType{x.dtype, flat}));
+  out.push_back(Eqn{Prim::reshape, reshape_params(flat), {e.ins[0]}, {operand}});
+  Eqn one_dim = e;
+  one_dim.ins[0] = operand;
+  one_dim.params.erase("dims");
+  if (e.prim == Prim::gather) {
+    out.push_back(std::move(one_dim));
+    return;
+  }
+  const Var result = j.new_var(Type(ArrayType{x.dtype, flat}));
+  one_dim.outs = {result};
+  out.push_back(std::move(one_dim));
+  out.push_back(Eqn{Prim::reshape, reshape_params(x.shape), {result}, e.outs});
+}
+
+template <bool (*Kind)(const Eqn&)>
 void write_out_all(Jaxpr& j) {
   std::vector<Eqn> eqns;
   eqns.reserve(j.eqns.size());
   for (Eqn& e : j.eqns) {
-    if (e.prim == Prim::shift_add) {
+    if (!Kind(e)) {
+      rewrite_sub_jaxprs(e, [](const Jaxpr& body) -> std::optional<Jaxpr> {
+        if (!holds<Kind>(body)) return std::nullopt;
+        Jaxpr plain = body;
+        write_out_all<Kind>(plain);
+        return plain;
+      });
+      eqns.push_back(std::move(e));
+    } else if (indexes_several_dims(e)) {
+      write_out_indexed_dims(j, e, eqns);
+    } else if (e.prim == Prim::shift_add) {
       write_out_shift_add(j, e, eqns);
-      continue;
-    }
-    if (e.prim == Prim::get_flat_run || e.prim == Prim::swap_flat_run) {
+    } else {
       write_out_flat_run(j, e, eqns);
-      continue;
     }
-    rewrite_sub_jaxprs(e, [](const Jaxpr& body) {
-      std::optional<Jaxpr> plain;
-      (void)plain_decisions(body, plain);
-      return plain;
-    });
-    eqns.push_back(std::move(e));
   }
   j.eqns = std::move(eqns);
 }
@@ -139,10 +178,17 @@ void write_out_all(Jaxpr& j) {
 }  // namespace
 
 const Jaxpr& plain_decisions(const Jaxpr& j, std::optional<Jaxpr>& storage) {
-  if (!holds_decision(j)) return j;
+  if (!holds<is_decision>(j)) return j;
   storage.emplace(j);
-  write_out_all(*storage);
+  write_out_all<is_decision>(*storage);
   return *storage;
+}
+
+Jaxpr one_dim_indexing(const Jaxpr& j) {
+  if (!holds<indexes_several_dims>(j)) return j;
+  Jaxpr plain = j;
+  write_out_all<indexes_several_dims>(plain);
+  return plain;
 }
 
 }  // namespace refjit

@@ -324,26 +324,31 @@ std::vector<RtValue> eval_iota(const EvalContext&, const Eqn& e, std::span<const
   return {out};
 }
 
-// gather/scatter: the output (or update) shape s[:axis] + k + s[axis+1:], and for each of its
-// elements the flat offset into x, or -1 when the index is out of range and `clamp` is false.
+// gather/scatter: the output (or update) shape s[:axis] + k + s[axis+dims:], and for each of
+// its elements the flat offset into x, or -1 when the index is out of range and `clamp` is
+// false. An index names an element of the row-major flattening of dims [axis, axis+dims).
 struct AxisIndexing {
   Shape shape;
   std::vector<int64_t> offsets;
 };
 
 AxisIndexing axis_indexing(const Eqn& e, const Array& x, const Array& idx, bool clamp) {
-  int64_t axis = e.params.get<int64_t>("axis");
-  if (axis < 0 || axis >= x.rank())
-    eval_fail(e, fmt::format("axis {} is out of range for operand {}", axis, x.type().str()));
+  const int64_t axis = e.params.get<int64_t>("axis");
+  const int64_t dims = indexed_dims(e.params);
+  if (axis < 0 || dims < 1 || axis + dims > x.rank())
+    eval_fail(e,
+              fmt::format("axis {} and dims {} do not fit operand {}", axis, dims, x.type().str()));
   if (!is_int(idx.dtype()))
     eval_fail(e, fmt::format("indices must be int32 or int64, got {}", idx.type().str()));
   AxisIndexing r;
   r.shape.assign(x.shape().begin(), x.shape().begin() + axis);
   r.shape.insert(r.shape.end(), idx.shape().begin(), idx.shape().end());
-  r.shape.insert(r.shape.end(), x.shape().begin() + axis + 1, x.shape().end());
+  r.shape.insert(r.shape.end(), x.shape().begin() + axis + dims, x.shape().end());
   const std::vector<int64_t> xs = row_major_strides(x.shape());
   const std::vector<int64_t> is = row_major_strides(idx.shape());
-  const int64_t n = x.shape()[axis];
+  int64_t n = 1;
+  for (int64_t d = axis; d < axis + dims; ++d) n *= x.shape()[d];
+  const int64_t last = axis + dims - 1;  // the indexed block's stride is its last dim's
   const int k = idx.rank();
   for_each_index(r.shape, [&](const std::vector<int64_t>& o) {
     int64_t iflat = 0;
@@ -356,9 +361,9 @@ AxisIndexing axis_indexing(const Eqn& e, const Array& x, const Array& idx, bool 
       r.offsets.push_back(-1);
       return;
     }
-    int64_t off = i * xs[axis];
+    int64_t off = i * xs[last];
     for (int64_t d = 0; d < axis; ++d) off += o[d] * xs[d];
-    for (int64_t d = axis + 1; d < x.rank(); ++d) off += o[d - 1 + k] * xs[d];
+    for (int64_t d = axis + dims; d < x.rank(); ++d) off += o[d - dims + k] * xs[d];
     r.offsets.push_back(off);
   });
   return r;

@@ -21,8 +21,8 @@ namespace {
 // is collapsed (a slice of size 1) and every other dim is taken whole. Such a gather is NumPy
 // advanced indexing on the indexed dims, which refjit computes with its one-axis gather:
 //   1. operand batching dims become one more index column (an iota over the batch);
-//   2. with several index columns, the indexed dims move to the front and are flattened into
-//      one, and the columns combine into one linear index;
+//   2. with several index columns, the indexed dims move to the front and the columns combine
+//      into one linear (row-major) index over them, which the op's `dims` param names;
 //   3. refjit's gather / scatter runs on that axis; the result's dims are then put where the
 //      dimension numbers place them.
 // Out-of-range indices follow the mode: CLIP and PROMISE_IN_BOUNDS clamp (a gather) or drop
@@ -200,15 +200,10 @@ std::vector<Atom> gather_whole(RewriteArgs& a) {
       if (k != axis) rest.push_back(k);
   } else {
     IntList perm = front_permutation(x, ic.dims);
-    Shape flat{1};
-    for (int64_t d : ic.dims) flat[0] *= x.shape[d];
-    for (size_t k = ic.dims.size(); k < perm.size(); ++k) {
-      flat.push_back(x.shape[perm[k]]);
-      rest.push_back(perm[k]);
-    }
-    Atom xf = e.reshape(e.transpose(a.ins[0], perm), flat);
+    for (size_t k = ic.dims.size(); k < perm.size(); ++k) rest.push_back(perm[k]);
     axis = 0;
-    g = e.op(Prim::gather, {xf, linear_index(e, x, ic)}, Params{{"axis", int64_t{0}}});
+    g = e.op(Prim::gather, {e.transpose(a.ins[0], perm), linear_index(e, x, ic)},
+             Params{{"axis", int64_t{0}}, {"dims", static_cast<int64_t>(ic.dims.size())}});
   }
   // Dims of g: rest[0:axis], batch, rest[axis:]. JAX's result: offset dims (rest, in order) at
   // `offset_dims`, batch dims (in order) elsewhere.
@@ -306,15 +301,11 @@ std::vector<Atom> scatter_whole(RewriteArgs& a, std::string_view prim, Prim refj
     p.set("axis", axis);
     return {e.op(refjit_prim, {a.ins[0], lin, e.transpose(uu, uperm2)}, std::move(p))};
   }
-  Shape flat{n};
-  for (int64_t r : rest) flat.push_back(x.shape[r]);
-  Atom xf = e.reshape(e.transpose(a.ins[0], perm), flat);
-  Atom out = e.op(refjit_prim, {xf, lin, uu}, std::move(p));
-  Shape front;
-  for (int64_t k : perm) front.push_back(x.shape[k]);
+  p.set("dims", static_cast<int64_t>(ic.dims.size()));
+  Atom out = e.op(refjit_prim, {e.transpose(a.ins[0], perm), lin, uu}, std::move(p));
   IntList inverse(perm.size());
   for (size_t k = 0; k < perm.size(); ++k) inverse[perm[k]] = static_cast<int64_t>(k);
-  return {e.transpose(e.reshape(out, front), inverse)};
+  return {e.transpose(out, inverse)};
 }
 
 // ---- windows -----------------------------------------------------------------------------

@@ -86,12 +86,16 @@ Value dynamic_slice(const Value& x, const std::vector<Value>& start_indices,
 Value dynamic_update_slice(const Value& x, const Value& update,
                            const std::vector<Value>& start_indices);
 Value iota(DType dtype, const Ints& shape, int64_t dimension = 0);
-Value gather(const Value& x, const Value& indices, int64_t axis = 0);
+// x[..., indices, ...] on `axis`. With dims > 1 an index addresses dims axis..axis+dims-1
+// together, as one position in their row-major order: JAX's x.at[i, j] on a [h, w] array is
+// gather(x, i * w + j, 0, 2), without the copies a reshape of x could cost.
+Value gather(const Value& x, const Value& indices, int64_t axis = 0, int64_t dims = 1);
 // unique_indices (JAX's flag of the same name) promises no index repeats: the gradient
 // then skips the last-write-wins mask it otherwise builds for duplicate indices.
 Value scatter(const Value& x, const Value& indices, const Value& updates, int64_t axis = 0,
-              bool unique_indices = false);
-Value scatter_add(const Value& x, const Value& indices, const Value& updates, int64_t axis = 0);
+              bool unique_indices = false, int64_t dims = 1);
+Value scatter_add(const Value& x, const Value& indices, const Value& updates, int64_t axis = 0,
+                  int64_t dims = 1);
 
 // Reductions (no axes given: all of them) and contractions.
 Value reduce_sum(const Value& x, const Ints& axes);

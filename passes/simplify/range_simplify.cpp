@@ -5,8 +5,10 @@
 #include <unordered_map>
 #include <utility>
 
+#include "ir/window_params.h"
 #include "passes/jaxpr_util.h"
 #include "passes/pattern_rewriter.h"
+#include "passes/plain_decisions.h"
 #include "passes/simplify/canonicalize.h"
 #include "passes/simplify/inline.h"
 #include "passes/simplify/unit_run.h"
@@ -34,7 +36,6 @@ class Simplifier {
     }
     for (Atom& a : j_.outvars) a = subst_(a);
     rewrite_index_runs();
-    lift_flat_updates();
     remove_unread_pure_eqns(j_);
     return changes_;
   }
@@ -180,13 +181,6 @@ class Simplifier {
     return std::pair{*r, col0};
   }
 
-  // (r, c) if the scalar start `s` is W*r + c with ranges putting a window of n elements
-  // starting there inside row r of a [rows, W] array: r in [0, rows-1], c in [0, W-n].
-  std::optional<std::pair<Atom, Atom>> start_in_one_row(const Atom& s, int64_t n, int64_t rows,
-                                                        int64_t width) const {
-    return row_and_column(scalar_sum_terms(j_, s), n, rows, width);
-  }
-
   Var emit(std::vector<Eqn>& out, Prim p, Params params, std::vector<Atom> ins, ArrayType t) {
     const Var v = j_.new_var(Type(std::move(t)));
     out.push_back(Eqn{p, std::move(params), std::move(ins), {v}});
@@ -252,10 +246,12 @@ class Simplifier {
   }
 
   // A gather or scatter whose index vector is a unit run (passes/simplify/unit_run.h) lying inside
-  // its axis reads or writes one contiguous window: it becomes a dynamic_slice or a
+  // what it indexes reads or writes one contiguous window: it becomes a dynamic_slice or a
   // dynamic_update_slice at the run's first index (the sum of the run's scalar terms). Exact:
   // every index is in range, so the gather's clamping and the scatter's dropping never apply,
-  // and no two updates land on one element.
+  // and no two updates land on one element. Indexing two dims [D, W] (`dims=2`, JAX's
+  // `x.at[r, c:c+n]`), the run is W*r + c + iota(n) with ranges putting it inside row r:
+  // the window is [1, n] at (r, c).
   void rewrite_index_runs() {
     std::vector<std::vector<Eqn>> before(j_.eqns.size());
     bool any = false;
@@ -266,77 +262,56 @@ class Simplifier {
           e.ins.size() != (gather ? 2u : 3u))
         continue;
       const ArrayType x = j_.type_of(e.ins[0]).array;
-      const int64_t axis = e.params.get_or<int64_t>("axis", -1);
-      if (axis < 0 || axis >= x.rank()) continue;
+      const int64_t axis = e.params.get_or<int64_t>("axis", -1), dims = indexed_dims(e.params);
+      if (axis < 0 || dims > 2 || axis + dims > x.rank()) continue;
       std::optional<UnitRun> run = as_unit_run(j_, e.ins[1]);
       std::optional<IntRange> range = range_of(r_, e.ins[1]);
-      if (!run || run->length < 1 || !range || range->lo < 0 || range->hi > x.shape[axis] - 1)
-        continue;
+      const int64_t extent = dims == 1 ? x.shape[axis] : x.shape[axis] * x.shape[axis + 1];
+      if (!run || run->length < 1 || !range || range->lo < 0 || range->hi > extent - 1) continue;
+      std::optional<std::pair<Atom, Atom>> rc;
+      if (dims == 2) rc = row_and_column(run->terms, run->length, x.shape[axis], x.shape[axis + 1]);
+      // A run crossing rows is a window of the two dims flattened into one.
+      Atom operand = e.ins[0];
+      const bool flattened = dims == 2 && !rc;
+      if (flattened) {
+        Shape flat = x.shape;
+        flat[axis] = extent;
+        flat.erase(flat.begin() + axis + 1);
+        operand = reshaped(before[i], operand, flat);
+      }
+      const ArrayType xo = j_.type_of(operand).array;
       const DType dt = j_.type_of(e.ins[1]).array.dtype;
-      std::vector<Atom> starts(static_cast<size_t>(x.rank()), Literal::of_int(dt, 0));
-      starts[static_cast<size_t>(axis)] = emit_sum(before[i], run->terms, dt);
+      std::vector<Atom> starts(static_cast<size_t>(xo.rank()), Literal::of_int(dt, 0));
+      Shape window = xo.shape;
+      if (rc) {
+        starts[axis] = rc->first;
+        starts[axis + 1] = rc->second;
+        window[axis] = 1;
+        window[axis + 1] = run->length;
+      } else {
+        starts[axis] = emit_sum(before[i], run->terms, dt);
+        window[axis] = run->length;
+      }
       const Var out = e.outs[0];
       const ArrayType t = j_.type_of(out).array;
       Var replacement;
       if (gather) {
-        std::vector<Atom> ins{e.ins[0]};
+        std::vector<Atom> ins{operand};
         ins.insert(ins.end(), starts.begin(), starts.end());
-        replacement =
-            emit(before[i], Prim::dynamic_slice,
-                 Params{{"slice_sizes", IntList(t.shape.begin(), t.shape.end())}}, ins, t);
+        replacement = emit(before[i], Prim::dynamic_slice,
+                           Params{{"slice_sizes", IntList(window.begin(), window.end())}}, ins,
+                           ArrayType{t.dtype, window});
+        if (rc) replacement = reshaped(before[i], replacement, t.shape);
       } else {
-        std::vector<Atom> ins{e.ins[0], e.ins[2]};
+        Atom u = e.ins[2];
+        if (rc)
+          u = x.rank() == 2 ? as_row(u, run->length, before[i]) : reshaped(before[i], u, window);
+        std::vector<Atom> ins{operand, u};
         ins.insert(ins.end(), starts.begin(), starts.end());
-        replacement = emit(before[i], Prim::dynamic_update_slice, {}, ins, t);
+        replacement = emit(before[i], Prim::dynamic_update_slice, {}, ins, xo);
+        if (flattened) replacement = reshaped(before[i], replacement, t.shape);
       }
       subst_.set(out, replacement);
-      any = true;
-      ++changes_;
-      ++windows_;
-    }
-    if (any) insert_before(before);
-  }
-
-  // reshape(dynamic_update_slice(reshape(Y, [D*W]), U, W*r + c), [D, W]) whose window lies in
-  // row r (r in [0, D-1], c in [0, W-n]) is dynamic_update_slice(Y, U as a [1, n] row, r, c):
-  // an update of a flattened array written back in the array's shape (`x.at[r, c:c+n].set(u)`
-  // as JAX's general scatter, or a flat scatter, reads after rewrite_index_runs).
-  void lift_flat_updates() {
-    std::vector<std::vector<Eqn>> before(j_.eqns.size());
-    bool any = false;
-    for (size_t i = 0; i < j_.eqns.size(); ++i) {
-      const Eqn& e = j_.eqns[i];
-      if (e.prim != Prim::dynamic_update_slice || e.ins.size() != 3 || e.outs.size() != 1) continue;
-      const Eqn* flat = def(e.ins[0]);
-      if (!flat || !is_row_major_reshape(*flat)) continue;
-      const Type yt = j_.type_of(flat->ins[0]);
-      if (yt.is_ref || yt.array.rank() != 2) continue;
-      const int64_t rows = yt.array.shape[0], width = yt.array.shape[1];
-      const Shape& ushape = j_.type_of(e.ins[1]).array.shape;
-      if (ushape.size() != 1) continue;
-      const int64_t n = ushape[0];
-      // Every reader of the result reshapes it back to Y's shape.
-      const Var result = e.outs[0];
-      std::vector<Var> backs;
-      bool ok = true;
-      for (size_t k = i + 1; k < j_.eqns.size() && ok; ++k)
-        for (const Atom& a : j_.eqns[k].ins)
-          if (is_var(a) && as_var(a) == result) {
-            const Eqn& b = j_.eqns[k];
-            if (is_row_major_reshape(b) && j_.type_of(b.outs[0]) == yt)
-              backs.push_back(b.outs[0]);
-            else
-              ok = false;
-          }
-      for (const Atom& a : j_.outvars) ok &= !(is_var(a) && as_var(a) == result);
-      if (!ok || backs.empty()) continue;
-      std::optional<std::pair<Atom, Atom>> rc = start_in_one_row(e.ins[2], n, rows, width);
-      if (!rc) continue;
-      const Atom y = flat->ins[0], u = e.ins[1];
-      const Atom row = as_row(u, n, before[i]);
-      const Var updated = emit(before[i], Prim::dynamic_update_slice, {},
-                               {y, row, rc->first, rc->second}, yt.array);
-      for (Var b : backs) subst_.set(b, updated);
       any = true;
       ++changes_;
       ++windows_;
@@ -361,7 +336,7 @@ Jaxpr simplify_with_ranges(const Jaxpr& jaxpr,
   IntRanges r = int_ranges_from_consts(j, const_ranges);
   const int n = Simplifier(j, std::move(r)).run();
   if (changes) *changes = n;
-  return n > 0 ? std::move(j) : jaxpr;
+  return one_dim_indexing(n > 0 ? j : jaxpr);
 }
 
 Jaxpr windows_before_autodiff(const Jaxpr& jaxpr,

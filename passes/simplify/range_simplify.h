@@ -6,14 +6,13 @@
 //  - comparisons of integers whose ranges decide them become constants; `and`/`or`/`not` of
 //    constants fold, `select_n` with a constant predicate is its chosen case, and `max`/`min`
 //    whose ranges decide them are the deciding operand;
-//  - a gather or scatter whose index vector is a unit run (passes/simplify/unit_run.h) inside its
-//  axis
-//    is a dynamic_slice / dynamic_update_slice at the run's first index, in any program;
-//  - a dynamic_update_slice of a flattened [D, W] array at W*r + c whose window stays in row
-//    r and whose result is only reshaped back (`x.at[r, c:c+n].set(u)` written on the
-//    flattened state) is a dynamic_update_slice of u as a [1, n] row at (r, c), a concatenate
-//    of flattened pieces rebuilt from the pieces themselves, which the backend lowers as
-//    memmoves (move_windows, passes/simplify/move_windows.h).
+//  - a gather or scatter whose index vector is a unit run (passes/simplify/unit_run.h) inside
+//    what it indexes is a dynamic_slice / dynamic_update_slice at the run's first index, in
+//    any program. Indexing two dims [D, W] (`dims=2`: `x.at[r, c:c+n].set(u)` as JAX writes
+//    it, import/jax/gather_scatter.cpp) at W*r + c + iota(n) with the window inside row r, it
+//    is a [1, n] window at (r, c), a concatenate of flattened pieces rebuilt from the pieces
+//    themselves, which the backend lowers as memmoves (move_windows,
+//    passes/simplify/move_windows.h); across rows, a window of the two dims flattened.
 //
 // Eqns left without readers (and without effects) are removed.
 //
@@ -34,7 +33,8 @@
 namespace refjit {
 
 // `const_ranges`: per constvar of `jaxpr`, the range of its integer elements if known.
-// `changes`, when given, receives the number of rewrites made (0: `jaxpr` is returned as is).
+// `changes`, when given, receives the number of rewrites made. The gathers and scatters left
+// indexing several dims are then written on one (passes/plain_decisions.h), as lowered.
 Jaxpr simplify_with_ranges(const Jaxpr& jaxpr,
                            const std::vector<std::optional<IntRange>>& const_ranges,
                            int* changes = nullptr);

@@ -58,6 +58,13 @@ int64_t indexed_rows(std::optional<IntRange> idx, int64_t dim, int64_t per_row) 
   return std::min(dim, std::max<int64_t>(idx->hi, 0) / per_row + 1);
 }
 
+// Positions per index of dim 0 for a gather or scatter on axis 0 whose indices address
+// `dims` dims: the elements of dims 1..dims-1.
+int64_t per_index(const Jaxpr& j, const Eqn& e) {
+  const Shape& x = j.type_of(e.ins[0]).array.shape;
+  return num_elements(Shape(x.begin() + 1, x.begin() + indexed_dims(e.params)));
+}
+
 // The rows of a scan carry that its body touches, following the carry from body invar `y`
 // through in-place updates (dynamic_update_slice, scatter) and row-preserving reshapes to
 // carry-out `k`; nullopt if it is used any other way. `family` maps each var holding the
@@ -81,10 +88,10 @@ std::optional<int64_t> carry_rows_in_body(const Jaxpr& body, const Ranges& r, Va
         family[e.outs.at(0).id] = m;
       } else if ((e.prim == Prim::scatter || e.prim == Prim::scatter_add) && e.ins.size() == 3 &&
                  e.params.get_or<int64_t>("axis", -1) == 0) {
-        need = std::max(need, indexed_rows(range_of(r, e.ins[1]), dim, m));
+        need = std::max(need, indexed_rows(range_of(r, e.ins[1]), dim, m * per_index(body, e)));
         family[e.outs.at(0).id] = m;
       } else if (e.prim == Prim::gather && e.params.get_or<int64_t>("axis", -1) == 0) {
-        need = std::max(need, indexed_rows(range_of(r, e.ins[1]), dim, m));
+        need = std::max(need, indexed_rows(range_of(r, e.ins[1]), dim, m * per_index(body, e)));
       } else if (e.prim == Prim::slice) {
         need = std::max(need, window_rows(IntRange{0, 0}, static_slice_rows(e, dim * m), dim, m));
       } else if (is_row_major_reshape(e)) {

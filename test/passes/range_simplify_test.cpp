@@ -93,43 +93,59 @@ constexpr const char* kRunIndex = R"(r:i32[] c:i32[]; x:f32[4,6] v:f32[]. let
     m:i32[] = mul r 6:i32[]
     f:i32[3] = add m k)";
 
-// x.at[r, c:c+3].set(concat(v, x[r, c:c+2])) written as a scatter into the flattened [4, 6] x
-// at the index `f` that `index` computes (after the constvars and invars it names).
-std::string flat_scatter_program(
-    const std::string& back = "y:f32[4,6] = reshape[dimensions=None new_sizes=(4, 6)] g",
-    const std::string& index = kRunIndex) {
+// x.at[r, c:c+3].set(concat(v, x[r, c:c+2])) written as a scatter whose index addresses both
+// dims of x (dims=2), at the index `f` that `index` computes (after the constvars and invars
+// it names); `back` reads its result `g` into `y`.
+std::string row_scatter_program(const std::string& back = "y:f32[4,6] = neg g",
+                                const std::string& index = kRunIndex) {
   return "{ lambda " + index + R"(
     s:f32[1,2] = dynamic_slice[slice_sizes=(1, 2)] x r c
     t:f32[2] = reshape[dimensions=None new_sizes=(2,)] s
     w:f32[1] = reshape[dimensions=None new_sizes=(1,)] v
     u:f32[3] = concatenate[dimension=0] w t
-    l:f32[24] = reshape[dimensions=None new_sizes=(24,)] x
-    g:f32[24] = scatter[axis=0 unique_indices=True] l f u
+    g:f32[4,6] = scatter[axis=0 dims=2 unique_indices=True] x f u
     )" + back +
          R"(
   in (y,) })";
 }
 
-TEST(RangeSimplify, AScatterOfARunInsideOneRowOfAFlattenedArrayIsADynamicUpdateSlice) {
+TEST(RangeSimplify, AScatterOfARunInsideOneRowOfTwoDimsIsADynamicUpdateSlice) {
   std::vector<RtValue> args = {random_f32({4, 6}, 7), Array::scalar(0.5f)};
-  const std::string out = simplify_and_compare(flat_scatter_program(), {2, 3}, args);
+  const std::string out = simplify_and_compare(row_scatter_program(), {2, 3}, args);
   EXPECT_EQ(out.find("scatter"), std::string::npos) << out;
   // The update is rebuilt as a row: the broadcast value next to the dynamic_slice.
   EXPECT_NE(out.find("f32[1,3] = concatenate[dimension=1]"), std::string::npos) << out;
   EXPECT_NE(out.find("f32[4,6] = dynamic_update_slice"), std::string::npos) << out;
-  // A run that crosses into the next row (c = 4), or a result read flat, is an update of the
-  // flattened array: one window there, not a row of the 2-D one.
-  for (const std::string& flat :
-       {simplify_and_compare(flat_scatter_program(), {2, 4}, args),
-        simplify_and_compare(flat_scatter_program("y:f32[24] = neg g"), {2, 3}, args)}) {
-    EXPECT_EQ(flat.find("scatter"), std::string::npos) << flat;
-    EXPECT_NE(flat.find("f32[24] = dynamic_update_slice"), std::string::npos) << flat;
-    EXPECT_EQ(flat.find("f32[4,6] = dynamic_update_slice"), std::string::npos) << flat;
-  }
+  // A run that crosses into the next row (c = 4) is an update of the two dims flattened: one
+  // window there, not a row of the 2-D array.
+  const std::string flat = simplify_and_compare(row_scatter_program(), {2, 4}, args);
+  EXPECT_EQ(flat.find("scatter"), std::string::npos) << flat;
+  EXPECT_NE(flat.find("f32[24] = dynamic_update_slice"), std::string::npos) << flat;
+  EXPECT_EQ(flat.find("f32[4,6] = dynamic_update_slice"), std::string::npos) << flat;
   // A run that may leave the array (r = 3, c = 4: indices 22..24) keeps the scatter, which
-  // drops what falls outside.
-  EXPECT_NE(simplify_and_compare(flat_scatter_program(), {3, 4}, args).find("scatter"),
+  // drops what falls outside; written out on one dim, as the lowering takes it.
+  const std::string kept = simplify_and_compare(row_scatter_program(), {3, 4}, args);
+  EXPECT_NE(kept.find("f32[24] = scatter[axis=0 unique_indices=True]"), std::string::npos) << kept;
+}
+
+TEST(RangeSimplify, AGatherOfARunInsideOneRowOfTwoDimsIsADynamicSlice) {
+  const char* text = R"({ lambda r:i32[] c:i32[]; x:f32[4,6,2]. let
+    i:i32[3] = iota[dimension=0 dtype=int32 shape=(3,) sharding=None]
+    k:i32[3] = add c i
+    m:i32[] = mul r 6:i32[]
+    f:i32[3] = add m k
+    g:f32[3,2] = gather[axis=0 dims=2] x f
+  in (g,) })";
+  std::vector<RtValue> args = {random_f32({4, 6, 2}, 8)};
+  const std::string out = simplify_and_compare(text, {1, 2}, args);
+  EXPECT_NE(out.find("f32[1,3,2] = dynamic_slice[slice_sizes=(1, 3, 2)]"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("gather"), std::string::npos) << out;
+  // Across rows (c = 5) it is a window of the flattened dims; past the end (r = 3, c = 5) the
+  // gather clamps, so it stays.
+  EXPECT_NE(simplify_and_compare(text, {1, 5}, args).find("f32[3,2] = dynamic_slice"),
             std::string::npos);
+  EXPECT_NE(simplify_and_compare(text, {3, 5}, args).find("gather"), std::string::npos);
 }
 
 TEST(RangeSimplify, AGatherOfARunInsideItsAxisIsADynamicSlice) {
@@ -151,16 +167,15 @@ TEST(RangeSimplify, AGatherOfARunInsideItsAxisIsADynamicSlice) {
   EXPECT_EQ(past.find("dynamic_slice"), std::string::npos) << past;
 }
 
-// sum((x.at[r, c:c+3].set(concat(v, x[r, c:c+2])))^2), the scatter on the flattened x.
-std::string flat_scatter_loss(const std::string& index = kRunIndex) {
-  return flat_scatter_program(R"(h:f32[4,6] = reshape[dimensions=None new_sizes=(4, 6)] g
-    p:f32[4,6] = mul h h
+// sum((x.at[r, c:c+3].set(concat(v, x[r, c:c+2])))^2).
+std::string row_scatter_loss(const std::string& index = kRunIndex) {
+  return row_scatter_program(R"(p:f32[4,6] = mul g g
     y:f32[] = reduce_sum[axes=(0, 1)] p)",
-                              index);
+                             index);
 }
 
 TEST(RangeSimplify, WindowsBeforeAutodiffDifferentiateAsWindowsWithTheSameGradient) {
-  const Jaxpr loss = parse(flat_scatter_loss());
+  const Jaxpr loss = parse(row_scatter_loss());
   const std::vector<RtValue> args = {Array::scalar(int32_t{2}), Array::scalar(int32_t{3}),
                                      random_f32({4, 6}, 11), Array::scalar(0.5f)};
   int changes = 0;
@@ -196,7 +211,7 @@ TEST(RangeSimplify, WindowsBeforeAutodiffDifferentiateAsWindowsWithTheSameGradie
 // The same loss with the run's iota a captured constant (`col + np.arange(3)`, as JAX passes
 // it) and the row a [3, 1] column of an index matrix, as JAX writes x.at[r, cols].
 TEST(RangeSimplify, WindowsBeforeAutodiffFoldAConstantRunAndKeepTheProgramsConstants) {
-  const Jaxpr loss = parse(flat_scatter_loss(R"(r:i32[] c:i32[] q:i32[3]; x:f32[4,6] v:f32[]. let
+  const Jaxpr loss = parse(row_scatter_loss(R"(r:i32[] c:i32[] q:i32[3]; x:f32[4,6] v:f32[]. let
     k:i32[3] = add c q
     b:i32[3] = broadcast_in_dim[broadcast_dimensions=() shape=(3,) sharding=None] r
     bc:i32[3,1] = broadcast_in_dim[broadcast_dimensions=(0,) shape=(3, 1) sharding=None] b

@@ -288,22 +288,27 @@ class Generator {
     const Shape xs = shape_of(s, x);
     if (xs.empty()) return unary(s);
     const int64_t axis = uniform(0, xs.size() - 1);
+    // Sometimes the indices address the axis and the next dim as one (dims=2, JAX's x.at[i, j]).
+    const bool two = axis + 1 < static_cast<int64_t>(xs.size()) && coin(0.3);
+    const int64_t extent = xs[static_cast<size_t>(axis)] * (two ? xs[axis + 1] : 1);
+    Params params{{"axis", axis}};
+    if (two) params.set("dims", int64_t{2});
     // Any shape, values in about [-4, 4]: clamp (gather) or drop (scatter); or (the programs
-    // index-runs rewrites) a run `start + iota(n)` of up to one more than the axis holds.
+    // index-runs rewrites) a run `start + iota(n)` of up to one more than the dims hold.
     Var idx;
     if (coin(0.4)) {
-      const int64_t n = uniform(1, xs[static_cast<size_t>(axis)] + 1);
+      const int64_t n = uniform(1, extent + 1);
       const auto [i, start] = iota_and_start(s, n);
       idx = coin(0.5) ? emit(s, Prim::add, {start, i}) : emit(s, Prim::add, {i, start});
     } else {
       idx = int_array(s);
     }
     if (shape_of(s, idx).size() + xs.size() > 5) return unary(s);
-    Var g = emit_float(s, Prim::gather, {x, idx}, {{"axis", axis}});
+    Var g = emit_float(s, Prim::gather, {x, idx}, params);
     if (coin(0.5)) return;
     Var u = emit(s, Prim::sin, {g});
     emit_float(s, coin(0.6) ? Prim::scatter_add : Prim::scatter, {same_shape_float(s, x), idx, u},
-               {{"axis", axis}});
+               params);
   }
 
   void jit(Scope& s) {  // a nested jit over a few values (and maybe a ref)
@@ -816,6 +821,11 @@ class Generator {
     } else {
       Params params{{"axis", int64_t{0}}};
       if (coin(0.5)) params.set("unique_indices", true);  // a run's entries are distinct
+      if (t.rank() > 1 && coin(0.4)) {
+        // The index addressing every dim of base itself, as JAX's x.at[r, cols] is read.
+        params.set("dims", static_cast<int64_t>(t.rank()));
+        return emit(b, Prim::scatter, {base, idx, u}, params);
+      }
       set = emit(b, Prim::scatter, {flat, idx, u}, params);
     }
     return emit(b, Prim::reshape, {set}, {{"dimensions", NoneParam{}}, {"new_sizes", t.shape}});
