@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <ostream>
 
 #include "api/node.h"
@@ -189,15 +190,136 @@ Ref new_ref(const Value& init, RefKind kind) {
 
 Value freeze(const Ref& r) { return bind_prim1(Prim::freeze, std::vector<Operand>{r}); }
 
-Value ValueAt::get() const { return new_ref(x_).get_at(idx_); }
+namespace {
+
+// x.at(idx...) as JAX indexes when the entries are integer indices on consecutive dims (at
+// least one a Value: a scalar or an index array) and every other dim is whole: a gather or
+// scatter whose one index addresses those dims together (`dims`). As in JAX, a negative
+// index counts from the end; then a read clamps each index into its dim, and an update whose
+// index is out of range is dropped (a ref would clamp it). nullopt for any other indexer,
+// which goes through a ref.
+struct AdvancedIndex {
+  int64_t axis = 0;
+  int64_t dims = 0;
+  Shape batch;               // the indices broadcast together (NumPy's rule)
+  std::vector<Value> index;  // per indexed dim: wrapped; a scalar, or broadcast to `batch`
+  DType dtype = DType::i32;
+
+  static std::optional<AdvancedIndex> of(const ArrayType& t, const Indices& idx) {
+    AdvancedIndex a;
+    std::vector<Value> given;
+    int64_t axis = -1;
+    bool dynamic = false, after = false;
+    for (size_t k = 0; k < idx.size(); ++k) {
+      const auto& e = idx[k].get();
+      if (std::holds_alternative<All>(e) ||
+          (std::holds_alternative<Ellipsis>(e) && k + 1 == idx.size())) {
+        after = axis >= 0;
+        continue;
+      }
+      const int64_t* i = std::get_if<int64_t>(&e);
+      const Value* iv = std::get_if<Value>(&e);
+      if ((!i && !iv) || after) return std::nullopt;
+      if (axis < 0) axis = static_cast<int64_t>(k);
+      given.push_back(iv ? as_index_value(*iv) : Value::scalar(DType::i32, double(*i)));
+      dynamic |= iv != nullptr;
+    }
+    a.axis = axis;
+    a.dims = static_cast<int64_t>(given.size());
+    if (!dynamic || axis + a.dims > t.rank()) return std::nullopt;
+    for (const Value& i : given)
+      for (int d = 0; d < i.rank(); ++d) {
+        const size_t from_end = static_cast<size_t>(i.rank() - d);
+        if (a.batch.size() < from_end)
+          a.batch.insert(a.batch.begin(), from_end - a.batch.size(), 1);
+        int64_t& b = a.batch[a.batch.size() - from_end];
+        if (b != i.shape()[d] && b != 1 && i.shape()[d] != 1)
+          throw TypeError(
+              fmt::format("x.at(...): index arrays of shapes ({}) and ({}) do not "
+                          "broadcast together",
+                          shape_text(a.batch), shape_text(i.shape())));
+        b = std::max(b, i.shape()[d]);
+      }
+    // i32 unless the positions or an index need more (a u32 or i64 index converted to i32
+    // could wrap into range).
+    const bool narrow = std::all_of(given.begin(), given.end(), [](const Value& i) {
+      return i.dtype() == DType::i32 || i.dtype() == DType::i16 || i.dtype() == DType::i8 ||
+             i.dtype() == DType::u8 || i.dtype() == DType::u16;
+    });
+    a.dtype = narrow && a.positions(t) < (int64_t{1} << 31) ? DType::i32 : DType::i64;
+    for (int64_t d = 0; d < a.dims; ++d) {
+      // A scalar index stays one (the arithmetic broadcasts it), so `row * w + cols` keeps
+      // the form in which it reads as a run (passes/simplify/unit_run.h).
+      Value i = given[d].rank() == 0 ? given[d] : broadcast_to(given[d], a.batch);
+      if (i.dtype() != a.dtype) i = convert(i, a.dtype);
+      a.index.push_back(where(i < a.scalar(0), i + a.scalar(a.size(t, d)), i));
+    }
+    return a;
+  }
+
+  Value scalar(int64_t v) const { return Value::scalar(dtype, static_cast<double>(v)); }
+  int64_t size(const ArrayType& t, int64_t d) const { return t.shape[axis + d]; }
+  int64_t positions(const ArrayType& t) const {
+    int64_t n = 1;
+    for (int64_t d = 0; d < dims; ++d) n *= size(t, d);
+    return n;
+  }
+  // The row-major position of the in-range indices `at` among the indexed dims' elements.
+  Value linear(const ArrayType& t, const std::vector<Value>& at) const {
+    Value p = at[0];
+    for (int64_t d = 1; d < dims; ++d) p = p * scalar(size(t, d)) + at[d];
+    return p;
+  }
+  // s[:axis] + batch + s[axis+dims:]: what the gather gives and an update writes.
+  Shape selected(const ArrayType& t) const {
+    Shape s(t.shape.begin(), t.shape.begin() + axis);
+    s.insert(s.end(), batch.begin(), batch.end());
+    s.insert(s.end(), t.shape.begin() + axis + dims, t.shape.end());
+    return s;
+  }
+};
+
+Value jax_get(const Value& x, const AdvancedIndex& a) {
+  std::vector<Value> clamped;
+  for (int64_t d = 0; d < a.dims; ++d)
+    clamped.push_back(min(max(a.index[d], a.scalar(0)), a.scalar(a.size(x.type(), d) - 1)));
+  return gather(x, broadcast_to(a.linear(x.type(), clamped), a.batch), a.axis, a.dims);
+}
+
+std::optional<Value> jax_update(const Value& x, const Indices& idx, const Value& v, Prim how) {
+  const ArrayType& t = x.type();
+  std::optional<AdvancedIndex> a = AdvancedIndex::of(t, idx);
+  if (!a) return std::nullopt;
+  const Value u = fit_value(v, t, build_indexer(t, idx));
+  if (u.shape() != a->selected(t)) return std::nullopt;
+  std::optional<Value> valid;
+  for (int64_t d = 0; d < a->dims; ++d) {
+    Value ok = logical_and(ge(a->index[d], a->scalar(0)), a->index[d] < a->scalar(a->size(t, d)));
+    valid = valid ? logical_and(*valid, ok) : ok;
+  }
+  const Value past_end = broadcast_to(a->scalar(a->positions(t)), a->batch);
+  const Value at = where(broadcast_to(*valid, a->batch),
+                         broadcast_to(a->linear(t, a->index), a->batch), past_end);
+  return how == Prim::scatter ? scatter(x, at, u, a->axis, false, a->dims)
+                              : scatter_add(x, at, u, a->axis, a->dims);
+}
+
+}  // namespace
+
+Value ValueAt::get() const {
+  if (std::optional<AdvancedIndex> a = AdvancedIndex::of(x_.type(), idx_)) return jax_get(x_, *a);
+  return new_ref(x_).get_at(idx_);
+}
 
 Value ValueAt::set(const Value& v) const {
+  if (std::optional<Value> y = jax_update(x_, idx_, v, Prim::scatter)) return *y;
   Ref r = new_ref(x_);
   r.set_at(idx_, v);
   return freeze(r);
 }
 
 Value ValueAt::add(const Value& v) const {
+  if (std::optional<Value> y = jax_update(x_, idx_, v, Prim::scatter_add)) return *y;
   Ref r = new_ref(x_);
   r.add_at(idx_, v);
   return freeze(r);

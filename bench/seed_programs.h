@@ -17,8 +17,8 @@
 //
 // Mirroring notes: `x[row, col]` is element() (a 1x1 dynamic_slice), `x.at[row, col].set(v)`
 // is set_element() (a 1x1 dynamic_update_slice), and `x.at[row, cols].set(values)` with an
-// index vector is set_row_elements(): a scatter whose index addresses both dims at once, as
-// row * width + cols (all in range here, as in the seed).
+// index vector is set_row_elements(), the same x.at(row, cols).set(values): a scatter whose
+// one index, row * width + cols, addresses both dims (all in range here, as in the seed).
 #pragma once
 
 #include <array>
@@ -84,10 +84,7 @@ inline Value set_element(const Value& x, const Value& row, const Value& col, con
 // x.at[row, cols].set(values): cols an i32[k] vector, values a [k] vector.
 inline Value set_row_elements(const Value& x, const Value& row, const Value& cols,
                               const Value& values) {
-  const int64_t width = x.shape()[1];
-  Value idx = row * static_cast<int32_t>(width) + cols;
-  // indices_are_sorted=True, unique_indices=True in the seed.
-  return scatter(x, idx, values, /*axis=*/0, /*unique_indices=*/true, /*dims=*/2);
+  return x.at(row, cols).set(values);
 }
 
 // col + np.arange(n, dtype=np.int32)

@@ -264,7 +264,11 @@ class Simplifier {
       const ArrayType x = j_.type_of(e.ins[0]).array;
       const int64_t axis = e.params.get_or<int64_t>("axis", -1), dims = indexed_dims(e.params);
       if (axis < 0 || dims > 2 || axis + dims > x.rank()) continue;
-      std::optional<UnitRun> run = as_unit_run(j_, e.ins[1]);
+      // A scalar index is a run of one.
+      std::optional<UnitRun> run =
+          j_.type_of(e.ins[1]).array.rank() == 0
+              ? std::optional<UnitRun>(UnitRun{1, scalar_sum_terms(j_, e.ins[1])})
+              : as_unit_run(j_, e.ins[1]);
       std::optional<IntRange> range = range_of(r_, e.ins[1]);
       const int64_t extent = dims == 1 ? x.shape[axis] : x.shape[axis] * x.shape[axis + 1];
       if (!run || run->length < 1 || !range || range->lo < 0 || range->hi > extent - 1) continue;
@@ -301,11 +305,13 @@ class Simplifier {
         replacement = emit(before[i], Prim::dynamic_slice,
                            Params{{"slice_sizes", IntList(window.begin(), window.end())}}, ins,
                            ArrayType{t.dtype, window});
-        if (rc) replacement = reshaped(before[i], replacement, t.shape);
+        if (window != t.shape) replacement = reshaped(before[i], replacement, t.shape);
       } else {
         Atom u = e.ins[2];
-        if (rc)
-          u = x.rank() == 2 ? as_row(u, run->length, before[i]) : reshaped(before[i], u, window);
+        if (rc && x.rank() == 2 && j_.type_of(u).array.rank() == 1)
+          u = as_row(u, run->length, before[i]);
+        else if (j_.type_of(u).array.shape != window)
+          u = reshaped(before[i], u, window);
         std::vector<Atom> ins{operand, u};
         ins.insert(ins.end(), starts.begin(), starts.end());
         replacement = emit(before[i], Prim::dynamic_update_slice, {}, ins, xo);

@@ -153,6 +153,38 @@ TEST(ValueAt, ReadsAndUpdatesLikeJaxAtWithoutTouchingX) {
   EXPECT_EQ(x.array(), Array::from_vector<float>({0, 1, 2, 3, 4, 5}, {2, 3}));  // unchanged
 }
 
+// With integer indices (one a Value) on consecutive dims, x.at(...) is JAX's gather / scatter
+// (one index over those dims, `dims`), with JAX's numbers for out-of-range indices: negative
+// ones count from the end, then a read clamps and an update is dropped. Expected values
+// printed by JAX 0.10.2 for the same calls.
+TEST(ValueAt, IndexArraysWrapNegativesClampReadsAndDropUpdatesAsJaxDoes) {
+  Value x = array<float>({0, 1, 2, 3, 4, 5}, {2, 3});
+  Value r = array<int32_t>({1, 0, 1, -1}, {4}), c = array<int32_t>({2, -1, 3, 0}, {4});
+  Value u = array<float>({10, 20, 30, 40}, {4});
+  EXPECT_EQ(x.at(r, c).set(u).array(), Array::from_vector<float>({0, 1, 20, 40, 4, 10}, {2, 3}));
+  EXPECT_EQ(x.at(r, c).add(u).array(), Array::from_vector<float>({0, 1, 22, 43, 4, 15}, {2, 3}));
+  EXPECT_EQ(x.at(r, c).get().array(), Array::from_vector<float>({5, 2, 5, 3}, {4}));
+  const Value five = Value::scalar(DType::i32, 5), minus_one = Value::scalar(DType::i32, -1);
+  EXPECT_EQ(x.at(five).set(7.0f).array(), x.array());
+  // An int64 index past 2^32 is out of range too (not wrapped into range by a narrowing).
+  EXPECT_EQ(x.at(Value::scalar(DType::i64, 4294967297.0)).set(7.0f).array(), x.array());
+  EXPECT_EQ(x.at(minus_one).set(7.0f).array(),
+            Array::from_vector<float>({0, 1, 2, 7, 7, 7}, {2, 3}));
+  EXPECT_EQ(x.at(minus_one, minus_one).get().item(), 5.0);
+  EXPECT_EQ(x.at(Value::scalar(DType::i32, -5)).get().array(),
+            Array::from_vector<float>({0, 1, 2}, {3}));
+  // Behind a whole dim; a repeated index keeps the last update.
+  EXPECT_EQ(x.at(all, array<int32_t>({0, 3, -3}, {3}))
+                .set(array<float>({1, 2, 3, 4, 5, 6}, {2, 3}))
+                .array(),
+            Array::from_vector<float>({3, 1, 2, 6, 4, 5}, {2, 3}));
+  // Compiled, and differentiated: d/du sum(x.at[r, c].set(u)^2) is 2u where u lands.
+  auto f = [&](Value u) { return reduce_sum(integer_pow(x.at(r, c).set(u), 2)); };
+  EXPECT_EQ(grad(f)(u).array(), Array::from_vector<float>({20, 40, 0, 80}, {4}));
+  auto native = jit(f, JitOptions{.backend = Backend::native, .tier = Tier::fast, .name = "at2"});
+  EXPECT_EQ(native(u).item(), f(u).item());
+}
+
 TEST(ValueAt, DifferentiatesAndCompilesAsRefs) {
   // f(x, u) = sum(x.at[1].add(u)^2): df/dx = 2 y, df/du = 2 y[1], with y the updated x.
   auto f = [](Value x, Value u) {

@@ -128,6 +128,25 @@ TEST(RangeSimplify, AScatterOfARunInsideOneRowOfTwoDimsIsADynamicUpdateSlice) {
   EXPECT_NE(kept.find("f32[24] = scatter[axis=0 unique_indices=True]"), std::string::npos) << kept;
 }
 
+// x.at[i].set(row) and x.at[i].get() with a scalar index (JAX's scatter and refjit's x.at(i)):
+// a run of one, so a window where the ranges keep i inside the axis.
+TEST(RangeSimplify, AScalarIndexInsideItsAxisIsAWindowOfOne) {
+  const char* text = R"({ lambda i:i32[]; x:f32[4,3] v:f32[3]. let
+    g:f32[4,3] = scatter[axis=0] x i v
+    h:f32[3] = gather[axis=0] g i
+  in (g, h) })";
+  std::vector<RtValue> args = {random_f32({4, 3}, 3), random_f32({3}, 4)};
+  const std::string out = simplify_and_compare(text, {2}, args);
+  EXPECT_NE(out.find("f32[4,3] = dynamic_update_slice"), std::string::npos) << out;
+  EXPECT_NE(out.find("f32[1,3] = dynamic_slice[slice_sizes=(1, 3)]"), std::string::npos) << out;
+  EXPECT_EQ(out.find("scatter"), std::string::npos) << out;
+  EXPECT_EQ(out.find("gather"), std::string::npos) << out;
+  // i = 4 is past the end: the scatter drops the row and the gather clamps, so both stay.
+  const std::string past = simplify_and_compare(text, {4}, args);
+  EXPECT_NE(past.find("scatter"), std::string::npos) << past;
+  EXPECT_NE(past.find("gather"), std::string::npos) << past;
+}
+
 TEST(RangeSimplify, AGatherOfARunInsideOneRowOfTwoDimsIsADynamicSlice) {
   const char* text = R"({ lambda r:i32[] c:i32[]; x:f32[4,6,2]. let
     i:i32[3] = iota[dimension=0 dtype=int32 shape=(3,) sharding=None]
