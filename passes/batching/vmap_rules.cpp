@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "ir/window_params.h"
 #include "refjit/ir/error.h"
 #include "refjit/ir/indexing.h"
 #include "refjit/ir/window.h"
@@ -159,11 +160,44 @@ Outs dynamic_update_slice(BatchCtx& c, const Eqn& e, const std::vector<BVal>& in
   return c.emit_batched(e, std::move(args), e.params);
 }
 
+// With the indices batched, on axis 0: example b's index i is position b * N + i of the
+// batched operand's first dims + 1 (N: the positions one example's indices address), so one
+// gather or scatter over them (`dims` + 1) does every example. An index out of range must
+// not reach a neighbouring example: a gather's is clamped into [0, N) first, a scatter's is
+// sent past the end (dropped). nullopt for another axis, or positions past the index dtype.
+std::optional<Atom> example_positions(BatchCtx& c, const Eqn& e, const Atom& idx, bool clamp) {
+  const ArrayType x = c.src.type_of(e.ins[0]).array;
+  const int64_t dims = indexed_dims(e.params);
+  if (e.params.get<int64_t>("axis") != 0 || dims > x.rank()) return std::nullopt;
+  const int64_t n = num_elements(Shape(x.shape.begin(), x.shape.begin() + dims));
+  const ArrayType it = c.e.array_type_of(idx);
+  if (c.size * n >= (int64_t{1} << (it.dtype == DType::i64 ? 62 : 31))) return std::nullopt;
+  auto lit = [&](int64_t v) { return c.e.scalar(it.dtype, static_cast<double>(v)); };
+  const Atom base = c.e.emit1(Prim::mul, {c.e.iota(it.shape, 0, it.dtype), lit(n)});
+  if (clamp)
+    return c.e.emit1(
+        Prim::add, {base, c.e.emit1(Prim::min, {c.e.emit1(Prim::max, {idx, lit(0)}), lit(n - 1)})});
+  const Atom in_range = c.e.emit1(
+      Prim::and_, {c.e.emit1(Prim::ge, {idx, lit(0)}), c.e.emit1(Prim::lt, {idx, lit(n)})});
+  return c.e.select(
+      in_range, {c.e.broadcast_to(lit(c.size * n), it.shape), c.e.emit1(Prim::add, {base, idx})});
+}
+
+Params over_examples(const Eqn& e) {
+  Params p = e.params;
+  p.set("dims", indexed_dims(e.params) + 1);
+  return p;
+}
+
 // gather[axis] x idx: a batched operand shifts the axis; batched indices put the batch dim at
-// `axis` of the result, which is then moved to the front.
+// `axis` of the result, which is then moved to the front; both batched, example_positions.
 Outs gather(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
   const int64_t axis = e.params.get<int64_t>("axis");
-  if (ins[0].batched && ins[1].batched) return std::nullopt;
+  if (ins[0].batched && ins[1].batched) {
+    std::optional<Atom> at = example_positions(c, e, ins[1].atom, /*clamp=*/true);
+    if (!at) return std::nullopt;
+    return c.emit_batched(e, {ins[0].atom, *at}, over_examples(e));
+  }
   if (ins[0].batched) {
     Params p = e.params;
     p.set("axis", axis + 1);
@@ -173,9 +207,13 @@ Outs gather(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
   return std::vector<BVal>{{c.to_front(out, static_cast<int>(axis)), true}};
 }
 
-// The scatters with unbatched indices: operand and updates get the batch dim.
+// The scatters: operand and updates get the batch dim; batched indices, example_positions.
 Outs scatter(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
-  if (ins[1].batched) return std::nullopt;
+  if (ins[1].batched) {
+    std::optional<Atom> at = example_positions(c, e, ins[1].atom, /*clamp=*/false);
+    if (!at) return std::nullopt;
+    return c.emit_batched(e, {c.batched(ins[0]), *at, c.batched(ins[2])}, over_examples(e));
+  }
   Params p = e.params;
   p.set("axis", e.params.get<int64_t>("axis") + 1);
   return c.emit_batched(e, {c.batched(ins[0]), ins[1].atom, c.batched(ins[2])}, std::move(p));

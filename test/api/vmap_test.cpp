@@ -79,6 +79,33 @@ TEST(Vmap, BranchesAndWhileOnBatchedPredicatesRunPerExample) {
   expect_near(native, got);
 }
 
+// Batched indices with a batched operand: one gather / scatter over the examples' rows
+// (index b * N + i), with every example's out-of-range indices clamped (read) or dropped
+// (update) inside its own rows, never reaching a neighbour's; and its gradient.
+TEST(Vmap, BatchedIndicesIntoBatchedOperandsStayInTheirExample) {
+  auto f = [](const Value& table, const Value& idx) {
+    Value picked = table.at(idx).get();               // gather, axis 0
+    Value hot = zeros_like(table).at(idx).set(1.0f);  // scatter, unbatched zeros
+    Value added = table.at(idx).add(picked * 2.0f);   // scatter-add
+    return reduce_sum(picked * 3.0f) + reduce_sum(hot * added);
+  };
+  Value tables = ramp({4, 5, 3}, 0.7f);
+  Value idx = array<int32_t>({0, 4, 2, -1, 7, 1, 3, 3, 5, 2, -6, 0}, {4, 3});
+  Value got = vmap(f)(tables, idx);
+  Value want = stacked(4, [&](int64_t k) { return f(tables[k], idx[k]); });
+  expect_near(got, want);
+  Value native = jit([&](const Value& t, const Value& i) { return vmap(f)(t, i); },
+                     JitOptions{.backend = Backend::native, .name = "vmap_gather"})(tables, idx);
+  expect_near(native, want);
+  auto per_example_grad = [&](const Value& t, const Value& i) { return grad(f)(t, i); };
+  expect_near(vmap(per_example_grad)(tables, idx),
+              stacked(4, [&](int64_t k) { return grad(f)(tables[k], idx[k]); }));
+  const std::string text =
+      make_jaxpr([&](const Value& t, const Value& i) { return vmap(f)(t, i); })(tables, idx).str();
+  EXPECT_NE(text.find("gather[axis=0 dims=2]"), std::string::npos) << text;
+  EXPECT_EQ(text.find("scan"), std::string::npos) << text;  // no per-example loop
+}
+
 TEST(Vmap, PerExampleGradientsAndTheGradientOfABatchedLoss) {
   Value w = ramp({3}, 0.9f);
   auto loss = [](const Value& w, const Value& x) { return reduce_sum(tanh(w * x) * x); };
