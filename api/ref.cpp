@@ -304,24 +304,64 @@ std::optional<Value> jax_update(const Value& x, const Indices& idx, const Value&
                               : scatter_add(x, at, u, a->axis, a->dims);
 }
 
+// The other indexers go through a ref, which clamps a scalar Value index. As JAX does, such
+// an index (beside slices: x.at(i, slice(0, 2))) first counts from the end when negative, and
+// an update with one out of range is dropped: the old contents are written back, or nothing
+// added. (Index arrays beside slices keep the ref's clamping.)
+struct ScalarIndices {
+  Indices idx;                 // the indexer with each scalar Value index wrapped
+  std::optional<Value> valid;  // all of them in range; none when there are none
+};
+
+ScalarIndices wrap_scalar_indices(const ArrayType& t, const Indices& idx) {
+  ScalarIndices s{idx, std::nullopt};
+  int64_t explicit_dims = 0;
+  for (const Index& i : idx) explicit_dims += std::holds_alternative<Ellipsis>(i.get()) ? 0 : 1;
+  int64_t dim = 0;
+  for (Index& entry : s.idx) {
+    if (std::holds_alternative<Ellipsis>(entry.get())) {
+      dim += std::max<int64_t>(t.rank() - explicit_dims, 0);
+      continue;
+    }
+    const Value* v = std::get_if<Value>(&entry.get());
+    if (v && v->rank() == 0 && dim < t.rank()) {
+      const Value i = as_index_value(*v);
+      const Value n = Value::scalar(i.dtype(), static_cast<double>(t.shape[dim]));
+      const Value zero = Value::scalar(i.dtype(), 0);
+      const Value wrapped = where(i < zero, i + n, i);
+      const Value ok = logical_and(ge(wrapped, zero), wrapped < n);
+      s.valid = s.valid ? logical_and(*s.valid, ok) : ok;
+      entry = Index(wrapped);
+    }
+    ++dim;
+  }
+  return s;
+}
+
 }  // namespace
 
 Value ValueAt::get() const {
   if (std::optional<AdvancedIndex> a = AdvancedIndex::of(x_.type(), idx_)) return jax_get(x_, *a);
-  return new_ref(x_).get_at(idx_);
+  return new_ref(x_).get_at(wrap_scalar_indices(x_.type(), idx_).idx);
 }
 
 Value ValueAt::set(const Value& v) const {
   if (std::optional<Value> y = jax_update(x_, idx_, v, Prim::scatter)) return *y;
+  const ScalarIndices s = wrap_scalar_indices(x_.type(), idx_);
   Ref r = new_ref(x_);
-  r.set_at(idx_, v);
+  Value u = fit_value(v, x_.type(), build_indexer(x_.type(), s.idx));
+  if (s.valid) u = where(broadcast_to(*s.valid, u.shape()), u, r.get_at(s.idx));
+  r.set_at(s.idx, u);
   return freeze(r);
 }
 
 Value ValueAt::add(const Value& v) const {
   if (std::optional<Value> y = jax_update(x_, idx_, v, Prim::scatter_add)) return *y;
+  const ScalarIndices s = wrap_scalar_indices(x_.type(), idx_);
   Ref r = new_ref(x_);
-  r.add_at(idx_, v);
+  Value u = fit_value(v, x_.type(), build_indexer(x_.type(), s.idx));
+  if (s.valid) u = where(broadcast_to(*s.valid, u.shape()), u, zeros_like(u));
+  r.add_at(s.idx, u);
   return freeze(r);
 }
 

@@ -171,8 +171,8 @@ class RefView {
 // the other dims whole, are JAX's gather / scatter: negative indices count from the end, a
 // read clamps, an out-of-range update is dropped. Any other indexer goes through a ref
 // holding x (new_ref, then get, or set / add and freeze), whose rules, derivatives and
-// in-place buffers it takes. Compiled, the update happens in x's buffer when x is not used
-// afterwards.
+// in-place buffers it takes; a scalar Value index there follows the same rules. Compiled,
+// the update happens in x's buffer when x is not used afterwards.
 class ValueAt {
  public:
   ValueAt(Value x, Indices idx) : x_(std::move(x)), idx_(std::move(idx)) {}

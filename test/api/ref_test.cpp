@@ -173,6 +173,15 @@ TEST(ValueAt, IndexArraysWrapNegativesClampReadsAndDropUpdatesAsJaxDoes) {
   EXPECT_EQ(x.at(minus_one, minus_one).get().item(), 5.0);
   EXPECT_EQ(x.at(Value::scalar(DType::i32, -5)).get().array(),
             Array::from_vector<float>({0, 1, 2}, {3}));
+  // A scalar index beside a slice (a ref write underneath) follows the same rules.
+  for (const Value& i : {five, minus_one}) {
+    const bool in_range = i.item() < 0;
+    EXPECT_EQ(x.at(i, slice(0, 2)).set(9.0f).array(),
+              in_range ? Array::from_vector<float>({0, 1, 2, 9, 9, 5}, {2, 3}) : x.array());
+    EXPECT_EQ(x.at(i, slice(1, 3)).add(array<float>({10, 20}, {2})).array(),
+              in_range ? Array::from_vector<float>({0, 1, 2, 3, 14, 25}, {2, 3}) : x.array());
+    EXPECT_EQ(x.at(i, slice(0, 2)).get().array(), Array::from_vector<float>({3, 4}, {2}));
+  }
   // Behind a whole dim; a repeated index keeps the last update.
   EXPECT_EQ(x.at(all, array<int32_t>({0, 3, -3}, {3}))
                 .set(array<float>({1, 2, 3, 4, 5, 6}, {2, 3}))
