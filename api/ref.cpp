@@ -204,29 +204,37 @@ struct AdvancedIndex {
   Shape batch;               // the indices broadcast together (NumPy's rule)
   std::vector<Value> index;  // per indexed dim: wrapped; a scalar, or broadcast to `batch`
   DType dtype = DType::i32;
+  // With slices beside index arrays (x.at(idx, slice(0, 2))): whole rows are gathered or
+  // scattered, and this indexer picks the slices within them. Empty when every other dim is
+  // whole.
+  Indices within_rows;
 
   static std::optional<AdvancedIndex> of(const ArrayType& t, const Indices& idx) {
     AdvancedIndex a;
     std::vector<Value> given;
     int64_t axis = -1;
-    bool dynamic = false, after = false;
+    bool dynamic = false, after = false, whole = true, arrays = false;
     for (size_t k = 0; k < idx.size(); ++k) {
       const auto& e = idx[k].get();
-      if (std::holds_alternative<All>(e) ||
-          (std::holds_alternative<Ellipsis>(e) && k + 1 == idx.size())) {
+      const int64_t* i = std::get_if<int64_t>(&e);
+      const Value* iv = std::get_if<Value>(&e);
+      if (!i && !iv) {  // a dim the indices leave to the slice (or ds) there
+        if (std::holds_alternative<Ellipsis>(e) && k + 1 < idx.size()) return std::nullopt;
+        whole &= std::holds_alternative<All>(e) || std::holds_alternative<Ellipsis>(e);
+        a.within_rows.push_back(idx[k]);
         after = axis >= 0;
         continue;
       }
-      const int64_t* i = std::get_if<int64_t>(&e);
-      const Value* iv = std::get_if<Value>(&e);
-      if ((!i && !iv) || after) return std::nullopt;
+      if (after) return std::nullopt;
       if (axis < 0) axis = static_cast<int64_t>(k);
       given.push_back(iv ? as_index_value(*iv) : Value::scalar(DType::i32, double(*i)));
       dynamic |= iv != nullptr;
+      arrays |= iv != nullptr && iv->rank() > 0;
     }
     a.axis = axis;
     a.dims = static_cast<int64_t>(given.size());
-    if (!dynamic || axis + a.dims > t.rank()) return std::nullopt;
+    // Scalar indices beside slices take the ref path (wrap_scalar_indices): no row copy.
+    if (!dynamic || axis + a.dims > t.rank() || (!whole && !arrays)) return std::nullopt;
     for (const Value& i : given)
       for (int d = 0; d < i.rank(); ++d) {
         const size_t from_end = static_cast<size_t>(i.rank() - d);
@@ -247,6 +255,11 @@ struct AdvancedIndex {
              i.dtype() == DType::u8 || i.dtype() == DType::u16;
     });
     a.dtype = narrow && a.positions(t) < (int64_t{1} << 31) ? DType::i32 : DType::i64;
+    if (whole) {
+      a.within_rows.clear();
+    } else {  // the slices apply to the gathered rows, whose batch dims stand at `axis`
+      a.within_rows.insert(a.within_rows.begin() + axis, a.batch.size(), Index(All{}));
+    }
     for (int64_t d = 0; d < a.dims; ++d) {
       // A scalar index stays one (the arithmetic broadcasts it), so `row * w + cols` keeps
       // the form in which it reads as a run (passes/simplify/unit_run.h).
@@ -270,6 +283,10 @@ struct AdvancedIndex {
     for (int64_t d = 1; d < dims; ++d) p = p * scalar(size(t, d)) + at[d];
     return p;
   }
+  AdvancedIndex& whole_rows() {
+    within_rows.clear();
+    return *this;
+  }
   // s[:axis] + batch + s[axis+dims:]: what the gather gives and an update writes.
   Shape selected(const ArrayType& t) const {
     Shape s(t.shape.begin(), t.shape.begin() + axis);
@@ -283,15 +300,26 @@ Value jax_get(const Value& x, const AdvancedIndex& a) {
   std::vector<Value> clamped;
   for (int64_t d = 0; d < a.dims; ++d)
     clamped.push_back(min(max(a.index[d], a.scalar(0)), a.scalar(a.size(x.type(), d) - 1)));
-  return gather(x, broadcast_to(a.linear(x.type(), clamped), a.batch), a.axis, a.dims);
+  const Value rows = gather(x, broadcast_to(a.linear(x.type(), clamped), a.batch), a.axis, a.dims);
+  return a.within_rows.empty() ? rows : ValueAt(rows, a.within_rows).get();
 }
 
 std::optional<Value> jax_update(const Value& x, const Indices& idx, const Value& v, Prim how) {
   const ArrayType& t = x.type();
   std::optional<AdvancedIndex> a = AdvancedIndex::of(t, idx);
   if (!a) return std::nullopt;
-  const Value u = fit_value(v, t, build_indexer(t, idx));
-  if (u.shape() != a->selected(t)) return std::nullopt;
+  Value u;
+  if (a->within_rows.empty()) {
+    u = fit_value(v, t, build_indexer(t, idx));
+    if (u.shape() != a->selected(t)) return std::nullopt;
+  } else {
+    // The rows with their slices written: whole rows set back (a duplicate index's last
+    // wins, as per element), or the difference added.
+    const Value rows = how == Prim::scatter
+                           ? jax_get(x, AdvancedIndex{*a}.whole_rows())
+                           : broadcast_to(Value::scalar(t.dtype, 0), a->selected(t));
+    u = ValueAt(rows, a->within_rows).set(v);
+  }
   std::optional<Value> valid;
   for (int64_t d = 0; d < a->dims; ++d) {
     Value ok = logical_and(ge(a->index[d], a->scalar(0)), a->index[d] < a->scalar(a->size(t, d)));

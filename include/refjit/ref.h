@@ -168,8 +168,9 @@ class RefView {
 
 // What x.at(idx...) returns (JAX's x.at[idx]): the functional reads and updates of a Value,
 // spelled with a ref's indexers. Integer indices on consecutive dims (one at least a Value),
-// the other dims whole, are JAX's gather / scatter: negative indices count from the end, a
-// read clamps, an out-of-range update is dropped. Any other indexer goes through a ref
+// the other dims whole or, beside index arrays, sliced, are JAX's gather / scatter: negative
+// indices count from the end, a read clamps, an out-of-range update is dropped. Any other
+// indexer goes through a ref
 // holding x (new_ref, then get, or set / add and freeze), whose rules, derivatives and
 // in-place buffers it takes; a scalar Value index there follows the same rules. Compiled,
 // the update happens in x's buffer when x is not used afterwards.

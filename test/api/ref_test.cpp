@@ -182,6 +182,21 @@ TEST(ValueAt, IndexArraysWrapNegativesClampReadsAndDropUpdatesAsJaxDoes) {
               in_range ? Array::from_vector<float>({0, 1, 2, 3, 14, 25}, {2, 3}) : x.array());
     EXPECT_EQ(x.at(i, slice(0, 2)).get().array(), Array::from_vector<float>({3, 4}, {2}));
   }
+  // An index array beside a slice: whole rows gathered, or scattered back with the update
+  // dropped where the index is out of range; a repeated index keeps its last update (set) or
+  // adds up (add).
+  {
+    Value y = convert(reshape(arange(12), {3, 4}), DType::f32);
+    Value rows = array<int32_t>({2, 0, 5, -1, 1}, {5});
+    Value w = convert(reshape(arange(10), {5, 2}), DType::f32) * 10.0f + 100.0f;
+    EXPECT_EQ(y.at(rows, slice(1, 3)).set(w).array(),
+              Array::from_vector<float>({0, 120, 130, 3, 4, 180, 190, 7, 8, 160, 170, 11}, {3, 4}));
+    EXPECT_EQ(y.at(rows, slice(1, 3)).add(w).array(),
+              Array::from_vector<float>({0, 121, 132, 3, 4, 185, 196, 7, 8, 269, 290, 11}, {3, 4}));
+    EXPECT_EQ(y.at(rows, slice(1, 3)).get().array(),
+              Array::from_vector<float>({9, 10, 1, 2, 9, 10, 9, 10, 5, 6}, {5, 2}));
+    EXPECT_EQ(y.at(slice(1, 3), rows).get().shape(), (Shape{2, 5}));
+  }
   // Behind a whole dim; a repeated index keeps the last update.
   EXPECT_EQ(x.at(all, array<int32_t>({0, 3, -3}, {3}))
                 .set(array<float>({1, 2, 3, 4, 5, 6}, {2, 3}))
