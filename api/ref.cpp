@@ -193,11 +193,11 @@ Value freeze(const Ref& r) { return bind_prim1(Prim::freeze, std::vector<Operand
 namespace {
 
 // x.at(idx...) as JAX indexes when the entries are integer indices on consecutive dims (at
-// least one a Value: a scalar or an index array) and every other dim is whole: a gather or
-// scatter whose one index addresses those dims together (`dims`). As in JAX, a negative
-// index counts from the end; then a read clamps each index into its dim, and an update whose
-// index is out of range is dropped (a ref would clamp it). nullopt for any other indexer,
-// which goes through a ref.
+// least one a Value: a scalar or an index array) and every other dim is whole, or sliced
+// beside index arrays: a gather or scatter whose one index addresses those dims together
+// (`dims`). As in JAX, a negative index counts from the end; then a read clamps each index
+// into its dim, and an update whose index is out of range is dropped (a ref would clamp it).
+// nullopt for any other indexer, which goes through a ref.
 struct AdvancedIndex {
   int64_t axis = 0;
   int64_t dims = 0;
@@ -335,7 +335,7 @@ std::optional<Value> jax_update(const Value& x, const Indices& idx, const Value&
 // The other indexers go through a ref, which clamps a scalar Value index. As JAX does, such
 // an index (beside slices: x.at(i, slice(0, 2))) first counts from the end when negative, and
 // an update with one out of range is dropped: the old contents are written back, or nothing
-// added. (Index arrays beside slices keep the ref's clamping.)
+// added. (Non-adjacent index arrays, x.at(i, all, j), keep the ref's clamping.)
 struct ScalarIndices {
   Indices idx;                 // the indexer with each scalar Value index wrapped
   std::optional<Value> valid;  // all of them in range; none when there are none
