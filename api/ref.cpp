@@ -209,7 +209,10 @@ struct AdvancedIndex {
   // whole.
   Indices within_rows;
 
+  // `idx`: one entry per dim (one_entry_per_dim); any other indexer is invalid, and the ref
+  // path reports it.
   static std::optional<AdvancedIndex> of(const ArrayType& t, const Indices& idx) {
+    if (std::ssize(idx) != t.rank()) return std::nullopt;
     AdvancedIndex a;
     std::vector<Value> given;
     int64_t axis = -1;
@@ -219,8 +222,7 @@ struct AdvancedIndex {
       const int64_t* i = std::get_if<int64_t>(&e);
       const Value* iv = std::get_if<Value>(&e);
       if (!i && !iv) {  // a dim the indices leave to the slice (or ds) there
-        if (std::holds_alternative<Ellipsis>(e) && k + 1 < idx.size()) return std::nullopt;
-        whole &= std::holds_alternative<All>(e) || std::holds_alternative<Ellipsis>(e);
+        whole &= std::holds_alternative<All>(e);
         a.within_rows.push_back(idx[k]);
         after = axis >= 0;
         continue;
@@ -335,7 +337,7 @@ std::optional<Value> jax_update(const Value& x, const Indices& idx, const Value&
 // The other indexers go through a ref, which clamps a scalar Value index. As JAX does, such
 // an index (beside slices: x.at(i, slice(0, 2))) first counts from the end when negative, and
 // an update with one out of range is dropped: the old contents are written back, or nothing
-// added. (Non-adjacent index arrays, x.at(i, all, j), keep the ref's clamping.)
+// added.
 struct ScalarIndices {
   Indices idx;                 // the indexer with each scalar Value index wrapped
   std::optional<Value> valid;  // all of them in range; none when there are none
@@ -343,14 +345,8 @@ struct ScalarIndices {
 
 ScalarIndices wrap_scalar_indices(const ArrayType& t, const Indices& idx) {
   ScalarIndices s{idx, std::nullopt};
-  int64_t explicit_dims = 0;
-  for (const Index& i : idx) explicit_dims += std::holds_alternative<Ellipsis>(i.get()) ? 0 : 1;
   int64_t dim = 0;
   for (Index& entry : s.idx) {
-    if (std::holds_alternative<Ellipsis>(entry.get())) {
-      dim += std::max<int64_t>(t.rank() - explicit_dims, 0);
-      continue;
-    }
     const Value* v = std::get_if<Value>(&entry.get());
     if (v && v->rank() == 0 && dim < t.rank()) {
       const Value i = as_index_value(*v);
@@ -366,16 +362,79 @@ ScalarIndices wrap_scalar_indices(const ArrayType& t, const Indices& idx) {
   return s;
 }
 
+// Integer indices on dims that are not next to each other, at least one an index array
+// (x.at(i, all, j)): NumPy puts the broadcast index dims first, then the other dims, which is
+// what indexing x with those dims moved to the front gives. `perm`: x's dims in that order;
+// `idx`: the indexer in that order.
+struct IndexedInFront {
+  Ints perm;
+  Indices idx;
+};
+
+// The indexer with its ellipsis written out and whole dims added at the end: one entry per
+// dim of t. As given when it names more dims than t has (the ref's indexer reports that).
+Indices one_entry_per_dim(const ArrayType& t, const Indices& idx) {
+  int64_t ellipses = 0;
+  for (const Index& i : idx) ellipses += std::holds_alternative<Ellipsis>(i.get()) ? 1 : 0;
+  const int64_t explicit_dims = std::ssize(idx) - ellipses;
+  if (explicit_dims > t.rank() || ellipses > 1) return idx;
+  Indices expanded;
+  for (const Index& i : idx)
+    if (std::holds_alternative<Ellipsis>(i.get()))
+      expanded.insert(expanded.end(), t.rank() - explicit_dims, Index(All{}));
+    else
+      expanded.push_back(i);
+  expanded.resize(t.rank(), Index(All{}));
+  return expanded;
+}
+
+std::optional<IndexedInFront> indexed_dims_in_front(const Indices& idx) {
+  IndexedInFront front;
+  Ints rest;
+  Indices rest_idx;
+  bool arrays = false;
+  for (size_t d = 0; d < idx.size(); ++d) {
+    const auto& e = idx[d].get();
+    const Value* v = std::get_if<Value>(&e);
+    if (v || std::holds_alternative<int64_t>(e)) {
+      front.perm.push_back(static_cast<int64_t>(d));
+      front.idx.push_back(idx[d]);
+      arrays |= v && v->rank() > 0;
+    } else {
+      rest.push_back(static_cast<int64_t>(d));
+      rest_idx.push_back(idx[d]);
+    }
+  }
+  if (!arrays || front.perm.back() - front.perm.front() + 1 == std::ssize(front.perm))
+    return std::nullopt;
+  front.perm.insert(front.perm.end(), rest.begin(), rest.end());
+  front.idx.insert(front.idx.end(), rest_idx.begin(), rest_idx.end());
+  return front;
+}
+
+// x with its dims moved back from `perm`'s order.
+Value moved_back(const Value& x, const Ints& perm) {
+  Ints inverse(perm.size());
+  for (size_t k = 0; k < perm.size(); ++k) inverse[perm[k]] = static_cast<int64_t>(k);
+  return transpose(x, inverse);
+}
+
 }  // namespace
 
 Value ValueAt::get() const {
-  if (std::optional<AdvancedIndex> a = AdvancedIndex::of(x_.type(), idx_)) return jax_get(x_, *a);
-  return new_ref(x_).get_at(wrap_scalar_indices(x_.type(), idx_).idx);
+  const Indices idx = one_entry_per_dim(x_.type(), idx_);
+  if (std::optional<IndexedInFront> f = indexed_dims_in_front(idx))
+    return ValueAt(transpose(x_, f->perm), f->idx).get();
+  if (std::optional<AdvancedIndex> a = AdvancedIndex::of(x_.type(), idx)) return jax_get(x_, *a);
+  return new_ref(x_).get_at(wrap_scalar_indices(x_.type(), idx).idx);
 }
 
 Value ValueAt::set(const Value& v) const {
-  if (std::optional<Value> y = jax_update(x_, idx_, v, Prim::scatter)) return *y;
-  const ScalarIndices s = wrap_scalar_indices(x_.type(), idx_);
+  const Indices idx = one_entry_per_dim(x_.type(), idx_);
+  if (std::optional<IndexedInFront> f = indexed_dims_in_front(idx))
+    return moved_back(ValueAt(transpose(x_, f->perm), f->idx).set(v), f->perm);
+  if (std::optional<Value> y = jax_update(x_, idx, v, Prim::scatter)) return *y;
+  const ScalarIndices s = wrap_scalar_indices(x_.type(), idx);
   Ref r = new_ref(x_);
   Value u = fit_value(v, x_.type(), build_indexer(x_.type(), s.idx));
   if (s.valid) u = where(broadcast_to(*s.valid, u.shape()), u, r.get_at(s.idx));
@@ -384,8 +443,11 @@ Value ValueAt::set(const Value& v) const {
 }
 
 Value ValueAt::add(const Value& v) const {
-  if (std::optional<Value> y = jax_update(x_, idx_, v, Prim::scatter_add)) return *y;
-  const ScalarIndices s = wrap_scalar_indices(x_.type(), idx_);
+  const Indices idx = one_entry_per_dim(x_.type(), idx_);
+  if (std::optional<IndexedInFront> f = indexed_dims_in_front(idx))
+    return moved_back(ValueAt(transpose(x_, f->perm), f->idx).add(v), f->perm);
+  if (std::optional<Value> y = jax_update(x_, idx, v, Prim::scatter_add)) return *y;
+  const ScalarIndices s = wrap_scalar_indices(x_.type(), idx);
   Ref r = new_ref(x_);
   Value u = fit_value(v, x_.type(), build_indexer(x_.type(), s.idx));
   if (s.valid) u = where(broadcast_to(*s.valid, u.shape()), u, zeros_like(u));

@@ -202,6 +202,41 @@ TEST(ValueAt, IndexArraysWrapNegativesClampReadsAndDropUpdatesAsJaxDoes) {
                 .set(array<float>({1, 2, 3, 4, 5, 6}, {2, 3}))
                 .array(),
             Array::from_vector<float>({3, 1, 2, 6, 4, 5}, {2, 3}));
+  // Index arrays on dims that are not next to each other: the index dims come first, as in
+  // NumPy, and an ellipsis stands for whole dims wherever it is.
+  {
+    Value z = convert(reshape(arange(24), {2, 3, 4}), DType::f32);
+    Value i = array<int32_t>({1, 0, -1}, {3}), j = array<int32_t>({3, 7, -2}, {3});
+    Value u3 = convert(reshape(arange(9), {3, 3}), DType::f32) * 10.0f + 100.0f;
+    Value u2 = convert(reshape(arange(6), {3, 2}), DType::f32) * 10.0f + 100.0f;
+    auto with = [&](std::vector<std::pair<int, float>> changed) {
+      std::vector<float> v(24);
+      for (int k = 0; k < 24; ++k) v[k] = float(k);
+      for (auto [at, value] : changed) v[at] = value;
+      return Array::from_vector<float>(v, {2, 3, 4});
+    };
+    EXPECT_EQ(z.at(i, all, j).get().array(),
+              Array::from_vector<float>({15, 19, 23, 3, 7, 11, 14, 18, 22}, {3, 3}));
+    EXPECT_EQ(z.at(i, all, j).set(u3).array(),
+              with({{14, 160}, {15, 100}, {18, 170}, {19, 110}, {22, 180}, {23, 120}}));
+    EXPECT_EQ(z.at(i, ellipsis, j).add(u3).array(),
+              with({{14, 174}, {15, 115}, {18, 188}, {19, 129}, {22, 202}, {23, 143}}));
+    EXPECT_EQ(z.at(0, all, j).get().array(),
+              Array::from_vector<float>({3, 7, 11, 3, 7, 11, 2, 6, 10}, {3, 3}));
+    EXPECT_EQ(z.at(0, all, j).set(u3).array(),
+              with({{2, 160}, {3, 100}, {6, 170}, {7, 110}, {10, 180}, {11, 120}}));
+    EXPECT_EQ(z.at(i, slice(1, 3), j).get().array(),
+              Array::from_vector<float>({19, 23, 7, 11, 18, 22}, {3, 2}));
+    EXPECT_EQ(z.at(i, slice(1, 3), j).set(u2).array(),
+              with({{18, 140}, {19, 100}, {22, 150}, {23, 110}}));
+    EXPECT_EQ(z.at(i, slice(1, 3), j).add(u2).array(),
+              with({{18, 158}, {19, 119}, {22, 172}, {23, 133}}));
+    EXPECT_EQ(z.at(ellipsis, i).get().array(), z.at(all, all, i).get().array());
+    EXPECT_THROW((void)z.at(i, 0, 0, 0).get(), TypeError);                 // too many indices
+    EXPECT_THROW((void)z.at(ellipsis, i, ellipsis).set(1.0f), TypeError);  // two ellipses
+    auto g = grad([&](Value u) { return reduce_sum(integer_pow(z.at(i, all, j).set(u), 2)); });
+    EXPECT_EQ(g(u3).array(), (u3 * array<float>({2, 2, 2, 0, 0, 0, 2, 2, 2}, {3, 3})).array());
+  }
   // Compiled, and differentiated: d/du sum(x.at[r, c].set(u)^2) is 2u where u lands.
   auto f = [&](Value u) { return reduce_sum(integer_pow(x.at(r, c).set(u), 2)); };
   EXPECT_EQ(grad(f)(u).array(), Array::from_vector<float>({20, 40, 0, 80}, {4}));
