@@ -203,12 +203,10 @@ void clear_transcendental_marks(mlir::ModuleOp module) {
   module.walk([](Operation* op) { op->removeAttr(kTranscendentalMark); });
 }
 
-int split_transcendental_chains(mlir::ModuleOp module) {
+void split_transcendental_chains(mlir::ModuleOp module) {
   std::vector<scf::ForOp> loops;
   module.walk([&](scf::ForOp loop) { loops.push_back(loop); });
-  int split = 0;
-  for (scf::ForOp loop : loops) split += split_loop(loop) ? 1 : 0;
-  return split;
+  for (scf::ForOp loop : loops) split_loop(loop);
 }
 
 }  // namespace refjit::backend

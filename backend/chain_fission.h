@@ -37,8 +37,8 @@ namespace refjit::backend {
 // Iterations per tile: a few buffers of this many elements stay in the L1 cache.
 inline constexpr int64_t kChainTile = 256;
 
-// Splits every qualifying loop of `module`; returns how many loops it split.
-int split_transcendental_chains(mlir::ModuleOp module);
+// Splits every qualifying loop of `module`.
+void split_transcendental_chains(mlir::ModuleOp module);
 
 // A transcendental function the lowering expands into plain arithmetic itself (refjit's f32
 // sin and cos) is a stage too: its last operation carries a mark, which counts it as the math

@@ -131,7 +131,7 @@ namespace backend {
 std::optional<std::string> code_cache_key(const std::string& module_text, int opt_level) {
   if (current_dir().empty()) return std::nullopt;
   llvm::SHA256 hash;
-  // The revision of the LLVM pass pipeline (native.cpp's optimizing_transformer): bumped when
+  // The revision of the LLVM pass pipeline (native.cpp's optimize_llvm_module): bumped when
   // a change there compiles the same module to other code, so that code cached before the
   // change is not used after it.
   constexpr int kPipelineRevision = 3;

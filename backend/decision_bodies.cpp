@@ -41,11 +41,12 @@ Eqn eqn_with_body(Prim prim, const Jaxpr& j, const std::vector<size_t>& eqns,
   return Eqn{prim, std::move(params), std::move(operands), results};
 }
 
+namespace {
+
+// Whether `p` holds a body that a decision made: not a program the passes below rewrite again.
 bool is_decision_body(Prim p) {
   return p == Prim::fused || p == Prim::product_epilogue || p == Prim::row_loop;
 }
-
-namespace {
 
 using PlansByJaxpr = std::unordered_map<const Jaxpr*, const JaxprBuffers*>;
 
@@ -61,13 +62,6 @@ Jaxpr rewrite_in(const Jaxpr& j, const PlansByJaxpr& plans, const JaxprRewrite& 
 }
 
 }  // namespace
-
-Jaxpr under_provisional_buffers(
-    const Jaxpr& program, const BufferOptions& options,
-    const std::function<Jaxpr(const Jaxpr&, const BufferAssignment*)>& pass) {
-  const BufferAssignment provisional = assign_buffers(program, options);
-  return pass(program, &provisional);
-}
 
 Jaxpr rewrite_every_jaxpr(const Jaxpr& program, const BufferAssignment* assignment,
                           const JaxprRewrite& rewrite) {

@@ -19,10 +19,6 @@ Eqn eqn_with_body(Prim prim, const Jaxpr& j, const std::vector<size_t>& eqns);
 Eqn eqn_with_body(Prim prim, const Jaxpr& j, const std::vector<size_t>& eqns,
                   const std::vector<Var>& results);
 
-// Whether `p` holds a body that a decision made (fused, product_epilogue, row_loop): not a program
-// the passes below rewrite again.
-bool is_decision_body(Prim p);
-
 // `program` with `rewrite(j, plan)` applied to it and to every jaxpr its eqns hold (scan bodies,
 // branches, calls; not the bodies of decisions), bodies after the jaxpr holding them. `plan` is
 // `assignment`'s plan of `j` (the first, for a body planned twice), or nullptr (no assignment,
@@ -30,11 +26,5 @@ bool is_decision_body(Prim p);
 using JaxprRewrite = std::function<Jaxpr(const Jaxpr& j, const JaxprBuffers* plan)>;
 Jaxpr rewrite_every_jaxpr(const Jaxpr& program, const BufferAssignment* assignment,
                           const JaxprRewrite& rewrite);
-
-// `pass(program, &assignment)` with `assignment` the buffers `program` gets under `options`:
-// how a decision pass is planned under the buffers of the program it rewrites.
-Jaxpr under_provisional_buffers(
-    const Jaxpr& program, const BufferOptions& options,
-    const std::function<Jaxpr(const Jaxpr&, const BufferAssignment*)>& pass);
 
 }  // namespace refjit

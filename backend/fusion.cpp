@@ -211,9 +211,8 @@ Jaxpr fuse_elementwise(const Jaxpr& program, const BufferAssignment* assignment)
 }
 
 Jaxpr fuse_elementwise(const Jaxpr& program, const BufferOptions& options) {
-  return under_provisional_buffers(program, options, [](const Jaxpr& j, const BufferAssignment* a) {
-    return fuse_elementwise(j, a);
-  });
+  const BufferAssignment provisional = assign_buffers(program, options);
+  return fuse_elementwise(program, &provisional);
 }
 
 }  // namespace refjit

@@ -77,12 +77,11 @@ std::vector<int64_t> range(int64_t begin, int64_t end) {
   return v;
 }
 
-// The call when the product qualifies; nullopt when loops are needed. `into`: where the
-// product goes (null: the result's buffer); `accumulate`: added to what `into` holds (a
-// product accumulation, fusion.h) instead of stored.
+// The call when the product qualifies; nullopt when loops are needed. `into`: a
+// dot_accumulate's ref, to which the product is added (null: stored in the result's buffer).
 std::optional<KernelCall> kernel_call(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfree,
-                                      const std::vector<int64_t>& rfree, Value into,
-                                      bool accumulate) {
+                                      const std::vector<int64_t>& rfree, Value into) {
+  const bool accumulate = bool(into);
   const ArrayType lt = c.type_of(lhs_of(e)).array;
   const ArrayType ht = c.type_of(rhs_of(e)).array;
   const ArrayType rt = product_type(c, e);
@@ -91,18 +90,14 @@ std::optional<KernelCall> kernel_call(LowerCtx& c, const Eqn& e, const std::vect
       lt.dtype != rt.dtype || ht.dtype != rt.dtype)
     return std::nullopt;
   if (!is_var(lhs_of(e)) || !is_var(rhs_of(e))) return std::nullopt;
-  const std::vector<int64_t> lbatch(dn.lhs_batch.begin(), dn.lhs_batch.end());
-  const std::vector<int64_t> rbatch(dn.rhs_batch.begin(), dn.rhs_batch.end());
-  const std::vector<int64_t> lcontract(dn.lhs_contract.begin(), dn.lhs_contract.end());
-  const std::vector<int64_t> rcontract(dn.rhs_contract.begin(), dn.rhs_contract.end());
   Value a = c.buffer(lhs_of(e)), b = c.buffer(rhs_of(e));
-  auto am = matrix_axes(lbatch, lfree, lcontract, lt.shape, static_strides(a));
-  auto bm = matrix_axes(rbatch, rcontract, rfree, ht.shape, static_strides(b));
+  auto am = matrix_axes(dn.lhs_batch, lfree, dn.lhs_contract, lt.shape, static_strides(a));
+  auto bm = matrix_axes(dn.rhs_batch, dn.rhs_contract, rfree, ht.shape, static_strides(b));
   if (!am || !bm) return std::nullopt;
   const int64_t batch = am->batch.size, m = am->rows.size, k = am->cols.size, n = bm->cols.size;
   if (batch * m * n * k < kMinKernelWork) return std::nullopt;
   Value out = into ? into : c.result_buffer(e.outs[0]);
-  const int64_t nb = static_cast<int64_t>(lbatch.size());
+  const int64_t nb = static_cast<int64_t>(dn.lhs_batch.size());
   const int64_t nm = static_cast<int64_t>(lfree.size());
   auto result_axes = [&](Value memref) {
     return matrix_axes(range(0, nb), range(nb, nb + nm), range(nb + nm, rt.rank()), rt.shape,
@@ -141,8 +136,8 @@ std::optional<KernelCall> kernel_call(LowerCtx& c, const Eqn& e, const std::vect
 
 // The kernel call when the product qualifies (emitted); false when loops are needed.
 bool lower_dot_kernel(LowerCtx& c, const Eqn& e, const std::vector<int64_t>& lfree,
-                      const std::vector<int64_t>& rfree, Value into, bool accumulate) {
-  std::optional<KernelCall> call = kernel_call(c, e, lfree, rfree, into, accumulate);
+                      const std::vector<int64_t>& rfree, Value into) {
+  std::optional<KernelCall> call = kernel_call(c, e, lfree, rfree, into);
   if (call) emit_kernel_call(c, *call);
   return call.has_value();
 }
@@ -231,7 +226,7 @@ void lower_dot_general(LowerCtx& c, const Eqn& e) {
       dn.lhs_batch.size() != dn.rhs_batch.size())
     fail_eqn(e, "dimension_numbers pair up different numbers of dims");
   auto [lfree, rfree] = free_dims(c, e);
-  if (!lower_dot_kernel(c, e, lfree, rfree, Value(), false)) lower_dot_loops(c, e, lfree, rfree);
+  if (!lower_dot_kernel(c, e, lfree, rfree, Value())) lower_dot_loops(c, e, lfree, rfree);
 }
 
 }  // namespace
@@ -268,7 +263,7 @@ void lower_product_with_epilogue(LowerCtx& c, const Jaxpr& j, size_t dot, size_t
   const Eqn& d = j.eqns[dot];
   auto [lfree, rfree] = free_dims(c, d);
   // The kernel's rows are the result's dims but the last: one rhs free dim.
-  emit_product_with_epilogue(c, j, root, kernel_call(c, d, lfree, rfree, Value(), false),
+  emit_product_with_epilogue(c, j, root, kernel_call(c, d, lfree, rfree, Value()),
                              rfree.size() == 1, [&] { lower_dot_loops(c, d, lfree, rfree); });
 }
 
@@ -290,8 +285,7 @@ void lower_dot_accumulate(LowerCtx& c, const Eqn& e) {
   if (e.ins.size() != 3 || !e.outs.empty()) fail_eqn(e, "expected a ref and two operands");
   auto [lfree, rfree] = free_dims(c, e);
   const Value ref = c.buffer(e.ins[0]);
-  if (!lower_dot_kernel(c, e, lfree, rfree, ref, /*accumulate=*/true))
-    lower_dot_loops(c, e, lfree, rfree, ref);
+  if (!lower_dot_kernel(c, e, lfree, rfree, ref)) lower_dot_loops(c, e, lfree, rfree, ref);
 }
 
 void register_dot_lowerings(LowerTable& t) {

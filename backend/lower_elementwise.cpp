@@ -581,14 +581,6 @@ const ElemFn* elementwise_rule(Prim p) {
   return elem_table().find(p);
 }
 
-}  // namespace refjit::backend
-
-namespace refjit {
-bool has_elementwise_lowering(Prim p) { return backend::elementwise_rule(p) != nullptr; }
-}  // namespace refjit
-
-namespace refjit::backend {
-
 // Converts one element from dtype `from` to `to` with XLA semantics: float->int truncates,
 // NaN -> 0 and out-of-range saturates; ->bool is x != 0.
 Value convert_element(LowerCtx& c, Value x, DType from, DType to) {
@@ -861,3 +853,7 @@ void register_elementwise_lowerings(LowerTable& t) {
 }
 
 }  // namespace refjit::backend
+
+namespace refjit {
+bool has_elementwise_lowering(Prim p) { return backend::elementwise_rule(p) != nullptr; }
+}  // namespace refjit

@@ -208,35 +208,29 @@ mlir::Operation* LowerCtx::lower_epilogue_rows(const Jaxpr& j, size_t root) {
   const ArrayType rt = j.type_of(e.outs[0]).array;
   if (rt.rank() < 1) fail_eqn(e, "an epilogue needs a result of rank 1 or more");
   const Value dst = result_buffer(e.outs[0]);
+  const Shape outer(rt.shape.begin(), rt.shape.end() - 1);
   mlir::Operation* rows = nullptr;
   in_eqn_body(j, root, dst, [&](const Jaxpr& in, const std::vector<size_t>& members) {
-    rows = lower_rows_into(in, members, dst, rt);
+    const std::vector<bool> member = group_members(in, members);
+    load_outside_scalars(in, members, member, rt);
+    rows = loop_nest({num_elements(outer)}, [&](Ivs row) {
+      // Row r of the flattened outer dims, as indices into them (row-major).
+      std::vector<Value> outer_ivs(outer.size());
+      Value rest = row[0];
+      for (size_t d = outer.size(); d-- > 0;) {
+        if (d == 0) {
+          outer_ivs[d] = rest;
+          break;
+        }
+        outer_ivs[d] = b.create<mlir::arith::RemUIOp>(loc, rest, index(outer[d]));
+        rest = b.create<mlir::arith::DivUIOp>(loc, rest, index(outer[d]));
+      }
+      lower_fused_row(in, members, member, outer_ivs, dst, rt);
+    });
+    rows->setAttr(kEpilogueAttr, b.getUnitAttr());
+    outside_scalar_.clear();
   });
   frames_.back().eqn = saved;
-  return rows;
-}
-
-mlir::Operation* LowerCtx::lower_rows_into(const Jaxpr& j, const std::vector<size_t>& members,
-                                           Value dst, const ArrayType& rt) {
-  const std::vector<bool> member = group_members(j, members);
-  load_outside_scalars(j, members, member, rt);
-  const Shape outer(rt.shape.begin(), rt.shape.end() - 1);
-  mlir::Operation* rows = loop_nest({num_elements(outer)}, [&](Ivs row) {
-    // Row r of the flattened outer dims, as indices into them (row-major).
-    std::vector<Value> outer_ivs(outer.size());
-    Value rest = row[0];
-    for (size_t d = outer.size(); d-- > 0;) {
-      if (d == 0) {
-        outer_ivs[d] = rest;
-        break;
-      }
-      outer_ivs[d] = b.create<mlir::arith::RemUIOp>(loc, rest, index(outer[d]));
-      rest = b.create<mlir::arith::DivUIOp>(loc, rest, index(outer[d]));
-    }
-    lower_fused_row(j, members, member, outer_ivs, dst, rt);
-  });
-  rows->setAttr(kEpilogueAttr, b.getUnitAttr());
-  outside_scalar_.clear();
   return rows;
 }
 
@@ -344,10 +338,6 @@ Value LowerCtx::fused_element(const Jaxpr& j, const std::vector<size_t>& members
   }
   return element[j.eqns[members.back()].outs[0].id];
 }
-
-}  // namespace refjit::backend
-
-namespace refjit::backend {
 
 void register_fused_lowerings(LowerTable& t) {
   t.set(Prim::fused, [](LowerCtx& c, const Eqn& e) { c.lower_fused(e); });

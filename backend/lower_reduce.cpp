@@ -131,12 +131,7 @@ bool lower_reduce_all_blocked(LowerCtx& c, const Eqn& e, Reducer r) {
     c.store(over_rows.getResult(0), partial, rt.dtype, {block[0]});
   });
   c.mark_parallel(loop, blocks, rows_per_block * row_elements);
-  Value total = c.loop_with_carry(blocks, {reducer_identity(c, rt.dtype, r)},
-                                  [&](Value iv, const std::vector<Value>& cur) {
-                                    Value p = c.load_mem(partial, rt.dtype, {iv});
-                                    return std::vector<Value>{combine(c, rt.dtype, r, cur[0], p)};
-                                  })[0];
-  c.store(total, c.result_buffer(e.outs[0]), rt.dtype, {});
+  c.store(combine_partials(c, e, partial, blocks), c.result_buffer(e.outs[0]), rt.dtype, {});
   return true;
 }
 

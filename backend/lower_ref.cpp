@@ -328,8 +328,6 @@ Value flat_window_start(LowerCtx& c, std::span<const Atom> starts, const Shape& 
   return flat;
 }
 
-}  // namespace
-
 // shift_add: first the side runs, copied out of w1 while R still holds them. Then, with `zero`
 // the value written over w1 (operand 1),
 // R'[p] = (p in w1 ? zero : R[p]) + (p in w2 ? R[p - s2 + src] : 0), src = s1 + offset.
@@ -389,8 +387,6 @@ void lower_shift_add(LowerCtx& c, const Eqn& e) {
   run(s1, min_i(e1, s2), store_zero);
   run(max_i(s1, e2), e1, store_zero);
 }
-
-namespace {
 
 // freeze: the ref is dead afterwards, so the value takes over its buffer.
 void lower_freeze(LowerCtx& c, const Eqn& e) {

@@ -138,7 +138,11 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
       bind_var(v, at[k]);
     }
     auto each_row = [&](Value row) {
-      for (size_t k = 0; k < n; ++k) lower_row_item(j, loop.items[k], row, at[k], block);
+      for (size_t k = 0; k < n; ++k)
+        in_eqn_body(j, loop.items[k].eqn, at[k],
+                    [&](const Jaxpr& in, const std::vector<size_t>& m) {
+                      lower_row_of(in, m, loop.items[k].kind, row, at[k], block);
+                    });
     };
     if (loop.block_rows == 1) {
       each_row(block);
@@ -174,13 +178,6 @@ void LowerCtx::lower_row_loop(const Jaxpr& j, const RowLoop& planned) {
   frames_.back().eqn = saved;
 }
 
-void LowerCtx::lower_row_item(const Jaxpr& outer, const RowItem& item, Value row, Value dst,
-                              Value block) {
-  in_eqn_body(outer, item.eqn, dst, [&](const Jaxpr& j, const std::vector<size_t>& members) {
-    lower_row_of(j, members, item.kind, row, dst, block);
-  });
-}
-
 void LowerCtx::lower_row_of(const Jaxpr& j, const std::vector<size_t>& members, RowItemKind kind,
                             Value row, Value dst, Value block) {
   const Eqn& root = j.eqns[members.back()];
@@ -214,10 +211,6 @@ void LowerCtx::lower_row_of(const Jaxpr& j, const std::vector<size_t>& members, 
   }
   outside_scalar_.clear();
 }
-
-}  // namespace refjit::backend
-
-namespace refjit::backend {
 
 void register_row_loop_lowerings(LowerTable& t) {
   t.set(Prim::row_loop, [](LowerCtx& c, const Eqn& e) { c.lower_row_loop(e); });

@@ -43,10 +43,7 @@ void lower_broadcast_in_dim(LowerCtx& c, const Eqn& e) {
   Value dst = c.result_buffer(e.outs[0]);
   // Each element written once from the operand (a same-sized broadcast keeps element order).
   c.parallel_loop_nest(rt.shape, [&](Ivs ivs) {
-    std::vector<Value> in;
-    for (size_t i = 0; i < bd.size(); ++i)
-      in.push_back(xt.shape[i] == 1 ? c.index(0) : ivs.at(bd[i]));
-    c.store(c.load(e.ins[0], in), dst, rt.dtype, ivs);
+    c.store(c.load(e.ins[0], c.broadcast_operand_index(e, ivs)), dst, rt.dtype, ivs);
   });
 }
 

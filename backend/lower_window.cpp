@@ -78,12 +78,6 @@ bool is_constant_true(Value v) {
   return k && k.value() == 1;
 }
 
-int64_t window_size(const Window& w) {
-  int64_t n = 1;
-  for (int64_t d : w.dims) n *= d;
-  return n;
-}
-
 using Carried = std::vector<Value>;
 using PositionStep = std::function<Carried(const Carried&, Value, std::optional<int64_t>)>;
 
@@ -92,11 +86,11 @@ using PositionStep = std::function<Carried(const Carried&, Value, std::optional<
 // as a number): the innermost loop is the output's last dim, which the vectoriser takes (a
 // 2x2 max-pool over NHWC ran a 4-trip loop per element, one float at a time).
 Carried over_positions(LowerCtx& c, const Window& w, Carried init, const PositionStep& step) {
-  if (window_size(w) > kUnrolledWindow)
-    return c.loop_with_carry(window_size(w), init, [&](Value k, const Carried& cur) {
+  if (num_elements(w.dims) > kUnrolledWindow)
+    return c.loop_with_carry(num_elements(w.dims), init, [&](Value k, const Carried& cur) {
       return step(cur, k, std::nullopt);
     });
-  for (int64_t k = 0; k < window_size(w); ++k) init = step(init, c.index(k), k);
+  for (int64_t k = 0; k < num_elements(w.dims); ++k) init = step(init, c.index(k), k);
   return init;
 }
 
@@ -180,7 +174,7 @@ void lower_select_and_scatter_add(LowerCtx& c, const Eqn& e) {
     std::vector<Value> init{read(first), first.valid};
     init.insert(init.end(), first.at.begin(), first.at.end());
     auto best =
-        c.loop_with_carry(window_size(w), init, [&](Value k, const std::vector<Value>& cur) {
+        c.loop_with_carry(num_elements(w.dims), init, [&](Value k, const std::vector<Value>& cur) {
           Position p = position(c, w, xt.shape, st.shape, o, k);
           Value take = replaces(c, xt.dtype, ge, cur[0], read(p));
           std::vector<Value> next{b.create<arith::SelectOp>(c.loc, take, read(p), cur[0]),

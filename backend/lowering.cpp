@@ -7,18 +7,13 @@
 #include "backend/fusion.h"
 #include "backend/parallel_loops.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 namespace refjit::backend {
 
 [[noreturn]] void fail_eqn(const Eqn& e, const std::string& what) {
   throw Error(fmt::format("native backend: cannot lower `{}`: {}", prim_name(e.prim), what));
-}
-
-void load_dialects(mlir::MLIRContext& ctx) {
-  ctx.loadDialect<mlir::arith::ArithDialect, mlir::complex::ComplexDialect, mlir::func::FuncDialect,
-                  mlir::math::MathDialect, mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
-                  mlir::LLVM::LLVMDialect>();
 }
 
 const LowerTable& lower_table() {
@@ -174,12 +169,7 @@ void LowerCtx::bind(Var v, Value memref) {
 Value LowerCtx::view_as(Value memref, const ArrayType& t) {
   auto mt = mlir::cast<mlir::MemRefType>(memref.getType());
   if (mt.getShape() == llvm::ArrayRef<int64_t>(t.shape)) return memref;
-  std::vector<int64_t> strides(t.shape.size());
-  int64_t s = 1;
-  for (size_t i = t.shape.size(); i-- > 0;) {
-    strides[i] = s;
-    s *= t.shape[i];
-  }
+  const llvm::SmallVector<int64_t> strides = mlir::computeSuffixProduct(t.shape);
   if (mt.getLayout().isIdentity())
     return b.create<mlir::memref::ReinterpretCastOp>(loc, memref_type(t), memref, 0, t.shape,
                                                      strides);
@@ -592,17 +582,13 @@ void LowerCtx::lower_planned(const Jaxpr& sub, size_t which, const std::vector<V
 
 void LowerCtx::pop_frame() { frames_.pop_back(); }
 
-void LowerCtx::free_scope(Scope& s) {
-  for (Value m : s.allocations)
-    if (m.getDefiningOp<mlir::memref::AllocOp>()) b.create<mlir::memref::DeallocOp>(loc, m);
-  s.allocations.clear();
-  workspace_offset_ = s.workspace_mark;
-}
-
 void LowerCtx::with_scope(const std::function<void()>& f) {
   scopes_.push_back(Scope{{}, workspace_offset_});
   f();
-  free_scope(scopes_.back());
+  // Heap buffers (no workspace) are freed; workspace space is handed back.
+  for (Value m : scopes_.back().allocations)
+    if (m.getDefiningOp<mlir::memref::AllocOp>()) b.create<mlir::memref::DeallocOp>(loc, m);
+  workspace_offset_ = scopes_.back().workspace_mark;
   scopes_.pop_back();
 }
 
@@ -656,7 +642,9 @@ void LowerCtx::lower_eqn_at(const Jaxpr& j, size_t index) {
 mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jaxpr& jaxpr,
                                                const BufferPlan& plan, int64_t& workspace_bytes,
                                                const LoweringOptions& options) {
-  load_dialects(ctx);
+  ctx.loadDialect<mlir::arith::ArithDialect, mlir::complex::ComplexDialect, mlir::func::FuncDialect,
+                  mlir::math::MathDialect, mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
+                  mlir::LLVM::LLVMDialect>();
   mlir::OpBuilder b(&ctx);
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(b.getUnknownLoc());
   LowerCtx lc(b, *module, plan, options);

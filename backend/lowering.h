@@ -233,9 +233,6 @@ class LowerCtx {
   // matrix kernel's call that must come right after it. (Where there is no such call, the
   // consumer is lowered by its rule after the product.)
   mlir::Operation* lower_epilogue_rows(const Jaxpr& j, size_t root);
-  // Its scf.for over the rows, computing `members` of `j` (root last) into `dst` of type `rt`.
-  mlir::Operation* lower_rows_into(const Jaxpr& j, const std::vector<size_t>& members,
-                                   mlir::Value dst, const ArrayType& rt);
   // A `row_loop` eqn (row_loops.h): its body's passengers (views of row results), then one
   // scf.for over the rows computing row i of every item in turn; full reductions store a
   // partial per row, combined in row order after the loop.
@@ -271,7 +268,6 @@ class LowerCtx {
   void push_frame(const Jaxpr& j, bool top_level, const JaxprBuffers* plan = nullptr);
   void pop_frame();
   void bind_var(Var v, mlir::Value memref) { frames_.back().env.at(v.id) = memref; }
-  void free_scope(Scope& s);
   void set_output_buffers(std::vector<mlir::Value> outs) { output_buffers_ = std::move(outs); }
   // Plan `index` of the buffer assignment, checked to be made for `j` (and `matches`: the
   // caller's own check, e.g. of the whole program's signature).
@@ -300,11 +296,9 @@ class LowerCtx {
   // vectorises. `parallel` marks the middle loop parallel.
   void split_at_interior(int64_t n, std::optional<std::pair<int64_t, int64_t>> interior,
                          bool parallel, const std::function<void(mlir::Value)>& body);
-  // Row `row` (of block `block`) of one row-loop item into `dst` (the partials of a reduction
-  // finished after the loop).
-  void lower_row_item(const Jaxpr& j, const RowItem& item, mlir::Value row, mlir::Value dst,
-                      mlir::Value block);
-  // The same for the eqns `members` of `j` (a fused eqn's body, or one eqn), root last.
+  // Row `row` (of block `block`) of a row-loop item, the eqns `members` of `j` (a fused eqn's
+  // body, or one eqn), root last, into `dst` (the partials of a reduction finished after the
+  // loop).
   void lower_row_of(const Jaxpr& j, const std::vector<size_t>& members, RowItemKind kind,
                     mlir::Value row, mlir::Value dst, mlir::Value block);
   // Runs `f(jaxpr, members)` on the eqns computing eqn `index` of `j` (a row-loop item or an
@@ -440,7 +434,6 @@ void require_runtime(LowerCtx& c, const Eqn& e, std::string_view what);
 mlir::OwningOpRef<mlir::ModuleOp> build_module(mlir::MLIRContext& ctx, const Jaxpr& jaxpr,
                                                const BufferPlan& plan, int64_t& workspace_bytes,
                                                const LoweringOptions& options);
-void load_dialects(mlir::MLIRContext& ctx);
 
 inline constexpr const char* kEntryName = "refjit_main";
 

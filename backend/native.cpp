@@ -329,59 +329,49 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const std::string& cpu,
   return tm;
 }
 
-std::function<llvm::Error(llvm::Module*)> optimizing_transformer(int opt_level,
-                                                                 llvm::TargetMachine* tm) {
-  return [opt_level, tm](llvm::Module* m) -> llvm::Error {
-    if (opt_level <= 0) return llvm::Error::success();
-    // REFJIT_VECTOR_WIDTH=128, 256 or 512 sets the width whatever the code; another value is
-    // reported once and ignored.
-    const char* width = preferred_vector_width(*m);
-    if (const char* forced = std::getenv("REFJIT_VECTOR_WIDTH")) {
-      static std::once_flag reported;
-      if (std::string_view w = forced; w == "128" || w == "256" || w == "512")
-        width = forced;
-      else
-        std::call_once(reported, [&] {
-          fmt::print(stderr, "refjit: REFJIT_VECTOR_WIDTH={} is not 128, 256 or 512; ignored\n",
-                     forced);
-        });
-    }
-    for (llvm::Function& f : *m) f.addFnAttr("prefer-vector-width", width);
-    // LLVM's default pipeline, without its loop unrolling: loops nests with small constant
-    // trip counts around vectorised bodies were unrolled whole (a tanh over f32[16,128]
-    // became 64 copies of its polynomial), and the machine scheduler is quadratic in such
-    // blocks: 700 ms of the 900 ms a 16-row RNN's gradient took to compile. The vectoriser
-    // still interleaves (docs/backend.md "Measured compile latency").
-    llvm::PipelineTuningOptions tuning;
-    tuning.LoopUnrolling = false;
-    llvm::LoopAnalysisManager lam;
-    llvm::FunctionAnalysisManager fam;
-    llvm::CGSCCAnalysisManager cgam;
-    llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder pb(tm, tuning);
-    pb.registerPeepholeEPCallback([](llvm::FunctionPassManager& fpm, llvm::OptimizationLevel) {
-      fpm.addPass(DisjointOrAsAdd());
-    });
-    pb.registerModuleAnalyses(mam);
-    pb.registerCGSCCAnalyses(cgam);
-    pb.registerFunctionAnalyses(fam);
-    pb.registerLoopAnalyses(lam);
-    pb.crossRegisterProxies(lam, fam, cgam, mam);
-    const llvm::OptimizationLevel level = opt_level == 1   ? llvm::OptimizationLevel::O1
-                                          : opt_level == 2 ? llvm::OptimizationLevel::O2
-                                                           : llvm::OptimizationLevel::O3;
-    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(level);
-    mpm.run(*m, mam);
-    return llvm::Error::success();
-  };
-}
-
 void optimize_llvm_module(llvm::Module& module, llvm::TargetMachine& tm, int opt_level) {
   module.setDataLayout(tm.createDataLayout());
   module.setTargetTriple(tm.getTargetTriple().str());
-  auto opt = optimizing_transformer(opt_level, &tm);
-  if (auto err = opt(&module))
-    throw Error("native backend: LLVM optimisation failed: " + llvm::toString(std::move(err)));
+  if (opt_level <= 0) return;
+  // REFJIT_VECTOR_WIDTH=128, 256 or 512 sets the width whatever the code; another value is
+  // reported once and ignored.
+  const char* width = preferred_vector_width(module);
+  if (const char* forced = std::getenv("REFJIT_VECTOR_WIDTH")) {
+    static std::once_flag reported;
+    if (std::string_view w = forced; w == "128" || w == "256" || w == "512")
+      width = forced;
+    else
+      std::call_once(reported, [&] {
+        fmt::print(stderr, "refjit: REFJIT_VECTOR_WIDTH={} is not 128, 256 or 512; ignored\n",
+                   forced);
+      });
+  }
+  for (llvm::Function& f : module) f.addFnAttr("prefer-vector-width", width);
+  // LLVM's default pipeline, without its loop unrolling: loops nests with small constant
+  // trip counts around vectorised bodies were unrolled whole (a tanh over f32[16,128]
+  // became 64 copies of its polynomial), and the machine scheduler is quadratic in such
+  // blocks: 700 ms of the 900 ms a 16-row RNN's gradient took to compile. The vectoriser
+  // still interleaves (docs/backend.md "Measured compile latency").
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopUnrolling = false;
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(&tm, tuning);
+  pb.registerPeepholeEPCallback([](llvm::FunctionPassManager& fpm, llvm::OptimizationLevel) {
+    fpm.addPass(DisjointOrAsAdd());
+  });
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  const llvm::OptimizationLevel level = opt_level == 1   ? llvm::OptimizationLevel::O1
+                                        : opt_level == 2 ? llvm::OptimizationLevel::O2
+                                                         : llvm::OptimizationLevel::O3;
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(level);
+  mpm.run(module, mam);
 }
 
 std::string emit_machine_code(llvm::Module& module, llvm::TargetMachine& tm, bool object_file) {

@@ -96,9 +96,8 @@ Jaxpr fuse_product_epilogues(const Jaxpr& program, const BufferAssignment* assig
 }
 
 Jaxpr fuse_product_epilogues(const Jaxpr& program, const BufferOptions& options) {
-  return under_provisional_buffers(program, options, [](const Jaxpr& j, const BufferAssignment* a) {
-    return fuse_product_epilogues(j, a);
-  });
+  const BufferAssignment provisional = assign_buffers(program, options);
+  return fuse_product_epilogues(program, &provisional);
 }
 
 }  // namespace refjit

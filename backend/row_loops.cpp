@@ -309,10 +309,6 @@ RowLoopPlan plan_row_loops(const Jaxpr& j, const JaxprBuffers* buffers) {
   return plan;
 }
 
-}  // namespace refjit
-
-namespace refjit {
-
 RowLoop row_loop_of_body(const Jaxpr& body) {
   RowLoop loop;
   for (size_t k = 0; k < body.eqns.size(); ++k) {
@@ -432,9 +428,8 @@ Jaxpr make_row_loops(const Jaxpr& program, const BufferAssignment* assignment) {
 }
 
 Jaxpr make_row_loops(const Jaxpr& program, const BufferOptions& options) {
-  return under_provisional_buffers(program, options, [](const Jaxpr& j, const BufferAssignment* a) {
-    return make_row_loops(j, a);
-  });
+  const BufferAssignment provisional = assign_buffers(program, options);
+  return make_row_loops(program, &provisional);
 }
 
 }  // namespace refjit

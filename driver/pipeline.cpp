@@ -153,6 +153,10 @@ class Run {
       return text;
     });
   }
+  void pattern_pass(std::string_view name, std::span<const RewritePattern> patterns) {
+    pattern_pass(name,
+                 [&](const Jaxpr& j, RewriteStats* s) { return with_patterns(j, patterns, s); });
+  }
 
   // Reports a pass that ran since `t0`; its text is made only if someone reads it.
   void done(std::string_view name, Clock::time_point t0, const std::function<std::string()>& text) {
@@ -230,21 +234,17 @@ void plan(Run& run, const Jaxpr& program, const PipelineOptions& options) {
   run.jaxpr_pass("dead-regions", [&](const Jaxpr& j) { return eliminate_dead_regions(j, ranges); });
   run.jaxpr_pass("simplify-ranges",
                  [&](const Jaxpr& j) { return simplify_with_ranges(j, ranges); });
-  run.pattern_pass("simplify-dots",
-                   [&](const Jaxpr& j, RewriteStats* s) { return simplify_dots(j, s); });
+  run.pattern_pass("simplify-dots", simplify_dots_patterns());
   run.jaxpr_pass("hoist-xs-products", [&](const Jaxpr& j) { return hoist_xs_products(j); });
   run.jaxpr_pass("hoist-accumulations", [&](const Jaxpr& j) { return hoist_accumulations(j); });
   run.jaxpr_pass("implicit-im2col", [&](const Jaxpr& j) { return implicit_im2col(j); });
   // Results nobody reads (a gradient's primal value inside a nested jit) are not computed.
   run.jaxpr_pass("dce", [&](const Jaxpr& j) { return dce(j); });
   // Decisions made as IR (docs/primitives.md "Decisions").
-  run.pattern_pass("accumulate-products",
-                   [&](const Jaxpr& j, RewriteStats* s) { return accumulate_products(j, s); });
-  run.pattern_pass("move-windows",
-                   [&](const Jaxpr& j, RewriteStats* s) { return move_windows(j, s); });
-  run.pattern_pass("concat-windows",
-                   [&](const Jaxpr& j, RewriteStats* s) { return concat_windows(j, s); });
-  run.pattern_pass("index-runs", [&](const Jaxpr& j, RewriteStats* s) { return index_runs(j, s); });
+  run.pattern_pass("accumulate-products", accumulate_products_patterns());
+  run.pattern_pass("move-windows", move_windows_patterns());
+  run.pattern_pass("concat-windows", concat_windows_patterns());
+  run.pattern_pass("index-runs", index_runs_patterns());
   // Groups are planned under the buffers the program would get (a member is not moved past an
   // in-place write of what it reads), then the fused program gets buffers of its own.
   run.jaxpr_pass("fusion", [&](const Jaxpr& j) {

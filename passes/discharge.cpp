@@ -212,7 +212,7 @@ class Discharger {
 
   void eqn(const Jaxpr& j, const Eqn& e) {
     switch (e.prim) {
-      case Prim::new_ref: bind(e.outs[0], at(e.ins[0])); return;
+      case Prim::new_ref:
       case Prim::freeze: bind(e.outs[0], at(e.ins[0])); return;
       case Prim::get: {
         Access a = access(j, e, 1);

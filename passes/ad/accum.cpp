@@ -6,33 +6,18 @@
 
 namespace refjit {
 
-Accum Accum::value(ArrayType type) {
-  Accum a;
-  a.type_ = std::move(type);
-  return a;
-}
-
-Accum Accum::dont_want(ArrayType type) {
-  Accum a = value(std::move(type));
-  a.kind_ = Kind::dont_want;
-  return a;
-}
+Accum Accum::value(ArrayType type) { return Accum(std::move(type), Kind::value); }
+Accum Accum::dont_want(ArrayType type) { return Accum(std::move(type), Kind::dont_want); }
+Accum Accum::for_ref_value(ArrayType type) { return Accum(std::move(type), Kind::tangent_ref); }
 
 Accum Accum::into_ref(ArrayType type, Atom ref) {
-  Accum a = value(std::move(type));
-  a.kind_ = Kind::user_ref;
+  Accum a(std::move(type), Kind::user_ref);
   a.buf_.emplace(ref, a.type_);
   return a;
 }
 
-Accum Accum::for_ref_value(ArrayType type) {
-  Accum a = value(std::move(type));
-  a.kind_ = Kind::tangent_ref;
-  return a;
-}
-
 Accum Accum::held_in(ArrayType type, Atom ref) {
-  Accum a = value(std::move(type));
+  Accum a(std::move(type), Kind::value);
   a.buf_.emplace(ref, a.type_, std::nullopt, /*borrowed=*/true);
   return a;
 }

@@ -105,6 +105,7 @@ class Accum {
     std::vector<Atom> dyn;
   };
 
+  Accum(ArrayType type, Kind kind) : kind_(kind), type_(std::move(type)) {}
   void ensure_buffer(Emitter& e);
   void flush_pending(Emitter& e);  // adds pending sparse contributions into the buffer
 

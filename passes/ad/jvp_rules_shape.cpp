@@ -181,16 +181,10 @@ void register_shape_jvp_rules(JvpRuleTable& t) {
             IntList kept;
             for (int64_t i = 0; i < xt.rank(); ++i)
               if (std::find(axes.begin(), axes.end(), i) == axes.end()) kept.push_back(i);
-            Atom yb = c.p.emit1(Prim::broadcast_in_dim, {y},
-                                Params{{"shape", IntList(xt.shape)},
-                                       {"broadcast_dimensions", kept},
-                                       {"sharding", NoneParam{}}});
+            Atom yb = c.p.broadcast_in_dim(y, xt.shape, kept);
             Atom mask = c.p.convert(c.p.emit1(Prim::eq, {x, yb}), xt.dtype);
             Atom count = c.p.reduce_sum(mask, axes);
-            Atom countb = c.p.emit1(Prim::broadcast_in_dim, {count},
-                                    Params{{"shape", IntList(xt.shape)},
-                                           {"broadcast_dimensions", kept},
-                                           {"sharding", NoneParam{}}});
+            Atom countb = c.p.broadcast_in_dim(count, xt.shape, kept);
             Atom w = c.p.div(mask, countb);
             return {c.t.reduce_sum(c.t.mul(*a.tangents[0], w), axes)};
           }});

@@ -6,26 +6,12 @@ namespace refjit {
 
 namespace {
 
-Atom iota(Emitter& e, const Shape& shape, int64_t dimension) {
-  return e.emit1(Prim::iota, {},
-                 Params{{"dtype", DType::i32},
-                        {"shape", IntList(shape)},
-                        {"dimension", dimension},
-                        {"sharding", NoneParam{}}});
-}
-
-Atom spread(Emitter& e, Atom x, const Shape& shape, int64_t dim) {
-  return e.emit1(Prim::broadcast_in_dim, {x},
-                 Params{{"shape", IntList(shape)},
-                        {"broadcast_dimensions", IntList{dim}},
-                        {"sharding", NoneParam{}}});
-}
-
 // keep[i] = no j > i with flat[j] == flat[i]: a [K, K] comparison.
 Atom pairwise(Emitter& e, Atom flat, int64_t k) {
   const Shape sq{k, k};
-  Atom same = e.emit1(Prim::eq, {spread(e, flat, sq, 0), spread(e, flat, sq, 1)});
-  Atom later = e.emit1(Prim::gt, {iota(e, sq, 1), iota(e, sq, 0)});
+  Atom same =
+      e.emit1(Prim::eq, {e.broadcast_in_dim(flat, sq, {0}), e.broadcast_in_dim(flat, sq, {1})});
+  Atom later = e.emit1(Prim::gt, {e.iota(sq, 1), e.iota(sq, 0)});
   Atom overwritten = e.convert(e.emit1(Prim::and_, {same, later}), DType::i32);
   Atom any = e.emit1(Prim::reduce_max, {overwritten}, Params{{"axes", IntList{1}}});
   return e.emit1(Prim::eq, {any, e.scalar(DType::i32, 0.0)});
@@ -33,7 +19,7 @@ Atom pairwise(Emitter& e, Atom flat, int64_t k) {
 
 // keep[i] = (scatter of 0..K-1 at flat, last wins)[flat[i]] == i.
 Atom through_scratch(Emitter& e, Atom flat, int64_t k, int64_t range) {
-  Atom pos = iota(e, {k}, 0);
+  Atom pos = e.iota({k}, 0);
   Atom scratch = e.full(ArrayType{DType::i32, {range}}, -1.0);
   Atom winners = e.emit1(Prim::scatter, {scratch, flat, pos}, Params{{"axis", int64_t{0}}});
   Atom back = e.emit1(Prim::gather, {winners, flat}, Params{{"axis", int64_t{0}}});

@@ -59,10 +59,7 @@ Atom surviving_writes(Emitter& e, const ArrayType& ref_type, const Indexer& ix,
       IntList dims;
       for (size_t j = 0; j < at.shape.size(); ++j)
         dims.push_back(static_cast<int64_t>(bshape.size() - at.shape.size() + j));
-      c = e.emit1(Prim::broadcast_in_dim, {c},
-                  Params{{"shape", IntList(bshape)},
-                         {"broadcast_dimensions", dims},
-                         {"sharding", NoneParam{}}});
+      c = e.broadcast_in_dim(c, bshape, dims);
     }
     if (stride != 1) c = e.mul(c, e.scalar(kt, static_cast<double>(stride)));
     key = key ? e.emit1(Prim::add, {*key, c}) : c;
@@ -72,10 +69,7 @@ Atom surviving_writes(Emitter& e, const ArrayType& ref_type, const Indexer& ix,
   IntList dims;
   for (size_t j = 0; j < bshape.size(); ++j)
     dims.push_back(layout.array_position + static_cast<int64_t>(j));
-  return e.emit1(Prim::broadcast_in_dim, {keep},
-                 Params{{"shape", IntList(layout.shape)},
-                        {"broadcast_dimensions", dims},
-                        {"sharding", NoneParam{}}});
+  return e.broadcast_in_dim(keep, layout.shape, dims);
 }
 
 // swap through index arrays, which may repeat: the forward pass reads every old value

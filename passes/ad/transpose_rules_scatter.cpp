@@ -96,10 +96,7 @@ Atom widen(Emitter& e, Atom p, const ArrayType& ut, int64_t axis) {
   const int64_t k = e.array_type_of(p).rank();
   IntList dims(static_cast<size_t>(k));
   std::iota(dims.begin(), dims.end(), axis);
-  return e.emit1(
-      Prim::broadcast_in_dim, {p},
-      Params{
-          {"shape", IntList(ut.shape)}, {"broadcast_dimensions", dims}, {"sharding", NoneParam{}}});
+  return e.broadcast_in_dim(p, ut.shape, dims);
 }
 
 // Whether any entry of the bool array `p` is true, as a bool scalar.
@@ -268,16 +265,14 @@ void reshape_transpose(Emitter& e, TransposeArgs& a) {
 }  // namespace
 
 void register_aliasing_transpose_rules(TransposeRuleTable& t, LazyCotangentTable& lazy) {
-  for (Prim p : {Prim::reshape, Prim::squeeze, Prim::expand_dims}) {
-    t.set(p, reshape_transpose);
-    lazy.set(p, true);
-  }
-  t.set(Prim::dynamic_update_slice, dynamic_update_slice_transpose);
-  lazy.set(Prim::dynamic_update_slice, true);
-  t.set(Prim::scatter, scatter_transpose);
-  lazy.set(Prim::scatter, true);
-  t.set(Prim::scatter_add, scatter_add_transpose);
-  lazy.set(Prim::scatter_add, true);
+  auto aliasing = [&](Prim p, TransposeRule rule) {
+    t.set(p, rule);
+    lazy.set(p, true);  // the output's accumulator, unfrozen, may become the operand's
+  };
+  for (Prim p : {Prim::reshape, Prim::squeeze, Prim::expand_dims}) aliasing(p, reshape_transpose);
+  aliasing(Prim::dynamic_update_slice, dynamic_update_slice_transpose);
+  aliasing(Prim::scatter, scatter_transpose);
+  aliasing(Prim::scatter_add, scatter_add_transpose);
 }
 
 }  // namespace refjit

@@ -91,10 +91,7 @@ void register_shape_transpose_rules(TransposeRuleTable& t) {
     IntList kept;
     for (int64_t d = 0; d < x.rank(); ++d)
       if (std::find(axes.begin(), axes.end(), d) == axes.end()) kept.push_back(d);
-    a.acc[0]->add(e, e.emit1(Prim::broadcast_in_dim, {a.ct0()},
-                             Params{{"shape", IntList(x.shape)},
-                                    {"broadcast_dimensions", kept},
-                                    {"sharding", NoneParam{}}}));
+    a.acc[0]->add(e, e.broadcast_in_dim(a.ct0(), x.shape, kept));
   });
   // Sparse: acc[start:limit:stride] += ct.
   t.set(Prim::slice, [](Emitter& e, TransposeArgs& a) {

@@ -22,8 +22,7 @@ Atom BatchCtx::batched(const BVal& v) {
   shape.insert(shape.end(), t.shape.begin(), t.shape.end());
   IntList dims(t.shape.size());
   std::iota(dims.begin(), dims.end(), 1);
-  return e.emit1(Prim::broadcast_in_dim, {v.atom},
-                 Params{{"broadcast_dimensions", dims}, {"shape", IntList(shape)}});
+  return e.broadcast_in_dim(v.atom, shape, dims);
 }
 
 Atom BatchCtx::to_front(const Atom& x, int from) {
@@ -78,8 +77,7 @@ Outs elementwise(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
     if (select_case)
       args.push_back(c.batched(v));
     else if (v.batched && t.rank() == 1 && !shape.empty())
-      args.push_back(c.e.emit1(Prim::broadcast_in_dim, {v.atom},
-                               Params{{"broadcast_dimensions", IntList{0}}, {"shape", full}}));
+      args.push_back(c.e.broadcast_in_dim(v.atom, full, {0}));
     else if (!v.batched && t.rank() > 0)
       args.push_back(c.batched(v));
     else

@@ -234,13 +234,10 @@ OverlapSumsOptions OverlapSumsOptions::from_environment() {
   return o;
 }
 
-Jaxpr overlap_sums(const Jaxpr& jaxpr, const OverlapSumsOptions& options, int* changes) {
-  if (!options.enabled) {
-    if (changes) *changes = 0;
-    return jaxpr;
-  }
+Jaxpr overlap_sums(const Jaxpr& jaxpr, const OverlapSumsOptions& options) {
+  if (!options.enabled) return jaxpr;
   return rewritten_copy(
-      jaxpr, [&](Jaxpr& j) { return overlap_sums_in(j, options); }, changes);
+      jaxpr, [&](Jaxpr& j) { return overlap_sums_in(j, options); }, nullptr);
 }
 
 }  // namespace refjit

@@ -32,8 +32,7 @@ struct OverlapSumsOptions {
   static OverlapSumsOptions from_environment();
 };
 
-// `jaxpr` with its psums split into starts and waits, bucketed. `changes`, when given, receives
-// the number of psums split.
-Jaxpr overlap_sums(const Jaxpr& jaxpr, const OverlapSumsOptions& options, int* changes = nullptr);
+// `jaxpr` with its psums split into starts and waits, bucketed.
+Jaxpr overlap_sums(const Jaxpr& jaxpr, const OverlapSumsOptions& options);
 
 }  // namespace refjit

@@ -39,8 +39,4 @@ const RewritePattern kPatterns[] = {
 
 std::span<const RewritePattern> accumulate_products_patterns() { return kPatterns; }
 
-Jaxpr accumulate_products(const Jaxpr& jaxpr, RewriteStats* stats) {
-  return with_patterns(jaxpr, kPatterns, stats);
-}
-
 }  // namespace refjit

@@ -19,9 +19,7 @@
 
 namespace refjit {
 
-// `stats`, when given, counts the rewrites by pattern name.
-Jaxpr accumulate_products(const Jaxpr& jaxpr, RewriteStats* stats = nullptr);
-
+// The patterns, for with_patterns (passes/pattern_rewriter.h).
 std::span<const RewritePattern> accumulate_products_patterns();
 
 }  // namespace refjit

@@ -61,8 +61,4 @@ const RewritePattern kPatterns[] = {
 
 std::span<const RewritePattern> concat_windows_patterns() { return kPatterns; }
 
-Jaxpr concat_windows(const Jaxpr& jaxpr, RewriteStats* stats) {
-  return with_patterns(jaxpr, kPatterns, stats);
-}
-
 }  // namespace refjit

@@ -23,9 +23,7 @@
 
 namespace refjit {
 
-// `stats`, when given, counts the rewrites by pattern name.
-Jaxpr concat_windows(const Jaxpr& jaxpr, RewriteStats* stats = nullptr);
-
+// The patterns, for with_patterns (passes/pattern_rewriter.h).
 std::span<const RewritePattern> concat_windows_patterns();
 
 }  // namespace refjit

@@ -34,7 +34,7 @@ class Hoister {
     std::vector<Eqn> out;
     out.reserve(j_.eqns.size());
     for (Eqn& e : j_.eqns) {
-      recurse(e);
+      changes_ += rewrite_body(e, [](Jaxpr& body) { return Hoister(body).run(); });
       std::vector<Eqn> after;
       if (e.prim == Prim::scan) hoist_from_scan(e, after);
       out.push_back(std::move(e));
@@ -45,10 +45,6 @@ class Hoister {
   }
 
  private:
-  void recurse(Eqn& e) {
-    changes_ += rewrite_body(e, [](Jaxpr& body) { return Hoister(body).run(); });
-  }
-
   // Finds the body's hoistable accumulations, rewrites the body and the scan, and appends the
   // products that replace them to `after`.
   void hoist_from_scan(Eqn& scan, std::vector<Eqn>& after) {

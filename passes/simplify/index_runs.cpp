@@ -72,8 +72,4 @@ const RewritePattern kPatterns[] = {
 
 std::span<const RewritePattern> index_runs_patterns() { return kPatterns; }
 
-Jaxpr index_runs(const Jaxpr& jaxpr, RewriteStats* stats) {
-  return with_patterns(jaxpr, kPatterns, stats);
-}
-
 }  // namespace refjit

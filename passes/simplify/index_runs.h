@@ -24,9 +24,7 @@
 
 namespace refjit {
 
-// `stats`, when given, counts the rewrites by pattern name.
-Jaxpr index_runs(const Jaxpr& jaxpr, RewriteStats* stats = nullptr);
-
+// The patterns, for with_patterns (passes/pattern_rewriter.h).
 std::span<const RewritePattern> index_runs_patterns();
 
 }  // namespace refjit

@@ -82,8 +82,4 @@ const RewritePattern kPatterns[] = {
 
 std::span<const RewritePattern> move_windows_patterns() { return kPatterns; }
 
-Jaxpr move_windows(const Jaxpr& jaxpr, RewriteStats* stats) {
-  return with_patterns(jaxpr, kPatterns, stats);
-}
-
 }  // namespace refjit

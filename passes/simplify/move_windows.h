@@ -28,9 +28,7 @@
 
 namespace refjit {
 
-// `stats`, when given, counts the rewrites by pattern name.
-Jaxpr move_windows(const Jaxpr& jaxpr, RewriteStats* stats = nullptr);
-
+// The patterns, for with_patterns (passes/pattern_rewriter.h).
 std::span<const RewritePattern> move_windows_patterns();
 
 }  // namespace refjit

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -12,6 +13,7 @@
 #include "passes/simplify/canonicalize.h"
 #include "passes/simplify/inline.h"
 #include "passes/simplify/unit_run.h"
+#include "refjit/ir/use_def.h"
 
 namespace refjit {
 namespace {
@@ -129,18 +131,9 @@ class Simplifier {
     e.params.set("jaxpr", std::make_shared<const Jaxpr>(std::move(body)));
   }
 
-  // Defining eqn of var `a`, or nullptr. The index is rebuilt after eqns move (stale_defs).
-  const Eqn* def(const Atom& a) const {
-    if (!is_var(a)) return nullptr;
-    if (defs_.size() != j_.vars.size()) {
-      defs_.assign(j_.vars.size(), -1);
-      for (size_t i = 0; i < j_.eqns.size(); ++i)
-        for (Var o : j_.eqns[i].outs) defs_[o.id] = static_cast<int32_t>(i);
-    }
-    const int32_t i = defs_.at(as_var(a).id);
-    return i < 0 ? nullptr : &j_.eqns[static_cast<size_t>(i)];
-  }
-  void stale_defs() { defs_.clear(); }
+  // Defining eqn of var `a` (nullptr for a var made by this rewrite), while
+  // rewrite_index_runs runs: the eqns do not move until it ends.
+  const Eqn* def(const Atom& a) const { return defs_->def(a); }
 
   static bool is_literal_int(const Atom& a, int64_t v) {
     const Literal* l = std::get_if<Literal>(&a);
@@ -231,7 +224,6 @@ class Simplifier {
       eqns.push_back(std::move(j_.eqns[i]));
     }
     j_.eqns = std::move(eqns);
-    stale_defs();
     for (Eqn& e : j_.eqns)
       for (Atom& a : e.ins) a = subst_(a);
     for (Atom& a : j_.outvars) a = subst_(a);
@@ -253,6 +245,7 @@ class Simplifier {
   // `x.at[r, c:c+n]`), the run is W*r + c + iota(n) with ranges putting it inside row r:
   // the window is [1, n] at (r, c).
   void rewrite_index_runs() {
+    defs_.emplace(j_);
     std::vector<std::vector<Eqn>> before(j_.eqns.size());
     bool any = false;
     for (size_t i = 0; i < j_.eqns.size(); ++i) {
@@ -322,6 +315,7 @@ class Simplifier {
       ++changes_;
       ++windows_;
     }
+    defs_.reset();
     if (any) insert_before(before);
   }
 
@@ -329,7 +323,7 @@ class Simplifier {
   IntRanges r_;
   Substitution subst_;
   std::unordered_map<uint32_t, bool> known_;
-  mutable std::vector<int32_t> defs_;  // by var id: index of its defining eqn, or -1
+  std::optional<UseDef> defs_;  // during rewrite_index_runs
   int changes_ = 0;
   int windows_ = 0;
 };

@@ -116,8 +116,4 @@ const RewritePattern kPatterns[] = {
 
 std::span<const RewritePattern> simplify_dots_patterns() { return kPatterns; }
 
-Jaxpr simplify_dots(const Jaxpr& jaxpr, RewriteStats* stats) {
-  return with_patterns(jaxpr, kPatterns, stats);
-}
-
 }  // namespace refjit

@@ -17,10 +17,7 @@
 
 namespace refjit {
 
-// The rewritten program; `stats`, when given, counts the rewrites by pattern name.
-Jaxpr simplify_dots(const Jaxpr& jaxpr, RewriteStats* stats = nullptr);
-
-// The patterns, in the order they are tried.
+// The patterns, in the order they are tried, for with_patterns (passes/pattern_rewriter.h).
 std::span<const RewritePattern> simplify_dots_patterns();
 
 }  // namespace refjit

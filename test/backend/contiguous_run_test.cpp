@@ -25,7 +25,9 @@ bool has_memmove(const Jaxpr& j) {
 bool has_memmove(const std::string& text) { return has_memmove(parse_jaxpr(text)); }
 
 // `text` after the index-runs pass.
-Jaxpr decided(const std::string& text) { return index_runs(parse_jaxpr(text)); }
+Jaxpr decided(const std::string& text) {
+  return with_patterns(parse_jaxpr(text), index_runs_patterns());
+}
 
 bool mentions(const Jaxpr& j, std::string_view word) {
   return print_jaxpr(j).find(word) != std::string::npos;

@@ -21,7 +21,7 @@ int count_prim(const Jaxpr& j, Prim p) {
 
 // The program after move-windows: `moves` move_windows eqns at top level.
 Jaxpr decided(const std::string& text, int moves) {
-  Jaxpr j = move_windows(parse_jaxpr(text));
+  Jaxpr j = with_patterns(parse_jaxpr(text), move_windows_patterns());
   EXPECT_EQ(count_prim(j, Prim::move_windows), moves) << print_jaxpr(j);
   return j;
 }
@@ -73,7 +73,7 @@ TEST(NativeSliceMove, DeleteShiftsLeftInsideAScanCarry) {
         y:f32[3,9] = dynamic_update_slice x s i k
       in (y,) } length=6 num_carry=1 num_consts=0 reverse=False] a r c
   in (b,) })";
-  const Jaxpr j = move_windows(parse_jaxpr(text));
+  const Jaxpr j = with_patterns(parse_jaxpr(text), move_windows_patterns());
   EXPECT_EQ(count_prim(*j.eqns.at(0).params.get<JaxprPtr>("jaxpr"), Prim::move_windows), 1);
   check_decided(text, 0,
                 {random_array(at(DType::f32, {3, 9}), 3),

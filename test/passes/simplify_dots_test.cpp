@@ -32,7 +32,7 @@ Array random_array(const ArrayType& t, uint32_t seed) {
 Jaxpr check(const std::string& text, int changes) {
   const Jaxpr j = parse_jaxpr(text);
   RewriteStats stats;
-  const Jaxpr s = dce(simplify_dots(j, &stats));
+  const Jaxpr s = dce(with_patterns(j, simplify_dots_patterns(), &stats));
   EXPECT_EQ(stats.total(), changes) << print_jaxpr(s);
   verify(s);
   std::vector<RtValue> args;
