@@ -34,6 +34,17 @@ Atom BatchCtx::to_front(const Atom& x, int from) {
   return e.emit1(Prim::transpose, {x}, Params{{"permutation", perm}});
 }
 
+Atom BatchCtx::from_front(const Atom& x, int to) {
+  if (to == 0) return x;
+  const int rank = e.array_type_of(x).rank();
+  IntList perm;
+  for (int d = 1; d < rank; ++d) {
+    perm.push_back(d);
+    if (d == to) perm.push_back(0);
+  }
+  return e.emit1(Prim::transpose, {x}, Params{{"permutation", perm}});
+}
+
 std::vector<BVal> BatchCtx::emit_batched(const Eqn& eqn, std::vector<Atom> ins, Params params) {
   std::vector<BVal> out;
   for (Var v : e.emit(eqn.prim, std::move(ins), std::move(params))) out.push_back({v, true});
@@ -158,16 +169,16 @@ Outs dynamic_update_slice(BatchCtx& c, const Eqn& e, const std::vector<BVal>& in
   return c.emit_batched(e, std::move(args), e.params);
 }
 
-// With the indices batched, on axis 0: example b's index i is position b * N + i of the
-// batched operand's first dims + 1 (N: the positions one example's indices address), so one
-// gather or scatter over them (`dims` + 1) does every example. An index out of range must
-// not reach a neighbouring example: a gather's is clamped into [0, N) first, a scatter's is
-// sent past the end (dropped). nullopt for another axis, or positions past the index dtype.
+// With the indices batched: with the operand's batch dim moved next to the indexed dims (to
+// `axis`), example b's index i is position b * N + i of dims axis .. axis + dims (N: the
+// positions one example's indices address), so one gather or scatter over them (`dims` + 1)
+// does every example. An index out of range must not reach a neighbouring example: a
+// gather's is clamped into [0, N) first, a scatter's is sent past the end (dropped). nullopt
+// for positions past the index dtype.
 std::optional<Atom> example_positions(BatchCtx& c, const Eqn& e, const Atom& idx, bool clamp) {
   const ArrayType x = c.src.type_of(e.ins[0]).array;
-  const int64_t dims = indexed_dims(e.params);
-  if (e.params.get<int64_t>("axis") != 0 || dims > x.rank()) return std::nullopt;
-  const int64_t n = num_elements(Shape(x.shape.begin(), x.shape.begin() + dims));
+  const auto indexed = x.shape.begin() + e.params.get<int64_t>("axis");
+  const int64_t n = num_elements(Shape(indexed, indexed + indexed_dims(e.params)));
   const ArrayType it = c.e.array_type_of(idx);
   if (c.size * n >= (int64_t{1} << (it.dtype == DType::i64 ? 62 : 31))) return std::nullopt;
   auto lit = [&](int64_t v) { return c.e.scalar(it.dtype, static_cast<double>(v)); };
@@ -194,7 +205,9 @@ Outs gather(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
   if (ins[0].batched && ins[1].batched) {
     std::optional<Atom> at = example_positions(c, e, ins[1].atom, /*clamp=*/true);
     if (!at) return std::nullopt;
-    return c.emit_batched(e, {ins[0].atom, *at}, over_examples(e));
+    const Atom x = c.from_front(ins[0].atom, static_cast<int>(axis));
+    const Atom out = c.e.emit1(Prim::gather, {x, *at}, over_examples(e));
+    return std::vector<BVal>{{c.to_front(out, static_cast<int>(axis)), true}};
   }
   if (ins[0].batched) {
     Params p = e.params;
@@ -205,12 +218,17 @@ Outs gather(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
   return std::vector<BVal>{{c.to_front(out, static_cast<int>(axis)), true}};
 }
 
-// The scatters: operand and updates get the batch dim; batched indices, example_positions.
+// The scatters: operand and updates get the batch dim; batched indices, example_positions
+// (operand and updates with their batch dims at `axis`, the result's moved back).
 Outs scatter(BatchCtx& c, const Eqn& e, const std::vector<BVal>& ins) {
   if (ins[1].batched) {
     std::optional<Atom> at = example_positions(c, e, ins[1].atom, /*clamp=*/false);
     if (!at) return std::nullopt;
-    return c.emit_batched(e, {c.batched(ins[0]), *at, c.batched(ins[2])}, over_examples(e));
+    const int axis = static_cast<int>(e.params.get<int64_t>("axis"));
+    const Atom out = c.e.emit1(
+        e.prim, {c.from_front(c.batched(ins[0]), axis), *at, c.from_front(c.batched(ins[2]), axis)},
+        over_examples(e));
+    return std::vector<BVal>{{c.to_front(out, axis), true}};
   }
   Params p = e.params;
   p.set("axis", e.params.get<int64_t>("axis") + 1);

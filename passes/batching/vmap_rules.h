@@ -29,6 +29,8 @@ struct BatchCtx {
   Atom batched(const BVal& v);
   // `x` (batch dim at `from`) with its batch dim moved to the front.
   Atom to_front(const Atom& x, int from);
+  // `x` (batch dim at the front) with its batch dim moved to `to`.
+  Atom from_front(const Atom& x, int to);
   // A copy of `eqn` with new operands and params, every output batched.
   std::vector<BVal> emit_batched(const Eqn& eqn, std::vector<Atom> ins, Params params);
 };

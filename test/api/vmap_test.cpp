@@ -106,6 +106,32 @@ TEST(Vmap, BatchedIndicesIntoBatchedOperandsStayInTheirExample) {
   EXPECT_EQ(text.find("scan"), std::string::npos) << text;  // no per-example loop
 }
 
+// The same on an inner axis (x.at(all, idx)): the batch dim moves next to the indexed axis
+// for one gather or scatter, and the result's moves back to the front.
+TEST(Vmap, BatchedIndicesOnAnInnerAxisStayInTheirExample) {
+  auto f = [](const Value& table, const Value& idx) {
+    Value picked = table.at(all, idx).get();              // gather, axis 1
+    Value added = table.at(all, idx).add(picked * 2.0f);  // scatter-add
+    Value set = table.at(all, idx).set(picked + 1.0f);    // scatter: the last repeat wins
+    return reduce_sum(picked * 3.0f) + reduce_sum(set * added);
+  };
+  Value tables = ramp({4, 5, 3}, 0.7f);
+  Value idx = array<int32_t>({0, 2, -1, 7, 1, 1, 2, -4}, {4, 2});
+  Value want = stacked(4, [&](int64_t k) { return f(tables[k], idx[k]); });
+  expect_near(vmap(f)(tables, idx), want);
+  Value native =
+      jit([&](const Value& t, const Value& i) { return vmap(f)(t, i); },
+          JitOptions{.backend = Backend::native, .name = "vmap_gather_inner"})(tables, idx);
+  expect_near(native, want);
+  auto per_example_grad = [&](const Value& t, const Value& i) { return grad(f)(t, i); };
+  expect_near(vmap(per_example_grad)(tables, idx),
+              stacked(4, [&](int64_t k) { return grad(f)(tables[k], idx[k]); }));
+  const std::string text =
+      make_jaxpr([&](const Value& t, const Value& i) { return vmap(f)(t, i); })(tables, idx).str();
+  EXPECT_NE(text.find("gather[axis=1 dims=2]"), std::string::npos) << text;
+  EXPECT_EQ(text.find("scan"), std::string::npos) << text;
+}
+
 TEST(Vmap, PerExampleGradientsAndTheGradientOfABatchedLoss) {
   Value w = ramp({3}, 0.9f);
   auto loss = [](const Value& w, const Value& x) { return reduce_sum(tanh(w * x) * x); };
