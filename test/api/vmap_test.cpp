@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
 
 #include "refjit/refjit.h"
 
@@ -79,6 +81,26 @@ TEST(Vmap, BranchesAndWhileOnBatchedPredicatesRunPerExample) {
   expect_near(native, got);
 }
 
+// vmap(f) over 4 tables and their index rows against f per example, interpreted and compiled,
+// and the per-example gradients; the batched program holds `gather` (one op over every
+// example) and no scan.
+void expect_one_op_per_batch(const std::function<Value(const Value&, const Value&)>& f,
+                             const Value& idx, const std::string& gather) {
+  Value tables = ramp({4, 5, 3}, 0.7f);
+  auto batched = [&](const Value& t, const Value& i) { return vmap(f)(t, i); };
+  Value want = stacked(4, [&](int64_t k) { return f(tables[k], idx[k]); });
+  expect_near(batched(tables, idx), want);
+  expect_near(
+      jit(batched, JitOptions{.backend = Backend::native, .name = "vmap_gather"})(tables, idx),
+      want);
+  auto per_example_grad = [&](const Value& t, const Value& i) { return grad(f)(t, i); };
+  expect_near(vmap(per_example_grad)(tables, idx),
+              stacked(4, [&](int64_t k) { return grad(f)(tables[k], idx[k]); }));
+  const std::string text = make_jaxpr(batched)(tables, idx).str();
+  EXPECT_NE(text.find(gather), std::string::npos) << text;
+  EXPECT_EQ(text.find("scan"), std::string::npos) << text;  // no per-example loop
+}
+
 // Batched indices with a batched operand: one gather / scatter over the examples' rows
 // (index b * N + i), with every example's out-of-range indices clamped (read) or dropped
 // (update) inside its own rows, never reaching a neighbour's; and its gradient.
@@ -89,21 +111,8 @@ TEST(Vmap, BatchedIndicesIntoBatchedOperandsStayInTheirExample) {
     Value added = table.at(idx).add(picked * 2.0f);   // scatter-add
     return reduce_sum(picked * 3.0f) + reduce_sum(hot * added);
   };
-  Value tables = ramp({4, 5, 3}, 0.7f);
-  Value idx = array<int32_t>({0, 4, 2, -1, 7, 1, 3, 3, 5, 2, -6, 0}, {4, 3});
-  Value got = vmap(f)(tables, idx);
-  Value want = stacked(4, [&](int64_t k) { return f(tables[k], idx[k]); });
-  expect_near(got, want);
-  Value native = jit([&](const Value& t, const Value& i) { return vmap(f)(t, i); },
-                     JitOptions{.backend = Backend::native, .name = "vmap_gather"})(tables, idx);
-  expect_near(native, want);
-  auto per_example_grad = [&](const Value& t, const Value& i) { return grad(f)(t, i); };
-  expect_near(vmap(per_example_grad)(tables, idx),
-              stacked(4, [&](int64_t k) { return grad(f)(tables[k], idx[k]); }));
-  const std::string text =
-      make_jaxpr([&](const Value& t, const Value& i) { return vmap(f)(t, i); })(tables, idx).str();
-  EXPECT_NE(text.find("gather[axis=0 dims=2]"), std::string::npos) << text;
-  EXPECT_EQ(text.find("scan"), std::string::npos) << text;  // no per-example loop
+  expect_one_op_per_batch(f, array<int32_t>({0, 4, 2, -1, 7, 1, 3, 3, 5, 2, -6, 0}, {4, 3}),
+                          "gather[axis=0 dims=2]");
 }
 
 // The same on an inner axis (x.at(all, idx)): the batch dim moves next to the indexed axis
@@ -115,21 +124,8 @@ TEST(Vmap, BatchedIndicesOnAnInnerAxisStayInTheirExample) {
     Value set = table.at(all, idx).set(picked + 1.0f);    // scatter: the last repeat wins
     return reduce_sum(picked * 3.0f) + reduce_sum(set * added);
   };
-  Value tables = ramp({4, 5, 3}, 0.7f);
-  Value idx = array<int32_t>({0, 2, -1, 7, 1, 1, 2, -4}, {4, 2});
-  Value want = stacked(4, [&](int64_t k) { return f(tables[k], idx[k]); });
-  expect_near(vmap(f)(tables, idx), want);
-  Value native =
-      jit([&](const Value& t, const Value& i) { return vmap(f)(t, i); },
-          JitOptions{.backend = Backend::native, .name = "vmap_gather_inner"})(tables, idx);
-  expect_near(native, want);
-  auto per_example_grad = [&](const Value& t, const Value& i) { return grad(f)(t, i); };
-  expect_near(vmap(per_example_grad)(tables, idx),
-              stacked(4, [&](int64_t k) { return grad(f)(tables[k], idx[k]); }));
-  const std::string text =
-      make_jaxpr([&](const Value& t, const Value& i) { return vmap(f)(t, i); })(tables, idx).str();
-  EXPECT_NE(text.find("gather[axis=1 dims=2]"), std::string::npos) << text;
-  EXPECT_EQ(text.find("scan"), std::string::npos) << text;
+  expect_one_op_per_batch(f, array<int32_t>({0, 2, -1, 7, 1, 1, 2, -4}, {4, 2}),
+                          "gather[axis=1 dims=2]");
 }
 
 TEST(Vmap, PerExampleGradientsAndTheGradientOfABatchedLoss) {
