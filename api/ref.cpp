@@ -209,10 +209,8 @@ struct AdvancedIndex {
   // whole.
   Indices within_rows;
 
-  // `idx`: one entry per dim (one_entry_per_dim); any other indexer is invalid, and the ref
-  // path reports it.
+  // `idx`: one entry per dim (one_entry_per_dim).
   static std::optional<AdvancedIndex> of(const ArrayType& t, const Indices& idx) {
-    if (std::ssize(idx) != t.rank()) return std::nullopt;
     AdvancedIndex a;
     std::vector<Value> given;
     int64_t axis = -1;
@@ -372,12 +370,15 @@ struct IndexedInFront {
 };
 
 // The indexer with its ellipsis written out and whole dims added at the end: one entry per
-// dim of t. As given when it names more dims than t has (the ref's indexer reports that).
+// dim of t.
 Indices one_entry_per_dim(const ArrayType& t, const Indices& idx) {
   int64_t ellipses = 0;
   for (const Index& i : idx) ellipses += std::holds_alternative<Ellipsis>(i.get()) ? 1 : 0;
   const int64_t explicit_dims = std::ssize(idx) - ellipses;
-  if (explicit_dims > t.rank() || ellipses > 1) return idx;
+  if (ellipses > 1) throw TypeError("x.at(...): an indexer may contain at most one ellipsis");
+  if (explicit_dims > t.rank())
+    throw TypeError(fmt::format("x.at(...): {} indices for a value of type {} ({} dims)",
+                                explicit_dims, t.str(), t.rank()));
   Indices expanded;
   for (const Index& i : idx)
     if (std::holds_alternative<Ellipsis>(i.get()))
