@@ -310,7 +310,13 @@ std::optional<Value> jax_update(const Value& x, const Indices& idx, const Value&
   if (!a) return std::nullopt;
   Value u;
   if (a->within_rows.empty()) {
-    u = fit_value(v, t, build_indexer(t, idx));
+    // The update's shape, static indices taken as Values: one out of range drops the update
+    // (below), where a ref's indexer would refuse it.
+    Indices as_values = idx;
+    for (Index& e : as_values)
+      if (const int64_t* i = std::get_if<int64_t>(&e.get()))
+        e = Index(Value::scalar(DType::i32, static_cast<double>(*i)));
+    u = fit_value(v, t, build_indexer(t, as_values));
     if (u.shape() != a->selected(t)) return std::nullopt;
   } else {
     // The rows with their slices written: whole rows set back (a duplicate index's last

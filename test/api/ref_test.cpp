@@ -235,6 +235,14 @@ TEST(ValueAt, IndexArraysWrapNegativesClampReadsAndDropUpdatesAsJaxDoes) {
     EXPECT_EQ(z.at(i, slice(1, 3), j).add(u2).array(),
               with({{18, 158}, {19, 119}, {22, 172}, {23, 133}}));
     EXPECT_EQ(z.at(ellipsis, i).get().array(), z.at(all, all, i).get().array());
+    // A static index out of range: a read clamps it, an update is dropped (JAX 0.10.2).
+    Value j2 = array<int32_t>({3, 1}, {2});
+    EXPECT_EQ(z.at(5, all, j2).get().array(),
+              Array::from_vector<float>({15, 19, 23, 13, 17, 21}, {2, 3}));
+    EXPECT_EQ(z.at(-3, all, j2).get().array(),
+              Array::from_vector<float>({3, 7, 11, 1, 5, 9}, {2, 3}));
+    EXPECT_EQ(z.at(5, all, j2).set(100.0f).array(), z.array());
+    EXPECT_EQ(z.at(2, j2).add(100.0f).array(), z.array());
     auto error_of = [](const std::function<void()>& f) -> std::string {
       try {
         f();
