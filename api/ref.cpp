@@ -341,7 +341,8 @@ std::optional<Value> jax_update(const Value& x, const Indices& idx, const Value&
 // The other indexers go through a ref, which clamps a scalar Value index. As JAX does, such
 // an index (beside slices: x.at(i, slice(0, 2))) first counts from the end when negative, and
 // an update with one out of range is dropped: the old contents are written back, or nothing
-// added.
+// added. A static index out of range is taken as a Value, so it follows the same rules (the
+// ref's indexer would refuse it).
 struct ScalarIndices {
   Indices idx;                 // the indexer with each scalar Value index wrapped
   std::optional<Value> valid;  // all of them in range; none when there are none
@@ -351,6 +352,9 @@ ScalarIndices wrap_scalar_indices(const ArrayType& t, const Indices& idx) {
   ScalarIndices s{idx, std::nullopt};
   int64_t dim = 0;
   for (Index& entry : s.idx) {
+    const int64_t* k = std::get_if<int64_t>(&entry.get());
+    if (k && dim < t.rank() && (*k >= t.shape[dim] || *k < -t.shape[dim]))
+      entry = Index(Value::scalar(DType::i32, static_cast<double>(*k)));
     const Value* v = std::get_if<Value>(&entry.get());
     if (v && v->rank() == 0 && dim < t.rank()) {
       const Value i = as_index_value(*v);
@@ -365,15 +369,6 @@ ScalarIndices wrap_scalar_indices(const ArrayType& t, const Indices& idx) {
   }
   return s;
 }
-
-// Integer indices on dims that are not next to each other, at least one an index array
-// (x.at(i, all, j)): NumPy puts the broadcast index dims first, then the other dims, which is
-// what indexing x with those dims moved to the front gives. `perm`: x's dims in that order;
-// `idx`: the indexer in that order.
-struct IndexedInFront {
-  Ints perm;
-  Indices idx;
-};
 
 // The indexer with its ellipsis written out and whole dims added at the end: one entry per
 // dim of t.
@@ -394,6 +389,15 @@ Indices one_entry_per_dim(const ArrayType& t, const Indices& idx) {
   expanded.resize(t.rank(), Index(All{}));
   return expanded;
 }
+
+// Integer indices on dims that are not next to each other, at least one an index array
+// (x.at(i, all, j)): NumPy puts the broadcast index dims first, then the other dims, which is
+// what indexing x with those dims moved to the front gives. `perm`: x's dims in that order;
+// `idx`: the indexer in that order.
+struct IndexedInFront {
+  Ints perm;
+  Indices idx;
+};
 
 std::optional<IndexedInFront> indexed_dims_in_front(const Indices& idx) {
   IndexedInFront front;

@@ -185,6 +185,11 @@ TEST(ValueAt, IndexArraysWrapNegativesClampReadsAndDropUpdatesAsJaxDoes) {
               in_range ? Array::from_vector<float>({0, 1, 2, 3, 14, 25}, {2, 3}) : x.array());
     EXPECT_EQ(x.at(i, slice(0, 2)).get().array(), Array::from_vector<float>({3, 4}, {2}));
   }
+  // So does a static one out of range (where a ref's indexer refuses it).
+  EXPECT_EQ(x.at(5, slice(0, 2)).get().array(), Array::from_vector<float>({3, 4}, {2}));
+  EXPECT_EQ(x.at(-3, slice(0, 2)).get().array(), Array::from_vector<float>({0, 1}, {2}));
+  EXPECT_EQ(x.at(5, slice(0, 2)).set(9.0f).array(), x.array());
+  EXPECT_EQ(x.at(-3, slice(1, 3)).add(10.0f).array(), x.array());
   // An index array beside a slice: whole rows gathered, or scattered back with the update
   // dropped where the index is out of range; a repeated index keeps its last update (set) or
   // adds up (add).
