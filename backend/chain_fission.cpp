@@ -156,15 +156,15 @@ void split_stages(mlir::OpBuilder& b, scf::ForOp loop, Value base) {
 
 // Splits `loop` (innermost, step 1) into tiles of kChainTile iterations and each tile into
 // stages, if its body qualifies.
-bool split_loop(scf::ForOp loop) {
-  if (!is_innermost_unit_step(loop) || !first_stage(loop)) return false;
+void split_loop(scf::ForOp loop) {
+  if (!is_innermost_unit_step(loop) || !first_stage(loop)) return;
   mlir::OpBuilder b(loop);
   const mlir::Location loc = loop.getLoc();
   const std::optional<int64_t> lo = mlir::getConstantIntValue(loop.getLowerBound());
   const std::optional<int64_t> hi = mlir::getConstantIntValue(loop.getUpperBound());
   if (lo && hi && *hi - *lo <= kChainTile) {
     split_stages(b, loop, loop.getLowerBound());
-    return true;
+    return;
   }
   Value tile = b.create<arith::ConstantIndexOp>(loc, kChainTile);
   Value ub = loop.getUpperBound();
@@ -190,7 +190,6 @@ bool split_loop(scf::ForOp loop) {
   loop.replaceAllUsesWith(tiles.getResults());
   loop.erase();
   split_stages(b, inner, tiles.getInductionVar());
-  return true;
 }
 
 }  // namespace
