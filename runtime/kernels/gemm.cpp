@@ -968,8 +968,10 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
   }
 
   // Whole matrices per task when the batch fills the threads; else split each matrix's rows
-  // or columns into one part per thread.
-  const int64_t per_matrix = s.batch >= threads ? 1 : threads;
+  // or columns into one part per thread, or a few while some threads run slower than others
+  // (thread_pool.h; each part packs the other operand whole, about 3% of a 1024 product).
+  const int64_t per_matrix =
+      s.batch >= threads ? 1 : threads * (threads > 1 ? tasks_per_thread() : 1);
   auto product = [&](int64_t q) {
     return Product<T>{s.m,
                       s.n,

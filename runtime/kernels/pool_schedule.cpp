@@ -40,9 +40,15 @@ void PoolSchedule::record(const Outcome& o) {
   if (told_nothing) return;
   const bool straggled = o.waited > o.own_share / 2 + microseconds(50) ||
                          (o.caller_ran_all && o.own_share > microseconds(200));
+  uneven_.store(straggled ? kUnevenJobs : std::max(uneven_.load(std::memory_order_relaxed) - 1, 0),
+                std::memory_order_relaxed);
   int s = straggling_.load(std::memory_order_relaxed);
   s = straggled ? std::min(s + 2, kMaxStraggling) : std::max(s - 4, 0);
   straggling_.store(s, std::memory_order_relaxed);
+}
+
+int PoolSchedule::tasks_per_thread() const {
+  return uneven_.load(std::memory_order_relaxed) > 0 ? kTasksPerThreadWhenUneven : 1;
 }
 
 }  // namespace refjit::kernels

@@ -33,9 +33,16 @@ class PoolSchedule {
   static constexpr uint64_t kProbeEvery = 32;
   // Probes in a row that may tell nothing (see record()) before they wait kProbeEvery again.
   static constexpr int kProbesInARow = 4;
+  static constexpr int kUnevenJobs = 32, kTasksPerThreadWhenUneven = 2;
 
   // The next job's mode. Safe to call from several threads.
   Mode next();
+  // How many tasks per thread a job that divides its work itself (a matrix product) should
+  // make: 1 while the threads keep pace with each other, kTasksPerThreadWhenUneven for
+  // kUnevenJobs jobs after one whose workers straggled. With one task per thread, a thread
+  // that shares its core with other work sets the pace of the whole job; with more, the
+  // others take its remaining tasks (each task repacks an operand, so not always).
+  int tasks_per_thread() const;
   // Learns from a job next() ran in parallel or as a probe. Calls come one at a time (the
   // pool runs one parallel job at a time).
   void record(const Outcome& outcome);
@@ -45,6 +52,7 @@ class PoolSchedule {
   std::atomic<uint64_t> serial_jobs_{0};  // jobs next() did not run in parallel
   std::atomic<uint64_t> next_probe_{0};   // the first of them that is a probe
   int probes_told_nothing_ = 0;           // in a row
+  std::atomic<int> uneven_{0};            // jobs left to split finely (tasks_per_thread)
 };
 
 }  // namespace refjit::kernels

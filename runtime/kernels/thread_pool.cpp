@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/kernels/cpu_placement.h"
 #include "runtime/kernels/float_mode.h"
 #include "runtime/kernels/pool_schedule.h"
 
@@ -92,8 +93,9 @@ bool poll(Ready ready) {
 // results are the same whoever runs which.
 class Pool {
  public:
-  explicit Pool(int threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  explicit Pool(int threads) : cpus_(static_cast<size_t>(threads)) {
+    for (std::atomic<int>& cpu : cpus_) cpu.store(-1, std::memory_order_relaxed);
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
   }
   // Never destroyed: worker threads may outlive static destruction order otherwise.
   ~Pool() = delete;
@@ -113,6 +115,7 @@ class Pool {
     count_.store(n, std::memory_order_relaxed);
     float_mode_.store(current_float_mode(), std::memory_order_relaxed);  // as the caller
     done_.store(0, std::memory_order_relaxed);
+    cpus_[0].store(sched_getcpu(), std::memory_order_relaxed);
     ticket_.store(job << 32, std::memory_order_release);
     bool anyone_asleep = false;
     {
@@ -136,6 +139,7 @@ class Pool {
 
   // Whether the next job runs in parallel, as a probe or serially (pool_schedule.h).
   PoolSchedule::Mode mode() { return schedule_.next(); }
+  int tasks_per_thread() const { return schedule_.tasks_per_thread(); }
 
   static void serial(int64_t n, const std::function<void(int64_t)>& task) {
     for (int64_t i = 0; i < n; ++i) task(i);
@@ -175,9 +179,25 @@ class Pool {
     return ran;
   }
 
-  void work() {
+  // Worker `index` (the caller is 0): if it shares a CPU with another of the pool's threads,
+  // it moves to one none of them is on (cpu_placement.h), then notes where it runs.
+  void keep_own_cpu(int index, const cpu_set_t& allowed, std::vector<int>& others) {
+    others.clear();
+    for (size_t i = 0; i < cpus_.size(); ++i)
+      if (static_cast<int>(i) != index) others.push_back(cpus_[i].load(std::memory_order_relaxed));
+    if (auto cpus = cpus_to_move_to(allowed, sched_getcpu(), others))
+      move_calling_thread(*cpus, allowed);
+    cpus_[index].store(sched_getcpu(), std::memory_order_relaxed);
+  }
+
+  void work(int index) {
     t_inside_task = true;
     started_.fetch_add(1, std::memory_order_release);
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    const bool may_move = sched_getaffinity(0, sizeof(allowed), &allowed) == 0;
+    std::vector<int> others;
+    others.reserve(cpus_.size());
     uint64_t seen = 0;
     while (true) {
       auto published = [&] { return generation_.load(std::memory_order_acquire) != seen; };
@@ -188,6 +208,7 @@ class Pool {
         --sleeping_;
       }
       seen = generation_.load(std::memory_order_acquire);
+      if (may_move) keep_own_cpu(index, allowed, others);
       (void)run_tasks(seen, /*as_caller=*/false);
     }
   }
@@ -205,6 +226,8 @@ class Pool {
   std::atomic<int64_t> done_{0};  // tasks of the current job finished
   PoolSchedule schedule_;
   std::atomic<int> started_{0};  // worker threads that have begun work()
+  // The CPU each thread was last seen on when a job began (the caller's first, -1 before).
+  std::vector<std::atomic<int>> cpus_;
 };
 
 std::atomic<Pool*> g_pool{nullptr};
@@ -231,6 +254,11 @@ Pool& pool() {
 int thread_count() {
   static const int n = configured_threads();
   return n;
+}
+
+int tasks_per_thread() {
+  if (thread_count() == 1) return 1;
+  return pool().tasks_per_thread();
 }
 
 void parallel_for(int64_t n, const std::function<void(int64_t)>& task) {

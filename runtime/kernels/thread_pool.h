@@ -12,6 +12,11 @@ namespace refjit::kernels {
 // How many threads a parallel_for uses at most (workers plus the caller).
 int thread_count();
 
+// How many tasks per thread a job that divides its work into equal parts should make: 1
+// while the pool's threads keep pace with each other, more while some run slower than others
+// (their CPUs are shared with other work), so that the faster threads take more of the parts.
+int tasks_per_thread();
+
 // Runs task(i) for every i in [0, n) and returns when all have finished. Tasks run on the
 // pool's threads and the caller's; which thread runs which task is not fixed, so a task must
 // only write memory no other task writes. Runs serially when n is 1, when the pool has one

@@ -103,5 +103,24 @@ TEST(PoolSchedule, AfterAFewProbesThatToldNothingTheScheduleWaitsAgain) {
   EXPECT_EQ(serial_jobs, static_cast<int>(PoolSchedule::kProbeEvery) - 1);
 }
 
+// Jobs that divide their work themselves make more parts per thread after a job whose workers
+// straggled, for kUnevenJobs jobs that keep up, so that the threads that run at full speed
+// take the parts of one that does not; short jobs tell nothing and change nothing.
+TEST(PoolSchedule, AfterAStraggledJobJobsSplitFinerForAWhile) {
+  PoolSchedule s;
+  EXPECT_EQ(s.tasks_per_thread(), 1);
+  s.record(job(800, 20, false, false));
+  EXPECT_EQ(s.tasks_per_thread(), 1);
+  s.record(job(500, 2000, false, false));
+  EXPECT_EQ(s.tasks_per_thread(), PoolSchedule::kTasksPerThreadWhenUneven);
+  EXPECT_GT(PoolSchedule::kTasksPerThreadWhenUneven, 1);
+  for (int i = 0; i < 100; ++i) s.record(job(20, 60, false, false));  // too short to tell
+  EXPECT_EQ(s.tasks_per_thread(), PoolSchedule::kTasksPerThreadWhenUneven);
+  for (int i = 0; i + 1 < PoolSchedule::kUnevenJobs; ++i) s.record(job(800, 20, false, false));
+  EXPECT_EQ(s.tasks_per_thread(), PoolSchedule::kTasksPerThreadWhenUneven);
+  s.record(job(800, 20, false, false));
+  EXPECT_EQ(s.tasks_per_thread(), 1);
+}
+
 }  // namespace
 }  // namespace refjit::kernels
