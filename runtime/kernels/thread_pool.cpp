@@ -65,20 +65,23 @@ void pause_briefly() {
 }
 
 // Polls `ready` until it holds or poll_before_sleeping() has passed; returns whether it held.
-template <class Ready>
-bool poll(Ready ready) {
+// Between rounds of pauses, a thread that shares its CPU with the thread it waits for
+// (`shares_cpu()`: a worker holding a task, or the caller about to publish a job) offers it
+// the CPU. Without that, the Newton iteration of the peer benchmark took 11.5 ms with one
+// other process busy, against 9.4 ms on one thread; with it, 9.3 ms (quiet: 5.0 ms either
+// way). Only then: the scheduler (EEVDF, Linux 6.6 on) pushes a yielding thread's deadline
+// back a whole time slice per yield, so a worker that yielded to an unrelated process while
+// it polled for the next job ran late once the job came, at a quarter of a CPU beside one
+// spinning process (docs/backend.md).
+template <class Ready, class SharesCpu>
+bool poll(Ready ready, SharesCpu shares_cpu) {
   const auto until = std::chrono::steady_clock::now() + poll_before_sleeping();
   do {
     for (int i = 0; i < 64; ++i) {
       if (ready()) return true;
       pause_briefly();
     }
-    // Between rounds the thread offers its core to any other thread waiting for one. On a
-    // quiet machine none is, and this returns at once; on a busy one the thread we poll for
-    // (a worker holding a task, or the caller) may be that thread. Without it, the Newton
-    // iteration of the peer benchmark took 11.5 ms with one other process busy, against
-    // 9.4 ms on one thread; with it, 9.3 ms (quiet: 5.0 ms either way).
-    std::this_thread::yield();
+    if (shares_cpu()) std::this_thread::yield();
   } while (std::chrono::steady_clock::now() < until);
   return ready();
 }
@@ -129,7 +132,8 @@ class Pool {
     const int64_t own_tasks = run_tasks(job, /*as_caller=*/true);
     t_inside_task = false;
     const auto own_done = std::chrono::steady_clock::now();
-    if (!poll([&] { return done_.load(std::memory_order_acquire) == n; })) {
+    if (!poll([&] { return done_.load(std::memory_order_acquire) == n; },
+              [&] { return on_a_workers_cpu(); })) {
       std::unique_lock<std::mutex> lock(mutex_);
       finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == n; });
     }
@@ -179,6 +183,13 @@ class Pool {
     return ran;
   }
 
+  bool on_a_workers_cpu() const {
+    const int cpu = sched_getcpu();
+    for (size_t i = 1; i < cpus_.size(); ++i)
+      if (cpus_[i].load(std::memory_order_relaxed) == cpu) return true;
+    return false;
+  }
+
   // Worker `index` (the caller is 0): if it shares a CPU with another of the pool's threads,
   // it moves to one none of them is on (cpu_placement.h), then notes where it runs.
   void keep_own_cpu(int index, const cpu_set_t& allowed, std::vector<int>& others) {
@@ -201,7 +212,8 @@ class Pool {
     uint64_t seen = 0;
     while (true) {
       auto published = [&] { return generation_.load(std::memory_order_acquire) != seen; };
-      if (!poll(published)) {
+      if (!poll(published,
+                [&] { return sched_getcpu() == cpus_[0].load(std::memory_order_relaxed); })) {
         std::unique_lock<std::mutex> lock(mutex_);
         ++sleeping_;
         wake_.wait(lock, published);
