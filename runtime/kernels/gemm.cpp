@@ -221,6 +221,8 @@ constexpr int64_t kAliasedInPlaceRows = 64;
 
 // Below this many multiply-adds a product runs on one thread (waking workers costs more).
 constexpr int64_t kParallelWork = int64_t{1} << 21;
+// Multiply-adds from which a product is milliseconds of work (JobLength, thread_pool.h).
+constexpr int64_t kLongJobWork = int64_t{1} << 26;
 
 // Calls the epilogue on rows [lo, hi) (it is JIT-compiled code: see REFJIT_CALLS_JIT_CODE).
 REFJIT_CALLS_JIT_CODE inline void run_epilogue(const Epilogue& e, int64_t lo, int64_t hi) {
@@ -970,6 +972,8 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
   // Whole matrices per task when the batch fills the threads; else split each matrix's rows
   // or columns into one part per thread, or a few while some threads run slower than others
   // (thread_pool.h; each part packs the other operand whole, about 3% of a 1024 product).
+  const JobLength length =
+      work >= kLongJobWork ? JobLength::milliseconds : JobLength::short_or_unknown;
   const int64_t per_matrix =
       s.batch >= threads ? 1 : threads * (threads > 1 ? tasks_per_thread() : 1);
   auto product = [&](int64_t q) {
@@ -991,15 +995,18 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
                       a_patches};
   };
   if (!a_patches && s.k <= kShallowDepth && b.col_stride == 1 && c.col_stride == 1) {
-    parallel_for(s.batch * per_matrix, [&](int64_t task) {
-      auto [i0, i1] = part_of(s.m, per_matrix, task % per_matrix, 1);
-      const Product<T> x = product(task / per_matrix);
-      for (int64_t r = i0; r < i1; r += kShallowRowBlock) {
-        const int64_t r1 = std::min(i1, r + kShallowRowBlock);
-        kernels.shallow(x, r, r1);
-        if (epilogue.fn) run_epilogue(epilogue, x.first_row + r, x.first_row + r1);
-      }
-    });
+    parallel_for(
+        s.batch * per_matrix,
+        [&](int64_t task) {
+          auto [i0, i1] = part_of(s.m, per_matrix, task % per_matrix, 1);
+          const Product<T> x = product(task / per_matrix);
+          for (int64_t r = i0; r < i1; r += kShallowRowBlock) {
+            const int64_t r1 = std::min(i1, r + kShallowRowBlock);
+            kernels.shallow(x, r, r1);
+            if (epilogue.fn) run_epilogue(epilogue, x.first_row + r, x.first_row + r1);
+          }
+        },
+        length);
     return;
   }
   // Split the longer side: each thread then packs the whole of the other, smaller operand, and
@@ -1014,16 +1021,19 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
   const bool longer_columns = s.n > s.m || (s.n == s.m && a.row_stride == 1);
   const bool split_columns =
       (s.n >= per_matrix * nr * 2 && longer_columns) || s.m < per_matrix * mr;
-  parallel_for(s.batch * per_matrix, [&](int64_t task) {
-    const int64_t t = task % per_matrix;
-    const Product<T> x = product(task / per_matrix);
-    int64_t i0 = 0, i1 = s.m, j0 = 0, j1 = s.n;
-    if (split_columns)
-      std::tie(j0, j1) = part_of(s.n, per_matrix, t, nr);
-    else
-      std::tie(i0, i1) = part_of(s.m, per_matrix, t, mr);
-    if (i0 < i1 && j0 < j1) block(x, i0, i1, j0, j1);
-  });
+  parallel_for(
+      s.batch * per_matrix,
+      [&](int64_t task) {
+        const int64_t t = task % per_matrix;
+        const Product<T> x = product(task / per_matrix);
+        int64_t i0 = 0, i1 = s.m, j0 = 0, j1 = s.n;
+        if (split_columns)
+          std::tie(j0, j1) = part_of(s.n, per_matrix, t, nr);
+        else
+          std::tie(i0, i1) = part_of(s.m, per_matrix, t, mr);
+        if (i0 < i1 && j0 < j1) block(x, i0, i1, j0, j1);
+      },
+      length);
   // Threads that each computed some columns of every row: the rows are final only now.
   if (epilogue.fn && per_matrix > 1 && split_columns)
     parallel_for(s.batch * per_matrix, [&](int64_t task) {
@@ -1053,10 +1063,13 @@ void im2col_gemm_impl(const Im2colGeometry& g, const T* x, Matrices<const T> b, 
   }
   const int64_t work = g.rows * g.n * g.k;
   const int64_t parts = std::min<int64_t>(work < kParallelWork ? 1 : thread_count(), segments);
-  parallel_for(parts, [&](int64_t t) {
-    auto [s0, s1] = part_of(segments, parts, t, 1);
-    if (s0 < s1) run(product, s0, s1);
-  });
+  parallel_for(
+      parts,
+      [&](int64_t t) {
+        auto [s0, s1] = part_of(segments, parts, t, 1);
+        if (s0 < s1) run(product, s0, s1);
+      },
+      work >= kLongJobWork ? JobLength::milliseconds : JobLength::short_or_unknown);
 }
 
 template <class T>

@@ -6,8 +6,11 @@ namespace refjit::kernels {
 
 using std::chrono::microseconds;
 
-PoolSchedule::Mode PoolSchedule::next() {
+PoolSchedule::Mode PoolSchedule::next(bool long_job, Clock::time_point now) {
   if (straggling_.load(std::memory_order_relaxed) < kStraggling) return Mode::parallel;
+  if (long_job) return Mode::long_in_serial;
+  if (now.time_since_epoch().count() < serial_until_.load(std::memory_order_relaxed))
+    return Mode::serial;
   const uint64_t job = serial_jobs_.fetch_add(1, std::memory_order_relaxed);
   return job >= next_probe_.load(std::memory_order_relaxed) ? Mode::probe : Mode::serial;
 }
@@ -42,8 +45,22 @@ void PoolSchedule::record(const Outcome& o) {
                          (o.caller_ran_all && o.own_share > microseconds(200));
   uneven_.store(straggled ? kUnevenJobs : std::max(uneven_.load(std::memory_order_relaxed) - 1, 0),
                 std::memory_order_relaxed);
+  // A long job says nothing of how the short ones, which run serially, would fare.
+  if (o.long_in_serial) return;
+  // A wait of a millisecond or more, longer than the caller's own share, is a worker that the
+  // OS took off its CPU while it held a task: its CPU is shared with other work, and any job
+  // may wait a time slice for it (1-4 ms here, against jobs of 100 us: a parallel loop of
+  // the Newton iteration waited so in one job of 40 beside one spinning process). Jobs then
+  // run serially at once, without probes for kSerialAfterDescheduled, then until three
+  // probes keep up.
+  const bool descheduled = o.waited >= kDescheduledWait && o.waited > o.own_share;
+  if (descheduled)
+    serial_until_.store((o.ended + kSerialAfterDescheduled).time_since_epoch().count(),
+                        std::memory_order_relaxed);
   int s = straggling_.load(std::memory_order_relaxed);
-  s = straggled ? std::min(s + 2, kMaxStraggling) : std::max(s - 4, 0);
+  s = descheduled ? kMaxStraggling
+      : straggled ? std::min(s + 2, kMaxStraggling)
+                  : std::max(s - 4, 0);
   straggling_.store(s, std::memory_order_relaxed);
 }
 

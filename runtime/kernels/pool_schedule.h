@@ -18,7 +18,9 @@ namespace refjit::kernels {
 
 class PoolSchedule {
  public:
-  enum class Mode { parallel, probe, serial };
+  // `long_in_serial`: a long job (see next()) run in parallel while other jobs run serially.
+  enum class Mode { parallel, probe, serial, long_in_serial };
+  using Clock = std::chrono::steady_clock;
 
   // How a job that ran in parallel (or as a probe) went.
   struct Outcome {
@@ -27,16 +29,27 @@ class PoolSchedule {
     bool caller_ran_all = false;         // no worker claimed a task
     bool probing = false;                // the job was a probe
     bool workers_started = true;         // every worker thread had begun
+    bool long_in_serial = false;         // next() returned long_in_serial for it
+    Clock::time_point ended{};           // when the caller saw the last task done
   };
 
   static constexpr int kStraggling = 8, kMaxStraggling = 16;
   static constexpr uint64_t kProbeEvery = 32;
   // Probes in a row that may tell nothing (see record()) before they wait kProbeEvery again.
   static constexpr int kProbesInARow = 4;
+  // A wait for a worker this long (and longer than the caller's own share) means the OS took
+  // the worker off its CPU while it held a task; then jobs run serially for at least
+  // kSerialAfterDescheduled, without probes.
+  static constexpr std::chrono::microseconds kDescheduledWait{1000};
+  static constexpr std::chrono::milliseconds kSerialAfterDescheduled{200};
   static constexpr int kUnevenJobs = 32, kTasksPerThreadWhenUneven = 2;
 
-  // The next job's mode. Safe to call from several threads.
-  Mode next();
+  // The next job's mode, at time `now`. A long job (a matrix product of at least 64M
+  // multiply-adds, a loop of at least 64 minimal tasks: milliseconds of work) runs in parallel
+  // even while others run serially: a worker that shares its CPU still does part of it, and a
+  // time slice's wait for it costs less than that part saves. Safe to call from several
+  // threads.
+  Mode next(bool long_job, Clock::time_point now);
   // How many tasks per thread a job that divides its work itself (a matrix product) should
   // make: 1 while the threads keep pace with each other, kTasksPerThreadWhenUneven for
   // kUnevenJobs jobs after one whose workers straggled. With one task per thread, a thread
@@ -48,11 +61,12 @@ class PoolSchedule {
   void record(const Outcome& outcome);
 
  private:
-  std::atomic<int> straggling_{0};        // high while workers fall behind
-  std::atomic<uint64_t> serial_jobs_{0};  // jobs next() did not run in parallel
-  std::atomic<uint64_t> next_probe_{0};   // the first of them that is a probe
-  int probes_told_nothing_ = 0;           // in a row
-  std::atomic<int> uneven_{0};            // jobs left to split finely (tasks_per_thread)
+  std::atomic<int> straggling_{0};           // high while workers fall behind
+  std::atomic<uint64_t> serial_jobs_{0};     // jobs next() did not run in parallel
+  std::atomic<uint64_t> next_probe_{0};      // the first of them that is a probe
+  int probes_told_nothing_ = 0;              // in a row
+  std::atomic<int> uneven_{0};               // jobs left to split finely (tasks_per_thread)
+  std::atomic<Clock::rep> serial_until_{0};  // no probes before (a time_since_epoch count)
 };
 
 }  // namespace refjit::kernels

@@ -105,8 +105,8 @@ class Pool {
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // `probing`: a parallel job run while the pool runs jobs serially (mode()).
-  void run(int64_t n, const std::function<void(int64_t)>& task, bool probing) {
+  // `mode`: parallel, probe or long_in_serial (mode()).
+  void run(int64_t n, const std::function<void(int64_t)>& task, PoolSchedule::Mode mode) {
     std::unique_lock<std::mutex> submit(submit_, std::try_to_lock);
     if (!submit.owns_lock() || n >= kIndexLimit) return serial(n, task);
     const uint64_t job = (generation_.load(std::memory_order_relaxed) + 1) & kJobMask;
@@ -137,12 +137,17 @@ class Pool {
       std::unique_lock<std::mutex> lock(mutex_);
       finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == n; });
     }
-    schedule_.record({own_done - start, std::chrono::steady_clock::now() - own_done, own_tasks == n,
-                      probing, started_.load(std::memory_order_acquire) == size() - 1});
+    const auto ended = std::chrono::steady_clock::now();
+    schedule_.record({own_done - start, ended - own_done, own_tasks == n,
+                      mode == PoolSchedule::Mode::probe,
+                      started_.load(std::memory_order_acquire) == size() - 1,
+                      mode == PoolSchedule::Mode::long_in_serial, ended});
   }
 
   // Whether the next job runs in parallel, as a probe or serially (pool_schedule.h).
-  PoolSchedule::Mode mode() { return schedule_.next(); }
+  PoolSchedule::Mode mode(bool long_job) {
+    return schedule_.next(long_job, std::chrono::steady_clock::now());
+  }
   int tasks_per_thread() const { return schedule_.tasks_per_thread(); }
 
   static void serial(int64_t n, const std::function<void(int64_t)>& task) {
@@ -273,12 +278,12 @@ int tasks_per_thread() {
   return pool().tasks_per_thread();
 }
 
-void parallel_for(int64_t n, const std::function<void(int64_t)>& task) {
+void parallel_for(int64_t n, const std::function<void(int64_t)>& task, JobLength length) {
   if (n <= 1 || thread_count() == 1 || t_inside_task) return Pool::serial(n, task);
   Pool& p = pool();
-  const PoolSchedule::Mode mode = p.mode();
+  const PoolSchedule::Mode mode = p.mode(length == JobLength::milliseconds);
   if (mode == PoolSchedule::Mode::serial) return Pool::serial(n, task);
-  p.run(n, task, mode == PoolSchedule::Mode::probe);
+  p.run(n, task, mode);
 }
 
 }  // namespace refjit::kernels

@@ -17,10 +17,16 @@ int thread_count();
 // (their CPUs are shared with other work), so that the faster threads take more of the parts.
 int tasks_per_thread();
 
+// How long a whole job runs, as far as its caller knows: jobs of milliseconds stay parallel
+// while the pool runs shorter ones serially on a busy machine (pool_schedule.h).
+enum class JobLength { short_or_unknown, milliseconds };
+
 // Runs task(i) for every i in [0, n) and returns when all have finished. Tasks run on the
 // pool's threads and the caller's; which thread runs which task is not fixed, so a task must
 // only write memory no other task writes. Runs serially when n is 1, when the pool has one
-// thread, when called from inside a task, or while another thread's parallel_for runs.
-void parallel_for(int64_t n, const std::function<void(int64_t)>& task);
+// thread, when called from inside a task, while another thread's parallel_for runs, or while
+// the pool's workers fall behind (pool_schedule.h).
+void parallel_for(int64_t n, const std::function<void(int64_t)>& task,
+                  JobLength length = JobLength::short_or_unknown);
 
 }  // namespace refjit::kernels

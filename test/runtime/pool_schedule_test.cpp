@@ -12,28 +12,36 @@ namespace {
 using std::chrono::microseconds;
 using Mode = PoolSchedule::Mode;
 
+// The made-up time at which every job of these tests runs, except where a test moves it.
+const PoolSchedule::Clock::time_point kNow =
+    PoolSchedule::Clock::time_point{} + std::chrono::hours(1);
+
 PoolSchedule::Outcome job(int own_us, int waited_us, bool caller_ran_all, bool probing) {
-  return {microseconds(own_us), microseconds(waited_us), caller_ran_all, probing, true};
+  return {
+      microseconds(own_us), microseconds(waited_us), caller_ran_all, probing, true, false, kNow};
 }
+
+// The mode of the next job, a short one, at kNow.
+Mode next(PoolSchedule& s) { return s.next(false, kNow); }
 
 // Four jobs whose caller waited long for a worker: the schedule turns serial.
 void make_serial(PoolSchedule& s) {
   for (int i = 0; i < 4; ++i) {
-    ASSERT_EQ(s.next(), Mode::parallel);
-    s.record(job(500, 2000, false, false));
+    ASSERT_EQ(next(s), Mode::parallel);
+    s.record(job(500, 900, false, false));
   }
 }
 
 TEST(PoolSchedule, StartsParallelAndTurnsSerialWhenWorkersStraggle) {
   PoolSchedule s;
   make_serial(s);
-  EXPECT_NE(s.next(), Mode::parallel);
+  EXPECT_NE(next(s), Mode::parallel);
 }
 
 TEST(PoolSchedule, JobsThatKeepUpStayParallel) {
   PoolSchedule s;
   for (int i = 0; i < 100; ++i) {
-    ASSERT_EQ(s.next(), Mode::parallel);
+    ASSERT_EQ(next(s), Mode::parallel);
     s.record(job(800, 30, false, false));
   }
 }
@@ -41,11 +49,11 @@ TEST(PoolSchedule, JobsThatKeepUpStayParallel) {
 TEST(PoolSchedule, ShortJobsAndJobsBeforeTheWorkersStartTellNothing) {
   PoolSchedule s;
   for (int i = 0; i < 50; ++i) {
-    ASSERT_EQ(s.next(), Mode::parallel);
+    ASSERT_EQ(next(s), Mode::parallel);
     s.record(job(20, 60, true, false));  // 80 us in all: over before a worker could join
   }
   for (int i = 0; i < 50; ++i) {
-    ASSERT_EQ(s.next(), Mode::parallel);
+    ASSERT_EQ(next(s), Mode::parallel);
     PoolSchedule::Outcome first = job(2000, 0, true, false);
     first.workers_started = false;  // a thread that had not begun yet
     s.record(first);
@@ -56,15 +64,15 @@ TEST(PoolSchedule, SerialModeProbesEveryThirtySecondJobAndAGoodProbeEndsIt) {
   PoolSchedule s;
   make_serial(s);
   int serial_jobs = 0;
-  Mode m = s.next();  // the first serial job is a probe
+  Mode m = next(s);  // the first serial job is a probe
   ASSERT_EQ(m, Mode::probe);
-  s.record(job(900, 2000, false, true));  // the workers still straggle
-  while ((m = s.next()) == Mode::serial) ++serial_jobs;
+  s.record(job(900, 950, false, true));  // the workers still straggle
+  while ((m = next(s)) == Mode::serial) ++serial_jobs;
   EXPECT_EQ(m, Mode::probe);
   EXPECT_EQ(serial_jobs, static_cast<int>(PoolSchedule::kProbeEvery) - 1);
   // One probe whose workers kept up brings back parallel jobs.
   s.record(job(900, 20, false, true));
-  EXPECT_EQ(s.next(), Mode::parallel);
+  EXPECT_EQ(next(s), Mode::parallel);
 }
 
 // Calls that each run a short job and a long one: the probes must not keep landing on the
@@ -76,11 +84,11 @@ TEST(PoolSchedule, ProbesThatTellNothingAreRepeatedSoARepeatingShortJobCannotHid
   bool parallel_again = false;
   for (int call = 0; call < 200 && !parallel_again; ++call) {
     // The short job.
-    Mode m = s.next();
+    Mode m = next(s);
     if (m == Mode::parallel) parallel_again = true;
     if (m == Mode::probe) s.record(job(10, 0, true, true));
     // The long job, which the workers now keep up with.
-    m = s.next();
+    m = next(s);
     if (m == Mode::parallel) parallel_again = true;
     if (m == Mode::probe) s.record(job(800, 20, false, true));
   }
@@ -93,13 +101,13 @@ TEST(PoolSchedule, AfterAFewProbesThatToldNothingTheScheduleWaitsAgain) {
   PoolSchedule s;
   make_serial(s);
   int probes_in_a_row = 0;
-  while (s.next() == Mode::probe) {
+  while (next(s) == Mode::probe) {
     ++probes_in_a_row;
     s.record(job(900, 0, true, true));
   }
   EXPECT_EQ(probes_in_a_row, PoolSchedule::kProbesInARow);
   int serial_jobs = 1;  // the job that ended the loop
-  while (s.next() == Mode::serial) ++serial_jobs;
+  while (next(s) == Mode::serial) ++serial_jobs;
   EXPECT_EQ(serial_jobs, static_cast<int>(PoolSchedule::kProbeEvery) - 1);
 }
 
@@ -111,7 +119,7 @@ TEST(PoolSchedule, AfterAStraggledJobJobsSplitFinerForAWhile) {
   EXPECT_EQ(s.tasks_per_thread(), 1);
   s.record(job(800, 20, false, false));
   EXPECT_EQ(s.tasks_per_thread(), 1);
-  s.record(job(500, 2000, false, false));
+  s.record(job(500, 900, false, false));
   EXPECT_EQ(s.tasks_per_thread(), PoolSchedule::kTasksPerThreadWhenUneven);
   EXPECT_GT(PoolSchedule::kTasksPerThreadWhenUneven, 1);
   for (int i = 0; i < 100; ++i) s.record(job(20, 60, false, false));  // too short to tell
@@ -120,6 +128,35 @@ TEST(PoolSchedule, AfterAStraggledJobJobsSplitFinerForAWhile) {
   EXPECT_EQ(s.tasks_per_thread(), PoolSchedule::kTasksPerThreadWhenUneven);
   s.record(job(800, 20, false, false));
   EXPECT_EQ(s.tasks_per_thread(), 1);
+}
+
+// A wait of milliseconds for a worker (the OS took it off its CPU while it held a task) makes
+// jobs serial at once, with no probe for kSerialAfterDescheduled.
+TEST(PoolSchedule, AWorkerTakenOffItsCpuMakesJobsSerialForAWhile) {
+  PoolSchedule s;
+  ASSERT_EQ(next(s), Mode::parallel);
+  s.record(job(120, 3000, false, false));
+  for (int i = 0; i < 500; ++i) ASSERT_EQ(next(s), Mode::serial);
+  const auto later = kNow + PoolSchedule::kSerialAfterDescheduled;
+  EXPECT_EQ(s.next(false, later - microseconds(1)), Mode::serial);
+  EXPECT_EQ(s.next(false, later), Mode::probe);
+}
+
+// Long jobs stay parallel while short ones run serially; how they go does not end serial mode
+// (it says nothing of the short jobs), but does set how finely products split.
+TEST(PoolSchedule, LongJobsStayParallelWhileShortOnesRunSerially) {
+  PoolSchedule s;
+  make_serial(s);
+  EXPECT_EQ(s.next(true, kNow), Mode::long_in_serial);
+  PoolSchedule::Outcome kept_up = job(8000, 100, false, false);
+  kept_up.long_in_serial = true;
+  for (int i = 0; i < 100; ++i) s.record(kept_up);
+  EXPECT_EQ(s.tasks_per_thread(), 1);
+  EXPECT_NE(next(s), Mode::parallel);
+  PoolSchedule::Outcome straggled = job(8000, 6000, false, false);
+  straggled.long_in_serial = true;
+  s.record(straggled);
+  EXPECT_EQ(s.tasks_per_thread(), PoolSchedule::kTasksPerThreadWhenUneven);
 }
 
 }  // namespace
