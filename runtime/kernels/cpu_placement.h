@@ -6,7 +6,7 @@
 // one CPU to itself and shares the other, and splitting its jobs into more tasks than threads
 // (PoolSchedule::tasks_per_thread) lets the thread that has a CPU to itself do more of them.
 // Measured on two CPUs with one other process spinning: a 1024 x 1024 product went from
-// 22-24 ms (a thread's speed) to 16.5-19.5 ms (docs/backend.md).
+// 22-24 ms (a thread's speed) to 16.5-19.6 ms (docs/backend.md).
 #pragma once
 
 #include <sched.h>
