@@ -974,8 +974,7 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
   // (thread_pool.h; each part packs the other operand whole, about 3% of a 1024 product).
   const JobLength length =
       work >= kLongJobWork ? JobLength::milliseconds : JobLength::short_or_unknown;
-  const int64_t per_matrix =
-      s.batch >= threads ? 1 : threads * (threads > 1 ? tasks_per_thread() : 1);
+  const int64_t per_matrix = s.batch >= threads ? 1 : threads * tasks_per_thread();
   auto product = [&](int64_t q) {
     return Product<T>{s.m,
                       s.n,

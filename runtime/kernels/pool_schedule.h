@@ -4,6 +4,9 @@
 // share, waits for it, and a worker polling for jobs takes the caller's core: running jobs
 // alone is faster then. So after several jobs whose workers straggled, jobs run serially,
 // except probes, about every kProbeEvery-th job, that tell when the workers keep up again.
+// A single wait of a time slice for a worker the OS took off its CPU makes jobs serial at
+// once, for kSerialAfterDescheduled; jobs of milliseconds stay parallel throughout. And while
+// the threads run unevenly, products split into more parts (tasks_per_thread).
 // Every task runs once either way: the results do not change.
 //
 // Kept apart from the pool's threads so that its decisions can be tested on made-up timings

@@ -138,10 +138,13 @@ class Pool {
       finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == n; });
     }
     const auto ended = std::chrono::steady_clock::now();
-    schedule_.record({own_done - start, ended - own_done, own_tasks == n,
-                      mode == PoolSchedule::Mode::probe,
-                      started_.load(std::memory_order_acquire) == size() - 1,
-                      mode == PoolSchedule::Mode::long_in_serial, ended});
+    schedule_.record({.own_share = own_done - start,
+                      .waited = ended - own_done,
+                      .caller_ran_all = own_tasks == n,
+                      .probing = mode == PoolSchedule::Mode::probe,
+                      .workers_started = started_.load(std::memory_order_acquire) == size() - 1,
+                      .long_in_serial = mode == PoolSchedule::Mode::long_in_serial,
+                      .ended = ended});
   }
 
   // Whether the next job runs in parallel, as a probe or serially (pool_schedule.h).
