@@ -224,6 +224,10 @@ constexpr int64_t kParallelWork = int64_t{1} << 21;
 // Multiply-adds from which a product is milliseconds of work (JobLength, thread_pool.h).
 constexpr int64_t kLongJobWork = int64_t{1} << 26;
 
+JobLength job_length(int64_t work) {
+  return work >= kLongJobWork ? JobLength::milliseconds : JobLength::short_or_unknown;
+}
+
 // Calls the epilogue on rows [lo, hi) (it is JIT-compiled code: see REFJIT_CALLS_JIT_CODE).
 REFJIT_CALLS_JIT_CODE inline void run_epilogue(const Epilogue& e, int64_t lo, int64_t hi) {
   e.fn(e.ctx, lo, hi);
@@ -972,8 +976,7 @@ void gemm_impl(GemmShape s, Matrices<const T> a, Matrices<const T> b, Matrices<T
   // Whole matrices per task when the batch fills the threads; else split each matrix's rows
   // or columns into one part per thread, or a few while some threads run slower than others
   // (thread_pool.h; each part packs the other operand whole, about 3% of a 1024 product).
-  const JobLength length =
-      work >= kLongJobWork ? JobLength::milliseconds : JobLength::short_or_unknown;
+  const JobLength length = job_length(work);
   const int64_t per_matrix = s.batch >= threads ? 1 : threads * tasks_per_thread();
   auto product = [&](int64_t q) {
     return Product<T>{s.m,
@@ -1068,7 +1071,7 @@ void im2col_gemm_impl(const Im2colGeometry& g, const T* x, Matrices<const T> b, 
         auto [s0, s1] = part_of(segments, parts, t, 1);
         if (s0 < s1) run(product, s0, s1);
       },
-      work >= kLongJobWork ? JobLength::milliseconds : JobLength::short_or_unknown);
+      job_length(work));
 }
 
 template <class T>
