@@ -276,10 +276,19 @@ int thread_count() {
   return n;
 }
 
+namespace {
+std::atomic<int> g_forced_tasks_per_thread{0};  // 0: none (ScopedTasksPerThread)
+}  // namespace
+
 int tasks_per_thread() {
+  if (const int forced = g_forced_tasks_per_thread.load(std::memory_order_relaxed)) return forced;
   if (thread_count() == 1) return 1;
   return pool().tasks_per_thread();
 }
+
+ScopedTasksPerThread::ScopedTasksPerThread(int n)
+    : previous_(g_forced_tasks_per_thread.exchange(std::max(n, 1))) {}
+ScopedTasksPerThread::~ScopedTasksPerThread() { g_forced_tasks_per_thread.store(previous_); }
 
 void parallel_for(int64_t n, const std::function<void(int64_t)>& task, JobLength length) {
   if (n <= 1 || thread_count() == 1 || t_inside_task) return Pool::serial(n, task);

@@ -17,6 +17,19 @@ int thread_count();
 // (their CPUs are shared with other work), so that the faster threads take more of the parts.
 int tasks_per_thread();
 
+// For tests: while one lives, tasks_per_thread() returns `n`, so that a test can check that a
+// product split finely gives the same bits as one split a part per thread.
+class ScopedTasksPerThread {
+ public:
+  explicit ScopedTasksPerThread(int n);
+  ~ScopedTasksPerThread();
+  ScopedTasksPerThread(const ScopedTasksPerThread&) = delete;
+  ScopedTasksPerThread& operator=(const ScopedTasksPerThread&) = delete;
+
+ private:
+  int previous_;
+};
+
 // How long a whole job runs, as far as its caller knows: jobs of milliseconds stay parallel
 // while the pool runs shorter ones serially on a busy machine (pool_schedule.h).
 enum class JobLength { short_or_unknown, milliseconds };

@@ -218,6 +218,31 @@ TEST(Gemm, ThreadedResultIsBitwiseTheSerialOne) {
   }
 }
 
+// While a pool thread runs slower than the others, products split into more parts per thread
+// (tasks_per_thread()); the parts are row or column blocks of other sizes, and every element
+// keeps its order of sums: the bits do not change. Shapes split over rows and over columns,
+// in every operand layout, with two and three parts per thread (three leaves uneven parts).
+TEST(Gemm, FinerSplitsGiveTheSameBits) {
+  for (GemmShape s : {GemmShape{1, 300, 200, 100}, GemmShape{1, 20, 900, 300},
+                      GemmShape{1, 900, 12, 300}, GemmShape{1, 517, 389, 261}})
+    for (bool a_t : {false, true})
+      for (bool b_t : {false, true}) {
+        std::mt19937 rng(static_cast<uint32_t>(s.m + s.n));
+        Operand<float> a = make_operand<float>(1, s.m, s.k, a_t, rng);
+        Operand<float> b = make_operand<float>(1, s.k, s.n, b_t, rng);
+        auto product = [&](int parts_per_thread) {
+          ScopedTasksPerThread parts(parts_per_thread);
+          std::vector<float> c(static_cast<size_t>(s.m * s.n));
+          gemm(s, a.view, b.view, {c.data(), 0, s.n, 1});
+          return c;
+        };
+        const std::vector<float> one_part = product(1);
+        for (int parts : {2, 3})
+          EXPECT_EQ(one_part, product(parts)) << parts << " parts per thread, " << s.m << "x" << s.n
+                                              << "x" << s.k << " a_t=" << a_t << " b_t=" << b_t;
+      }
+}
+
 // What an epilogue saw: how often each row was passed, and the row's values at that moment.
 struct SeenRows {
   std::mutex mutex;
