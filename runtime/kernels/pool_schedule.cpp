@@ -6,7 +6,8 @@ namespace refjit::kernels {
 
 using std::chrono::microseconds;
 
-PoolSchedule::Mode PoolSchedule::next(bool long_job, Clock::time_point now) {
+PoolSchedule::Mode PoolSchedule::next(bool long_job, Clock::time_point now, bool machine_full) {
+  if (machine_full && !long_job) return Mode::serial;
   if (straggling_.load(std::memory_order_relaxed) < kStraggling) return Mode::parallel;
   if (long_job) return Mode::long_in_serial;
   if (now.time_since_epoch().count() < serial_until_.load(std::memory_order_relaxed))

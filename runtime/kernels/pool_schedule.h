@@ -5,8 +5,9 @@
 // alone is faster then. So after several jobs whose workers straggled, jobs run serially,
 // except probes, about every kProbeEvery-th job, that tell when the workers keep up again.
 // A single wait of a time slice for a worker the OS took off its CPU makes jobs serial at
-// once, for kSerialAfterDescheduled; jobs of milliseconds stay parallel throughout. And while
-// the threads run unevenly, products split into more parts (tasks_per_thread).
+// once, for kSerialAfterDescheduled; jobs of milliseconds stay parallel throughout. So do
+// short jobs while other work fills every CPU of the machine (machine_load.h). And while the
+// threads run unevenly, products split into more parts (tasks_per_thread).
 // Every task runs once either way: the results do not change.
 //
 // Kept apart from the pool's threads so that its decisions can be tested on made-up timings
@@ -50,9 +51,10 @@ class PoolSchedule {
   // The next job's mode, at time `now`. A long job (a matrix product of at least 64M
   // multiply-adds, a loop of at least 64 minimal tasks: milliseconds of work) runs in parallel
   // even while others run serially: a worker that shares its CPU still does part of it, and a
-  // time slice's wait for it costs less than that part saves. Safe to call from several
-  // threads.
-  Mode next(bool long_job, Clock::time_point now);
+  // time slice's wait for it costs less than that part saves. `machine_full`: other threads
+  // keep every CPU busy; short jobs then run serially (and are not counted towards probes).
+  // Safe to call from several threads.
+  Mode next(bool long_job, Clock::time_point now, bool machine_full = false);
   // How many tasks per thread a job that divides its work itself (a matrix product) should
   // make: 1 while the threads keep pace with each other, kTasksPerThreadWhenUneven for
   // kUnevenJobs jobs after one whose workers straggled. With one task per thread, a thread

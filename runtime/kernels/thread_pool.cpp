@@ -9,11 +9,13 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "runtime/kernels/cpu_placement.h"
 #include "runtime/kernels/float_mode.h"
+#include "runtime/kernels/machine_load.h"
 #include "runtime/kernels/pool_schedule.h"
 
 namespace refjit::kernels {
@@ -149,7 +151,8 @@ class Pool {
 
   // Whether the next job runs in parallel, as a probe or serially (pool_schedule.h).
   PoolSchedule::Mode mode(bool long_job) {
-    return schedule_.next(long_job, std::chrono::steady_clock::now());
+    const auto now = std::chrono::steady_clock::now();
+    return schedule_.next(long_job, now, machine_full(now));
   }
   int tasks_per_thread() const { return schedule_.tasks_per_thread(); }
 
@@ -160,6 +163,7 @@ class Pool {
  private:
   static constexpr uint64_t kJobMask = 0xffffffffu;
   static constexpr int64_t kIndexLimit = int64_t{1} << 31;
+  static constexpr std::chrono::milliseconds kLoadSampleEvery{10};
 
   // Claims and runs tasks of `job` until none are left (or another job has begun); returns
   // how many it ran.
@@ -189,6 +193,23 @@ class Pool {
       t = ticket_.load(std::memory_order_acquire);
     }
     return ran;
+  }
+
+  // Whether threads other than the caller and the pool's polling workers keep every CPU busy
+  // (machine_load.h), from a sample at most kLoadSampleEvery old.
+  bool machine_full(std::chrono::steady_clock::time_point now) {
+    if (now.time_since_epoch().count() < next_load_sample_.load(std::memory_order_relaxed))
+      return machine_full_.load(std::memory_order_relaxed);
+    next_load_sample_.store((now + kLoadSampleEvery).time_since_epoch().count(),
+                            std::memory_order_relaxed);
+    bool full = false;
+    if (const std::optional<int> runnable = runnable_threads_on_machine()) {
+      // Workers that are not asleep poll for a job: they count as running.
+      const int polling = size() - 1 - sleeping_.load(std::memory_order_relaxed);
+      full = *runnable - 1 - polling >= online_cpus();
+    }
+    machine_full_.store(full, std::memory_order_relaxed);
+    return full;
   }
 
   bool on_a_workers_cpu() const {
@@ -238,7 +259,7 @@ class Pool {
   std::mutex mutex_;   // for sleeping and waking only
   std::condition_variable wake_, finished_;
   std::atomic<uint64_t> generation_{0};  // the latest job's number
-  int sleeping_ = 0;                     // workers waiting on wake_ (under mutex_)
+  std::atomic<int> sleeping_{0};         // workers waiting on wake_ (changed under mutex_)
   std::atomic<uint64_t> ticket_{0};      // job << 32 | next task index
   std::atomic<const std::function<void(int64_t)>*> task_{nullptr};
   std::atomic<int64_t> count_{0};
@@ -246,6 +267,8 @@ class Pool {
   std::atomic<int64_t> done_{0};  // tasks of the current job finished
   PoolSchedule schedule_;
   std::atomic<int> started_{0};  // worker threads that have begun work()
+  std::atomic<std::chrono::steady_clock::rep> next_load_sample_{0};  // machine_full()
+  std::atomic<bool> machine_full_{false};
   // The CPU each thread was last seen on when a job began (the caller's first, -1 before).
   std::vector<std::atomic<int>> cpus_;
 };

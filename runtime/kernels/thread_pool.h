@@ -37,8 +37,9 @@ enum class JobLength { short_or_unknown, milliseconds };
 // Runs task(i) for every i in [0, n) and returns when all have finished. Tasks run on the
 // pool's threads and the caller's; which thread runs which task is not fixed, so a task must
 // only write memory no other task writes. Runs serially when n is 1, when the pool has one
-// thread, when called from inside a task, while another thread's parallel_for runs, or while
-// the pool's workers fall behind (pool_schedule.h).
+// thread, when called from inside a task, while another thread's parallel_for runs, while
+// the pool's workers fall behind, or (unless `length` says milliseconds) while other work keeps
+// every CPU of the machine busy (pool_schedule.h).
 void parallel_for(int64_t n, const std::function<void(int64_t)>& task,
                   JobLength length = JobLength::short_or_unknown);
 

@@ -159,5 +159,18 @@ TEST(PoolSchedule, LongJobsStayParallelWhileShortOnesRunSerially) {
   EXPECT_EQ(s.tasks_per_thread(), PoolSchedule::kTasksPerThreadWhenUneven);
 }
 
+// While other work fills every CPU, short jobs run serially from the first, and are no
+// probes: the next job on a machine with a free CPU is parallel at once. Long jobs still run
+// in parallel.
+TEST(PoolSchedule, ShortJobsRunSeriallyWhileTheMachineIsFull) {
+  PoolSchedule s;
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(s.next(false, kNow, /*machine_full=*/true), Mode::serial);
+  EXPECT_EQ(s.next(true, kNow, /*machine_full=*/true), Mode::parallel);
+  EXPECT_EQ(s.next(false, kNow, /*machine_full=*/false), Mode::parallel);
+  make_serial(s);  // and while the workers straggle too, long jobs keep their mode
+  EXPECT_EQ(s.next(true, kNow, /*machine_full=*/true), Mode::long_in_serial);
+  EXPECT_EQ(s.next(false, kNow, /*machine_full=*/true), Mode::serial);
+}
+
 }  // namespace
 }  // namespace refjit::kernels

@@ -14,11 +14,12 @@ namespace refjit::kernels {
 namespace {
 
 // Runs `jobs` jobs of varied sizes and checks each index of each ran once.
-void run_jobs(int jobs, int salt) {
+void run_jobs(int jobs, int salt, JobLength length = JobLength::short_or_unknown) {
   for (int j = 0; j < jobs; ++j) {
     const int64_t n = 1 + (j * 7 + salt) % 37;
     std::vector<std::atomic<int>> ran(static_cast<size_t>(n));
-    parallel_for(n, [&](int64_t i) { ran[static_cast<size_t>(i)].fetch_add(1); });
+    parallel_for(
+        n, [&](int64_t i) { ran[static_cast<size_t>(i)].fetch_add(1); }, length);
     for (int64_t i = 0; i < n; ++i)
       ASSERT_EQ(ran[static_cast<size_t>(i)].load(), 1) << "job " << j << " task " << i;
   }
@@ -34,7 +35,8 @@ TEST(ThreadPool, EveryTaskRunsOnceWhileOtherThreadsKeepTheCoresBusy) {
       volatile uint64_t x = 0;
       while (!stop.load(std::memory_order_relaxed)) x = x + 1;
     });
-  run_jobs(5000, 3);
+  // Said to be long: short jobs would run serially while the spinning threads fill the CPUs.
+  run_jobs(5000, 3, JobLength::milliseconds);
   stop = true;
   for (auto& t : busy) t.join();
 }
