@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 
 namespace refjit::kernels {
@@ -48,6 +49,16 @@ std::optional<int> runnable_threads_on_machine() {
   const ssize_t length = pread(fd, text, sizeof(text), 0);
   if (length <= 0) return std::nullopt;
   return runnable_threads_in_loadavg(std::string_view(text, static_cast<size_t>(length)));
+}
+
+bool FullMachine::record(int others, int cpus) {
+  if (others < cpus) {
+    full_samples_.store(0, std::memory_order_relaxed);
+    return false;
+  }
+  const int in_a_row = full_samples_.load(std::memory_order_relaxed) + 1;
+  full_samples_.store(std::min(in_a_row, kSamples), std::memory_order_relaxed);
+  return in_a_row >= kSamples;
 }
 
 }  // namespace refjit::kernels

@@ -6,6 +6,7 @@
 // of the peer benchmark went from 4.0-8.2 ms median a call to 4.0-4.5 (docs/backend.md).
 #pragma once
 
+#include <atomic>
 #include <optional>
 #include <string_view>
 
@@ -24,5 +25,19 @@ std::optional<int> runnable_threads_on_machine();
 
 // The number of CPUs online.
 int online_cpus();
+
+// Whether other work keeps every CPU busy, from samples of the threads it runs: it does when
+// each of the last kSamples samples counted at least one such thread per CPU. One sample
+// does not tell: beside one spinning process on two CPUs, kernel threads made a third
+// runnable thread at one sample in five. Safe to call from several threads.
+class FullMachine {
+ public:
+  static constexpr int kSamples = 4;
+  // `others`: the runnable threads the sample counted, less the caller's own.
+  bool record(int others, int cpus);
+
+ private:
+  std::atomic<int> full_samples_{0};  // in a row
+};
 
 }  // namespace refjit::kernels

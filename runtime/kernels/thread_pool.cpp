@@ -127,6 +127,7 @@ class Pool {
       std::lock_guard<std::mutex> lock(mutex_);
       generation_.store(job, std::memory_order_release);
       anyone_asleep = sleeping_ > 0;
+      unwoken_.store(0, std::memory_order_relaxed);  // those are woken now
     }
     if (anyone_asleep) wake_.notify_all();
     const auto start = std::chrono::steady_clock::now();
@@ -195,8 +196,8 @@ class Pool {
     return ran;
   }
 
-  // Whether threads other than the caller and the pool's polling workers keep every CPU busy
-  // (machine_load.h), from a sample at most kLoadSampleEvery old.
+  // Whether threads other than the pool's keep every CPU busy (machine_load.h), from samples
+  // taken at most every kLoadSampleEvery.
   bool machine_full(std::chrono::steady_clock::time_point now) {
     if (now.time_since_epoch().count() < next_load_sample_.load(std::memory_order_relaxed))
       return machine_full_.load(std::memory_order_relaxed);
@@ -204,9 +205,10 @@ class Pool {
                             std::memory_order_relaxed);
     bool full = false;
     if (const std::optional<int> runnable = runnable_threads_on_machine()) {
-      // Workers that are not asleep poll for a job: they count as running.
-      const int polling = size() - 1 - sleeping_.load(std::memory_order_relaxed);
-      full = *runnable - 1 - polling >= online_cpus();
+      // The pool's workers count as runnable unless asleep and not woken: they poll for a job,
+      // run tasks, or wait for a CPU after a wake-up.
+      const int ours = size() - unwoken_.load(std::memory_order_relaxed);
+      full = full_machine_.record(*runnable - ours, online_cpus());
     }
     machine_full_.store(full, std::memory_order_relaxed);
     return full;
@@ -245,7 +247,10 @@ class Pool {
                 [&] { return sched_getcpu() == cpus_[0].load(std::memory_order_relaxed); })) {
         std::unique_lock<std::mutex> lock(mutex_);
         ++sleeping_;
-        wake_.wait(lock, published);
+        if (!published()) {
+          unwoken_.fetch_add(1, std::memory_order_relaxed);
+          wake_.wait(lock, published);  // the job that ends this wait zeroed unwoken_
+        }
         --sleeping_;
       }
       seen = generation_.load(std::memory_order_acquire);
@@ -259,7 +264,8 @@ class Pool {
   std::mutex mutex_;   // for sleeping and waking only
   std::condition_variable wake_, finished_;
   std::atomic<uint64_t> generation_{0};  // the latest job's number
-  std::atomic<int> sleeping_{0};         // workers waiting on wake_ (changed under mutex_)
+  int sleeping_ = 0;                     // workers waiting on wake_ (under mutex_)
+  std::atomic<int> unwoken_{0};          // of them, those no job has woken (changed under mutex_)
   std::atomic<uint64_t> ticket_{0};      // job << 32 | next task index
   std::atomic<const std::function<void(int64_t)>*> task_{nullptr};
   std::atomic<int64_t> count_{0};
@@ -269,6 +275,7 @@ class Pool {
   std::atomic<int> started_{0};  // worker threads that have begun work()
   std::atomic<std::chrono::steady_clock::rep> next_load_sample_{0};  // machine_full()
   std::atomic<bool> machine_full_{false};
+  FullMachine full_machine_;
   // The CPU each thread was last seen on when a job began (the caller's first, -1 before).
   std::vector<std::atomic<int>> cpus_;
 };

@@ -36,5 +36,17 @@ TEST(MachineLoad, CountsThisProcessWhenItMayUseEveryCpu) {
   }
 }
 
+// The machine is full only after kSamples samples in a row count a thread per CPU; one
+// sample with fewer starts the count again.
+TEST(MachineLoad, AMachineIsFullAfterSeveralFullSamplesInARow) {
+  FullMachine machine;
+  for (int i = 1; i < FullMachine::kSamples; ++i) EXPECT_FALSE(machine.record(2, 2)) << i;
+  EXPECT_TRUE(machine.record(3, 2));
+  EXPECT_TRUE(machine.record(2, 2));
+  EXPECT_FALSE(machine.record(1, 2));  // a CPU came free
+  for (int i = 1; i < FullMachine::kSamples; ++i) EXPECT_FALSE(machine.record(5, 2)) << i;
+  EXPECT_TRUE(machine.record(5, 2));
+}
+
 }  // namespace
 }  // namespace refjit::kernels
