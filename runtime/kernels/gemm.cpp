@@ -300,6 +300,21 @@ struct Blocked {
   static constexpr int kMidRows = MR > 8 ? 8 : MR;
   static constexpr int kFewRows = MR > 4 ? 4 : MR;
 
+  // The rows of the panel that starts `ir` rows into a block of `mc`: MR, but a ragged last
+  // one. With `halves`, last MR + r rows that fit two kMidRows kernels (r of 1 or 2 with
+  // AVX-512's 14 rows) are two halves: a product of 16 rows (the LSTM's batch) multiplies
+  // 8 + 8 rows, where 14 + 2 multiplied 14 + 4 (the kFewRows kernel, two rows of zeros).
+  static int64_t panel_rows(int64_t mc, int64_t ir, bool halves) {
+    const int64_t left = mc - ir;
+    if (halves && MR > kMidRows && left > MR && left <= 2 * kMidRows) return left - left / 2;
+    return std::min<int64_t>(MR, left);
+  }
+
+  // The row count of the micro-kernel that multiplies a panel of `rows` rows.
+  static int kernel_rows(int64_t rows) {
+    return rows > kMidRows ? MR : rows > kFewRows ? kMidRows : kFewRows;
+  }
+
   // A block of A (rows i0.., depth p0..) as micro-panels of MR rows: pa[panel][p][i],
   // zero-padded to a whole panel.
   [[gnu::always_inline]] static inline void pack_a(const Product<T>& x, int64_t i0, int64_t mc,
@@ -659,21 +674,34 @@ struct Blocked {
         for (int64_t ic = i0; ic < i1; ic += kMC) {
           const int64_t mc = std::min(kMC, i1 - ic);
           const int64_t a_packed_from = a_rows_in_place ? mc / MR * MR : 0;
-          if (a_packed_from < mc) pack_a(x, ic + a_packed_from, mc - a_packed_from, pc, kc, pa);
+          // Packed panels may end in two halves (panel_rows); panels read in place are whole.
+          const bool halves = a_packed_from == 0 && !x.a_patches;
+          if (halves) {
+            // Each packed panel MR * kc values, zero-padded: whole ones at once, halves alone.
+            int64_t ir = 0, panel = 0;
+            while (ir < mc && panel_rows(mc, ir, halves) == MR) ir += MR, ++panel;
+            if (ir > 0) pack_a(x, ic, ir, pc, kc, pa);
+            for (int64_t rows = 0; ir < mc; ir += rows, ++panel) {
+              rows = panel_rows(mc, ir, halves);
+              pack_a(x, ic + ir, rows, pc, kc, pa + panel * MR * kc);
+            }
+          } else if (a_packed_from < mc) {
+            pack_a(x, ic + a_packed_from, mc - a_packed_from, pc, kc, pa);
+          }
           for (int64_t jr = 0; jr < nc; jr += NR) {
             const int64_t cols = std::min<int64_t>(NR, nc - jr);
-            for (int64_t ir = 0; ir < mc; ir += MR) {
-              const int64_t rows = std::min<int64_t>(MR, mc - ir);
+            for (int64_t ir = 0, panel = 0, rows = 0; ir < mc; ir += rows, ++panel) {
+              rows = panel_rows(mc, ir, halves);
               const bool a_in_place = ir < a_packed_from;
-              const T* a_panel =
-                  a_in_place ? x.a + (ic + ir) * x.a_rs + pc : pa + (ir - a_packed_from) * kc;
+              const T* a_panel = a_in_place ? x.a + (ic + ir) * x.a_rs + pc
+                                            : pa + (panel - a_packed_from / MR) * MR * kc;
               const bool in_place = jr < packed_from;
               const T* b_panel =
                   in_place ? x.b + pc * x.b_rs + jc + jr : pb + (jr - packed_from) * kc;
               const int64_t b_rs = in_place ? x.b_rs : NR;
               T* c = x.c + (ic + ir) * x.c_rs + (jc + jr) * x.c_cs;
               // (No lambda here: it would not inherit the entry function's target attribute.)
-              const bool whole_tile = rows == MR && cols == NR && x.c_cs == 1;
+              const bool whole_tile = rows == kernel_rows(rows) && cols == NR && x.c_cs == 1;
               T* dst = whole_tile ? c : edge;
               const int64_t dst_rs = whole_tile ? x.c_rs : NR;
               const bool accumulate = whole_tile && add;

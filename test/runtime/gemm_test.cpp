@@ -109,6 +109,35 @@ TEST(Gemm, NarrowProductsAtEveryRowEdge) {
         }
 }
 
+// Packed rows that end in MR + 1 or MR + 2 rows (15 or 16 with AVX-512's 14-row tile) run
+// as two halves of at most 8 rows each: at the end of the first and of a later row block
+// (168 rows), in every layout, both precisions, and added to what C holds.
+TEST(Gemm, LastRowsInTwoHalves) {
+  uint32_t seed = 400;
+  for (int64_t m : {int64_t{15}, int64_t{16}, int64_t{17}, int64_t{29}, int64_t{30}, int64_t{183},
+                    int64_t{184}})
+    for (int64_t n : {int64_t{31}, int64_t{200}})
+      for (int64_t k : {int64_t{9}, int64_t{300}})
+        for (int layout = 0; layout < 4; ++layout) {
+          check<float>({1, m, n, k}, layout & 1, layout & 2, seed++);
+          check<double>({1, m, n, k}, layout & 1, layout & 2, seed++);
+          if (HasFatalFailure()) return;
+        }
+  for (int64_t m : {int64_t{15}, int64_t{16}}) {
+    std::mt19937 rng(static_cast<uint32_t>(m));
+    const GemmShape s{1, m, 200, 300};
+    Operand<float> a = make_operand<float>(1, m, s.k, false, rng);
+    Operand<float> b = make_operand<float>(1, s.k, s.n, false, rng);
+    std::vector<float> c0(static_cast<size_t>(m * s.n));
+    for (float& v : c0) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+    std::vector<float> product(c0.size()), sum = c0;
+    gemm(s, a.view, b.view, {product.data(), 0, s.n, 1});
+    gemm(s, a.view, b.view, {sum.data(), 0, s.n, 1}, /*accumulate=*/true);
+    for (size_t i = 0; i < sum.size(); ++i)
+      ASSERT_NEAR(sum[i], c0[i] + product[i], 1e-4) << "element " << i << " of " << m << " rows";
+  }
+}
+
 // A row-major B whose rows are a multiple of 1 KiB apart is read in place by at most 64 rows
 // and packed beyond (its rows share a few L1 sets): both sides of that line, alone and split
 // over threads, in both precisions, and a B 1 KiB wide with a ragged last panel of columns.
