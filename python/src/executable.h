@@ -50,6 +50,7 @@ class Executable {
   std::shared_ptr<const CompiledFunction> compiled_;  // or the native code
   std::vector<RtValue> consts_;                       // the constants the code still takes
   std::vector<Type> in_types_, out_types_;
+  std::vector<std::string> argument_names_;  // "argument k", for messages (made once)
   std::optional<int64_t> ffi_id_;
   std::vector<bool> donated_;
   double compile_ms_ = 0;

@@ -15,6 +15,7 @@
 #include "passes/ad/vjp.h"
 #include "passes/batching/vmap.h"
 #include "passes/discharge.h"
+#include "python/src/arrays.h"
 #include "python/src/distributed.h"
 #include "python/src/executable.h"
 #include "python/src/host_calls.h"
@@ -105,6 +106,7 @@ using namespace refjit::python;
 NB_MODULE(_core, m) {
   m.doc() = "refjit's compiler and runtime (used by the refjit package; not a public API)";
   nb::register_exception_translator(translate_errors);
+  refjit::python::import_numpy();
 
   nb::class_<Program>(m, "Program")
       .def_prop_ro("text", [](const Program& p) { return print_jaxpr(p.jaxpr); })
