@@ -51,17 +51,25 @@ void PoolSchedule::record(const Outcome& o) {
   // A wait of a millisecond or more, longer than the caller's own share, is a worker that the
   // OS took off its CPU while it held a task: its CPU is shared with other work, and any job
   // may wait a time slice for it (1-4 ms here, against jobs of 100 us: a parallel loop of
-  // the Newton iteration waited so in one job of 40 beside one spinning process). Jobs then
-  // run serially at once, without probes for kSerialAfterDescheduled, then until three
-  // probes keep up.
+  // the Newton iteration waited so in one job of 40 beside one spinning process, every 24 ms
+  // on average). A second such wait within kDescheduledWindow makes jobs run serially at
+  // once, without probes for kSerialAfterDescheduled, then until three probes keep up. A
+  // lone one counts as straggling: in a VM whose host takes a CPU now and then (1-7 ms every
+  // 0.3-1 s on this quiet machine), serial mode at each one kept a 256 x 256 product at one
+  // thread's speed for whole runs (0.32 against 0.17 ms).
   const bool descheduled = o.waited >= kDescheduledWait && o.waited > o.own_share;
-  if (descheduled)
+  const Clock::rep ended = o.ended.time_since_epoch().count();
+  const bool again =
+      descheduled && ended - last_descheduled_ <
+                         std::chrono::duration_cast<Clock::duration>(kDescheduledWindow).count();
+  if (descheduled) last_descheduled_ = ended;
+  if (again)
     serial_until_.store((o.ended + kSerialAfterDescheduled).time_since_epoch().count(),
                         std::memory_order_relaxed);
   int s = straggling_.load(std::memory_order_relaxed);
-  s = descheduled ? kMaxStraggling
-      : straggled ? std::min(s + 2, kMaxStraggling)
-                  : std::max(s - 4, 0);
+  s = again                      ? kMaxStraggling
+      : straggled || descheduled ? std::min(s + 2, kMaxStraggling)
+                                 : std::max(s - 4, 0);
   straggling_.store(s, std::memory_order_relaxed);
 }
 

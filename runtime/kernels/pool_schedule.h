@@ -4,8 +4,8 @@
 // share, waits for it, and a worker polling for jobs takes the caller's core: running jobs
 // alone is faster then. So after several jobs whose workers straggled, jobs run serially,
 // except probes, about every kProbeEvery-th job, that tell when the workers keep up again.
-// A single wait of a time slice for a worker the OS took off its CPU makes jobs serial at
-// once, for kSerialAfterDescheduled; jobs of milliseconds stay parallel throughout. So do
+// Two waits of a time slice for a worker the OS took off its CPU, close together, make jobs
+// serial at once, for kSerialAfterDescheduled; jobs of milliseconds stay parallel throughout. So do
 // short jobs while other work fills every CPU of the machine (machine_load.h). And while the
 // threads run unevenly, products split into more parts (tasks_per_thread).
 // Every task runs once either way: the results do not change.
@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 
 namespace refjit::kernels {
 
@@ -43,9 +44,11 @@ class PoolSchedule {
   static constexpr int kProbesInARow = 4;
   // A wait for a worker this long (and longer than the caller's own share) means the OS took
   // the worker off its CPU while it held a task; then jobs run serially for at least
-  // kSerialAfterDescheduled, without probes.
+  // kSerialAfterDescheduled, without probes, ...
   static constexpr std::chrono::microseconds kDescheduledWait{1000};
   static constexpr std::chrono::milliseconds kSerialAfterDescheduled{200};
+  // ... when the wait is the second within this time (a lone one counts as straggling).
+  static constexpr std::chrono::milliseconds kDescheduledWindow{100};
   static constexpr int kUnevenJobs = 32, kTasksPerThreadWhenUneven = 2;
 
   // The next job's mode, at time `now`. A long job (a matrix product of at least 64M
@@ -72,6 +75,8 @@ class PoolSchedule {
   int probes_told_nothing_ = 0;              // in a row
   std::atomic<int> uneven_{0};               // jobs left to split finely (tasks_per_thread)
   std::atomic<Clock::rep> serial_until_{0};  // no probes before (a time_since_epoch count)
+  // When the last job that waited for a descheduled worker ended (record() only).
+  Clock::rep last_descheduled_ = std::numeric_limits<Clock::rep>::min() / 2;
 };
 
 }  // namespace refjit::kernels

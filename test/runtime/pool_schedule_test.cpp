@@ -130,16 +130,41 @@ TEST(PoolSchedule, AfterAStraggledJobJobsSplitFinerForAWhile) {
   EXPECT_EQ(s.tasks_per_thread(), 1);
 }
 
-// A wait of milliseconds for a worker (the OS took it off its CPU while it held a task) makes
-// jobs serial at once, with no probe for kSerialAfterDescheduled.
-TEST(PoolSchedule, AWorkerTakenOffItsCpuMakesJobsSerialForAWhile) {
+// A job that waited `waited_us` for a worker and ended at `ended`.
+PoolSchedule::Outcome job_ending(int waited_us, PoolSchedule::Clock::time_point ended) {
+  PoolSchedule::Outcome o = job(120, waited_us, false, false);
+  o.ended = ended;
+  return o;
+}
+
+// Two waits of milliseconds for a worker (the OS took it off its CPU while it held a task)
+// within kDescheduledWindow make jobs serial at once, with no probe for
+// kSerialAfterDescheduled.
+TEST(PoolSchedule, AWorkerTakenOffItsCpuTwiceMakesJobsSerialForAWhile) {
   PoolSchedule s;
   ASSERT_EQ(next(s), Mode::parallel);
-  s.record(job(120, 3000, false, false));
+  s.record(job_ending(3000, kNow - PoolSchedule::kDescheduledWindow / 2));
+  ASSERT_EQ(next(s), Mode::parallel);  // one alone does not
+  s.record(job_ending(1500, kNow));
   for (int i = 0; i < 500; ++i) ASSERT_EQ(next(s), Mode::serial);
   const auto later = kNow + PoolSchedule::kSerialAfterDescheduled;
   EXPECT_EQ(s.next(false, later - microseconds(1)), Mode::serial);
   EXPECT_EQ(s.next(false, later), Mode::probe);
+}
+
+// Waits for a descheduled worker further apart than kDescheduledWindow (a VM's host taking
+// a CPU now and then), between jobs that keep up, leave the jobs parallel.
+TEST(PoolSchedule, LoneWaitsForADescheduledWorkerLeaveJobsParallel) {
+  PoolSchedule s;
+  auto t = kNow;
+  for (int event = 0; event < 20; ++event) {
+    s.record(job_ending(4000, t));
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_EQ(next(s), Mode::parallel) << "event " << event << " job " << i;
+      s.record(job(200, 30, false, false));
+    }
+    t += PoolSchedule::kDescheduledWindow * 3;
+  }
 }
 
 // Long jobs stay parallel while short ones run serially; how they go does not end serial mode
