@@ -58,11 +58,8 @@ void PoolSchedule::record(const Outcome& o) {
   // 0.3-1 s on this quiet machine), serial mode at each one kept a 256 x 256 product at one
   // thread's speed for whole runs (0.32 against 0.17 ms).
   const bool descheduled = o.waited >= kDescheduledWait && o.waited > o.own_share;
-  const Clock::rep ended = o.ended.time_since_epoch().count();
-  const bool again =
-      descheduled && ended - last_descheduled_ <
-                         std::chrono::duration_cast<Clock::duration>(kDescheduledWindow).count();
-  if (descheduled) last_descheduled_ = ended;
+  const bool again = descheduled && o.ended - last_descheduled_ < kDescheduledWindow;
+  if (descheduled) last_descheduled_ = o.ended;
   if (again)
     serial_until_.store((o.ended + kSerialAfterDescheduled).time_since_epoch().count(),
                         std::memory_order_relaxed);

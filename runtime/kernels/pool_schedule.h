@@ -5,9 +5,10 @@
 // alone is faster then. So after several jobs whose workers straggled, jobs run serially,
 // except probes, about every kProbeEvery-th job, that tell when the workers keep up again.
 // Two waits of a time slice for a worker the OS took off its CPU, close together, make jobs
-// serial at once, for kSerialAfterDescheduled; jobs of milliseconds stay parallel throughout. So do
-// short jobs while other work fills every CPU of the machine (machine_load.h). And while the
-// threads run unevenly, products split into more parts (tasks_per_thread).
+// serial at once, for kSerialAfterDescheduled. Short jobs also run serially while other work
+// fills every CPU of the machine (machine_load.h). Jobs of milliseconds stay parallel
+// throughout. And while the threads run unevenly, products split into more parts
+// (tasks_per_thread).
 // Every task runs once either way: the results do not change.
 //
 // Kept apart from the pool's threads so that its decisions can be tested on made-up timings
@@ -17,7 +18,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <limits>
 
 namespace refjit::kernels {
 
@@ -76,7 +76,7 @@ class PoolSchedule {
   std::atomic<int> uneven_{0};               // jobs left to split finely (tasks_per_thread)
   std::atomic<Clock::rep> serial_until_{0};  // no probes before (a time_since_epoch count)
   // When the last job that waited for a descheduled worker ended (record() only).
-  Clock::rep last_descheduled_ = std::numeric_limits<Clock::rep>::min() / 2;
+  Clock::time_point last_descheduled_{};
 };
 
 }  // namespace refjit::kernels
